@@ -1,0 +1,7 @@
+#include "backends/cpu/kernel.h"
+
+namespace kiln::cpu {
+
+void register_copy_kernels(KernelRegistry& r) { (void)r; }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,274 @@
+#include "kiln/tensor.h"
+
+#include <cstdlib>
+#include <limits>
+#include <new>
+
+namespace kiln {
+
+namespace {
+
+struct AlignedFree {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+
+// Calls f(offset_in_elements) for each element of a strided layout in row-major order.
+template <typename F>
+void for_each_offset(const Shape& sizes, const Shape& strides, int64_t base, F&& f) {
+  const size_t nd = sizes.size();
+  for (int64_t s : sizes)
+    if (s == 0) return;
+  if (nd == 0) {
+    f(base);
+    return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = base;
+  const int64_t inner = sizes[nd - 1], inner_stride = strides[nd - 1];
+  while (true) {
+    for (int64_t i = 0; i < inner; ++i) f(off + i * inner_stride);
+    size_t d = nd - 1;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      off += strides[d];
+      if (++idx[d] < sizes[d]) break;
+      off -= strides[d] * sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename Dst, typename Src>
+Dst convert_value(Src v) {
+  if constexpr (std::is_same_v<Dst, Src>) {
+    return v;
+  } else if constexpr (std::is_same_v<Src, Half> || std::is_same_v<Src, BFloat16>) {
+    return convert_value<Dst>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<Dst, bool>) {
+    return v != Src(0);
+  } else if constexpr (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>) {
+    return Dst(static_cast<float>(v));
+  } else {
+    return static_cast<Dst>(v);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+  auto s = std::make_shared<Storage>();
+  size_t n = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
+  void* p = ::operator new[](n, std::align_val_t(64));
+  std::memset(p, 0, n);
+  s->keeper_ = std::shared_ptr<void>(p, AlignedFree{});
+  s->data_ = static_cast<uint8_t*>(p);
+  s->nbytes_ = nbytes;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::borrow(uint8_t* data, size_t nbytes, std::shared_ptr<void> keeper) {
+  auto s = std::make_shared<Storage>();
+  s->data_ = data;
+  s->nbytes_ = nbytes;
+  s->keeper_ = std::move(keeper);
+  return s;
+}
+
+Expected<int64_t> checked_numel(std::span<const int64_t> sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) return invalid_argument("negative size " + std::to_string(s) + " in shape " + shape_to_string(sizes));
+    if (s != 0 && n > std::numeric_limits<int64_t>::max() / s)
+      return invalid_argument("element count of shape " + shape_to_string(sizes) + " overflows int64");
+    n *= s;
+  }
+  return n;
+}
+
+Shape contiguous_strides(std::span<const int64_t> sizes) {
+  Shape st(sizes.size());
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return st;
+}
+
+std::string shape_to_string(std::span<const int64_t> sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(sizes[i]);
+  }
+  return s + "]";
+}
+
+Tensor Tensor::zeros(DType dtype, Shape sizes) {
+  Tensor t;
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  t.storage_ = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
+  t.dtype_ = dtype;
+  t.strides_ = contiguous_strides(sizes);
+  t.sizes_ = std::move(sizes);
+  return t;
+}
+
+Tensor Tensor::scalar(DType dtype, double value) {
+  Tensor t = zeros(dtype, {});
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    *t.data<T>() = convert_value<T>(value);
+  });
+  return t;
+}
+
+Expected<Tensor> Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape strides,
+                                      int64_t storage_offset) {
+  if (sizes.size() != strides.size())
+    return invalid_argument("sizes " + shape_to_string(sizes) + " and strides " + shape_to_string(strides) +
+                            " have different ranks");
+  KILN_ASSIGN_OR_RETURN(int64_t numel, checked_numel(sizes));
+  if (storage_offset < 0) return invalid_argument("negative storage offset " + std::to_string(storage_offset));
+  const int64_t item = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t capacity = static_cast<int64_t>(storage->nbytes()) / item;
+  if (numel > 0) {
+    // Largest element index reached; every term is checked against overflow.
+    int64_t extent = storage_offset;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (strides[i] < 0) return unsupported("negative stride " + std::to_string(strides[i]));
+      int64_t span = sizes[i] - 1;
+      if (strides[i] != 0 && span > (std::numeric_limits<int64_t>::max() - extent) / strides[i])
+        return invalid_argument("strided extent overflows int64");
+      extent += span * strides[i];
+    }
+    if (extent >= capacity)
+      return invalid_argument("tensor " + std::string(dtype_name(dtype)) + shape_to_string(sizes) + " with strides " +
+                              shape_to_string(strides) + " and offset " + std::to_string(storage_offset) +
+                              " reaches element " + std::to_string(extent) + " but its storage holds " +
+                              std::to_string(capacity) + " elements (" + std::to_string(storage->nbytes()) +
+                              " bytes)");
+  }
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.dtype_ = dtype;
+  t.sizes_ = std::move(sizes);
+  t.strides_ = std::move(strides);
+  t.offset_ = storage_offset;
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes_) n *= s;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) return false;
+    expected *= sizes_[i];
+  }
+  return true;
+}
+
+Tensor Tensor::contiguous() const {
+  if (!defined() || is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = zeros(dtype_, sizes_);
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor out = zeros(dtype, sizes_);
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t storage_offset) const {
+  Tensor t;
+  t.storage_ = storage_;
+  t.dtype_ = dtype_;
+  t.sizes_ = std::move(sizes);
+  t.strides_ = std::move(strides);
+  t.offset_ = storage_offset;
+  return t;
+}
+
+Tensor Tensor::reshape(Shape sizes) const {
+  if (is_contiguous()) {
+    Shape st = contiguous_strides(sizes);
+    return as_strided(std::move(sizes), std::move(st), offset_);
+  }
+  Tensor c = clone();
+  Shape st = contiguous_strides(sizes);
+  return c.as_strided(std::move(sizes), std::move(st), 0);
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  // Gather src into a contiguous, converted buffer, then scatter into this layout.
+  visit_dtype(dtype_, [&](auto dst_tag) {
+    using D = decltype(dst_tag);
+    visit_dtype(src.dtype_, [&](auto src_tag) {
+      using S = decltype(src_tag);
+      std::vector<D> tmp;
+      tmp.reserve(static_cast<size_t>(src.numel()));
+      const S* sp = reinterpret_cast<const S*>(src.storage_->data());
+      for_each_offset(src.sizes_, src.strides_, src.offset_,
+                      [&](int64_t o) { tmp.push_back(convert_value<D>(sp[o])); });
+      D* dp = reinterpret_cast<D*>(storage_->data());
+      size_t k = 0;
+      for_each_offset(sizes_, strides_, offset_, [&](int64_t o) { dp[o] = tmp[k++]; });
+    });
+  });
+}
+
+double Tensor::value_at(int64_t i) const {
+  // Unravel i in row-major order over sizes_.
+  int64_t off = offset_;
+  for (size_t d = sizes_.size(); d-- > 0;) {
+    int64_t s = sizes_[d];
+    off += (i % s) * strides_[d];
+    i /= s;
+  }
+  return visit_dtype(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    T v = reinterpret_cast<const T*>(storage_->data())[off];
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+      return static_cast<double>(static_cast<float>(v));
+    else
+      return static_cast<double>(v);
+  });
+}
+
+int64_t Tensor::int_at(int64_t i) const {
+  if (!is_floating(dtype_)) {
+    int64_t off = offset_;
+    for (size_t d = sizes_.size(); d-- > 0;) {
+      int64_t s = sizes_[d];
+      off += (i % s) * strides_[d];
+      i /= s;
+    }
+    return visit_dtype(dtype_, [&](auto tag) -> int64_t {
+      using T = decltype(tag);
+      if constexpr (std::is_integral_v<T>)
+        return static_cast<int64_t>(reinterpret_cast<const T*>(storage_->data())[off]);
+      else
+        return 0;
+    });
+  }
+  return static_cast<int64_t>(value_at(i));
+}
+
+std::string Tensor::type_string() const { return std::string(dtype_name(dtype_)) + shape_to_string(sizes_); }
+
+}  // namespace kiln

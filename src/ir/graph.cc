@@ -1,0 +1,158 @@
+#include "ir/graph.h"
+
+#include <set>
+
+namespace kiln::ir {
+
+std::string TensorType::to_string() const {
+  std::string s(dtype_name(dtype));
+  s += "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) s += ", ";
+    s += sizes[i].to_string();
+  }
+  return s + "]";
+}
+
+const Arg* Node::find(std::string_view arg_name) const {
+  for (const NamedArg& a : args)
+    if (a.name == arg_name) return &a.value;
+  return nullptr;
+}
+
+Arg* Node::find(std::string_view arg_name) {
+  for (NamedArg& a : args)
+    if (a.name == arg_name) return &a.value;
+  return nullptr;
+}
+
+namespace {
+template <typename F>
+void for_each_value_slot(std::vector<NamedArg>& args, F&& f) {
+  for (NamedArg& a : args) {
+    if (auto* v = std::get_if<Value*>(&a.value)) {
+      f(*v);
+    } else if (auto* l = std::get_if<std::vector<Value*>>(&a.value)) {
+      for (Value*& x : *l) f(x);
+    } else if (auto* ol = std::get_if<std::vector<std::optional<Value*>>>(&a.value)) {
+      for (auto& x : *ol)
+        if (x) f(*x);
+    } else if (auto* sl = std::get_if<std::vector<SymInt>>(&a.value)) {
+      for (SymInt& s : *sl)
+        if (auto* x = std::get_if<Value*>(&s)) f(*x);
+    }
+  }
+}
+}  // namespace
+
+std::vector<Value*> Node::operands() const {
+  std::vector<Value*> out;
+  for_each_value_slot(const_cast<std::vector<NamedArg>&>(args), [&](Value*& v) { out.push_back(v); });
+  return out;
+}
+
+void Node::replace_operand(Value* from, Value* to) {
+  for_each_value_slot(args, [&](Value*& v) {
+    if (v == from) v = to;
+  });
+}
+
+std::string Node::describe() const {
+  return "node '" + name + "' (" + std::string(op_target(op)) + ")";
+}
+
+Value* Graph::add_value(std::string name, ValueKind kind, TensorType type) {
+  auto v = std::make_unique<Value>();
+  v->id = static_cast<int>(values_.size());
+  v->name = std::move(name);
+  v->kind = kind;
+  v->type = std::move(type);
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+Value* Graph::add_input(std::string name, ValueKind kind, TensorType type) {
+  Value* v = add_value(std::move(name), kind, std::move(type));
+  inputs_.push_back(v);
+  return v;
+}
+
+Node* Graph::add_node(OpKind op, std::string name, std::vector<NamedArg> args,
+                      std::vector<std::pair<std::string, TensorType>> output_types, ValueKind output_kind) {
+  auto n = std::make_unique<Node>();
+  n->op = op;
+  n->name = std::move(name);
+  n->args = std::move(args);
+  int idx = 0;
+  for (auto& [oname, otype] : output_types) {
+    Value* v = add_value(oname, output_kind, otype);
+    v->producer = n.get();
+    v->output_index = idx++;
+    n->outputs.push_back(v);
+  }
+  nodes_.push_back(std::move(n));
+  return nodes_.back().get();
+}
+
+Status Graph::verify() const {
+  std::set<const Value*> defined(inputs_.begin(), inputs_.end());
+  std::set<std::string> node_names;
+  for (const auto& n : nodes_) {
+    for (const Value* v : n->operands()) {
+      if (!defined.count(v))
+        return internal_error(n->describe() + " uses value '" + v->name + "' before it is defined");
+    }
+    for (const Value* v : n->outputs) {
+      if (v->producer != n.get()) return internal_error(n->describe() + " output '" + v->name + "' has a wrong producer");
+      if (!defined.insert(v).second) return internal_error("value '" + v->name + "' is defined twice");
+    }
+  }
+  for (const Value* v : outputs_)
+    if (!defined.count(v)) return internal_error("graph output '" + v->name + "' is never defined");
+  return Status::ok();
+}
+
+Graph Graph::clone(std::map<const Value*, Value*>* map) const {
+  Graph g;
+  std::map<const Value*, Value*> local;
+  std::map<const Value*, Value*>& m = map ? *map : local;
+  for (const auto& v : values_) {
+    Value* nv = g.add_value(v->name, v->kind, v->type);
+    nv->sym = v->sym;
+    nv->output_index = v->output_index;
+    m[v.get()] = nv;
+  }
+  for (const Value* v : inputs_) g.inputs_.push_back(m[v]);
+  for (const auto& n : nodes_) {
+    auto nn = std::make_unique<Node>(*n);
+    for_each_value_slot(nn->args, [&](Value*& v) { v = m[v]; });
+    for (Value*& v : nn->outputs) {
+      v = m[v];
+      v->producer = nn.get();
+    }
+    g.nodes_.push_back(std::move(nn));
+  }
+  for (const Value* v : outputs_) g.outputs_.push_back(m[v]);
+  return g;
+}
+
+const char* input_kind_name(InputSpec::Kind k) {
+  switch (k) {
+    case InputSpec::Kind::kParameter: return "parameter";
+    case InputSpec::Kind::kBuffer: return "buffer";
+    case InputSpec::Kind::kConstant: return "constant";
+    case InputSpec::Kind::kUserInput: return "user_input";
+  }
+  return "?";
+}
+
+const char* output_kind_name(OutputSpec::Kind k) {
+  switch (k) {
+    case OutputSpec::Kind::kBufferMutation: return "buffer_mutation";
+    case OutputSpec::Kind::kUserOutput: return "user_output";
+    case OutputSpec::Kind::kUserInputMutation: return "user_input_mutation";
+  }
+  return "?";
+}
+
+}  // namespace kiln::ir

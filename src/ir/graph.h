@@ -1,0 +1,177 @@
+// kiln's IR: a graph of ATen-level nodes over SSA values.
+//
+// A Value is produced once (by a node, or as a graph input) and referenced by
+// pointer; nothing is ever wired by name. Node arguments keep their schema
+// names (as torch.export writes them) so that kernels and passes read
+// `self`, `dim`, `keepdim` the way the ATen schema defines them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/ops.h"
+#include "ir/sym_expr.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::ir {
+
+// A size: a known integer, or a symbolic expression.
+struct Dim {
+  int64_t value = 0;   // valid when expr is null
+  SymExprPtr expr;     // null for static sizes
+  static Dim of(int64_t v) { return {v, nullptr}; }
+  static Dim of(SymExprPtr e) {
+    if (e && e->is_const()) return {e->value(), nullptr};
+    return {0, std::move(e)};
+  }
+  bool is_static() const { return expr == nullptr; }
+  std::string to_string() const { return expr ? expr->to_string() : std::to_string(value); }
+};
+
+struct TensorType {
+  DType dtype = DType::Float32;
+  std::vector<Dim> sizes;
+  std::string to_string() const;  // "f32[s0, 3, 224, 224]"
+};
+
+enum class ValueKind { kTensor, kSymInt, kSymFloat, kSymBool };
+
+class Node;
+
+class Value {
+ public:
+  int id = 0;              // dense index inside its graph
+  std::string name;        // the exporter's name; for printing and messages only
+  ValueKind kind = ValueKind::kTensor;
+  TensorType type;         // for tensors
+  SymExprPtr sym;          // for SymInt values whose expression is known
+  Node* producer = nullptr;  // null for graph inputs
+  int output_index = 0;
+};
+
+struct Device {
+  std::string type = "cpu";
+  int64_t index = -1;  // -1: none given
+  bool operator==(const Device&) const = default;
+};
+
+// An int that may be symbolic (a SymInt value computed at run time).
+using SymInt = std::variant<int64_t, Value*>;
+
+struct NoneArg {
+  bool operator==(const NoneArg&) const = default;
+};
+
+// One argument of a node. Value* / lists of Value* are the SSA operands;
+// everything else is a compile-time attribute.
+using Arg = std::variant<NoneArg, bool, int64_t, double, std::string, DType, Device,
+                         std::vector<int64_t>, std::vector<double>, std::vector<bool>,
+                         Value*,                               // tensor or symbolic scalar
+                         std::vector<Value*>,                  // Tensor[]
+                         std::vector<std::optional<Value*>>,   // Tensor?[]
+                         std::vector<SymInt>>;                 // SymInt[] with symbols
+
+struct NamedArg {
+  std::string name;
+  Arg value;
+};
+
+class Node {
+ public:
+  OpKind op = OpKind::kUnknown;
+  std::string name;  // the exporter's node name, for messages
+  std::vector<NamedArg> args;
+  std::vector<Value*> outputs;
+  std::map<std::string, std::string> metadata;  // e.g. nn_module_stack
+
+  const Arg* find(std::string_view arg_name) const;
+  Arg* find(std::string_view arg_name);
+  // Every Value this node reads, in argument order (may repeat).
+  std::vector<Value*> operands() const;
+  // Replaces each use of `from` by `to` in this node's arguments.
+  void replace_operand(Value* from, Value* to);
+  // "node 'add_3' (aten.add.Tensor)"
+  std::string describe() const;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  Value* add_value(std::string name, ValueKind kind, TensorType type = {});
+  Value* add_input(std::string name, ValueKind kind, TensorType type = {});
+  // Appends a node; its outputs are created from `output_types`.
+  Node* add_node(OpKind op, std::string name, std::vector<NamedArg> args,
+                 std::vector<std::pair<std::string, TensorType>> output_types,
+                 ValueKind output_kind = ValueKind::kTensor);
+
+  std::vector<std::unique_ptr<Node>>& nodes() { return nodes_; }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<Value*>& inputs() { return inputs_; }
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  std::vector<Value*>& outputs() { return outputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  size_t num_values() const { return values_.size(); }
+  Value* value(size_t id) const { return values_[id].get(); }
+
+  // Checks SSA well-formedness: every operand defined before use, outputs defined.
+  Status verify() const;
+
+  // Deep copy; `map` (if given) receives old->new value pointers.
+  Graph clone(std::map<const Value*, Value*>* map = nullptr) const;
+
+ private:
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+};
+
+// Where a graph input comes from and where an output goes (the graph signature).
+struct InputSpec {
+  enum class Kind { kParameter, kBuffer, kConstant, kUserInput };
+  Kind kind = Kind::kUserInput;
+  std::string target;  // fqn of the parameter/buffer/constant; empty for user inputs
+  bool persistent = true;
+};
+
+struct OutputSpec {
+  enum class Kind { kBufferMutation, kUserOutput, kUserInputMutation };
+  Kind kind = Kind::kUserOutput;
+  std::string target;  // buffer fqn or user input name for mutations
+};
+
+struct SymbolRange {
+  int64_t min = 0;
+  int64_t max = INT64_MAX;  // INT64_MAX: unbounded
+};
+
+// A loaded program: graph, signature (parallel to graph inputs/outputs),
+// weights by fqn and symbol ranges. Produced by the frontend, rewritten by
+// lowering, run by the runtime.
+struct Module {
+  Graph graph;
+  std::vector<InputSpec> input_specs;    // one per graph input
+  std::vector<OutputSpec> output_specs;  // one per graph output
+  std::map<std::string, Tensor> weights;  // parameters, buffers and constants by fqn
+  std::map<std::string, SymbolRange> symbols;
+  std::string dialect;        // "TRAINING" or "ATEN"
+  std::string torch_version;  // as recorded by the exporter
+  std::string source;         // file it came from, for messages
+};
+
+const char* input_kind_name(InputSpec::Kind k);
+const char* output_kind_name(OutputSpec::Kind k);
+
+}  // namespace kiln::ir

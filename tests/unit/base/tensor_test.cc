@@ -1,0 +1,54 @@
+#include "kiln/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace kiln {
+namespace {
+
+TEST(Tensor, FromStorageRejectsOutOfBounds) {
+  auto st = Storage::allocate(16);  // 4 floats
+  EXPECT_TRUE(Tensor::from_storage(st, DType::Float32, {2, 2}, {2, 1}, 0).has_value());
+  auto bad = Tensor::from_storage(st, DType::Float32, {2, 2}, {2, 1}, 1);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("reaches element 4"), std::string::npos);
+}
+
+TEST(Tensor, NumelOverflowIsAnError) {
+  std::vector<int64_t> sizes = {1LL << 40, 1LL << 40};
+  EXPECT_FALSE(checked_numel(sizes).has_value());
+}
+
+TEST(Tensor, TransposedViewCopiesInLogicalOrder) {
+  Tensor t = Tensor::zeros(DType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) t.data<float>()[i] = static_cast<float>(i);
+  Tensor tt = t.as_strided({3, 2}, {1, 3}, 0);
+  EXPECT_FALSE(tt.is_contiguous());
+  Tensor c = tt.contiguous();
+  const float want[] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.data<float>()[i], want[i]);
+}
+
+TEST(Tensor, HalfAndBFloat16RoundTrip) {
+  // Values exactly representable in both formats survive; others round to nearest even.
+  EXPECT_EQ(static_cast<float>(Half(1.5f)), 1.5f);
+  EXPECT_EQ(static_cast<float>(Half(65504.f)), 65504.f);
+  EXPECT_TRUE(std::isinf(static_cast<float>(Half(70000.f))));
+  EXPECT_EQ(static_cast<float>(Half(5.9604645e-08f)), 5.9604645e-08f);  // smallest subnormal
+  EXPECT_EQ(Half(1.0f + 1.0f / 2048).bits, Half(1.0f).bits);           // tie rounds to even
+  EXPECT_EQ(static_cast<float>(BFloat16(3.0f)), 3.0f);
+  EXPECT_EQ(BFloat16(1.0f + 1.0f / 256).bits, BFloat16(1.0f).bits);  // tie rounds to even
+  Tensor h = Tensor::scalar(DType::Float16, 0.1);
+  EXPECT_NEAR(h.item(), 0.0999755859375, 1e-12);
+}
+
+TEST(DType, PromotionFollowsPyTorch) {
+  EXPECT_EQ(promote_types(DType::Int64, DType::Float16), DType::Float16);
+  EXPECT_EQ(promote_types(DType::Float16, DType::BFloat16), DType::Float32);
+  EXPECT_EQ(promote_types(DType::Bool, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int16);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,1215 @@
+#!/usr/bin/env python3
+"""Export the model fixtures that kiln's tests compare against.
+
+Every fixture is a real model (torchvision / transformers classes, or a small
+hand-written stateful module) with small, seeded random weights, exported with
+``torch.export`` in eval mode. For each fixture NAME the script writes, into
+the folder given by ``--out``:
+
+  NAME.pt2            ``torch.export.export(...)`` saved with ``torch.export.save``
+                      (the default TRAINING dialect: in-place ops stay in the graph)
+  NAME.aten.pt2       the same program after ``ep.run_decompositions()`` (core-ATen
+                      dialect: functional, buffer_mutation outputs first)
+  NAME.io.safetensors inputs and the outputs that the *eager* module computed:
+                        input.<i> / output.<j>                  one call
+                        step<k>.input.<i> / step<k>.output.<j>  a sequence of calls
+                                                                on one session whose
+                                                                buffers carry over
+                        final.buffer.<fqn>                      a mutated buffer's
+                                                                value after the last step
+                      <i> / <j> index the user inputs / user outputs flattened with
+                      torch.utils._pytree, in the exported graph's order.
+  manifest.json       per fixture: files, description, source, torch version,
+                      dynamic dims and ranges, statefulness, suggested float
+                      tolerances (with the measured errors behind them), and the
+                      op histogram of each dialect's serialized graph.
+
+It also regenerates ``OPS.md`` next to the ``--out`` folder: the union of op
+targets over every ``torch*/manifest.json`` found there.
+
+Usage (one virtualenv per torch version; see tools/requirements-fixtures.txt):
+
+  /opt/venv-t211/bin/python tools/export_fixtures.py --out tests/fixtures/torch2.11
+  /opt/venv-t215/bin/python tools/export_fixtures.py --out tests/fixtures/torch2.15
+
+  --only NAME[,NAME...]   export only these fixtures (the manifest keeps the
+                          entries of the others that are already there)
+  --list                  list the fixture names and exit
+
+Everything runs on the CPU in float32 unless a fixture says otherwise. Weights
+are seeded from the fixture name, so a re-run with the same torch version
+reproduces the same tensors.
+
+How the suggested tolerances are chosen: each fixture is also run in float64
+(float32 for the reduced-precision fixture) as a reference. The suggestion is
+the tightest (rtol, atol) from a fixed ladder such that
+``margin * |eager - reference| <= atol + rtol * |reference|`` element-wise,
+and likewise for the exported program's (``ep.module()``) difference from
+eager, with ``margin`` = 10 (4 for bfloat16). Integer and bool outputs must
+match exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import math
+import os
+import sys
+import traceback
+import zipfile
+import zlib
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils import _pytree as pytree
+
+try:
+    from safetensors.torch import save_file as save_safetensors
+except ImportError:  # pragma: no cover
+    sys.exit("safetensors is required: pip install -r tools/requirements-fixtures.txt")
+
+
+# --------------------------------------------------------------------------
+# Fixture description
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Fixture:
+    name: str
+    description: str
+    source: str
+    module: nn.Module
+    # Example positional inputs used for torch.export.
+    example: tuple
+    # None: one call on `example`. Otherwise a list of calls (one input tuple
+    # each) made in order on one session whose buffers carry over.
+    steps: list[tuple] | None = None
+    dynamic_shapes: Any = None
+    # Human-readable description of the dynamic dims, e.g.
+    # {"input.0": {"0": {"name": "batch", "min": 1, "max": 8}}}.
+    dynamic: dict | None = None
+    # Reference precision for the tolerance measurement.
+    reference_dtype: torch.dtype = torch.float64
+    margin: float = 10.0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    # Extra check run on the eager module (fresh copy) after everything else;
+    # returns a dict that goes into the manifest under "sanity".
+    sanity: Callable[[nn.Module, "Fixture", list], dict] | None = None
+
+
+BUILDERS: list[tuple[str, Callable[[], Fixture]]] = []
+
+
+def fixture(name: str):
+    def register(fn):
+        BUILDERS.append((name, fn))
+        return fn
+
+    return register
+
+
+def seed_for(name: str) -> int:
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def randomize_batchnorm(model: nn.Module) -> None:
+    """Give every BatchNorm non-trivial affine params and running stats."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                if m.weight is not None:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.normal_(0.0, 0.1)
+
+
+def param_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------
+# torchvision models
+# --------------------------------------------------------------------------
+
+
+def _narrow_resnet(block_name: str, layers, widths):
+    from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+
+    block = {"basic": BasicBlock, "bottleneck": Bottleneck}[block_name]
+
+    class NarrowResNet(ResNet):
+        """torchvision ResNet with configurable stage widths (stock forward)."""
+
+        def __init__(self, block, layers, widths, num_classes=10):
+            nn.Module.__init__(self)
+            self._norm_layer = nn.BatchNorm2d
+            self.inplanes = widths[0]
+            self.dilation = 1
+            self.groups = 1
+            self.base_width = 64
+            self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(self.inplanes)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = self._make_layer(block, widths[0], layers[0])
+            self.layer2 = self._make_layer(block, widths[1], layers[1], stride=2)
+            self.layer3 = self._make_layer(block, widths[2], layers[2], stride=2)
+            self.layer4 = self._make_layer(block, widths[3], layers[3], stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(widths[3] * block.expansion, num_classes)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    model = NarrowResNet(block, layers, widths)
+    randomize_batchnorm(model)
+    return model
+
+
+RESNET_BASIC = dict(block_name="basic", layers=[2, 2, 2, 2], widths=[8, 16, 24, 32])
+
+
+@fixture("resnet_basic")
+def build_resnet_basic():
+    model = _narrow_resnet(**RESNET_BASIC)
+    x = torch.randn(2, 3, 32, 32)
+    return Fixture(
+        "resnet_basic",
+        "ResNet-18 layout (BasicBlock, [2,2,2,2]) with stage widths 8/16/24/32, "
+        "randomized BatchNorm stats, 10 classes, input 2x3x32x32",
+        "torchvision.models.resnet.ResNet subclass: BasicBlock, layers=[2,2,2,2], widths=[8,16,24,32]",
+        model,
+        (x,),
+    )
+
+
+@fixture("resnet_basic_dynbatch")
+def build_resnet_basic_dynbatch():
+    model = _narrow_resnet(**RESNET_BASIC)
+    batch = torch.export.Dim("batch", min=1, max=8)
+    sizes = [1, 3, 8]
+    return Fixture(
+        "resnet_basic_dynbatch",
+        "resnet_basic exported with a dynamic batch dim (1..8); steps call it at batch 1, 3 and 8 "
+        "(no state: the steps are independent calls at different sizes)",
+        "torchvision.models.resnet.ResNet subclass: BasicBlock, layers=[2,2,2,2], widths=[8,16,24,32]",
+        model,
+        (torch.randn(2, 3, 32, 32),),
+        steps=[(torch.randn(b, 3, 32, 32),) for b in sizes],
+        dynamic_shapes=({0: batch},),
+        dynamic={"input.0": {"0": {"name": "batch", "min": 1, "max": 8}}, "step_sizes": sizes},
+    )
+
+
+@fixture("resnet_bottleneck")
+def build_resnet_bottleneck():
+    model = _narrow_resnet("bottleneck", [1, 1, 1, 1], [4, 8, 16, 32])
+    x = torch.randn(2, 3, 32, 32)
+    return Fixture(
+        "resnet_bottleneck",
+        "ResNet with Bottleneck blocks ([1,1,1,1], planes 4/8/16/32, expansion 4), "
+        "randomized BatchNorm stats, 10 classes, input 2x3x32x32",
+        "torchvision.models.resnet.ResNet subclass: Bottleneck, layers=[1,1,1,1], widths=[4,8,16,32]",
+        model,
+        (x,),
+    )
+
+
+@fixture("mobilenet_v2")
+def build_mobilenet_v2():
+    from torchvision.models import mobilenet_v2
+    from torchvision.ops.misc import Conv2dNormActivation
+
+    model = mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
+    # The stock head is a 1x1 conv to 1280 channels regardless of width_mult
+    # (100k+ params); shrink it to 128 so the fixture stays small.
+    in_ch = model.features[-1][0].in_channels
+    model.features[-1] = Conv2dNormActivation(in_ch, 128, kernel_size=1, norm_layer=nn.BatchNorm2d, activation_layer=nn.ReLU6)
+    model.classifier[1] = nn.Linear(128, 10)
+    model.last_channel = 128
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "mobilenet_v2",
+        "MobileNetV2 width_mult=0.25 (inverted residuals, depthwise convs, ReLU6) with the "
+        "final 1x1 conv narrowed to 128 channels, input 1x3x64x64",
+        "torchvision.models.mobilenet_v2(width_mult=0.25, num_classes=10); features[-1] -> 128 channels",
+        model,
+        (x,),
+    )
+
+
+@fixture("mobilenet_v3_small")
+def build_mobilenet_v3_small():
+    from torchvision.models.mobilenetv3 import MobileNetV3, _mobilenet_v3_conf
+
+    setting, last_channel = _mobilenet_v3_conf("mobilenet_v3_small", width_mult=0.25)
+    model = MobileNetV3(setting, last_channel, num_classes=10)
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "mobilenet_v3_small",
+        "MobileNetV3-Small width_mult=0.25 (hardswish, squeeze-excitation with hardsigmoid), input 1x3x64x64",
+        "torchvision.models.mobilenetv3.MobileNetV3(*_mobilenet_v3_conf('mobilenet_v3_small', width_mult=0.25), num_classes=10)",
+        model,
+        (x,),
+    )
+
+
+@fixture("mobilenet_v3_large")
+def build_mobilenet_v3_large():
+    from torchvision.models.mobilenetv3 import MobileNetV3, _mobilenet_v3_conf
+
+    setting, last_channel = _mobilenet_v3_conf("mobilenet_v3_large", width_mult=0.25, reduced_tail=True)
+    model = MobileNetV3(setting, last_channel, num_classes=10)
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "mobilenet_v3_large",
+        "MobileNetV3-Large width_mult=0.25 with reduced_tail (ReLU and hardswish stages, "
+        "squeeze-excitation, 5x5 depthwise), input 1x3x64x64",
+        "torchvision.models.mobilenetv3.MobileNetV3(*_mobilenet_v3_conf('mobilenet_v3_large', width_mult=0.25, reduced_tail=True), num_classes=10)",
+        model,
+        (x,),
+    )
+
+
+@fixture("shufflenet_v2")
+def build_shufflenet_v2():
+    from torchvision.models.shufflenetv2 import ShuffleNetV2
+
+    model = ShuffleNetV2([2, 2, 2], [8, 16, 32, 64, 128], num_classes=10)
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "shufflenet_v2",
+        "ShuffleNetV2 (channel split / shuffle, stages_repeats [2,2,2], channels 8/16/32/64/128), input 1x3x64x64",
+        "torchvision.models.shufflenetv2.ShuffleNetV2([2,2,2], [8,16,32,64,128], num_classes=10)",
+        model,
+        (x,),
+    )
+
+
+@fixture("squeezenet")
+def build_squeezenet():
+    from torchvision.models.squeezenet import Fire, SqueezeNet
+
+    class NarrowSqueezeNet(SqueezeNet):
+        """SqueezeNet 1.1 layout built from torchvision's Fire module, narrow channels (stock forward)."""
+
+        def __init__(self, num_classes=10):
+            nn.Module.__init__(self)
+            self.num_classes = num_classes
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 16, kernel_size=3, stride=2),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(16, 4, 8, 8),
+                Fire(16, 4, 8, 8),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(16, 8, 16, 16),
+                Fire(32, 8, 16, 16),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(32, 12, 24, 24),
+                Fire(48, 12, 24, 24),
+                Fire(48, 16, 32, 32),
+                Fire(64, 16, 32, 32),
+            )
+            final_conv = nn.Conv2d(64, num_classes, kernel_size=1)
+            self.classifier = nn.Sequential(
+                nn.Dropout(p=0.5), final_conv, nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1))
+            )
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    if m is final_conv:
+                        nn.init.normal_(m.weight, mean=0.0, std=0.01)
+                    else:
+                        nn.init.kaiming_uniform_(m.weight)
+                    nn.init.normal_(m.bias, 0.0, 0.05)
+
+    model = NarrowSqueezeNet()
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "squeezenet",
+        "SqueezeNet 1.1 layout from torchvision Fire modules with narrow channels "
+        "(ceil_mode max-pools, concat of 1x1/3x3 expands), input 1x3x64x64",
+        "torchvision.models.squeezenet.SqueezeNet subclass built from torchvision.models.squeezenet.Fire",
+        model,
+        (x,),
+    )
+
+
+@fixture("efficientnet_b0")
+def build_efficientnet_b0():
+    from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
+
+    setting, last_channel = _efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.34)
+    model = EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.2, num_classes=10, last_channel=last_channel)
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 64, 64)
+    return Fixture(
+        "efficientnet_b0",
+        "EfficientNet-B0 layout with width_mult=0.25, depth_mult=0.34 (MBConv, SiLU, "
+        "squeeze-excitation with sigmoid; stochastic depth is identity in eval), input 1x3x64x64",
+        "torchvision.models.efficientnet.EfficientNet(*_efficientnet_conf('efficientnet_b0', width_mult=0.25, depth_mult=0.34), num_classes=10)",
+        model,
+        (x,),
+    )
+
+
+@fixture("vit")
+def build_vit():
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10
+    )
+    with torch.no_grad():
+        # The stock init zeroes the head and the positional embedding is tiny; make both non-trivial.
+        nn.init.normal_(model.heads.head.weight, std=0.2)
+        nn.init.normal_(model.heads.head.bias, std=0.1)
+        nn.init.normal_(model.encoder.pos_embedding, std=0.2)
+        nn.init.normal_(model.class_token, std=0.2)
+    x = torch.randn(2, 3, 32, 32)
+    return Fixture(
+        "vit",
+        "VisionTransformer image 32, patch 8, 2 layers, hidden 32, 2 heads, MLP 64 "
+        "(conv patchify, class token, nn.MultiheadAttention, GELU, LayerNorm), input 2x3x32x32",
+        "torchvision.models.vision_transformer.VisionTransformer(image_size=32, patch_size=8, num_layers=2, "
+        "num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10)",
+        model,
+        (x,),
+        notes=[
+            "eager nn.MultiheadAttention takes its fused fast path (aten._native_multi_head_attention) "
+            "under no_grad; the exported graph uses the decomposed path. The expected outputs are the "
+            "eager (fast path) values."
+        ],
+    )
+
+
+# --------------------------------------------------------------------------
+# transformers models
+# --------------------------------------------------------------------------
+
+TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=64)
+
+
+class BertWrapper(nn.Module):
+    """Positional inputs, tuple outputs (last_hidden_state, pooler_output)."""
+
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask):
+        out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return out.last_hidden_state, out.pooler_output
+
+
+def _tiny_bert():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        num_attention_heads=2, type_vocab_size=2, initializer_range=0.1, attn_implementation="sdpa", **TINY
+    )
+    return BertWrapper(BertModel(config).eval())
+
+
+def _bert_inputs(batch, seq, gen):
+    ids = torch.randint(1, 100, (batch, seq), generator=gen)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    if batch > 1:
+        # second row is padded: its last third is masked out
+        pad = max(1, seq // 3)
+        mask[1, seq - pad :] = 0
+        ids[1, seq - pad :] = 0
+    return ids, mask
+
+
+@fixture("bert")
+def build_bert():
+    model = _tiny_bert()
+    gen = torch.Generator().manual_seed(1)
+    ids, mask = _bert_inputs(2, 12, gen)
+    return Fixture(
+        "bert",
+        "BertModel (2 layers, hidden 32, 2 heads, vocab 100, sdpa attention); input_ids and an "
+        "attention_mask whose second row has 4 padded positions; outputs last_hidden_state, pooler_output",
+        "transformers.BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, "
+        "num_attention_heads=2, intermediate_size=64, max_position_embeddings=64), attn_implementation='sdpa')",
+        model,
+        (ids, mask),
+    )
+
+
+@fixture("bert_dynseq")
+def build_bert_dynseq():
+    model = _tiny_bert()
+    gen = torch.Generator().manual_seed(2)
+    seq = torch.export.Dim("seq", min=2, max=32)
+    sizes = [2, 7, 32]
+    return Fixture(
+        "bert_dynseq",
+        "bert exported with a dynamic sequence length (2..32, batch 2); steps call it at "
+        "seq 2, 7 and 32 (independent calls at different sizes)",
+        "transformers.BertModel (same config as 'bert')",
+        model,
+        _bert_inputs(2, 12, gen),
+        steps=[_bert_inputs(2, s, gen) for s in sizes],
+        dynamic_shapes=({1: seq}, {1: seq}),
+        dynamic={
+            "input.0": {"1": {"name": "seq", "min": 2, "max": 32}},
+            "input.1": {"1": {"name": "seq", "min": 2, "max": 32}},
+            "step_sizes": sizes,
+        },
+    )
+
+
+class LogitsWrapper(nn.Module):
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids):
+        return self.lm(input_ids=input_ids, use_cache=False, return_dict=True).logits
+
+
+@fixture("gpt2")
+def build_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_inner=64, n_positions=64,
+        initializer_range=0.1, attn_implementation="sdpa",
+    )
+    model = LogitsWrapper(GPT2LMHeadModel(config).eval())
+    ids = torch.randint(0, 100, (1, 10), generator=torch.Generator().manual_seed(3))
+    return Fixture(
+        "gpt2",
+        "GPT2LMHeadModel (2 layers, n_embd 32, 2 heads, vocab 100, tied lm_head, sdpa causal attention), "
+        "input_ids 1x10; output logits",
+        "transformers.GPT2LMHeadModel(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_inner=64, "
+        "n_positions=64), attn_implementation='sdpa')",
+        model,
+        (ids,),
+    )
+
+
+def _tiny_llama_config(**extra):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=10000.0,
+        initializer_range=0.1, attn_implementation="sdpa", **TINY, **extra,
+    )
+
+
+LLAMA_SOURCE = (
+    "transformers.LlamaForCausalLM(LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, "
+    "num_attention_heads=4, num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64), "
+    "attn_implementation='sdpa')"
+)
+
+
+@fixture("llama")
+def build_llama():
+    from transformers import LlamaForCausalLM
+
+    model = LogitsWrapper(LlamaForCausalLM(_tiny_llama_config(use_cache=False)).eval())
+    ids = torch.randint(0, 100, (1, 10), generator=torch.Generator().manual_seed(4))
+    return Fixture(
+        "llama",
+        "LlamaForCausalLM prefill without cache (2 layers, hidden 32, 4 query / 2 kv heads (GQA), "
+        "RoPE, RMSNorm, SiLU MLP), input_ids 1x10; output logits",
+        LLAMA_SOURCE,
+        model,
+        (ids,),
+    )
+
+
+class DecodeStep(nn.Module):
+    """Positional (input_ids, cache_position) -> logits around the static-cache module."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, cache_position):
+        return self.inner(input_ids=input_ids, cache_position=cache_position)
+
+
+LLAMA_DECODE_TOKENS = [7, 42, 13, 99, 5, 64]
+
+
+def _llama_decode_sanity(fresh: nn.Module, fx: Fixture, eager_outputs: list) -> dict:
+    """Eager cached decode logits vs a non-cached full forward over the same prefix."""
+    lm = fresh.inner.model
+    ids = torch.tensor([LLAMA_DECODE_TOKENS])
+    with torch.no_grad():
+        full = lm(input_ids=ids, use_cache=False).logits  # [1, T, vocab]
+    worst = 0.0
+    for k, outs in enumerate(eager_outputs):
+        worst = max(worst, (outs[0][0, -1] - full[0, k]).abs().max().item())
+    ok = worst < 1e-4
+    if not ok:
+        raise AssertionError(f"cached decode disagrees with full forward: max abs diff {worst}")
+    return {"cached_decode_vs_full_forward_max_abs_diff": worst, "ok": ok}
+
+
+@fixture("llama_decode")
+def build_llama_decode():
+    from transformers import GenerationConfig, LlamaForCausalLM
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    max_cache_len = 16
+    lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    lm.generation_config = GenerationConfig(
+        use_cache=True,
+        cache_implementation="static",
+        cache_config={"batch_size": 1, "max_cache_len": max_cache_len},
+    )
+    model = DecodeStep(TorchExportableModuleWithStaticCache(lm, batch_size=1, max_cache_len=max_cache_len))
+    steps = [(torch.tensor([[t]]), torch.tensor([k])) for k, t in enumerate(LLAMA_DECODE_TOKENS)]
+    return Fixture(
+        "llama_decode",
+        "Llama decode step with a static KV cache (transformers ExecuTorch integration, max_cache_len 16): "
+        "inputs input_ids [1,1] int64 and cache_position [1] int64, output logits [1,1,100]; "
+        f"{len(steps)} teacher-forced steps with tokens {LLAMA_DECODE_TOKENS} at positions 0..{len(steps) - 1}. "
+        "Buffers inner.key_cache_<l>/value_cache_<l> [1,2,16,8] and inner.cumulative_length_<l> (int64 scalar) "
+        "are non-persistent (they live in the constants config of the archive).",
+        "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
+        + ", batch_size=1, max_cache_len=16)",
+        model,
+        steps[0],
+        steps=steps,
+        sanity=_llama_decode_sanity,
+    )
+
+
+# --------------------------------------------------------------------------
+# Custom modules
+# --------------------------------------------------------------------------
+
+
+class KVCacheAttention(nn.Module):
+    """One attention block with a persistent KV cache written by index_copy_."""
+
+    def __init__(self, dim=32, heads=4, max_seq=16):
+        super().__init__()
+        self.heads, self.head_dim, self.max_seq = heads, dim // heads, max_seq
+        self.q_proj = nn.Linear(dim, dim)
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+        self.o_proj = nn.Linear(dim, dim)
+        self.register_buffer("k_cache", torch.zeros(1, heads, max_seq, self.head_dim))
+        self.register_buffer("v_cache", torch.zeros(1, heads, max_seq, self.head_dim))
+
+    def forward(self, x, pos):
+        # x: [1, T, dim] float32, pos: [T] int64 (cache positions of the T new tokens)
+        t = x.shape[1]
+        q = self.q_proj(x).view(1, t, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(1, t, self.heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(1, t, self.heads, self.head_dim).transpose(1, 2)
+        self.k_cache.index_copy_(2, pos, k)
+        self.v_cache.index_copy_(2, pos, v)
+        key_pos = torch.arange(self.max_seq, device=x.device)
+        mask = key_pos.unsqueeze(0) <= pos.unsqueeze(1)  # [T, max_seq] bool, causal over the cache
+        out = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+        return self.o_proj(out.transpose(1, 2).reshape(1, t, -1))
+
+
+@fixture("kv_cache_attention")
+def build_kv_cache_attention():
+    model = KVCacheAttention()
+    gen = torch.Generator().manual_seed(5)
+    steps = [(torch.randn(1, 2, 32, generator=gen), torch.tensor([2 * k, 2 * k + 1])) for k in range(4)]
+    return Fixture(
+        "kv_cache_attention",
+        "custom attention block: k/v written into buffers k_cache/v_cache [1,4,16,8] with index_copy_ "
+        "along dim 2 at input positions, then SDPA over the whole cache with a boolean causal mask "
+        "built from arange; 4 steps of 2 tokens (positions 0..7)",
+        "custom nn.Module (tools/export_fixtures.py: KVCacheAttention)",
+        model,
+        steps[0],
+        steps=steps,
+    )
+
+
+class ConvStateBlock(nn.Module):
+    """Streaming depthwise conv: a rolling input window kept in a buffer, plus a step counter."""
+
+    def __init__(self, channels=8, kernel=4):
+        super().__init__()
+        self.in_proj = nn.Linear(channels, channels)
+        self.conv = nn.Conv1d(channels, channels, kernel, groups=channels)
+        self.out_proj = nn.Linear(channels, channels)
+        self.register_buffer("conv_state", torch.zeros(1, channels, kernel))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x):
+        # x: [1, channels] one time step
+        h = self.in_proj(x)
+        window = torch.cat([self.conv_state[:, :, 1:], h.unsqueeze(-1)], dim=-1)
+        self.conv_state.copy_(window)
+        self.steps.add_(1)
+        y = self.conv(self.conv_state).squeeze(-1)  # [1, channels]
+        y = F.silu(y) / self.steps.to(y.dtype).sqrt()
+        return self.out_proj(y), self.steps * 10
+
+
+@fixture("conv_state")
+def build_conv_state():
+    model = ConvStateBlock()
+    gen = torch.Generator().manual_seed(6)
+    steps = [(torch.randn(1, 8, generator=gen),) for _ in range(5)]
+    return Fixture(
+        "conv_state",
+        "custom streaming block: conv_state [1,8,4] shifted each step (cat(state[..., 1:], x) then copy_), "
+        "a depthwise Conv1d over the state, and an int64 0-d counter steps.add_(1) used in the output; "
+        "outputs (y [1,8] float32, steps*10 int64 0-d); 5 steps",
+        "custom nn.Module (tools/export_fixtures.py: ConvStateBlock)",
+        model,
+        steps[0],
+        steps=steps,
+    )
+
+
+class NonzeroModel(nn.Module):
+    def forward(self, x):
+        mask = x > 0.25
+        idx = torch.nonzero(mask)  # [u0, 2] int64, data-dependent
+        vals = x[mask] * 2.0 + 1.0  # [u1] float32, boolean-mask indexing
+        return idx, vals, mask.sum()
+
+
+@fixture("nonzero")
+def build_nonzero():
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(7))
+    return Fixture(
+        "nonzero",
+        "data-dependent output shapes: nonzero(x > 0.25) (int64 [n,2]), x[x > 0.25]*2+1 (float32 [n]) "
+        "and the count (int64 0-d); input 4x6",
+        "custom nn.Module (tools/export_fixtures.py: NonzeroModel)",
+        NonzeroModel(),
+        (x,),
+    )
+
+
+class Bf16Block(nn.Module):
+    def __init__(self, dim=32, hidden=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        h = self.fc2(F.gelu(self.fc1(self.norm(x)), approximate="tanh"))
+        y = x + h
+        return self.head(y).softmax(dim=-1), y.float().mean(dim=-1)
+
+
+@fixture("mlp_bf16")
+def build_mlp_bf16():
+    model = Bf16Block().to(torch.bfloat16)
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(8)).to(torch.bfloat16)
+    return Fixture(
+        "mlp_bf16",
+        "bfloat16 block: LayerNorm, Linear, GELU(tanh), Linear, residual, Linear head + softmax; "
+        "params and input in bfloat16; outputs (softmax bf16 [2,8,10], mean of the residual cast to float32 [2,8])",
+        "custom nn.Module (tools/export_fixtures.py: Bf16Block) .to(torch.bfloat16)",
+        model,
+        (x,),
+        reference_dtype=torch.float32,
+        margin=4.0,
+    )
+
+
+# --------------------------------------------------------------------------
+# Export, run, compare
+# --------------------------------------------------------------------------
+
+
+def flat_tensors(tree, what: str) -> list[torch.Tensor]:
+    leaves = pytree.tree_leaves(tree)
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(f"{what}: non-tensor leaf {type(leaf).__name__}")
+    return leaves
+
+
+def run_sequence(module: nn.Module, calls: list[tuple]) -> list[list[torch.Tensor]]:
+    outs = []
+    with torch.no_grad():
+        for args in calls:
+            outs.append([t.detach().clone() for t in flat_tensors(module(*args), "outputs")])
+    return outs
+
+
+def cast_floats(tree, dtype):
+    return pytree.tree_map(lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
+
+
+def buffer_values(module: nn.Module, names) -> dict[str, torch.Tensor]:
+    bufs = dict(module.named_buffers(remove_duplicate=False))
+    return {n: bufs[n].detach().clone() for n in names}
+
+
+def compare(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Max abs difference for floats; 0 or inf (mismatch) for exact dtypes."""
+    if a.shape != b.shape:
+        raise AssertionError(f"shape mismatch {tuple(a.shape)} vs {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise AssertionError(f"dtype mismatch {a.dtype} vs {b.dtype}")
+    if a.is_floating_point():
+        if a.numel() == 0:
+            return 0.0
+        return (a.double() - b.double()).abs().max().item()
+    return 0.0 if torch.equal(a, b) else math.inf
+
+
+ATOL_LADDER = [1e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1]
+RTOL_LADDER = [1e-5, 1e-4, 1e-3, 1e-2, 2e-2, 5e-2, 1e-1]
+
+
+def pick_tolerance(pairs, margin, min_rtol, min_atol):
+    """Tightest (rtol, atol) with margin*|x - ref| <= atol + rtol*|ref| for all pairs.
+
+    Prefers a small atol at the smallest rtol that can do with atol <= 1e-3.
+    """
+    pairs = [(x.double(), r.double()) for x, r in pairs if x.is_floating_point() and x.numel()]
+    if not pairs:
+        return None
+
+    def ok(rtol, atol):
+        return all(bool((margin * (x - r).abs() <= atol + rtol * r.abs()).all()) for x, r in pairs)
+
+    rtols = [r for r in RTOL_LADDER if r >= min_rtol]
+    atols = [a for a in ATOL_LADDER if a >= min_atol]
+    for atol_cap in (1e-3, 1e-2, 1e-1):
+        for rtol in rtols:
+            for atol in atols:
+                if atol > atol_cap:
+                    break
+                if ok(rtol, atol):
+                    return rtol, atol
+    return None
+
+
+def error_stats(pairs):
+    """Max abs and max relative (where |ref| > 1e-3) error over float pairs."""
+    abs_err, rel_err = 0.0, 0.0
+    for x, r in pairs:
+        if not x.is_floating_point() or x.numel() == 0:
+            continue
+        d = (x.double() - r.double()).abs()
+        abs_err = max(abs_err, d.max().item())
+        big = r.double().abs() > 1e-3
+        if big.any():
+            rel_err = max(rel_err, (d[big] / r.double().abs()[big]).max().item())
+    return abs_err, rel_err
+
+
+# --------------------------------------------------------------------------
+# Archive inspection
+# --------------------------------------------------------------------------
+
+
+def read_archive(path: str) -> tuple[str, dict, bool]:
+    """Returns (root folder, model JSON, has raw-blob weights config)."""
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        root = names[0].split("/", 1)[0]
+        model_json = [n for n in names if n.endswith("/models/model.json")]
+        if len(model_json) != 1:
+            raise AssertionError(f"{path}: expected one models/model.json, got {model_json}")
+        program = json.loads(z.read(model_json[0]))
+        raw_blobs = any(n.endswith("/data/weights/model_weights_config.json") for n in names)
+    return root, program, raw_blobs
+
+
+def walk_nodes(graph: dict):
+    for node in graph["nodes"]:
+        yield node
+        for inp in node["inputs"]:
+            arg = inp["arg"]
+            if "as_graph" in arg:
+                yield from walk_nodes(arg["as_graph"]["graph"])
+
+
+SYM_ARG_KINDS = ("as_sym_int", "as_sym_ints", "as_sym_bool", "as_sym_bools", "as_sym_float", "as_sym_floats")
+SPECIAL_ARG_KINDS = ("as_scalar_type", "as_memory_format", "as_layout", "as_device", "as_optional_tensors",
+                     "as_string", "as_graph", "as_operator", "as_custom_obj", "as_int_lists")
+
+
+def analyze_graph(program: dict) -> dict:
+    graph = program["graph_module"]["graph"]
+    ops = Counter()
+    quirks: dict[str, set] = {
+        "sym_outputs": set(),
+        "sym_args": set(),
+        "multi_output": set(),
+        "list_output": set(),
+        "unused_outputs": set(),
+        "no_outputs": set(),
+        "special_args": set(),
+        "non_aten": set(),
+        "scalar_in_tensor_overload": set(),
+    }
+    for node in walk_nodes(graph):
+        target = node["target"]
+        ops[target] += 1
+        if not target.startswith("torch.ops.aten."):
+            quirks["non_aten"].add(target)
+        outs = node["outputs"]
+        if not outs:
+            quirks["no_outputs"].add(target)
+        if len(outs) > 1:
+            quirks["multi_output"].add(f"{target} ({len(outs)} outputs)")
+        for o in outs:
+            if any(k.startswith("as_sym") for k in o):
+                quirks["sym_outputs"].add(target)
+            if "as_tensors" in o:
+                quirks["list_output"].add(target)
+            names = []
+            if "as_tensor" in o:
+                names = [o["as_tensor"]["name"]]
+            elif "as_tensors" in o:
+                names = [t["name"] for t in o["as_tensors"]]
+            if any("_unused_" in n for n in names):
+                quirks["unused_outputs"].add(target)
+        for inp in node["inputs"]:
+            kind = next(iter(inp["arg"]))
+            if kind in SYM_ARG_KINDS:
+                quirks["sym_args"].add(f"{target}:{inp['name']}:{kind}")
+            if kind in SPECIAL_ARG_KINDS:
+                quirks["special_args"].add(f"{target}:{inp['name']}:{kind}")
+            if target.endswith((".Tensor", ".Tensor_mode")) and kind in ("as_int", "as_float", "as_bool"):
+                if inp["name"] in ("other", "exponent"):
+                    quirks["scalar_in_tensor_overload"].add(f"{target}:{inp['name']}:{kind}")
+    sig = program["graph_module"]["signature"]
+    return {
+        "ops": dict(sorted(ops.items())),
+        "node_count": sum(ops.values()),
+        "verifiers": program.get("verifiers"),
+        "schema_version": program.get("schema_version"),
+        "range_constraints": program.get("range_constraints"),
+        "input_kinds": dict(Counter(next(iter(s)) for s in sig["input_specs"])),
+        "output_kinds": dict(Counter(next(iter(s)) for s in sig["output_specs"])),
+        "sym_int_values": sorted(graph.get("sym_int_values", {}).keys()),
+        "quirks": {k: sorted(v) for k, v in quirks.items() if v},
+    }
+
+
+# --------------------------------------------------------------------------
+# One fixture
+# --------------------------------------------------------------------------
+
+
+def export_fixture(fx: Fixture, out_dir: str) -> dict:
+    pristine = copy.deepcopy(fx.module).eval()
+    calls = fx.steps if fx.steps is not None else [fx.example]
+
+    # 1. eager expected values (fresh copy; buffers carry over between steps)
+    eager_mod = copy.deepcopy(pristine)
+    eager_outs = run_sequence(eager_mod, calls)
+
+    # 2. export (from another fresh copy, so export-time tracing cannot touch the eager state)
+    export_mod = copy.deepcopy(pristine)
+    with torch.no_grad():
+        ep = torch.export.export(export_mod, fx.example, dynamic_shapes=fx.dynamic_shapes)
+    ep_aten = ep.run_decompositions()
+
+    # sanity: export must not have mutated the module it traced
+    for (n, a), (_, b) in zip(pristine.state_dict().items(), export_mod.state_dict().items()):
+        if not torch.equal(a, b):
+            raise AssertionError(f"export mutated {n}")
+
+    mutated = [
+        spec.target for spec in ep_aten.graph_signature.output_specs
+        if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION
+    ]
+    if any(spec.kind == torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION
+           for spec in ep_aten.graph_signature.output_specs):
+        raise AssertionError("user input mutation is not expected in fixtures")
+    final_buffers = buffer_values(eager_mod, mutated)
+
+    n_user_in = sum(1 for s in ep.graph_signature.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT)
+    n_user_out = sum(1 for s in ep.graph_signature.output_specs if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT)
+    n_user_out_aten = sum(1 for s in ep_aten.graph_signature.output_specs if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT)
+    for args, outs in zip(calls, eager_outs):
+        if len(flat_tensors(args, "inputs")) != n_user_in:
+            raise AssertionError(f"{len(args)} inputs but graph has {n_user_in} user inputs")
+        if not (len(outs) == n_user_out == n_user_out_aten):
+            raise AssertionError(f"{len(outs)} eager outputs vs {n_user_out}/{n_user_out_aten} graph user outputs")
+
+    # 3. save both dialects
+    files = {
+        "training": f"{fx.name}.pt2",
+        "aten": f"{fx.name}.aten.pt2",
+        "io": f"{fx.name}.io.safetensors",
+    }
+    torch.export.save(ep, os.path.join(out_dir, files["training"]))
+    torch.export.save(ep_aten, os.path.join(out_dir, files["aten"]))
+
+    # 4. reload both and run them through ep.module(); compare with eager
+    export_pairs = []
+    export_err = {}
+    for dialect in ("training", "aten"):
+        loaded = torch.export.load(os.path.join(out_dir, files[dialect]))
+        gm = loaded.module()
+        outs = run_sequence(gm, calls)
+        worst = 0.0
+        for o_exp, o_eager in zip(outs, eager_outs):
+            if len(o_exp) != len(o_eager):
+                raise AssertionError(f"{dialect}: {len(o_exp)} outputs vs eager {len(o_eager)}")
+            for a, b in zip(o_exp, o_eager):
+                worst = max(worst, compare(a, b))
+                export_pairs.append((a, b))
+        got = buffer_values(gm, mutated)
+        for n in mutated:
+            worst = max(worst, compare(got[n], final_buffers[n]))
+            export_pairs.append((got[n], final_buffers[n]))
+        if math.isinf(worst):
+            raise AssertionError(f"{dialect}: integer/bool output differs from eager")
+        export_err[dialect] = worst
+
+    # 5. reference precision run for the tolerance suggestion
+    ref_mod = copy.deepcopy(pristine).to(fx.reference_dtype) if any(
+        t.is_floating_point() for t in pristine.state_dict().values()) else copy.deepcopy(pristine)
+    ref_calls = [cast_floats(c, fx.reference_dtype) for c in calls]
+    ref_outs = run_sequence(ref_mod, ref_calls)
+    ref_pairs = []
+    for o, r in zip(eager_outs, ref_outs):
+        ref_pairs += [(a, b) for a, b in zip(o, r)]
+    ref_final = buffer_values(ref_mod, mutated)
+    ref_pairs += [(final_buffers[n], ref_final[n]) for n in mutated]
+    for a, b in ref_pairs:
+        if not a.is_floating_point() and not torch.equal(a, b):
+            raise AssertionError("integer output differs between precisions")
+    low = fx.reference_dtype != torch.float64
+    min_rtol, min_atol = (1e-2, 1e-2) if low else (1e-4, 1e-5)
+    tol = pick_tolerance(ref_pairs + export_pairs, fx.margin, min_rtol, min_atol)
+    ref_abs, ref_rel = error_stats(ref_pairs)
+
+    # 6. io file
+    tensors = {}
+
+    def put(key, t):
+        tensors[key] = t.detach().contiguous().clone()
+
+    if fx.steps is None:
+        for i, t in enumerate(flat_tensors(fx.example, "inputs")):
+            put(f"input.{i}", t)
+        for j, t in enumerate(eager_outs[0]):
+            put(f"output.{j}", t)
+    else:
+        for k, (args, outs) in enumerate(zip(calls, eager_outs)):
+            for i, t in enumerate(flat_tensors(args, "inputs")):
+                put(f"step{k}.input.{i}", t)
+            for j, t in enumerate(outs):
+                put(f"step{k}.output.{j}", t)
+        for n in mutated:
+            put(f"final.buffer.{n}", final_buffers[n])
+    save_safetensors(tensors, os.path.join(out_dir, files["io"]), metadata={"fixture": fx.name})
+
+    # 7. archive facts and op histograms from the serialized graphs
+    graphs = {}
+    roots = {}
+    for dialect in ("training", "aten"):
+        root, program, raw = read_archive(os.path.join(out_dir, files[dialect]))
+        if not raw:
+            raise AssertionError(f"{files[dialect]}: no data/weights/model_weights_config.json (not raw-blob layout)")
+        roots[dialect] = root
+        graphs[dialect] = analyze_graph(program)
+
+    sanity = fx.sanity(copy.deepcopy(pristine), fx, eager_outs) if fx.sanity else None
+
+    def describe(t):
+        return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+
+    entry = {
+        "name": fx.name,
+        "files": files,
+        "file_bytes": {k: os.path.getsize(os.path.join(out_dir, v)) for k, v in files.items()},
+        "archive_root": roots,
+        "description": fx.description,
+        "source": fx.source,
+        "torch_version": torch.__version__,
+        "parameters": param_count(pristine),
+        "dynamic": fx.dynamic,
+        "stateful": bool(mutated),
+        "mutated_buffers": mutated,
+        "calls": "steps" if fx.steps is not None else "single",
+        "num_steps": len(fx.steps) if fx.steps is not None else None,
+        "inputs": [describe(t) for t in flat_tensors(calls[0], "inputs")],
+        "outputs": [describe(t) for t in eager_outs[0]],
+        "tolerance": {
+            "rtol": tol[0] if tol else None,
+            "atol": tol[1] if tol else None,
+            "applies_to": "floating outputs and buffers; integer/bool values must match exactly",
+            "margin": fx.margin,
+            "reference_dtype": str(fx.reference_dtype).replace("torch.", ""),
+            "measured_eager_vs_reference_max_abs": ref_abs,
+            "measured_eager_vs_reference_max_rel": ref_rel,
+            "measured_exported_vs_eager_max_abs": export_err,
+        },
+        "notes": fx.notes,
+        "graphs": graphs,
+    }
+    if sanity is not None:
+        entry["sanity"] = sanity
+    return entry
+
+
+# --------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------
+
+
+def human(n: int) -> str:
+    return f"{n / 1024:.0f}K" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f}M"
+
+
+def print_summary(entries: list[dict]) -> None:
+    print()
+    header = f"{'fixture':24} {'params':>7} {'.pt2':>6} {'.aten':>6} {'io':>6} {'ops(tr)':>8} {'ops(aten)':>9} {'rtol':>6} {'atol':>6}"
+    print(header)
+    print("-" * len(header))
+    for e in entries:
+        b = e["file_bytes"]
+        g = e["graphs"]
+        tol = e["tolerance"]
+        print(
+            f"{e['name']:24} {e['parameters']:>7} {human(b['training']):>6} {human(b['aten']):>6} {human(b['io']):>6} "
+            f"{g['training']['node_count']:>4}/{len(g['training']['ops']):<3} {g['aten']['node_count']:>5}/{len(g['aten']['ops']):<3} "
+            f"{tol['rtol'] if tol['rtol'] is not None else '-':>6} {tol['atol'] if tol['atol'] is not None else '-':>6}"
+        )
+    print("(ops columns: node count / distinct targets)")
+
+
+def write_ops_md(fixtures_root: str) -> str:
+    """Union of op targets over every torch*/manifest.json under fixtures_root."""
+    versions = {}
+    for d in sorted(os.listdir(fixtures_root)):
+        p = os.path.join(fixtures_root, d, "manifest.json")
+        if d.startswith("torch") and os.path.isfile(p):
+            with open(p) as f:
+                versions[d] = json.load(f)
+    table: dict[str, dict[str, dict[str, int]]] = {}  # op -> dialect -> version -> fixtures
+    for v, man in versions.items():
+        for e in man["fixtures"]:
+            for dialect, g in e["graphs"].items():
+                for op in g["ops"]:
+                    table.setdefault(op, {}).setdefault(dialect, Counter())[v] += 1
+    lines = [
+        "# ATen ops used by the fixtures",
+        "",
+        "Generated by `tools/export_fixtures.py` from the `manifest.json` files in this folder; do not edit.",
+        "Each cell is the number of fixtures whose serialized graph uses the target, per dialect",
+        "(`training` = `NAME.pt2`, `aten` = `NAME.aten.pt2`).",
+        "",
+    ]
+    for v, man in versions.items():
+        lines.append(f"- `{v}`: torch {man['torch_version']}, {len(man['fixtures'])} fixtures")
+    lines.append("")
+    cols = [(dialect, v) for dialect in ("training", "aten") for v in versions]
+    lines.append("| op target | dialects | " + " | ".join(f"{d} {v}" for d, v in cols) + " |")
+    lines.append("|---|---|" + "---|" * len(cols))
+    for op in sorted(table):
+        dialects = ", ".join(d for d in ("training", "aten") if d in table[op])
+        cells = [str(table[op].get(d, {}).get(v, "")) for d, v in cols]
+        lines.append(f"| `{op}` | {dialects} | " + " | ".join(cells) + " |")
+    path = os.path.join(fixtures_root, "OPS.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="output folder, e.g. tests/fixtures/torch2.11")
+    ap.add_argument("--only", help="comma-separated fixture names")
+    ap.add_argument("--list", action="store_true", help="list fixture names and exit")
+    args = ap.parse_args(argv)
+
+    if args.list:
+        for name, _ in BUILDERS:
+            print(name)
+        return 0
+    if not args.out:
+        ap.error("--out is required")
+
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    os.makedirs(args.out, exist_ok=True)
+    only = set(args.only.split(",")) if args.only else None
+    unknown = (only or set()) - {n for n, _ in BUILDERS}
+    if unknown:
+        ap.error(f"unknown fixtures: {sorted(unknown)}")
+
+    manifest_path = os.path.join(args.out, "manifest.json")
+    previous = {}
+    if only and os.path.isfile(manifest_path):
+        with open(manifest_path) as f:
+            previous = {e["name"]: e for e in json.load(f).get("fixtures", [])}
+
+    entries, failures = [], {}
+    for name, build in BUILDERS:
+        if only and name not in only:
+            if name in previous:
+                entries.append(previous[name])
+            continue
+        print(f"== {name}", flush=True)
+        try:
+            torch.manual_seed(seed_for(name))
+            fx = build()
+            assert fx.name == name
+            entries.append(export_fixture(fx, args.out))
+        except Exception as exc:  # keep going; report at the end
+            traceback.print_exc()
+            failures[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            print(f"!! {name} FAILED: {failures[name]}", flush=True)
+
+    import transformers
+    import torchvision
+
+    manifest = {
+        "torch_version": torch.__version__,
+        "torchvision_version": torchvision.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": sys.version.split()[0],
+        "generator": "tools/export_fixtures.py",
+        "io_convention": {
+            "single": "input.<i>, output.<j>: user inputs / user outputs flattened with torch.utils._pytree in graph order",
+            "steps": "step<k>.input.<i>, step<k>.output.<j> for calls k = 0.. on one session whose buffers carry over; "
+                     "final.buffer.<fqn> = expected value of each mutated buffer after the last step",
+            "expected_values": "computed by the eager nn.Module, not the exported program",
+        },
+        "failures": failures,
+        "fixtures": entries,
+    }
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+    print_summary(entries)
+    ops_md = write_ops_md(os.path.dirname(os.path.abspath(args.out)))
+    print(f"\nwrote {manifest_path} and {ops_md}")
+    if failures:
+        print("\nFAILED fixtures:")
+        for n, msg in failures.items():
+            print(f"  {n}: {msg}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
