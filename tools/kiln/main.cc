@@ -1,1 +1,86 @@
-int main() { return 0; }
+// kiln: load, inspect, run and check PyTorch programs exported by torch.export.
+#include <cstring>
+#include <iostream>
+
+#include "cli.h"
+
+namespace kiln::cli {
+
+Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<std::string>& valued,
+                          const std::vector<std::string>& flags) {
+  Args a;
+  auto known = [](const std::vector<std::string>& l, const std::string& n) {
+    for (const auto& x : l)
+      if (x == n) return true;
+    return false;
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (!s.starts_with("--")) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string name = s.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (known(flags, name)) {
+      if (has_value) return invalid_argument("option --" + name + " takes no value");
+      a.options[name];
+      continue;
+    }
+    if (!known(valued, name)) return invalid_argument("unknown option --" + name);
+    if (!has_value) {
+      if (i + 1 >= argc) return invalid_argument("option --" + name + " needs a value");
+      value = argv[++i];
+    }
+    a.options[name].push_back(value);
+  }
+  return a;
+}
+
+Expected<double> parse_double(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0)) return invalid_argument("--" + option + " needs a non-negative number, got '" + text + "'");
+  return v;
+}
+
+int fail(const Status& s) {
+  std::cerr << "kiln: error: " << s.message() << "\n";
+  return kExitError;
+}
+
+}  // namespace kiln::cli
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  check MODEL.pt2 IO.safetensors [--device cpu] [--rtol R] [--atol A] [--verbose]\n"
+    "      run MODEL on the inputs recorded in IO and compare with the recorded outputs;\n"
+    "      exit 0 when all match, 1 on a mismatch, 2 on an error\n"
+    "  run MODEL.pt2 --inputs IN.safetensors --outputs OUT.safetensors [--device cpu]\n"
+    "      run once on input.<i> tensors and write output.<j> tensors\n"
+    "  inspect MODEL.pt2 [--print-ir] [--print-after PASS|all]\n"
+    "      inputs, outputs, buffers, dynamic dimensions and the op histogram\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? kiln::cli::kExitError : kiln::cli::kExitOk;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "check") return kiln::cli::run_check(argc, argv);
+  if (cmd == "run") return kiln::cli::run_run(argc, argv);
+  if (cmd == "inspect") return kiln::cli::run_inspect(argc, argv);
+  std::cerr << "kiln: error: unknown command '" << cmd << "'\n" << kUsage;
+  return kiln::cli::kExitError;
+}

@@ -1,7 +1,427 @@
+// Elementwise binary kernels: arithmetic, pow, comparisons, logical and
+// bitwise ops, where and masked_fill. Operands broadcast (NumPy rules) and
+// promote with PyTorch's result_type; a "Tensor" overload also accepts a
+// Python number for `other`. Unary kernels live in elementwise_unary.cc.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "backends/cpu/broadcast.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/kernel.h"
 
 namespace kiln::cpu {
 
-void register_elementwise_kernels(KernelRegistry& r) { (void)r; }
+Expected<Operand> read_operand(const KernelArgs& a, std::string_view name) {
+  const ir::Arg* arg = a.node().find(name);
+  if (arg != nullptr && std::holds_alternative<ir::Value*>(*arg)) {
+    // A Value is a tensor, or a symbolic number (SymInt/SymFloat) handled below.
+    auto t = a.tensor(name);
+    if (t.has_value()) return Operand{std::move(*t), false};
+  }
+  KILN_ASSIGN_OR_RETURN(Scalar s, a.scalar(name));
+  return Operand{scalar_to_tensor(s), true};
+}
+
+Expected<Shape> broadcast_operands(const KernelArgs& a, std::initializer_list<NamedTensor> operands) {
+  Shape shape;
+  std::string seen;
+  for (const NamedTensor& op : operands) {
+    if (!seen.empty()) seen += ", ";
+    seen += "'" + std::string(op.name) + "' " + op.tensor->type_string();
+    auto s = broadcast_shapes(shape, op.tensor->sizes());
+    if (!s) return a.error("operands cannot be broadcast together: " + seen);
+    shape = std::move(*s);
+  }
+  return shape;
+}
+
+namespace {
+
+template <typename T>
+T wrapping_add(T x, T y) {
+  return static_cast<T>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+}
+template <typename T>
+T wrapping_sub(T x, T y) {
+  return static_cast<T>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+}
+template <typename T>
+T wrapping_mul(T x, T y) {
+  return static_cast<T>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+}
+
+// Python's floor division for floats, as ATen computes it (div_floor_floating).
+template <typename C>
+C div_floor_floating(C x, C y) {
+  if (y == 0) return x / y;
+  C mod = std::fmod(x, y);
+  C div = (x - mod) / y;
+  if (mod != 0 && (y < 0) != (mod < 0)) div -= C(1);
+  if (div == 0) return std::copysign(C(0), x / y);
+  C floordiv = std::floor(div);
+  if (div - floordiv > C(0.5)) floordiv += C(1);
+  return floordiv;
+}
+
+// Integer power by squaring with wrap-around; negative exponents follow ATen's powi.
+template <typename T>
+T int_pow(T base, T exp) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp % 2 != 0) ? T(-1) : T(1);
+      return 0;
+    }
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result = wrapping_mul(result, base);
+    exp = static_cast<T>(exp / 2);
+    base = wrapping_mul(base, base);
+  }
+  return result;
+}
+
+Tensor prepare(const Tensor& t, DType dtype, const Shape& shape) { return expand_to(t.to(dtype), shape); }
+
+std::array<PromotionOperand, 2> promo(const Operand& x, const Operand& y) { return {x.promo(), y.promo()}; }
+
+// ---- add / sub / mul / div
+
+enum class Arith { kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor };
+
+Status binary_arith(KernelArgs& a, Arith op, bool reversed) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  std::string_view lhs_name = "self", rhs_name = "other";
+  if (reversed) {  // rsub(self, other, alpha) = other - alpha * self
+    std::swap(lhs, rhs);
+    std::swap(lhs_name, rhs_name);
+  }
+  const bool has_alpha = op == Arith::kAdd || op == Arith::kSub;
+  Scalar alpha = Scalar::of_int(1);
+  if (has_alpha) {
+    KILN_ASSIGN_OR_RETURN(alpha, a.scalar("alpha", Scalar::of_int(1)));
+  }
+
+  const DType common = result_type(promo(lhs, rhs));
+  if (op == Arith::kSub && (lhs.t.dtype() == DType::Bool || rhs.t.dtype() == DType::Bool))
+    return a.error(
+        "subtraction with a bool tensor is not supported; to invert a mask use logical_not(), for two masks use "
+        "logical_xor()");
+  if (has_alpha && alpha.kind == Scalar::Kind::kBool && common != DType::Bool)
+    return a.error("a bool alpha is only supported for bool results");
+  if (has_alpha && !is_floating(common) && alpha.kind == Scalar::Kind::kFloat)
+    return a.error("for integral input tensors, argument alpha must not be a floating point number");
+  if ((op == Arith::kDivTrunc || op == Arith::kDivFloor) && common == DType::Bool)
+    return a.error("division with a rounding mode is not supported for bool tensors");
+
+  const DType out_dtype = (op == Arith::kDiv && !is_floating(common)) ? DType::Float32 : common;
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{lhs_name, &lhs.t}, {rhs_name, &rhs.t}}));
+  // ATen's mul/div on a 16-bit float tensor read a one-element right operand at
+  // full precision (not rounded to the 16-bit type first).
+  const bool exact_rhs =
+      !has_alpha && (out_dtype == DType::Float16 || out_dtype == DType::BFloat16) && rhs.t.numel() == 1;
+  Tensor l = prepare(lhs.t, out_dtype, shape);
+  Tensor r = prepare(rhs.t, exact_rhs ? DType::Float32 : out_dtype, shape);
+  Tensor out = Tensor::zeros(out_dtype, shape);
+  bool div_by_zero = false;
+
+  visit_dtype(out_dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = opmath_t<T>;
+    auto run = [&](auto f) {
+      if constexpr (is_reduced_float_v<T>) {
+        if (exact_rhs) return map_binary<T, T, float>(l, r, out, f);
+      }
+      map_binary<T, T, T>(l, r, out, f);
+    };
+    if constexpr (std::is_same_v<T, bool>) {
+      const bool al = alpha.i != 0;
+      if (op == Arith::kAdd) run([al](bool x, bool y) { return x || (al && y); });
+      if (op == Arith::kMul) run([](bool x, bool y) { return x && y; });
+    } else if constexpr (std::is_integral_v<T>) {
+      const T al = static_cast<T>(alpha.i);
+      switch (op) {
+        case Arith::kAdd:
+          run([al](T x, T y) { return wrapping_add(x, wrapping_mul(al, y)); });
+          break;
+        case Arith::kSub:
+          run([al](T x, T y) { return wrapping_sub(x, wrapping_mul(al, y)); });
+          break;
+        case Arith::kMul:
+          run([](T x, T y) { return wrapping_mul(x, y); });
+          break;
+        case Arith::kDiv:
+          break;  // true division always produces a floating dtype
+        case Arith::kDivTrunc:
+        case Arith::kDivFloor: {
+          const bool floor = op == Arith::kDivFloor;
+          run([&div_by_zero, floor](T x, T y) -> T {
+            if (y == 0) {
+              div_by_zero = true;
+              return 0;
+            }
+            if constexpr (std::is_signed_v<T>) {
+              if (y == -1) return wrapping_sub(T(0), x);  // INT_MIN / -1 wraps
+              T q = static_cast<T>(x / y);
+              if (floor && x % y != 0 && ((x % y < 0) != (y < 0))) --q;
+              return q;
+            } else {
+              return static_cast<T>(x / y);
+            }
+          });
+          break;
+        }
+      }
+    } else {
+      // Alpha is rounded to the tensor's type first, as ATen does.
+      const C al = load(convert<T>(alpha.f));
+      switch (op) {
+        case Arith::kAdd:
+          run([al](C x, C y) { return x + al * y; });
+          break;
+        case Arith::kSub:
+          run([al](C x, C y) { return x - al * y; });
+          break;
+        case Arith::kMul:
+          run([](C x, C y) { return x * y; });
+          break;
+        case Arith::kDiv:
+          run([](C x, C y) { return x / y; });
+          break;
+        case Arith::kDivTrunc:
+          run([](C x, C y) { return std::trunc(x / y); });
+          break;
+        case Arith::kDivFloor:
+          run([](C x, C y) { return div_floor_floating(x, y); });
+          break;
+      }
+    }
+  });
+  if (div_by_zero) return a.error("integer division by zero");
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+Status add(KernelArgs& a) { return binary_arith(a, Arith::kAdd, false); }
+Status sub(KernelArgs& a) { return binary_arith(a, Arith::kSub, false); }
+Status rsub(KernelArgs& a) { return binary_arith(a, Arith::kSub, true); }
+Status mul(KernelArgs& a) { return binary_arith(a, Arith::kMul, false); }
+Status div(KernelArgs& a) { return binary_arith(a, Arith::kDiv, false); }
+
+Status div_mode(KernelArgs& a) {
+  if (!a.has("rounding_mode")) return binary_arith(a, Arith::kDiv, false);
+  KILN_ASSIGN_OR_RETURN(std::string mode, a.string_arg("rounding_mode"));
+  if (mode == "trunc") return binary_arith(a, Arith::kDivTrunc, false);
+  if (mode == "floor") return binary_arith(a, Arith::kDivFloor, false);
+  return a.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+}
+
+// ---- pow
+
+Status pow_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand base, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand exp, read_operand(a, "exponent"));
+  const DType common = result_type(promo(base, exp));
+  if (common == DType::Bool) return a.error("pow is not supported for bool tensors");
+  if (exp.wrapped && !is_floating(common) && exp.t.int_at(0) < 0)
+    return a.error("integers to negative integer powers are not allowed");
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &base.t}, {"exponent", &exp.t}}));
+  const bool reduced = common == DType::Float16 || common == DType::BFloat16;
+  const bool exact_rhs = reduced && exp.t.numel() == 1;
+  Tensor l = prepare(base.t, common, shape);
+  Tensor r = prepare(exp.t, exact_rhs ? DType::Float32 : common, shape);
+  Tensor out = Tensor::zeros(common, shape);
+  // ATen's special cases for a scalar exponent.
+  const std::optional<double> e = exp.wrapped ? std::optional<double>(exp.t.item()) : std::nullopt;
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    using C = opmath_t<T>;
+    auto run = [&](auto f) {
+      if constexpr (is_reduced_float_v<T>) {
+        if (exact_rhs) return map_binary<T, T, float>(l, r, out, f);
+      }
+      map_binary<T, T, T>(l, r, out, f);
+    };
+    if constexpr (std::is_same_v<T, bool>) {
+      // ruled out above
+    } else if constexpr (std::is_integral_v<T>) {
+      run([](T x, T y) { return int_pow(x, y); });
+    } else if (e == 2.0) {
+      run([](C x, C) { return x * x; });
+    } else if (e == 3.0) {
+      run([](C x, C) { return x * x * x; });
+    } else if (e == 0.5) {
+      run([](C x, C) { return std::sqrt(x); });
+    } else if (e == -0.5) {
+      run([](C x, C) { return C(1) / std::sqrt(x); });
+    } else if (e == -1.0) {
+      run([](C x, C) { return C(1) / x; });
+    } else if (e == -2.0) {
+      run([](C x, C) { return C(1) / (x * x); });
+    } else {
+      run([](C x, C y) { return std::pow(x, y); });
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// ---- comparisons
+
+enum class Cmp { kEq, kNe, kLt, kLe, kGt, kGe };
+
+template <Cmp kOp>
+Status compare(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  const DType common = result_type(promo(lhs, rhs));
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor l = prepare(lhs.t, common, shape);
+  Tensor r = prepare(rhs.t, common, shape);
+  Tensor out = Tensor::zeros(DType::Bool, shape);
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    map_binary<bool, T, T>(l, r, out, [](auto x, auto y) {
+      if constexpr (kOp == Cmp::kEq) return x == y;
+      if constexpr (kOp == Cmp::kNe) return x != y;
+      if constexpr (kOp == Cmp::kLt) return x < y;
+      if constexpr (kOp == Cmp::kLe) return x <= y;
+      if constexpr (kOp == Cmp::kGt) return x > y;
+      if constexpr (kOp == Cmp::kGe) return x >= y;
+    });
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// ---- logical and bitwise
+
+Status logical_and(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor out = Tensor::zeros(DType::Bool, shape);
+  map_binary<bool, bool, bool>(prepare(lhs.t, DType::Bool, shape), prepare(rhs.t, DType::Bool, shape), out,
+                               [](bool x, bool y) { return x && y; });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+template <bool kOr>
+Status bitwise_binary(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  const DType common = result_type(promo(lhs, rhs));
+  if (is_floating(common))
+    return a.error(std::string(kOr ? "bitwise_or" : "bitwise_and") +
+                   " is only supported for integer and bool tensors, got " + std::string(dtype_name(common)));
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor l = prepare(lhs.t, common, shape);
+  Tensor r = prepare(rhs.t, common, shape);
+  Tensor out = Tensor::zeros(common, shape);
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      map_binary<T, T, T>(l, r, out, [](T x, T y) -> T {
+        if constexpr (kOr) return static_cast<T>(x | y);
+        return static_cast<T>(x & y);
+      });
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// ---- where / masked_fill
+
+Status where_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor cond, a.tensor("condition"));
+  if (cond.dtype() != DType::Bool)
+    return a.error("where expects a bool condition tensor, got " + cond.type_string());
+  KILN_ASSIGN_OR_RETURN(Operand x, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand y, read_operand(a, "other"));
+  const DType common = result_type(promo(x, y));
+  KILN_ASSIGN_OR_RETURN(Shape shape,
+                        broadcast_operands(a, {{"condition", &cond}, {"self", &x.t}, {"other", &y.t}}));
+  Tensor out = Tensor::zeros(common, shape);
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    map_ternary<T, bool, T, T>(expand_to(cond, shape), prepare(x.t, common, shape), prepare(y.t, common, shape), out,
+                               [](bool c, auto p, auto q) { return c ? p : q; });
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+template <bool kTensorValue>
+Status masked_fill(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Tensor mask, a.tensor("mask"));
+  if (mask.dtype() != DType::Bool) return a.error("masked_fill only supports bool masks, got " + mask.type_string());
+  Tensor value;
+  if constexpr (kTensorValue) {
+    KILN_ASSIGN_OR_RETURN(Operand v, read_operand(a, "value"));
+    if (v.t.dim() != 0)
+      return a.error("masked_fill only supports a 0-dimensional value tensor, got " + v.t.type_string());
+    value = v.t;
+  } else {
+    KILN_ASSIGN_OR_RETURN(Scalar s, a.scalar("value"));
+    value = scalar_to_tensor(s);
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &self}, {"mask", &mask}}));
+  const DType dtype = self.dtype();
+  Tensor fill = value.to(dtype);
+  Tensor out = Tensor::zeros(dtype, shape);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const auto v = load(*fill.data<T>());
+    map_binary<T, T, bool>(expand_to(self, shape), expand_to(mask, shape), out,
+                           [v](auto x, bool m) { return m ? v : x; });
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_elementwise_kernels(KernelRegistry& r) {
+  using ir::OpKind;
+  r.add(OpKind::kAddTensor, &add);
+  r.add(OpKind::kAddScalar, &add);
+  r.add(OpKind::kSubTensor, &sub);
+  r.add(OpKind::kSubScalar, &sub);
+  r.add(OpKind::kRsubTensor, &rsub);
+  r.add(OpKind::kRsubScalar, &rsub);
+  r.add(OpKind::kMulTensor, &mul);
+  r.add(OpKind::kMulScalar, &mul);
+  r.add(OpKind::kDivTensor, &div);
+  r.add(OpKind::kDivScalar, &div);
+  r.add(OpKind::kDivTensorMode, &div_mode);
+  r.add(OpKind::kPowTensorScalar, &pow_kernel);
+  r.add(OpKind::kPowTensorTensor, &pow_kernel);
+  r.add(OpKind::kEqScalar, &compare<Cmp::kEq>);
+  r.add(OpKind::kEqTensor, &compare<Cmp::kEq>);
+  r.add(OpKind::kNeScalar, &compare<Cmp::kNe>);
+  r.add(OpKind::kNeTensor, &compare<Cmp::kNe>);
+  r.add(OpKind::kLtScalar, &compare<Cmp::kLt>);
+  r.add(OpKind::kLtTensor, &compare<Cmp::kLt>);
+  r.add(OpKind::kLeScalar, &compare<Cmp::kLe>);
+  r.add(OpKind::kLeTensor, &compare<Cmp::kLe>);
+  r.add(OpKind::kGtScalar, &compare<Cmp::kGt>);
+  r.add(OpKind::kGtTensor, &compare<Cmp::kGt>);
+  r.add(OpKind::kGeScalar, &compare<Cmp::kGe>);
+  r.add(OpKind::kGeTensor, &compare<Cmp::kGe>);
+  r.add(OpKind::kLogicalAnd, &logical_and);
+  r.add(OpKind::kBitwiseAndTensor, &bitwise_binary<false>);
+  r.add(OpKind::kBitwiseOrTensor, &bitwise_binary<true>);
+  r.add(OpKind::kWhere, &where_kernel);
+  r.add(OpKind::kMaskedFillScalar, &masked_fill<false>);
+  r.add(OpKind::kMaskedFillTensor, &masked_fill<true>);
+  register_unary_kernels(r);
+}
 
 }  // namespace kiln::cpu

@@ -1,0 +1,130 @@
+#include "backends/cpu/broadcast.h"
+
+#include <algorithm>
+
+namespace kiln::cpu {
+
+std::optional<int64_t> wrap_dim(int64_t dim, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) return std::nullopt;
+  return dim < 0 ? dim + r : dim;
+}
+
+std::string dim_out_of_range(int64_t dim, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  return "dimension " + std::to_string(dim) + " is out of range for a tensor of rank " + std::to_string(rank) +
+         " (expected a dim in [" + std::to_string(-r) + ", " + std::to_string(r - 1) + "])";
+}
+
+std::optional<Shape> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Align from the right; a missing dim acts as size 1.
+    const int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (sa == sb || sb == 1) {
+      out[i] = sa;
+    } else if (sa == 1) {
+      out[i] = sb;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+bool can_expand(std::span<const int64_t> from, std::span<const int64_t> to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[lead + i] && from[i] != 1) return false;
+  return true;
+}
+
+Tensor expand_to(const Tensor& t, std::span<const int64_t> to) {
+  const size_t lead = to.size() - t.sizes().size();
+  Shape strides(to.size(), 0);
+  for (size_t i = 0; i < t.sizes().size(); ++i)
+    strides[lead + i] = (t.sizes()[i] == to[lead + i]) ? t.strides()[i] : 0;
+  return t.as_strided(Shape(to.begin(), to.end()), std::move(strides), t.storage_offset());
+}
+
+std::vector<int64_t> element_offsets(const Tensor& t) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(t.numel()));
+  for_each_offsets<1>(t.sizes(), {t.strides()}, [&](const std::array<int64_t, 1>& o) { out.push_back(o[0]); });
+  return out;
+}
+
+namespace {
+
+enum class Category { kBool = 0, kInt = 1, kFloat = 2 };
+
+Category category(DType t) {
+  if (t == DType::Bool) return Category::kBool;
+  return is_floating(t) ? Category::kFloat : Category::kInt;
+}
+
+// Promotion that treats "no type yet" as the identity.
+std::optional<DType> promote_opt(std::optional<DType> a, std::optional<DType> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return promote_types(*a, *b);
+}
+
+// c10's combine_categories: `higher` is the result of the higher-priority group.
+std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
+  if (higher && is_floating(*higher)) return higher;
+  if ((higher && *higher == DType::Bool) || (lower && is_floating(*lower))) return promote_opt(higher, lower);
+  if (higher) return higher;
+  return lower;
+}
+
+}  // namespace
+
+DType result_type(std::span<const PromotionOperand> operands) {
+  std::optional<DType> dim_result, zero_result, wrapped_result;
+  for (const PromotionOperand& op : operands) {
+    DType t = op.dtype;
+    if (op.wrapped_number) {
+      if (category(t) == Category::kFloat) t = DType::Float32;  // the default dtype
+      wrapped_result = promote_opt(wrapped_result, t);
+    } else if (op.zero_dim) {
+      zero_result = promote_opt(zero_result, t);
+    } else {
+      dim_result = promote_opt(dim_result, t);
+    }
+  }
+  return combine(dim_result, combine(zero_result, wrapped_result)).value_or(DType::Float32);
+}
+
+DType scalar_dtype(const Scalar& s) {
+  switch (s.kind) {
+    case Scalar::Kind::kInt:
+      return DType::Int64;
+    case Scalar::Kind::kFloat:
+      return DType::Float64;
+    case Scalar::Kind::kBool:
+      return DType::Bool;
+  }
+  return DType::Float64;
+}
+
+Tensor scalar_to_tensor(const Scalar& s) {
+  Tensor t = Tensor::zeros(scalar_dtype(s), {});
+  switch (s.kind) {
+    case Scalar::Kind::kInt:
+      *t.data<int64_t>() = s.i;
+      break;
+    case Scalar::Kind::kFloat:
+      *t.data<double>() = s.f;
+      break;
+    case Scalar::Kind::kBool:
+      *t.data<bool>() = s.i != 0;
+      break;
+  }
+  return t;
+}
+
+}  // namespace kiln::cpu

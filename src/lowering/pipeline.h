@@ -1,0 +1,30 @@
+// The lowering pipeline as data: an ordered list of named passes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lowering/pass.h"
+
+namespace kiln::lowering {
+
+struct PassInfo {
+  std::string name;
+  Status (*run)(ir::Module&);
+  std::string description;
+};
+
+// The passes a program goes through before it runs, in order.
+const std::vector<PassInfo>& default_pipeline();
+
+struct PipelineOptions {
+  // Pass names after which `dump` receives the printed IR ("all" for every pass).
+  std::vector<std::string> print_after;
+  std::function<void(const std::string& pass, const std::string& ir_text)> dump;
+};
+
+// Runs `passes` in order; an error names the pass that failed.
+Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const PipelineOptions& options = {});
+
+}  // namespace kiln::lowering

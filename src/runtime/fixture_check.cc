@@ -1,0 +1,145 @@
+#include "runtime/fixture_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace kiln::runtime {
+
+bool CheckReport::pass() const {
+  return !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.pass; });
+}
+
+double CheckReport::max_abs() const {
+  double m = 0;
+  for (const auto& t : tensors) m = std::max(m, t.max_abs);
+  return m;
+}
+
+double CheckReport::max_rel() const {
+  double m = 0;
+  for (const auto& t : tensors) m = std::max(m, t.max_rel);
+  return m;
+}
+
+TensorComparison compare_tensors(const std::string& name, const Tensor& got, const Tensor& want, Tolerance tol) {
+  TensorComparison c;
+  c.name = name;
+  c.got_type = got.type_string();
+  c.want_type = want.type_string();
+  if (got.dtype() != want.dtype()) {
+    c.problem = "dtype differs";
+    return c;
+  }
+  if (got.sizes() != want.sizes()) {
+    c.problem = "shape differs";
+    return c;
+  }
+  const int64_t n = got.numel();
+  if (!is_floating(want.dtype())) {
+    c.exact = true;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t a = got.int_at(i), b = want.int_at(i);
+      if (a != b) {
+        ++bad;
+        c.max_abs = std::max(c.max_abs, std::fabs(static_cast<double>(a) - static_cast<double>(b)));
+      }
+    }
+    c.pass = bad == 0;
+    if (!c.pass) c.problem = std::to_string(bad) + " of " + std::to_string(n) + " elements differ";
+    return c;
+  }
+  // Reduced-precision outputs cannot be closer than their own rounding.
+  if (want.dtype() == DType::Float16) {
+    tol.rtol = std::max(tol.rtol, 1e-3);
+    tol.atol = std::max(tol.atol, 1e-3);
+  } else if (want.dtype() == DType::BFloat16) {
+    tol.rtol = std::max(tol.rtol, 1.6e-2);
+    tol.atol = std::max(tol.atol, 1e-2);
+  }
+  int64_t bad = 0;
+  Tensor g = got.to(DType::Float64).contiguous(), w = want.to(DType::Float64).contiguous();
+  const double* gp = g.data<double>();
+  const double* wp = w.data<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    double a = gp[i], b = wp[i];
+    if (std::isnan(a) || std::isnan(b)) {
+      if (std::isnan(a) != std::isnan(b)) ++bad;
+      continue;
+    }
+    if (std::isinf(a) || std::isinf(b)) {
+      if (a != b) ++bad;
+      continue;
+    }
+    double d = std::fabs(a - b);
+    c.max_abs = std::max(c.max_abs, d);
+    if (std::fabs(b) > tol.atol) c.max_rel = std::max(c.max_rel, d / std::fabs(b));
+    if (d > tol.atol + tol.rtol * std::fabs(b)) ++bad;
+  }
+  c.pass = bad == 0;
+  if (!c.pass) c.problem = std::to_string(bad) + " of " + std::to_string(n) + " elements outside tolerance";
+  return c;
+}
+
+namespace {
+
+// Collects "<prefix>input.<i>" tensors in index order; no gaps allowed.
+Expected<std::vector<Tensor>> numbered(const frontend::SafetensorsFile& io, const std::string& prefix) {
+  std::map<int64_t, Tensor> found;
+  for (const auto& [name, t] : io.tensors) {
+    if (!name.starts_with(prefix)) continue;
+    std::string rest = name.substr(prefix.size());
+    if (rest.empty() || !std::all_of(rest.begin(), rest.end(), ::isdigit)) continue;
+    found[std::stoll(rest)] = t;
+  }
+  std::vector<Tensor> out;
+  for (auto& [i, t] : found) {
+    if (i != static_cast<int64_t>(out.size()))
+      return format_error("the I/O file has no tensor '" + prefix + std::to_string(out.size()) + "'");
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
+                                    Tolerance tol) {
+  // Which calls does the file record?
+  std::vector<std::string> prefixes;
+  if (io.find("input.0") || io.find("output.0")) prefixes.push_back("");
+  for (int k = 0;; ++k) {
+    std::string p = "step" + std::to_string(k) + ".";
+    bool any = std::any_of(io.tensors.begin(), io.tensors.end(), [&](const auto& e) { return e.first.starts_with(p); });
+    if (!any) break;
+    prefixes.push_back(p);
+  }
+  if (prefixes.empty())
+    return format_error("the I/O file records no call (expected input.<i>/output.<j> or step<k>.input.<i>)");
+
+  CheckReport report;
+  Session session(program);
+  for (const std::string& p : prefixes) {
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, numbered(io, p + "input."));
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> expected, numbered(io, p + "output."));
+    std::string call = p.empty() ? "the call" : p.substr(0, p.size() - 1);
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session.run(inputs));
+    ++report.calls;
+    if (outputs.size() != expected.size())
+      return invalid_argument(call + " returned " + std::to_string(outputs.size()) + " outputs, the I/O file expects " +
+                              std::to_string(expected.size()));
+    for (size_t j = 0; j < outputs.size(); ++j)
+      report.tensors.push_back(compare_tensors(p + "output." + std::to_string(j), outputs[j], expected[j], tol));
+  }
+  const std::string fb = "final.buffer.";
+  for (const auto& [name, want] : io.tensors) {
+    if (!name.starts_with(fb)) continue;
+    KILN_ASSIGN_OR_RETURN(Tensor got, session.buffer(name.substr(fb.size())));
+    report.tensors.push_back(compare_tensors(name, got, want, tol));
+  }
+  return report;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,49 @@
+// Runs a program on a fixture's recorded inputs and compares with the
+// outputs PyTorch recorded (the fixture I/O convention of DESIGN.md):
+//   input.<i> / output.<j>                       one call
+//   step<k>.input.<i> / step<k>.output.<j>       calls on one session, buffers carried over
+//   final.buffer.<fqn>                           a buffer's value after the last call
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+
+namespace kiln::runtime {
+
+struct Tolerance {
+  double rtol = 1e-4;
+  double atol = 1e-5;
+};
+
+struct TensorComparison {
+  std::string name;       // "step1.output.0", "final.buffer.cache"
+  std::string got_type;   // "float32[1, 10]"
+  std::string want_type;
+  double max_abs = 0;     // largest |got - want|
+  double max_rel = 0;     // largest |got - want| / |want| over elements with |want| > atol
+  bool exact = false;     // compared exactly (integer and bool tensors)
+  bool pass = false;
+  std::string problem;    // why it failed, when it did
+};
+
+struct CheckReport {
+  std::vector<TensorComparison> tensors;
+  int calls = 0;
+  bool pass() const;
+  double max_abs() const;
+  double max_rel() const;
+};
+
+// Compares one tensor; float types use |got - want| <= atol + rtol * |want|
+// (with floors for float16 and bfloat16 outputs); NaN must match NaN.
+TensorComparison compare_tensors(const std::string& name, const Tensor& got, const Tensor& want, Tolerance tol);
+
+// Runs every call the fixture records on one session and compares every
+// output and final buffer. Errors (not mismatches) come back as a Status.
+Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
+                                    Tolerance tol);
+
+}  // namespace kiln::runtime

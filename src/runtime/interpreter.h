@@ -1,0 +1,20 @@
+// Runs a functional graph node by node on the CPU reference kernels.
+#pragma once
+
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "ir/graph.h"
+
+namespace kiln::runtime {
+
+// `inputs` are parallel to g.inputs(); returns the values of g.outputs().
+// Intermediate values are released after their last use. Errors name the
+// node that failed.
+Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cpu::RtValue> inputs,
+                                              const cpu::KernelRegistry& kernels);
+
+// Every op in `g` that has no kernel in `kernels` (empty when all run).
+std::vector<const ir::Node*> nodes_without_kernel(const ir::Graph& g, const cpu::KernelRegistry& kernels);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,156 @@
+#include "backends/cpu/kernel.h"
+#include "kiln/kiln.h"
+#include "runtime/interpreter.h"
+#include "runtime/program_impl.h"
+
+namespace kiln {
+
+namespace {
+
+std::string dims_text(const ir::TensorType& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.sizes.size(); ++i) s += (i ? ", " : "") + t.sizes[i].to_string();
+  return s + "]";
+}
+
+// Checks user inputs against the program's declared types and binds symbols.
+Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& decl, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != decl.size())
+    return invalid_argument("the program takes " + std::to_string(decl.size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  ir::SymBindings bound;
+  std::map<std::string, std::string> bound_by;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value* v = decl[i];
+    const Tensor& t = inputs[i];
+    std::string who = "input '" + v->name + "' (input " + std::to_string(i) + ")";
+    if (!t.defined()) return invalid_argument(who + " is missing");
+    if (t.dtype() != v->type.dtype)
+      return invalid_argument(who + ": expected dtype " + std::string(dtype_name(v->type.dtype)) + ", got " +
+                              t.type_string());
+    if (static_cast<size_t>(t.dim()) != v->type.sizes.size())
+      return invalid_argument(who + ": expected " + std::to_string(v->type.sizes.size()) + " dimensions " +
+                              dims_text(v->type) + ", got " + t.type_string());
+    for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+      const ir::Dim& dim = v->type.sizes[d];
+      int64_t actual = t.sizes()[d];
+      if (dim.is_static()) {
+        if (actual != dim.value)
+          return invalid_argument(who + ": dimension " + std::to_string(d) + " must be " + std::to_string(dim.value) +
+                                  ", got " + t.type_string());
+        continue;
+      }
+      if (dim.expr->kind() != ir::SymExpr::Kind::kSymbol) continue;  // checked once all symbols are bound
+      const std::string& sym = dim.expr->name();
+      auto it = bound.find(sym);
+      if (it != bound.end() && it->second != actual)
+        return invalid_argument(who + ": dimension " + std::to_string(d) + " is " + std::to_string(actual) +
+                                " but " + bound_by[sym] + " set symbol " + sym + " to " + std::to_string(it->second));
+      if (auto r = m.symbols.find(sym); r != m.symbols.end() && (actual < r->second.min || actual > r->second.max))
+        return invalid_argument(who + ": dimension " + std::to_string(d) + " is " + std::to_string(actual) +
+                                ", outside the range [" + std::to_string(r->second.min) + ", " +
+                                (r->second.max == INT64_MAX ? std::string("inf") : std::to_string(r->second.max)) +
+                                "] of dynamic dimension " + sym);
+      bound[sym] = actual;
+      bound_by[sym] = who + " dimension " + std::to_string(d);
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value* v = decl[i];
+    for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+      const ir::Dim& dim = v->type.sizes[d];
+      if (dim.is_static() || dim.expr->kind() == ir::SymExpr::Kind::kSymbol) continue;
+      auto want = dim.expr->eval(bound);
+      if (want.has_value() && *want != inputs[i].sizes()[d])
+        return invalid_argument("input '" + v->name + "' (input " + std::to_string(i) + "): dimension " +
+                                std::to_string(d) + " must be " + dim.expr->to_string() + " = " +
+                                std::to_string(*want) + ", got " + std::to_string(inputs[i].sizes()[d]));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) { reset(); }
+
+void Session::reset() {
+  buffers_.clear();
+  const ir::Module& m = program_->impl_->module;
+  for (const ir::InputSpec& s : m.input_specs)
+    if (s.kind == ir::InputSpec::Kind::kBuffer) buffers_[s.target] = m.weights.at(s.target).clone();
+}
+
+Expected<Tensor> Session::buffer(std::string_view fqn) const {
+  auto it = buffers_.find(fqn);
+  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  return it->second;
+}
+
+Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
+  auto it = buffers_.find(fqn);
+  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  if (value.dtype() != it->second.dtype() || value.sizes() != it->second.sizes())
+    return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
+                            value.type_string());
+  it->second = value.clone();
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
+  const ir::Module& m = program_->impl_->module;
+  std::vector<const ir::Value*> user_decl;
+  std::vector<size_t> user_pos;
+  for (size_t i = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
+      user_decl.push_back(m.graph.inputs()[i]);
+      user_pos.push_back(i);
+    }
+  KILN_TRY(check_inputs(m, user_decl, inputs));
+
+  std::vector<cpu::RtValue> graph_inputs(m.graph.inputs().size());
+  size_t u = 0;
+  for (size_t i = 0; i < m.input_specs.size(); ++i) {
+    const ir::InputSpec& s = m.input_specs[i];
+    if (s.kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
+    else if (s.kind == ir::InputSpec::Kind::kBuffer) graph_inputs[i] = buffers_.at(s.target);
+    else graph_inputs[i] = m.weights.at(s.target);
+  }
+  KILN_ASSIGN_OR_RETURN(auto results, runtime::interpret(m.graph, std::move(graph_inputs), cpu::cpu_kernels()));
+
+  // Commit only after the whole call succeeded.
+  std::vector<Tensor> user_outputs;
+  std::vector<std::pair<std::string, Tensor>> new_buffers;
+  for (size_t i = 0; i < m.output_specs.size(); ++i) {
+    const ir::OutputSpec& s = m.output_specs[i];
+    const cpu::RtValue& r = results[i];
+    if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
+      if (const Tensor* t = std::get_if<Tensor>(&r)) user_outputs.push_back(t->contiguous());
+      else if (const int64_t* x = std::get_if<int64_t>(&r)) user_outputs.push_back(Tensor::scalar(DType::Int64, static_cast<double>(*x)));
+      else if (const double* x = std::get_if<double>(&r)) user_outputs.push_back(Tensor::scalar(DType::Float64, *x));
+      else if (const bool* x = std::get_if<bool>(&r)) user_outputs.push_back(Tensor::scalar(DType::Bool, *x ? 1 : 0));
+      else return internal_error("output " + std::to_string(i) + " has no value");
+      continue;
+    }
+    const Tensor* t = std::get_if<Tensor>(&r);
+    if (!t) return internal_error("mutation output for '" + s.target + "' is not a tensor");
+    if (s.kind == ir::OutputSpec::Kind::kBufferMutation) {
+      const Tensor& old = buffers_.at(s.target);
+      if (t->sizes() != old.sizes())
+        return internal_error("the new value of buffer '" + s.target + "' is " + t->type_string() + ", the buffer is " +
+                              old.type_string());
+      new_buffers.emplace_back(s.target, t->to(old.dtype()).contiguous());
+    } else {
+      // A mutated user input: write into the caller's tensor, as eager PyTorch does.
+      for (size_t k = 0; k < user_decl.size(); ++k)
+        if (user_decl[k]->name == s.target) {
+          Tensor dst = inputs[k];
+          dst.copy_from(*t);
+        }
+    }
+  }
+  for (auto& [name, t] : new_buffers) buffers_[name] = std::move(t);
+  return user_outputs;
+}
+
+}  // namespace kiln

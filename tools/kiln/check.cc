@@ -1,0 +1,61 @@
+// kiln check MODEL IO.safetensors: run on recorded inputs, compare with recorded outputs.
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+#include "runtime/fixture_check.h"
+
+namespace kiln::cli {
+
+Status check_device(const Args& a) {
+  auto dev = a.get("device");
+  if (dev && *dev != "cpu") return unsupported("device '" + *dev + "' is not available in this build (use --device cpu)");
+  return Status::ok();
+}
+
+int run_check(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {"device", "rtol", "atol"}, {"verbose"});
+  if (!args) return fail(args.status());
+  if (args->positional.size() != 2) return fail(invalid_argument("usage: kiln check MODEL.pt2 IO.safetensors [--device cpu] [--rtol R] [--atol A]"));
+  if (Status s = check_device(*args); !s) return fail(s);
+  runtime::Tolerance tol;
+  if (auto r = args->get("rtol")) {
+    auto v = parse_double("rtol", *r);
+    if (!v) return fail(v.status());
+    tol.rtol = *v;
+  }
+  if (auto r = args->get("atol")) {
+    auto v = parse_double("atol", *r);
+    if (!v) return fail(v.status());
+    tol.atol = *v;
+  }
+  const std::string& model = args->positional[0];
+  const std::string& io_path = args->positional[1];
+  auto program = Program::load(model);
+  if (!program) return fail(program.status());
+  auto io = frontend::read_safetensors(io_path);
+  if (!io) return fail(io.status());
+  auto report = runtime::check_fixture(*program, *io, tol);
+  if (!report) return fail(report.status().with_context(io_path));
+
+  std::printf("model %s (%s dialect, exported by torch %s), %d call%s\n", model.c_str(), (*program)->dialect().c_str(),
+              (*program)->torch_version().c_str(), report->calls, report->calls == 1 ? "" : "s");
+  for (const auto& t : report->tensors) {
+    if (!t.pass || args->flag("verbose")) {
+      if (t.exact)
+        std::printf("  %-28s %-22s exact  %s\n", t.name.c_str(), t.got_type.c_str(), t.pass ? "ok" : t.problem.c_str());
+      else
+        std::printf("  %-28s %-22s max abs %.2e  max rel %.2e  %s\n", t.name.c_str(), t.got_type.c_str(), t.max_abs,
+                    t.max_rel, t.pass ? "ok" : t.problem.c_str());
+      if (!t.pass && t.got_type != t.want_type) std::printf("    expected %s\n", t.want_type.c_str());
+    }
+  }
+  bool pass = report->pass();
+  std::printf("%zu tensors checked, max abs err %.1e, max rel err %.1e: %s\n", report->tensors.size(), report->max_abs(),
+              report->max_rel(), pass ? "PASS" : "FAIL");
+  return pass ? kExitOk : kExitMismatch;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,63 @@
+// kiln inspect MODEL: what the program takes, returns, keeps and computes.
+#include <cstdio>
+#include <iostream>
+#include <set>
+
+#include "cli.h"
+#include "ir/graph.h"
+#include "ir/printer.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+namespace {
+
+std::string dims(const TensorSpec& s) {
+  std::string out = std::string(dtype_name(s.dtype)) + "[";
+  for (size_t i = 0; i < s.dims.size(); ++i) out += (i ? ", " : "") + s.dims[i];
+  return out + "]";
+}
+
+}  // namespace
+
+int run_inspect(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {"print-after"}, {"print-ir"});
+  if (!args) return fail(args.status());
+  if (args->positional.size() != 1) return fail(invalid_argument("usage: kiln inspect MODEL.pt2 [--print-ir] [--print-after PASS]"));
+  LoadOptions opts;
+  if (auto it = args->options.find("print-after"); it != args->options.end()) {
+    opts.print_after = it->second;
+    opts.dump = [](const std::string& pass, const std::string& text) {
+      std::printf("# IR after %s\n%s\n", pass.c_str(), text.c_str());
+    };
+  }
+  auto loaded = Program::load(args->positional[0], opts);
+  if (!loaded) return fail(loaded.status());
+  const Program& p = **loaded;
+  std::printf("program %s\n", p.source().c_str());
+  std::printf("  exported by torch %s, %s dialect\n", p.torch_version().c_str(), p.dialect().c_str());
+  std::printf("inputs (%zu)\n", p.inputs().size());
+  for (const auto& s : p.inputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
+  std::printf("outputs (%zu)\n", p.outputs().size());
+  for (const auto& s : p.outputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
+  std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
+  std::printf("buffers (%zu)\n", p.buffers().size());
+  for (const auto& s : p.buffers())
+    std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(), mutated.count(s.name) ? "written by the program" : "read only");
+  size_t bytes = 0;
+  for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
+  std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);
+  std::printf("dynamic dimensions (%zu)\n", p.symbols().size());
+  for (const auto& s : p.symbols())
+    std::printf("  %-8s [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
+                s.max == INT64_MAX ? "inf" : std::to_string(s.max).c_str());
+  auto hist = p.op_histogram();
+  int total = 0;
+  for (const auto& [op, n] : hist) total += n;
+  std::printf("ops after lowering (%d nodes, %zu kinds)\n", total, hist.size());
+  for (const auto& [op, n] : hist) std::printf("  %5d  %s\n", n, op.c_str());
+  if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
