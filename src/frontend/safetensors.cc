@@ -172,10 +172,12 @@ class Parser {
   }
 
   Status read_metadata(const Json& v, std::map<std::string, std::string>& out) const {
-    if (!v.is_object()) return error("\"__metadata__\" is a " + std::string(v.type_name()) + ", not an object of strings");
+    if (!v.is_object())
+      return error("\"__metadata__\" is a " + std::string(v.type_name()) + ", not an object of strings");
     for (const auto& [k, val] : v.items()) {
       if (!val.is_string())
-        return error("\"__metadata__\" value of key '" + k + "' is a " + std::string(val.type_name()) + ", not a string");
+        return error("\"__metadata__\" value of key '" + k + "' is a " + std::string(val.type_name()) +
+                     ", not a string");
       out.emplace(k, val.get<std::string>());
     }
     return Status::ok();
@@ -215,16 +217,18 @@ class Parser {
 
     std::optional<int64_t> begin = as_index((*offs)[0]);
     std::optional<int64_t> end = as_index((*offs)[1]);
-    if (!begin || !end) return tensor_error(name, "\"data_offsets\" " + offs->dump() + " are not non-negative integers");
+    if (!begin || !end)
+      return tensor_error(name, "\"data_offsets\" " + offs->dump() + " are not non-negative integers");
     r.begin = static_cast<uint64_t>(*begin);
     r.end = static_cast<uint64_t>(*end);
     const std::string range = "data_offsets [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + "]";
     if (r.end < r.begin) return tensor_error(name, range + " end before they begin");
     if (r.end > data_size)
-      return tensor_error(name, range + " run past the end of the data section (" + std::to_string(data_size) + " bytes)");
+      return tensor_error(name,
+                          range + " run past the end of the data section (" + std::to_string(data_size) + " bytes)");
     if (r.end - r.begin != nbytes)
-      return tensor_error(name, range + " hold " + std::to_string(r.end - r.begin) + " bytes but " +
-                                    std::string(dts) + shape_to_string(r.shape) + " needs " + std::to_string(nbytes));
+      return tensor_error(name, range + " hold " + std::to_string(r.end - r.begin) + " bytes but " + std::string(dts) +
+                                    shape_to_string(r.shape) + " needs " + std::to_string(nbytes));
     return r;
   }
 
@@ -242,16 +246,26 @@ std::optional<size_t> first_invalid_bool(const uint8_t* p, size_t n) {
 // Data rank in Python's safetensors library; it writes higher ranks first.
 int write_rank(DType t) {
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::UInt8: return 1;
-    case DType::Int8: return 2;
-    case DType::Int16: return 3;
-    case DType::Float16: return 4;
-    case DType::BFloat16: return 5;
-    case DType::Int32: return 6;
-    case DType::Float32: return 7;
-    case DType::Float64: return 8;
-    case DType::Int64: return 9;
+    case DType::Bool:
+      return 0;
+    case DType::UInt8:
+      return 1;
+    case DType::Int8:
+      return 2;
+    case DType::Int16:
+      return 3;
+    case DType::Float16:
+      return 4;
+    case DType::BFloat16:
+      return 5;
+    case DType::Int32:
+      return 6;
+    case DType::Float32:
+      return 7;
+    case DType::Float64:
+      return 8;
+    case DType::Int64:
+      return 9;
   }
   return 0;
 }
@@ -296,7 +310,8 @@ class TempFile {
         return Status::ok();
       }
       if (errno != EEXIST && errno != EINTR)
-        return io_error("cannot create a temporary file for '" + target + "' (" + candidate + "): " + errno_text(errno));
+        return io_error("cannot create a temporary file for '" + target + "' (" + candidate +
+                        "): " + errno_text(errno));
     }
     return io_error("cannot create a temporary file for '" + target + "': every name tried exists");
   }
@@ -377,7 +392,8 @@ Expected<SafetensorsFile> parse_safetensors(std::shared_ptr<Storage> bytes, cons
     if (reacher != nullptr && r.begin < reach)
       return parser.tensor_error(r.name, "bytes [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                              ") overlap those of tensor '" + reacher->name + "' [" +
-                                             std::to_string(reacher->begin) + ", " + std::to_string(reacher->end) + ")");
+                                             std::to_string(reacher->begin) + ", " + std::to_string(reacher->end) +
+                                             ")");
     reach = r.end;
     reacher = &r;
   }
@@ -468,7 +484,8 @@ Status write_safetensors(const std::string& path, const std::vector<std::pair<st
   KILN_TRY(write_all(tmp.fd(), len, 8, tmp.path()));
   KILN_TRY(write_all(tmp.fd(), reinterpret_cast<const uint8_t*>(header.data()), header.size(), tmp.path()));
   for (const Tensor& t : data)
-    if (t.nbytes() > 0) KILN_TRY(write_all(tmp.fd(), static_cast<const uint8_t*>(t.raw_data()), t.nbytes(), tmp.path()));
+    if (t.nbytes() > 0)
+      KILN_TRY(write_all(tmp.fd(), static_cast<const uint8_t*>(t.raw_data()), t.nbytes(), tmp.path()));
   return tmp.commit(path);
 }
 

@@ -61,7 +61,9 @@ class Bytes {
     return static_cast<uint32_t>(b_[off]) | (static_cast<uint32_t>(b_[off + 1]) << 8) |
            (static_cast<uint32_t>(b_[off + 2]) << 16) | (static_cast<uint32_t>(b_[off + 3]) << 24);
   }
-  uint64_t u64(uint64_t off) const { return static_cast<uint64_t>(u32(off)) | (static_cast<uint64_t>(u32(off + 4)) << 32); }
+  uint64_t u64(uint64_t off) const {
+    return static_cast<uint64_t>(u32(off)) | (static_cast<uint64_t>(u32(off + 4)) << 32);
+  }
   std::string_view str(uint64_t off, uint64_t len) const {
     return {reinterpret_cast<const char*>(b_.data() + off), static_cast<size_t>(len)};
   }
@@ -85,8 +87,7 @@ std::string unsafe_name_reason(std::string_view name) {
   if (name.empty()) return "an empty name";
   if (name.find('\0') != std::string_view::npos) return "a NUL byte in its name";
   if (name.front() == '/' || name.front() == '\\') return "an absolute path";
-  if (name.size() >= 2 && name[1] == ':' &&
-      ((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z')))
+  if (name.size() >= 2 && name[1] == ':' && ((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z')))
     return "a drive-letter path";
   size_t start = 0;
   while (start <= name.size()) {
@@ -185,7 +186,8 @@ Expected<Parser::Directory> Parser::read_directory_location(uint64_t eocd) const
       return error("zip64 end record at byte " + std::to_string(rec) + " claims " + std::to_string(rec_size) +
                    " bytes, which do not fit between it and the locator at byte " + std::to_string(loc));
     if (b_.u32(rec + 16) != 0 || b_.u32(rec + 20) != 0)
-      return Status(unsupported("zip '" + path_ + "': multi-disk archives are not supported (zip64 end record at byte " +
+      return Status(unsupported("zip '" + path_ +
+                                "': multi-disk archives are not supported (zip64 end record at byte " +
                                 std::to_string(rec) + ")"));
     const uint64_t count64_here = b_.u64(rec + 24);
     dir = Directory{b_.u64(rec + 32), b_.u64(rec + 48), b_.u64(rec + 40), rec};
@@ -217,8 +219,8 @@ Expected<Parser::Directory> Parser::read_directory_location(uint64_t eocd) const
 
 Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, uint64_t* next) const {
   if (cd_end - pos < kCentralHeaderSize)
-    return error("central directory record at byte " + std::to_string(pos) + " is truncated by the end of the directory at byte " +
-                 std::to_string(cd_end));
+    return error("central directory record at byte " + std::to_string(pos) +
+                 " is truncated by the end of the directory at byte " + std::to_string(cd_end));
   if (b_.u32(pos) != kCentralHeaderSig)
     return error("bad central directory record signature " + hex(b_.u32(pos)) + " at byte " + std::to_string(pos));
   const uint16_t flags = b_.u16(pos + 8);
@@ -240,7 +242,8 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
   *next = pos + record_len;
 
   const std::string name(b_.str(pos + kCentralHeaderSize, name_len));
-  if (std::string why = unsafe_name_reason(name); !why.empty()) return entry_error(name, pos, "unsafe entry name: " + why);
+  if (std::string why = unsafe_name_reason(name); !why.empty())
+    return entry_error(name, pos, "unsafe entry name: " + why);
   if (flags & 0x0041u)
     return Status(unsupported("zip '" + path_ + "': entry '" + name + "' (central directory record at byte " +
                               std::to_string(pos) + ") is encrypted; encrypted entries are not supported"));
@@ -254,8 +257,9 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
     const uint16_t id = b_.u16(off);
     const uint16_t len = b_.u16(off + 2);
     if (extra + extra_len - off - 4 < len)
-      return entry_error(name, pos, "extra field record " + hex(id) + " at byte " + std::to_string(off) + " claims " +
-                                        std::to_string(len) + " bytes, past the end of the extra field");
+      return entry_error(name, pos,
+                         "extra field record " + hex(id) + " at byte " + std::to_string(off) + " claims " +
+                             std::to_string(len) + " bytes, past the end of the extra field");
     if (id == kZip64ExtraId && !found64) {
       found64 = true;
       uint64_t p = off + 4;
@@ -263,8 +267,10 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
       auto take = [&](uint64_t& field, uint64_t marker, uint64_t width, const char* what) -> Status {
         if (field != marker) return Status::ok();
         if (end - p < width)
-          return entry_error(name, pos, std::string("zip64 extra field at byte ") + std::to_string(off) + " (" +
-                                            std::to_string(len) + " bytes) lacks the " + what + " that the record marks as stored there");
+          return entry_error(name, pos,
+                             std::string("zip64 extra field at byte ") + std::to_string(off) + " (" +
+                                 std::to_string(len) + " bytes) lacks the " + what +
+                                 " that the record marks as stored there");
         field = width == 8 ? b_.u64(p) : b_.u32(p);
         p += width;
         return Status::ok();
@@ -277,13 +283,15 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
     off += 4 + len;
   }
   if (need64 && !found64)
-    return entry_error(name, pos, "sizes or offset hold the zip64 marker 0xffffffff but the record has no zip64 extra field");
+    return entry_error(name, pos,
+                       "sizes or offset hold the zip64 marker 0xffffffff but the record has no zip64 extra field");
   if (disk != 0)
     return Status(unsupported("zip '" + path_ + "': entry '" + name + "' starts on disk " + std::to_string(disk) +
                               "; multi-disk archives are not supported"));
   if (method == 0 && csize != usize)
-    return entry_error(name, pos, "stored entry has compressed size " + std::to_string(csize) +
-                                      " but uncompressed size " + std::to_string(usize));
+    return entry_error(name, pos,
+                       "stored entry has compressed size " + std::to_string(csize) + " but uncompressed size " +
+                           std::to_string(usize));
   return ZipEntry{name, local, 0, usize, csize, method, crc};
 }
 
@@ -294,25 +302,31 @@ Status Parser::locate_data(ZipEntry& e, uint64_t record, const Directory& dir) c
   const uint64_t lh = e.local_header_offset;
   const std::string at = "local header at byte " + std::to_string(lh);
   if (lh > dir.offset || dir.offset - lh < kLocalHeaderSize)
-    return entry_error(e.name, record, at + " does not lie before the central directory at byte " + std::to_string(dir.offset));
-  if (b_.u32(lh) != kLocalHeaderSig) return entry_error(e.name, record, "bad local header signature " + hex(b_.u32(lh)) + " at byte " + std::to_string(lh));
+    return entry_error(e.name, record,
+                       at + " does not lie before the central directory at byte " + std::to_string(dir.offset));
+  if (b_.u32(lh) != kLocalHeaderSig)
+    return entry_error(e.name, record,
+                       "bad local header signature " + hex(b_.u32(lh)) + " at byte " + std::to_string(lh));
   const uint16_t method = b_.u16(lh + 8);
   const uint16_t name_len = b_.u16(lh + 26);
   const uint16_t extra_len = b_.u16(lh + 28);
   const uint64_t data = lh + kLocalHeaderSize + name_len + extra_len;  // cannot overflow: lh < file size
   if (data > dir.offset)
-    return entry_error(e.name, record, at + " with its name and extra field (" + std::to_string(data - lh) +
-                                           " bytes) runs into the central directory at byte " + std::to_string(dir.offset));
+    return entry_error(e.name, record,
+                       at + " with its name and extra field (" + std::to_string(data - lh) +
+                           " bytes) runs into the central directory at byte " + std::to_string(dir.offset));
   if (b_.str(lh + kLocalHeaderSize, name_len) != e.name)
-    return entry_error(e.name, record, at + " names '" + std::string(b_.str(lh + kLocalHeaderSize, name_len)) +
-                                           "', not the central directory's name");
+    return entry_error(
+        e.name, record,
+        at + " names '" + std::string(b_.str(lh + kLocalHeaderSize, name_len)) + "', not the central directory's name");
   if (method != e.method)
-    return entry_error(e.name, record, at + " gives method " + std::to_string(method) + " but the central directory gives " +
-                                           std::to_string(e.method));
+    return entry_error(e.name, record,
+                       at + " gives method " + std::to_string(method) + " but the central directory gives " +
+                           std::to_string(e.method));
   if (e.compressed_size > dir.offset - data)
-    return entry_error(e.name, record, "data of " + std::to_string(e.compressed_size) + " bytes at byte " +
-                                           std::to_string(data) + " runs past the start of the central directory at byte " +
-                                           std::to_string(dir.offset));
+    return entry_error(e.name, record,
+                       "data of " + std::to_string(e.compressed_size) + " bytes at byte " + std::to_string(data) +
+                           " runs past the start of the central directory at byte " + std::to_string(dir.offset));
   e.data_offset = data;
   return Status::ok();
 }
@@ -336,8 +350,8 @@ Expected<std::vector<ZipEntry>> Parser::parse() {
     pos = next;
   }
   if (pos != cd_end)
-    return error("central directory has " + std::to_string(cd_end - pos) + " bytes left at byte " + std::to_string(pos) +
-                 " after the " + std::to_string(dir.count) + " entries the end record counts");
+    return error("central directory has " + std::to_string(cd_end - pos) + " bytes left at byte " +
+                 std::to_string(pos) + " after the " + std::to_string(dir.count) + " entries the end record counts");
 
   // No two entries may share bytes: each entry's header and data end before
   // the next entry's header begins.
@@ -349,10 +363,10 @@ Expected<std::vector<ZipEntry>> Parser::parse() {
     const ZipEntry& a = entries[order[k - 1]];
     const ZipEntry& b = entries[order[k]];
     if (a.data_offset + a.compressed_size > b.local_header_offset)
-      return entry_error(b.name, records[order[k]], "local header at byte " + std::to_string(b.local_header_offset) +
-                                                        " overlaps entry '" + a.name + "', whose data runs from byte " +
-                                                        std::to_string(a.data_offset) + " to " +
-                                                        std::to_string(a.data_offset + a.compressed_size));
+      return entry_error(b.name, records[order[k]],
+                         "local header at byte " + std::to_string(b.local_header_offset) + " overlaps entry '" +
+                             a.name + "', whose data runs from byte " + std::to_string(a.data_offset) + " to " +
+                             std::to_string(a.data_offset + a.compressed_size));
   }
   return entries;
 }
@@ -416,21 +430,22 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 Expected<std::span<const uint8_t>> ZipArchive::read(const ZipEntry& e, bool verify_crc) const {
   if (e.method != 0) {
     const std::string how = e.method == 8 ? "deflate" : "method " + std::to_string(e.method);
-    return unsupported("zip '" + path_ + "': entry '" + e.name + "' is compressed (" + how +
-                       "); compressed entries are not supported, only stored ones (PyTorch's writer stores every entry)");
+    return unsupported(
+        "zip '" + path_ + "': entry '" + e.name + "' is compressed (" + how +
+        "); compressed entries are not supported, only stored ones (PyTorch's writer stores every entry)");
   }
   const uint64_t total = bytes_ ? bytes_->nbytes() : 0;
   if (e.size != e.compressed_size || e.data_offset > total || e.size > total - e.data_offset)
-    return invalid_argument("zip '" + path_ + "': entry '" + e.name + "' (data at byte " + std::to_string(e.data_offset) +
-                            ", " + std::to_string(e.size) + " bytes) does not lie inside this archive of " +
-                            std::to_string(total) + " bytes");
+    return invalid_argument("zip '" + path_ + "': entry '" + e.name + "' (data at byte " +
+                            std::to_string(e.data_offset) + ", " + std::to_string(e.size) +
+                            " bytes) does not lie inside this archive of " + std::to_string(total) + " bytes");
   std::span<const uint8_t> data(bytes_->data() + e.data_offset, static_cast<size_t>(e.size));
   if (verify_crc) {
     const uint32_t got = crc32(data);
     if (got != e.crc32)
       return format_error("zip '" + path_ + "': entry '" + e.name + "' (data at byte " + std::to_string(e.data_offset) +
-                          ", " + std::to_string(e.size) + " bytes) has CRC-32 " + hex(got) + " but the central directory records " +
-                          hex(e.crc32) + ": the archive is corrupt");
+                          ", " + std::to_string(e.size) + " bytes) has CRC-32 " + hex(got) +
+                          " but the central directory records " + hex(e.crc32) + ": the archive is corrupt");
   }
   return data;
 }

@@ -50,12 +50,58 @@ Tensor expand_to(const Tensor& t, std::span<const int64_t> to) {
   return t.as_strided(Shape(to.begin(), to.end()), std::move(strides), t.storage_offset());
 }
 
+Tensor select_view(const Tensor& t, int64_t dim, int64_t index) {
+  Shape sizes = t.sizes(), strides = t.strides();
+  const int64_t offset = t.storage_offset() + index * strides[dim];
+  sizes.erase(sizes.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return t.as_strided(std::move(sizes), std::move(strides), offset);
+}
+
+Tensor slice_view(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Shape sizes = t.sizes(), strides = t.strides();
+  sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
+  strides[dim] *= step;
+  return t.as_strided(std::move(sizes), std::move(strides), t.storage_offset() + start * t.strides()[dim]);
+}
+
+std::pair<int64_t, int64_t> clamp_slice(std::optional<int64_t> start, std::optional<int64_t> end, int64_t size) {
+  auto clamp_bound = [size](int64_t v) {
+    if (v < 0) v += size;  // cannot overflow: size >= 0
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  const int64_t s = clamp_bound(start.value_or(0));
+  const int64_t e = std::max(s, clamp_bound(end.value_or(size)));
+  return {s, e};
+}
+
 std::vector<int64_t> element_offsets(const Tensor& t) {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(t.numel()));
   for_each_offsets<1>(t.sizes(), {t.strides()}, [&](const std::array<int64_t, 1>& o) { out.push_back(o[0]); });
   return out;
 }
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  visit_dtype(dst.dtype(), [&](auto dst_tag) {
+    using D = decltype(dst_tag);
+    visit_dtype(src.dtype(), [&](auto src_tag) {
+      using S = decltype(src_tag);
+      D* dp = dst.data<D>();
+      const S* sp = src.data<S>();
+      for_each_offsets<2>(dst.sizes(), {dst.strides(), src.strides()},
+                          [&](const std::array<int64_t, 2>& o) { dp[o[0]] = convert<D>(sp[o[1]]); });
+    });
+  });
+}
+
+Tensor cast_copy(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::zeros(dtype, t.sizes());
+  copy_into(out, t);
+  return out;
+}
+
+Tensor cast_to(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : cast_copy(t, dtype); }
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernel.h"
@@ -39,6 +40,17 @@ bool can_expand(std::span<const int64_t> from, std::span<const int64_t> to);
 // `t` seen with shape `to` (stride 0 along broadcast dims); shares t's storage.
 // Precondition: can_expand(t.sizes(), to).
 Tensor expand_to(const Tensor& t, std::span<const int64_t> to);
+
+// ---- strided views (results share t's storage)
+
+// `t` at position `index` (in range) along dim `dim`, which is dropped.
+Tensor select_view(const Tensor& t, int64_t dim, int64_t index);
+// Elements start, start + step, ... (fewer than `end`) along dim `dim`; the
+// bounds are in range and step > 0.
+Tensor slice_view(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+// Python slice bounds for a dim of `size`: negative values count from the end,
+// then both clamp to [0, size] and end to at least start. None is start 0 / end size.
+std::pair<int64_t, int64_t> clamp_slice(std::optional<int64_t> start, std::optional<int64_t> end, int64_t size);
 
 // ---- strided iteration
 
@@ -72,6 +84,26 @@ void for_each_offsets(std::span<const int64_t> sizes, const std::array<std::span
       for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
       if (++idx[d] < sizes[d]) break;
       for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Calls f(index) for every multi-index of `sizes` in row-major order (`index`
+// is a std::vector<int64_t> updated in place). Does nothing when some size is 0;
+// calls f once with an empty index for a 0-d shape.
+template <typename F>
+void for_each_index(std::span<const int64_t> sizes, F&& f) {
+  for (int64_t s : sizes)
+    if (s == 0) return;
+  std::vector<int64_t> idx(sizes.size(), 0);
+  while (true) {
+    f(static_cast<const std::vector<int64_t>&>(idx));
+    size_t d = sizes.size();
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++idx[d] < sizes[d]) break;
       idx[d] = 0;
     }
   }
@@ -137,6 +169,15 @@ decltype(auto) visit_floating(DType t, F&& f) {
       return f(float{});
   }
 }
+
+// `t` converted to `dtype` with convert<>() (a fresh contiguous tensor), or
+// `t` itself when it already has that dtype.
+Tensor cast_to(const Tensor& t, DType dtype);
+// A fresh contiguous copy of `t` in `dtype`.
+Tensor cast_copy(const Tensor& t, DType dtype);
+// Writes src's elements, converted, into dst's elements (both any strides).
+// `src` must have dst's shape (expand it first) and must not overlap dst.
+void copy_into(const Tensor& dst, const Tensor& src);
 
 // ---- elementwise maps (output contiguous, inputs any strides)
 

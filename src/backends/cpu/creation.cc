@@ -1,7 +1,190 @@
+// Creation kernels: arange, full/zeros/ones (and their _like/new_ forms),
+// empty (zero-filled here), scalar_tensor, fill and zero. Device, layout,
+// pin_memory and memory_format arguments are accepted and ignored.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
 
 namespace kiln::cpu {
 
-void register_creation_kernels(KernelRegistry& r) { (void)r; }
+namespace {
+
+// A tensor of `dtype` and `sizes` with every element equal to `value`.
+Tensor filled(DType dtype, const Shape& sizes, const Scalar& value) {
+  Tensor out = Tensor::zeros(dtype, sizes);
+  Tensor v = cast_to(scalar_to_tensor(value), dtype);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T x = *v.data<T>();
+    T* p = out.data<T>();
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = x;
+  });
+  return out;
+}
+
+Expected<Shape> read_size(const KernelArgs& a, std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> size, a.ints(name));
+  auto n = checked_numel(size);
+  if (!n.has_value()) return a.error("invalid '" + std::string(name) + "': " + n.status().message());
+  return Shape(size);
+}
+
+Status arange_impl(KernelArgs& a, const Scalar& start, const Scalar& end, const Scalar& step) {
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype_arg, a.dtype_arg("dtype"));
+  const bool all_int = start.kind != Scalar::Kind::kFloat && end.kind != Scalar::Kind::kFloat &&
+                       step.kind != Scalar::Kind::kFloat;
+  const DType dtype = dtype_arg.value_or(all_int ? DType::Int64 : DType::Float32);
+  if (dtype == DType::Bool) return a.error("arange does not support bool results");
+  const double xstart = start.to_double(), xend = end.to_double(), xstep = step.to_double();
+  if (!std::isfinite(xstart) || !std::isfinite(xend)) return a.error("arange bounds must be finite");
+  if (xstep == 0) return a.error("arange step must be nonzero");
+  if ((xstep > 0 && xend < xstart) || (xstep < 0 && xend > xstart))
+    return a.error("arange upper bound and lower bound are inconsistent with step sign (start " +
+                   std::to_string(xstart) + ", end " + std::to_string(xend) + ", step " + std::to_string(xstep) +
+                   ")");
+  for (const Scalar* s : {&start, &end, &step})
+    if (s->kind == Scalar::Kind::kFloat && !(std::abs(s->f) < 9.0e18))
+      return a.error("arange argument " + std::to_string(s->f) + " is out of range");
+  // As ATen: int64 results count in exact integer arithmetic (arguments truncated
+  // to int64 first), every other dtype counts in double.
+  int64_t n = 0;
+  if (dtype == DType::Int64) {
+    const __int128 st = step.i, sgn = step.i > 0 ? 1 : -1;
+    if (st == 0) return a.error("arange step must be nonzero (after truncation to int64)");
+    const __int128 count = (static_cast<__int128>(end.i) - start.i + st - sgn) / st;
+    if (count < 0 || count > std::numeric_limits<int64_t>::max()) return a.error("arange has an invalid size");
+    n = static_cast<int64_t>(count);
+  } else {
+    const double size_d = std::ceil((xend - xstart) / xstep);
+    if (!(size_d >= 0 && size_d < 9.0e18)) return a.error("arange has an invalid number of elements");
+    n = static_cast<int64_t>(size_d);
+  }
+  if (n > (int64_t{1} << 40)) return a.error("arange would have " + std::to_string(n) + " elements");
+  Tensor out = Tensor::zeros(dtype, {n});
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    // start + step * i in ATen's CPU accumulate type: int64 for integers,
+    // float for 16-bit floats, double for float32/float64.
+    if constexpr (std::is_integral_v<T>) {
+      const auto s0 = static_cast<uint64_t>(start.i), ds = static_cast<uint64_t>(step.i);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s0 + ds * static_cast<uint64_t>(i));
+    } else if constexpr (is_reduced_float_v<T>) {
+      const float s0 = static_cast<float>(xstart), ds = static_cast<float>(xstep);
+      for (int64_t i = 0; i < n; ++i) p[i] = T(s0 + ds * static_cast<float>(i));
+    } else {
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(xstart + xstep * static_cast<double>(i));
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+Status arange(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Scalar end, a.scalar("end"));
+  return arange_impl(a, Scalar::of_int(0), end, Scalar::of_int(1));
+}
+
+Status arange_start(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Scalar start, a.scalar("start", Scalar::of_int(0)));
+  KILN_ASSIGN_OR_RETURN(Scalar end, a.scalar("end"));
+  KILN_ASSIGN_OR_RETURN(Scalar step, a.scalar("step", Scalar::of_int(1)));
+  return arange_impl(a, start, end, step);
+}
+
+// full(size, fill_value): without a dtype, bool -> bool, int -> int64, float -> float32.
+Status full(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Shape size, read_size(a, "size"));
+  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("fill_value"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  const DType inferred = value.kind == Scalar::Kind::kBool  ? DType::Bool
+                         : value.kind == Scalar::Kind::kInt ? DType::Int64
+                                                            : DType::Float32;
+  a.set_output(0, filled(dtype.value_or(inferred), size, value));
+  return Status::ok();
+}
+
+Status full_like(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("fill_value"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  a.set_output(0, filled(dtype.value_or(self.dtype()), self.sizes(), value));
+  return Status::ok();
+}
+
+// zeros / ones / empty(size, dtype=float32).
+template <int kValue>
+Status constant_of_size(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Shape size, read_size(a, "size"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  a.set_output(0, filled(dtype.value_or(DType::Float32), size, Scalar::of_int(kValue)));
+  return Status::ok();
+}
+
+// zeros_like / ones_like(self, dtype=self.dtype).
+template <int kValue>
+Status constant_like(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  a.set_output(0, filled(dtype.value_or(self.dtype()), self.sizes(), Scalar::of_int(kValue)));
+  return Status::ok();
+}
+
+// new_zeros / new_ones(self, size, dtype=self.dtype).
+template <int kValue>
+Status constant_new(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Shape size, read_size(a, "size"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  a.set_output(0, filled(dtype.value_or(self.dtype()), size, Scalar::of_int(kValue)));
+  return Status::ok();
+}
+
+// scalar_tensor(s, dtype=float32): a 0-d tensor.
+Status scalar_tensor(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Scalar s, a.scalar("s"));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  a.set_output(0, filled(dtype.value_or(DType::Float32), {}, s));
+  return Status::ok();
+}
+
+// fill.Scalar(self, value): self's shape and dtype, every element `value`.
+Status fill_scalar(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("value"));
+  a.set_output(0, filled(self.dtype(), self.sizes(), value));
+  return Status::ok();
+}
+
+Status zero(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  a.set_output(0, Tensor::zeros(self.dtype(), self.sizes()));
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_creation_kernels(KernelRegistry& r) {
+  using ir::OpKind;
+  r.add(OpKind::kArange, &arange);
+  r.add(OpKind::kArangeStart, &arange_start);
+  r.add(OpKind::kArangeStartStep, &arange_start);
+  r.add(OpKind::kFull, &full);
+  r.add(OpKind::kFullLike, &full_like);
+  r.add(OpKind::kZeros, &constant_of_size<0>);
+  r.add(OpKind::kOnes, &constant_of_size<1>);
+  r.add(OpKind::kEmpty, &constant_of_size<0>);
+  r.add(OpKind::kZerosLike, &constant_like<0>);
+  r.add(OpKind::kOnesLike, &constant_like<1>);
+  r.add(OpKind::kNewZeros, &constant_new<0>);
+  r.add(OpKind::kNewOnes, &constant_new<1>);
+  r.add(OpKind::kScalarTensor, &scalar_tensor);
+  r.add(OpKind::kFillScalar, &fill_scalar);
+  r.add(OpKind::kZero, &zero);
+}
 
 }  // namespace kiln::cpu

@@ -84,7 +84,7 @@ T int_pow(T base, T exp) {
   return result;
 }
 
-Tensor prepare(const Tensor& t, DType dtype, const Shape& shape) { return expand_to(t.to(dtype), shape); }
+Tensor prepare(const Tensor& t, DType dtype, const Shape& shape) { return expand_to(cast_to(t, dtype), shape); }
 
 std::array<PromotionOperand, 2> promo(const Operand& x, const Operand& y) { return {x.promo(), y.promo()}; }
 
@@ -374,7 +374,7 @@ Status masked_fill(KernelArgs& a) {
   }
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &self}, {"mask", &mask}}));
   const DType dtype = self.dtype();
-  Tensor fill = value.to(dtype);
+  Tensor fill = cast_to(value, dtype);
   Tensor out = Tensor::zeros(dtype, shape);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -23,7 +23,7 @@ Status floating_unary(KernelArgs& a, std::string_view op, bool promote_integers,
   if (!promote_integers && !is_floating(self.dtype()))
     return a.error(std::string(op) + " is only supported for floating tensors, got " + self.type_string());
   const DType dtype = is_floating(self.dtype()) ? self.dtype() : DType::Float32;
-  Tensor in = self.to(dtype);
+  Tensor in = cast_to(self, dtype);
   Tensor out = Tensor::zeros(dtype, self.sizes());
   visit_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -146,10 +146,10 @@ Status abs_kernel(KernelArgs& a) {
 // Clamps self to [lo, hi] (either bound optional) in `dtype`; NaN stays NaN.
 Status clamp_to(KernelArgs& a, const Tensor& self, DType dtype, const std::optional<Scalar>& lo,
                 const std::optional<Scalar>& hi) {
-  Tensor in = self.to(dtype);
+  Tensor in = cast_to(self, dtype);
   Tensor out = Tensor::zeros(dtype, self.sizes());
-  Tensor lo_t = lo ? scalar_to_tensor(*lo).to(dtype) : Tensor();
-  Tensor hi_t = hi ? scalar_to_tensor(*hi).to(dtype) : Tensor();
+  Tensor lo_t = lo ? cast_to(scalar_to_tensor(*lo), dtype) : Tensor();
+  Tensor hi_t = hi ? cast_to(scalar_to_tensor(*hi), dtype) : Tensor();
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;
@@ -208,7 +208,7 @@ Status relu_kernel(KernelArgs& a) {
 Status logical_not_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   Tensor out = Tensor::zeros(DType::Bool, self.sizes());
-  map_unary<bool, bool>(self.to(DType::Bool), out, [](bool x) { return !x; });
+  map_unary<bool, bool>(cast_to(self, DType::Bool), out, [](bool x) { return !x; });
   a.set_output(0, out);
   return Status::ok();
 }

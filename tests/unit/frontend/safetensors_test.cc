@@ -41,7 +41,9 @@ const DType kAllDTypes[] = {
 //   specs = {n: st.TensorSpec(dtype=dtypes.get(n, str(a.dtype)), shape=list(a.shape), data_ptr=a.ctypes.data,
 //                             data_len=a.nbytes) for n, a in arrays.items()}
 //   st.serialize_file(specs, "reference.safetensors", {"format": "pt"})
-std::string reference_path() { return std::string(KILN_SOURCE_DIR) + "/tests/unit/frontend/data/reference.safetensors"; }
+std::string reference_path() {
+  return std::string(KILN_SOURCE_DIR) + "/tests/unit/frontend/data/reference.safetensors";
+}
 
 std::vector<uint8_t> slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -64,7 +66,9 @@ std::vector<uint8_t> image(const std::string& header, const std::vector<uint8_t>
   return b;
 }
 
-Expected<SafetensorsFile> parse(const std::vector<uint8_t>& b) { return parse_safetensors(to_storage(b), "test.safetensors"); }
+Expected<SafetensorsFile> parse(const std::vector<uint8_t>& b) {
+  return parse_safetensors(to_storage(b), "test.safetensors");
+}
 
 void expect_error(const Expected<SafetensorsFile>& r, ErrorCode code, const std::string& needle) {
   ASSERT_FALSE(r) << "expected an error mentioning '" << needle << "'";
@@ -102,8 +106,8 @@ TEST_F(SafetensorsTest, ReadsFileWrittenByPythonLibrary) {
 
   std::vector<std::string> names;
   for (const auto& [n, t] : f->tensors) names.push_back(n);
-  const std::vector<std::string> by_offset = {"i64", "f64", "empty", "f32", "scalar", "i32",
-                                              "bf16", "f16", "i16", "i8", "u8", "bool"};
+  const std::vector<std::string> by_offset = {"i64",  "f64", "empty", "f32", "scalar", "i32",
+                                              "bf16", "f16", "i16",   "i8",  "u8",     "bool"};
   EXPECT_EQ(names, by_offset);
 
   const Tensor* f32 = f->find("f32");
@@ -266,8 +270,9 @@ TEST_F(SafetensorsTest, MisalignedDataIsCopiedToAlignedMemory) {
 }
 
 TEST_F(SafetensorsTest, GapsAndTrailingBytesAreAccepted) {
-  auto f = parse(image(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6]},"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
-                       {9, 0, 0, 0, 7, 8, 0, 0}));
+  auto f = parse(image(
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6]},"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+      {9, 0, 0, 0, 7, 8, 0, 0}));
   ASSERT_TRUE(f) << f.status().to_string();
   ASSERT_EQ(f->tensors.size(), 2u);
   EXPECT_EQ(f->tensors[0].first, "b");
@@ -302,7 +307,8 @@ TEST_F(SafetensorsTest, DeepNestingIsRejected) {
 }
 
 TEST_F(SafetensorsTest, DuplicateKeysAreRejected) {
-  expect_error(parse(image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+  expect_error(parse(image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                           R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
                            {1, 2})),
                ErrorCode::kFormat, "repeats the key 'a' in the top-level object");
   expect_error(parse(image(R"({"a":{"dtype":"U8","dtype":"I8","shape":[1],"data_offsets":[0,1]}})", {1})),
@@ -321,16 +327,19 @@ TEST_F(SafetensorsTest, BadTensorEntriesAreRejected) {
       {R"({"t":{"dtype":"U16","shape":[1],"data_offsets":[0,2]}})", 2, ErrorCode::kUnsupported, "dtype U16"},
       {R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "shape entry -1"},
       {R"({"t":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "shape entry 1.0"},
-      {R"({"t":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "shape entry"},
+      {R"({"t":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat,
+       "shape entry"},
       {R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat,
        "too many elements"},
       {R"({"t":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat,
        "too many elements"},
       {R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 4, ErrorCode::kFormat, "end before they begin"},
-      {R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 4, ErrorCode::kFormat, "past the end of the data section"},
+      {R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 4, ErrorCode::kFormat,
+       "past the end of the data section"},
       {R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551615]}})", 4, ErrorCode::kFormat,
        "not non-negative integers"},
-      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "hold 4 bytes but F32[2] needs 8"},
+      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat,
+       "hold 4 bytes but F32[2] needs 8"},
       {R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4, ErrorCode::kFormat, "\"data_offsets\" is missing"},
       {R"({"t":{"shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "\"dtype\" is missing"},
       {R"({"t":{"dtype":"F32","shape":1,"data_offsets":[0,4]}})", 4, ErrorCode::kFormat, "\"shape\" is missing"},
@@ -349,18 +358,20 @@ TEST_F(SafetensorsTest, BadTensorEntriesAreRejected) {
 }
 
 TEST_F(SafetensorsTest, OverlappingRangesAreRejected) {
-  auto r = parse(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                       std::vector<uint8_t>(8)));
+  auto r = parse(image(
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      std::vector<uint8_t>(8)));
   expect_error(r, ErrorCode::kFormat, "overlap those of tensor 'a'");
   // An empty tensor inside another's range shares no bytes.
-  auto ok = parse(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
-                        std::vector<uint8_t>(8)));
+  auto ok = parse(image(
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+      std::vector<uint8_t>(8)));
   EXPECT_TRUE(ok) << ok.status().to_string();
 }
 
 TEST_F(SafetensorsTest, BoolBytesOtherThanZeroOrOneAreRejected) {
-  expect_error(parse(image(R"({"b":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", {1, 0, 2})), ErrorCode::kFormat,
-               "bool element 2 is byte 2");
+  expect_error(parse(image(R"({"b":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", {1, 0, 2})),
+               ErrorCode::kFormat, "bool element 2 is byte 2");
 }
 
 TEST_F(SafetensorsTest, EveryTruncationFailsCleanly) {
