@@ -82,6 +82,22 @@ std::string hex(uint64_t v) {
   return "0x" + s;
 }
 
+// `name` for a message: bytes outside printable ASCII are written as \xNN.
+std::string printable(std::string_view name) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : name) {
+    if (c >= 0x20 && c < 0x7f) {
+      s += static_cast<char>(c);
+    } else {
+      s += "\\x";
+      s += kDigits[c >> 4];
+      s += kDigits[c & 0xF];
+    }
+  }
+  return s;
+}
+
 // Why `name` is unsafe as a path inside the archive, or empty when it is fine.
 std::string unsafe_name_reason(std::string_view name) {
   if (name.empty()) return "an empty name";
@@ -116,7 +132,8 @@ class Parser {
 
   Status error(const std::string& what) const { return format_error("zip '" + path_ + "': " + what); }
   Status entry_error(const std::string& name, uint64_t record, const std::string& what) const {
-    return error("entry '" + name + "' (central directory record at byte " + std::to_string(record) + "): " + what);
+    return error("entry '" + printable(name) + "' (central directory record at byte " + std::to_string(record) +
+                 "): " + what);
   }
 
   Expected<uint64_t> find_eocd() const;
@@ -245,8 +262,9 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
   if (std::string why = unsafe_name_reason(name); !why.empty())
     return entry_error(name, pos, "unsafe entry name: " + why);
   if (flags & 0x0041u)
-    return Status(unsupported("zip '" + path_ + "': entry '" + name + "' (central directory record at byte " +
-                              std::to_string(pos) + ") is encrypted; encrypted entries are not supported"));
+    return Status(unsupported("zip '" + path_ + "': entry '" + printable(name) +
+                              "' (central directory record at byte " + std::to_string(pos) +
+                              ") is encrypted; encrypted entries are not supported"));
 
   // Zip64 extended information: 64-bit values for exactly the fields saturated
   // in the fixed record, in this order.
@@ -286,8 +304,8 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
     return entry_error(name, pos,
                        "sizes or offset hold the zip64 marker 0xffffffff but the record has no zip64 extra field");
   if (disk != 0)
-    return Status(unsupported("zip '" + path_ + "': entry '" + name + "' starts on disk " + std::to_string(disk) +
-                              "; multi-disk archives are not supported"));
+    return Status(unsupported("zip '" + path_ + "': entry '" + printable(name) + "' starts on disk " +
+                              std::to_string(disk) + "; multi-disk archives are not supported"));
   if (method == 0 && csize != usize)
     return entry_error(name, pos,
                        "stored entry has compressed size " + std::to_string(csize) + " but uncompressed size " +
@@ -318,7 +336,7 @@ Status Parser::locate_data(ZipEntry& e, uint64_t record, const Directory& dir) c
   if (b_.str(lh + kLocalHeaderSize, name_len) != e.name)
     return entry_error(
         e.name, record,
-        at + " names '" + std::string(b_.str(lh + kLocalHeaderSize, name_len)) + "', not the central directory's name");
+        at + " names '" + printable(b_.str(lh + kLocalHeaderSize, name_len)) + "', not the central directory's name");
   if (method != e.method)
     return entry_error(e.name, record,
                        at + " gives method " + std::to_string(method) + " but the central directory gives " +
@@ -365,8 +383,8 @@ Expected<std::vector<ZipEntry>> Parser::parse() {
     if (a.data_offset + a.compressed_size > b.local_header_offset)
       return entry_error(b.name, records[order[k]],
                          "local header at byte " + std::to_string(b.local_header_offset) + " overlaps entry '" +
-                             a.name + "', whose data runs from byte " + std::to_string(a.data_offset) + " to " +
-                             std::to_string(a.data_offset + a.compressed_size));
+                             printable(a.name) + "', whose data runs from byte " + std::to_string(a.data_offset) +
+                             " to " + std::to_string(a.data_offset + a.compressed_size));
   }
   return entries;
 }
@@ -413,7 +431,8 @@ Expected<ZipArchive> ZipArchive::from_bytes(std::shared_ptr<Storage> bytes, std:
     const ZipEntry& a = es[z.by_name_[k - 1]];
     const ZipEntry& b = es[z.by_name_[k]];
     if (a.name == b.name)
-      return format_error("zip '" + z.path_ + "': entry name '" + a.name + "' appears twice (local headers at bytes " +
+      return format_error("zip '" + z.path_ + "': entry name '" + printable(a.name) +
+                          "' appears twice (local headers at bytes " +
                           std::to_string(std::min(a.local_header_offset, b.local_header_offset)) + " and " +
                           std::to_string(std::max(a.local_header_offset, b.local_header_offset)) + ")");
   }
@@ -431,21 +450,21 @@ Expected<std::span<const uint8_t>> ZipArchive::read(const ZipEntry& e, bool veri
   if (e.method != 0) {
     const std::string how = e.method == 8 ? "deflate" : "method " + std::to_string(e.method);
     return unsupported(
-        "zip '" + path_ + "': entry '" + e.name + "' is compressed (" + how +
+        "zip '" + path_ + "': entry '" + printable(e.name) + "' is compressed (" + how +
         "); compressed entries are not supported, only stored ones (PyTorch's writer stores every entry)");
   }
   const uint64_t total = bytes_ ? bytes_->nbytes() : 0;
   if (e.size != e.compressed_size || e.data_offset > total || e.size > total - e.data_offset)
-    return invalid_argument("zip '" + path_ + "': entry '" + e.name + "' (data at byte " +
+    return invalid_argument("zip '" + path_ + "': entry '" + printable(e.name) + "' (data at byte " +
                             std::to_string(e.data_offset) + ", " + std::to_string(e.size) +
                             " bytes) does not lie inside this archive of " + std::to_string(total) + " bytes");
   std::span<const uint8_t> data(bytes_->data() + e.data_offset, static_cast<size_t>(e.size));
   if (verify_crc) {
     const uint32_t got = crc32(data);
     if (got != e.crc32)
-      return format_error("zip '" + path_ + "': entry '" + e.name + "' (data at byte " + std::to_string(e.data_offset) +
-                          ", " + std::to_string(e.size) + " bytes) has CRC-32 " + hex(got) +
-                          " but the central directory records " + hex(e.crc32) + ": the archive is corrupt");
+      return format_error("zip '" + path_ + "': entry '" + printable(e.name) + "' (data at byte " +
+                          std::to_string(e.data_offset) + ", " + std::to_string(e.size) + " bytes) has CRC-32 " +
+                          hex(got) + " but the central directory records " + hex(e.crc32) + ": the archive is corrupt");
   }
   return data;
 }

@@ -12,6 +12,7 @@ struct OpInfo {
   std::string_view target;
   OpCategory category;
   OpKind functional;
+  std::string_view first_arg;
 };
 
 constexpr OpCategory kCompute = OpCategory::kCompute;
@@ -20,8 +21,9 @@ constexpr OpCategory kCheck = OpCategory::kCheck;
 constexpr OpCategory kSym = OpCategory::kSym;
 
 const OpInfo kOps[] = {
-#define KILN_OP(e, target, kind) {OpKind::k##e, target, k##kind, OpKind::kUnknown},
-#define KILN_INPLACE_OP(e, target, functional) {OpKind::k##e, target, OpCategory::kInplace, OpKind::k##functional},
+#define KILN_OP(e, target, kind) {OpKind::k##e, target, k##kind, OpKind::kUnknown, ""},
+#define KILN_INPLACE_OP(e, target, functional, first) \
+  {OpKind::k##e, target, OpCategory::kInplace, OpKind::k##functional, first},
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_INPLACE_OP
@@ -62,6 +64,11 @@ std::optional<OpKind> functional_form(OpKind op) {
   const OpInfo* i = info(op);
   if (!i || i->category != OpCategory::kInplace) return std::nullopt;
   return i->functional;
+}
+
+std::string_view functional_first_arg(OpKind op) {
+  const OpInfo* i = info(op);
+  return i ? i->first_arg : "";
 }
 
 size_t op_count() { return std::size(kOps); }

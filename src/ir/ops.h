@@ -9,7 +9,7 @@ namespace kiln::ir {
 enum class OpKind : uint16_t {
   kUnknown = 0,
 #define KILN_OP(e, target, kind) k##e,
-#define KILN_INPLACE_OP(e, target, functional) k##e,
+#define KILN_INPLACE_OP(e, target, functional, first) k##e,
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_INPLACE_OP
@@ -23,6 +23,8 @@ std::string_view op_target(OpKind op);
 OpCategory op_category(OpKind op);
 // For in-place ops, the functional op they become; otherwise nullopt.
 std::optional<OpKind> functional_form(OpKind op);
+// For in-place ops, the schema name of the functional form's first argument.
+std::string_view functional_first_arg(OpKind op);
 // Number of ops in the list (for tables and tests).
 size_t op_count();
 OpKind op_at(size_t index);

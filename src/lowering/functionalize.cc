@@ -186,6 +186,11 @@ class Functionalizer {
     if (!target) return internal_error(n.describe() + ": in-place op without a tensor to write");
     OpKind functional = *ir::functional_form(n.op);
     KILN_ASSIGN_OR_RETURN(auto args, map_args(n));
+    for (ir::NamedArg& a : args)
+      if (std::holds_alternative<Value*>(a.value)) {
+        a.name = std::string(ir::functional_first_arg(n.op));
+        break;
+      }
     Node* fn = emit(n, functional, std::move(args));
     if (fn->outputs.empty()) {
       // Some in-place ops are serialized without a result; give the new value a name.

@@ -1,7 +1,401 @@
+// Data movement kernels: cat, stack, index_select, index.Tensor, gather,
+// embedding, tril/triu, repeat, constant_pad_nd, nonzero, cumsum and
+// pixel_shuffle. Results are fresh contiguous tensors.
+#include <algorithm>
+#include <string>
+
+#include "backends/cpu/advanced_index.h"
+#include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
 
 namespace kiln::cpu {
 
-void register_indexing_kernels(KernelRegistry& r) { (void)r; }
+namespace {
+
+Expected<int64_t> read_dim(const KernelArgs& a, int64_t rank, std::string_view name, std::optional<int64_t> fallback) {
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
+  auto d = wrap_dim(dim, rank);
+  if (!d) return a.error(dim_out_of_range(dim, rank) + " (argument '" + std::string(name) + "')");
+  return *d;
+}
+
+Status set(KernelArgs& a, Tensor t) {
+  a.set_output(0, std::move(t));
+  return Status::ok();
+}
+
+// Integer index tensors: int64 or int32 (as index_select and embedding accept).
+bool is_index_dtype(DType t) { return t == DType::Int64 || t == DType::Int32; }
+
+// ---- cat / stack
+
+Status cat(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, a.tensors("tensors"));
+  if (tensors.empty()) return a.error("cat expects a non-empty list of tensors");
+  DType dtype = tensors[0].dtype();
+  for (const Tensor& t : tensors) dtype = promote_types(dtype, t.dtype());
+  // Legacy behaviour: 1-d tensors with no elements are skipped whatever the other shapes.
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dim() == 0)
+      return a.error("zero-dimensional tensor (at position " + std::to_string(i) + ") cannot be concatenated");
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    parts.push_back(t);
+  }
+  if (parts.empty()) return set(a, Tensor::zeros(dtype, {0}));
+  const Tensor& ref = parts[0];
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, ref.dim(), "dim", 0));
+  Shape shape = ref.sizes();
+  shape[d] = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& t = parts[i];
+    if (t.dim() != ref.dim())
+      return a.error("tensors must have the same number of dimensions: got " + ref.type_string() + " and " +
+                     t.type_string());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (k != d && t.size(k) != ref.size(k))
+        return a.error("sizes of tensors must match except in dimension " + std::to_string(d) + ": got " +
+                       ref.type_string() + " and " + t.type_string());
+    shape[d] += t.size(d);
+  }
+  Tensor out = Tensor::zeros(dtype, shape);
+  int64_t offset = 0;
+  for (const Tensor& t : parts) {
+    copy_into(slice_view(out, d, offset, offset + t.size(d)), t);
+    offset += t.size(d);
+  }
+  return set(a, out);
+}
+
+Status stack(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, a.tensors("tensors"));
+  if (tensors.empty()) return a.error("stack expects a non-empty list of tensors");
+  const Tensor& ref = tensors[0];
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, ref.dim() + 1, "dim", 0));
+  DType dtype = ref.dtype();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].sizes() != ref.sizes())
+      return a.error("stack expects each tensor to be equal size, but got " + ref.type_string() + " at entry 0 and " +
+                     tensors[i].type_string() + " at entry " + std::to_string(i));
+    dtype = promote_types(dtype, tensors[i].dtype());
+  }
+  Shape shape = ref.sizes();
+  shape.insert(shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  Tensor out = Tensor::zeros(dtype, shape);
+  for (size_t i = 0; i < tensors.size(); ++i) copy_into(select_view(out, d, static_cast<int64_t>(i)), tensors[i]);
+  return set(a, out);
+}
+
+// ---- index_select / index / gather / embedding
+
+// Reads a 1-d or 0-d index tensor as int64 values in [0, size).
+Expected<std::vector<int64_t>> read_positions(const KernelArgs& a, const Tensor& index, int64_t size, const char* op) {
+  if (index.dim() > 1) return a.error(std::string(op) + ": index must be 0-d or 1-d, got " + index.type_string());
+  if (!is_index_dtype(index.dtype()))
+    return a.error(std::string(op) + ": expected an int32 or int64 index, got " + index.type_string());
+  Tensor ix = cast_copy(index, DType::Int64);
+  std::vector<int64_t> out(ix.data<int64_t>(), ix.data<int64_t>() + ix.numel());
+  for (int64_t v : out)
+    if (v < 0 || v >= size)
+      return a.error(std::string(op) + ": index " + std::to_string(v) + " is out of range for a dimension of size " +
+                     std::to_string(size));
+  return out;
+}
+
+Status index_select(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
+  if (self.dim() == 0) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pos, read_positions(a, index, 1, "index_select"));
+    if (pos.size() != 1) return a.error("index_select: an index into a 0-d tensor must have exactly one value");
+    return set(a, cast_copy(self, self.dtype()));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pos, read_positions(a, index, self.size(d), "index_select"));
+  Shape shape = self.sizes();
+  shape[d] = static_cast<int64_t>(pos.size());
+  Tensor out = Tensor::zeros(self.dtype(), shape);
+  for (size_t i = 0; i < pos.size(); ++i)
+    copy_into(select_view(out, d, static_cast<int64_t>(i)), select_view(self, d, pos[i]));
+  return set(a, out);
+}
+
+Status index_tensor(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::optional<Tensor>> indices, a.optional_tensors("indices"));
+  auto plan = plan_advanced_index(self, indices);
+  if (!plan.has_value()) return a.error("index: " + plan.status().message());
+  Tensor out = Tensor::zeros(self.dtype(), plan->result_shape);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* sp = self.data<T>();
+    T* op = out.data<T>();
+    for (size_t k = 0; k < plan->offsets.size(); ++k) op[k] = sp[plan->offsets[k]];
+  });
+  return set(a, out);
+}
+
+Status gather(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
+  if (index.dtype() != DType::Int64) return a.error("gather: expected an int64 index, got " + index.type_string());
+  // 0-d tensors act as 1-d tensors of one element.
+  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? t.as_strided({1}, {1}, t.storage_offset()) : t; };
+  const Tensor src = as_1d(self), ix = as_1d(index);
+  if (ix.dim() != src.dim())
+    return a.error("gather: index " + index.type_string() + " must have the same number of dimensions as self " +
+                   self.type_string());
+  for (int64_t k = 0; k < src.dim(); ++k)
+    if (k != d && ix.size(k) > src.size(k))
+      return a.error("gather: index " + index.type_string() + " must not be larger than self " + self.type_string() +
+                     " apart from dimension " + std::to_string(d));
+  Tensor out = Tensor::zeros(self.dtype(), index.sizes());
+  const int64_t size = src.size(d);
+  const int64_t* ip = ix.data<int64_t>();
+  bool ok = true;
+  int64_t bad = 0;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* sp = src.data<T>();
+    T* op = out.data<T>();
+    int64_t k = 0;
+    for_each_index(ix.sizes(), [&](const std::vector<int64_t>& idx) {
+      int64_t ioff = 0, soff = 0;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        ioff += idx[j] * ix.strides()[j];
+        if (static_cast<int64_t>(j) != d) soff += idx[j] * src.strides()[j];
+      }
+      const int64_t v = ip[ioff];
+      if (v < -size || v >= size) {
+        if (ok) bad = v;
+        ok = false;
+        ++k;
+        return;
+      }
+      op[k++] = sp[soff + (v < 0 ? v + size : v) * src.strides()[d]];
+    });
+  });
+  if (!ok)
+    return a.error("gather: index " + std::to_string(bad) + " is out of bounds for dimension " + std::to_string(d) +
+                   " with size " + std::to_string(size));
+  return set(a, out);
+}
+
+Status embedding(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor weight, a.tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(Tensor indices, a.tensor("indices"));
+  if (weight.dim() != 2) return a.error("embedding: weight must be 2-D, got " + weight.type_string());
+  if (!is_index_dtype(indices.dtype()))
+    return a.error("embedding: expected int32 or int64 indices, got " + indices.type_string());
+  Tensor flat = cast_copy(indices, DType::Int64);
+  const int64_t rows = weight.size(0), n = flat.numel();
+  Shape shape = indices.sizes();
+  shape.push_back(weight.size(1));
+  Tensor out = Tensor::zeros(weight.dtype(), shape);
+  Tensor out2d = out.as_strided({n, weight.size(1)}, {weight.size(1), 1}, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = flat.data<int64_t>()[i];
+    if (v < 0 || v >= rows)
+      return a.error("embedding: index " + std::to_string(v) + " is out of range for a weight with " +
+                     std::to_string(rows) + " rows");
+    copy_into(select_view(out2d, 0, i), select_view(weight, 0, v));
+  }
+  return set(a, out);
+}
+
+// ---- tril / triu / repeat / constant_pad_nd
+
+template <bool kLower>
+Status triangle(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t diagonal, a.int_arg("diagonal", 0));
+  if (self.dim() < 2)
+    return a.error(std::string(kLower ? "tril" : "triu") + " needs a tensor of at least 2 dimensions, got " +
+                   self.type_string());
+  Tensor out = cast_copy(self, self.dtype());
+  const size_t r = static_cast<size_t>(self.dim()) - 2, c = r + 1;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* op = out.data<T>();
+    int64_t k = 0;
+    for_each_index(out.sizes(), [&](const std::vector<int64_t>& idx) {
+      const int64_t rel = idx[c] - idx[r];
+      const bool keep = kLower ? rel <= diagonal : rel >= diagonal;
+      if (!keep) op[k] = T{};
+      ++k;
+    });
+  });
+  return set(a, out);
+}
+
+Status repeat(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, a.ints("repeats"));
+  if (static_cast<int64_t>(repeats.size()) < self.dim())
+    return a.error("number of dimensions of repeat dims " + shape_to_string(repeats) +
+                   " can not be smaller than number of dimensions of tensor " + self.type_string());
+  const size_t lead = repeats.size() - self.sizes().size();
+  Shape in_sizes(lead, 1), in_strides(lead, 0), shape(repeats.size());
+  in_sizes.insert(in_sizes.end(), self.sizes().begin(), self.sizes().end());
+  in_strides.insert(in_strides.end(), self.strides().begin(), self.strides().end());
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    if (repeats[i] < 0) return a.error("repeats " + shape_to_string(repeats) + " must not be negative");
+    shape[i] = in_sizes[i] * repeats[i];
+  }
+  auto numel = checked_numel(shape);
+  if (!numel.has_value()) return a.error("repeat: " + numel.status().message());
+  Tensor out = Tensor::zeros(self.dtype(), shape);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* sp = self.data<T>();
+    T* op = out.data<T>();
+    int64_t k = 0;
+    for_each_index(shape, [&](const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t j = 0; j < idx.size(); ++j) off += (idx[j] % in_sizes[j]) * in_strides[j];
+      op[k++] = sp[off];
+    });
+  });
+  return set(a, out);
+}
+
+Status constant_pad_nd(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.ints("pad"));
+  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("value", Scalar::of_int(0)));
+  if (pad.size() % 2 != 0) return a.error("length of pad must be even, got " + shape_to_string(pad));
+  if (static_cast<int64_t>(pad.size() / 2) > self.dim())
+    return a.error("length of pad " + shape_to_string(pad) +
+                   " should be no more than twice the number of dimensions of the input " + self.type_string());
+  // pad = (left of last dim, right of last dim, left of the one before, ...).
+  Shape shape = self.sizes();
+  std::vector<int64_t> left(self.dim(), 0), right(self.dim(), 0);
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const int64_t d = self.dim() - 1 - static_cast<int64_t>(i);
+    left[d] = pad[2 * i];
+    right[d] = pad[2 * i + 1];
+    shape[d] = self.size(d) + left[d] + right[d];
+    if (shape[d] < 0)
+      return a.error("the input size " + std::to_string(self.size(d)) + ", plus negative padding " +
+                     std::to_string(left[d]) + " and " + std::to_string(right[d]) +
+                     " resulted in a negative output size");
+  }
+  Tensor out = Tensor::zeros(self.dtype(), shape);
+  Tensor fill = cast_to(scalar_to_tensor(value), self.dtype());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    std::fill(out.data<T>(), out.data<T>() + out.numel(), *fill.data<T>());
+  });
+  // Copy the part of self that survives (negative padding crops).
+  Tensor src = self, dst = out;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    const int64_t s0 = std::max<int64_t>(0, -left[d]), t0 = std::max<int64_t>(0, left[d]);
+    const int64_t len = self.size(d) - s0 - std::max<int64_t>(0, -right[d]);
+    if (len <= 0) return set(a, out);
+    src = slice_view(src, d, s0, s0 + len);
+    dst = slice_view(dst, d, t0, t0 + len);
+  }
+  copy_into(dst, src);
+  return set(a, out);
+}
+
+// ---- nonzero / cumsum / pixel_shuffle
+
+Status nonzero(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  Tensor m = cast_copy(self, DType::Bool);
+  const bool* mp = m.data<bool>();
+  std::vector<int64_t> coords;
+  int64_t n = 0, k = 0;
+  for_each_index(m.sizes(), [&](const std::vector<int64_t>& idx) {
+    if (mp[k++]) {
+      coords.insert(coords.end(), idx.begin(), idx.end());
+      ++n;
+    }
+  });
+  Tensor out = Tensor::zeros(DType::Int64, {n, self.dim()});
+  std::copy(coords.begin(), coords.end(), out.data<int64_t>());
+  return set(a, out);
+}
+
+Status cumsum(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype_arg, a.dtype_arg("dtype"));
+  // Integers and bool accumulate into int64 unless a dtype is given.
+  const DType dtype = dtype_arg.value_or(is_floating(self.dtype()) ? self.dtype() : DType::Int64);
+  Tensor out = cast_copy(self, dtype);
+  if (self.dim() == 0) return set(a, out);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < d; ++k) outer *= self.size(k);
+  for (int64_t k = d + 1; k < self.dim(); ++k) inner *= self.size(k);
+  const int64_t len = self.size(d);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // ATen's CPU accumulate type: double for float32/float64, float for 16-bit floats, int64 for integers.
+    using Acc = std::conditional_t<is_reduced_float_v<T>, float,
+                                   std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>>;
+    T* p = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        Acc acc = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          T& x = p[(o * len + j) * inner + i];
+          if constexpr (std::is_same_v<Acc, uint64_t>) {
+            acc += static_cast<uint64_t>(static_cast<int64_t>(x));
+            x = convert<T>(static_cast<int64_t>(acc));
+          } else {
+            acc += static_cast<Acc>(load(x));
+            x = convert<T>(acc);
+          }
+        }
+      }
+  });
+  return set(a, out);
+}
+
+Status pixel_shuffle(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t r, a.int_arg("upscale_factor"));
+  if (self.dim() < 3)
+    return a.error("pixel_shuffle expects input to have at least 3 dimensions, got " + self.type_string());
+  if (r <= 0) return a.error("pixel_shuffle expects a positive upscale_factor, got " + std::to_string(r));
+  const int64_t nd = self.dim(), c = self.size(-3), h = self.size(-2), w = self.size(-1);
+  if (c % (r * r) != 0)
+    return a.error("pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                   "upscale_factor, but input " + self.type_string() + " and upscale_factor " + std::to_string(r));
+  const int64_t oc = c / (r * r);
+  const int64_t sc = self.strides()[nd - 3], sh = self.strides()[nd - 2], sw = self.strides()[nd - 1];
+  // in[..., oc*r*r + i*r + j, y, x] seen as [..., oc, y, i, x, j] = out[..., oc, y*r + i, x*r + j].
+  Shape sizes(self.sizes().begin(), self.sizes().end() - 3), strides(self.strides().begin(), self.strides().end() - 3);
+  Shape out_shape = sizes;
+  sizes.insert(sizes.end(), {oc, h, r, w, r});
+  strides.insert(strides.end(), {sc * r * r, sh, sc * r, sw, sc});
+  out_shape.insert(out_shape.end(), {oc, h * r, w * r});
+  Tensor out = Tensor::zeros(self.dtype(), out_shape);
+  copy_into(out.as_strided(sizes, contiguous_strides(sizes), 0), self.as_strided(sizes, strides, self.storage_offset()));
+  return set(a, out);
+}
+
+}  // namespace
+
+void register_indexing_kernels(KernelRegistry& r) {
+  using ir::OpKind;
+  r.add(OpKind::kCat, &cat);
+  r.add(OpKind::kStack, &stack);
+  r.add(OpKind::kIndexSelect, &index_select);
+  r.add(OpKind::kIndexTensor, &index_tensor);
+  r.add(OpKind::kGather, &gather);
+  r.add(OpKind::kEmbedding, &embedding);
+  r.add(OpKind::kTril, &triangle<true>);
+  r.add(OpKind::kTriu, &triangle<false>);
+  r.add(OpKind::kRepeat, &repeat);
+  r.add(OpKind::kConstantPadNd, &constant_pad_nd);
+  r.add(OpKind::kNonzero, &nonzero);
+  r.add(OpKind::kCumsum, &cumsum);
+  r.add(OpKind::kPixelShuffle, &pixel_shuffle);
+}
 
 }  // namespace kiln::cpu

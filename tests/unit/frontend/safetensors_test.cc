@@ -449,12 +449,15 @@ TEST_F(SafetensorsTest, WriterReportsIoErrorsAndReplacesExistingFiles) {
 }
 
 TEST_F(SafetensorsTest, FixtureFilesIfPresent) {
-  const std::filesystem::path dir = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures/torch2.11";
+  // Fixtures written by real PyTorch versions: tests/fixtures/torch<version>/.
+  const std::filesystem::path root = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures";
   std::vector<std::filesystem::path> files;
-  if (std::filesystem::is_directory(dir))
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  if (files.empty()) GTEST_SKIP() << "no .safetensors fixtures in " << dir;
+  if (std::filesystem::is_directory(root))
+    for (const auto& d : std::filesystem::directory_iterator(root))
+      if (d.is_directory() && d.path().filename().string().rfind("torch", 0) == 0)
+        for (const auto& f : std::filesystem::directory_iterator(d.path()))
+          if (f.path().extension() == ".safetensors") files.push_back(f.path());
+  if (files.empty()) GTEST_SKIP() << "no .safetensors fixtures under " << root;
   for (const auto& p : files) {
     auto f = read_safetensors(p.string());
     ASSERT_TRUE(f) << f.status().to_string();

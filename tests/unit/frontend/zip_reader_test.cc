@@ -632,12 +632,15 @@ TEST(ZipReader, RandomMutationsNeverCrash) {
 }
 
 TEST(ZipReader, RealPyTorchArchivesIfPresent) {
-  const std::filesystem::path dir = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures/torch2.11";
+  // Fixtures written by real PyTorch versions: tests/fixtures/torch<version>/.
+  const std::filesystem::path root = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures";
   std::vector<std::filesystem::path> files;
-  if (std::filesystem::is_directory(dir))
-    for (const auto& f : std::filesystem::directory_iterator(dir))
-      if (f.path().extension() == ".pt2") files.push_back(f.path());
-  if (files.empty()) GTEST_SKIP() << "no .pt2 fixtures in " << dir;
+  if (std::filesystem::is_directory(root))
+    for (const auto& d : std::filesystem::directory_iterator(root))
+      if (d.is_directory() && d.path().filename().string().rfind("torch", 0) == 0)
+        for (const auto& f : std::filesystem::directory_iterator(d.path()))
+          if (f.path().extension() == ".pt2") files.push_back(f.path());
+  if (files.empty()) GTEST_SKIP() << "no .pt2 fixtures under " << root;
   for (const auto& f : files) {
     auto z = ZipArchive::open(f.string());
     ASSERT_TRUE(z) << z.status().to_string();

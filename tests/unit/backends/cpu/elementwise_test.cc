@@ -3,41 +3,17 @@
 #include <cmath>
 #include <limits>
 
-#include "unit/backends/cpu/run_op.h"
+#include "unit/backends/cpu/op_test_helpers.h"
 
 namespace kiln::cpu {
 namespace {
 
 using ir::OpKind;
-using testing::make_tensor;
-using testing::run_op;
-using testing::run_op_tensor;
+using namespace testing;
 
-ir::Arg I(int64_t v) { return ir::Arg(v); }
-ir::Arg F(double v) { return ir::Arg(v); }
-ir::Arg S(const char* v) { return ir::Arg(std::string(v)); }
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.value_at(i));
-  return v;
-}
-
-// Runs an op that must fail; checks that the message names the node and says `fragment`.
-void expect_error(OpKind op, std::vector<std::pair<std::string, testing::OpArg>> args, const std::string& fragment) {
-  auto r = run_op(op, std::move(args));
-  ASSERT_FALSE(r.has_value());
-  const std::string& m = r.status().message();
-  EXPECT_NE(m.find("test_node"), std::string::npos) << m;
-  EXPECT_NE(m.find(fragment), std::string::npos) << m;
-}
-
-// A [rows, cols] float32 tensor whose storage is [cols, rows] row-major: a transposed, non-contiguous view.
+// A [rows, cols] float32 view that is not contiguous.
 Tensor transposed(const std::vector<double>& logical, int64_t rows, int64_t cols) {
-  Tensor base = Tensor::zeros(DType::Float32, {cols, rows});
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) base.data<float>()[c * rows + r] = static_cast<float>(logical[r * cols + c]);
-  Tensor t = base.as_strided({rows, cols}, {1, rows}, 0);
+  Tensor t = testing::transposed(DType::Float32, logical, rows, cols);
   EXPECT_FALSE(t.is_contiguous());
   return t;
 }

@@ -1,0 +1,152 @@
+#include <gtest/gtest.h>
+
+#include "backends/cpu/kernel.h"
+#include "ir/printer.h"
+#include "lowering/pass.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::lowering {
+namespace {
+
+using ir::InputSpec;
+
+// The write pattern PT2.md records for
+//   self.cache[:, :, 3] = k; self.state.copy_(k[0]); self.steps.add_(1); return cache.sum() + state
+constexpr const char* kBefore = R"(graph(%b_cache: float32[2, 2, 4], %b_state: float32[2], %b_steps: int64[], %k: float32[2, 2]) {
+  %select: float32[2, 2] = aten.select.int(self=%b_cache, dim=2, index=3)
+  %copy_: float32[2, 2] = aten.copy_.default(self=%select, src=%k)
+  %select_1: float32[2] = aten.select.int(self=%k, dim=0, index=0)
+  %copy__1: float32[2] = aten.copy_.default(self=%b_state, src=%select_1)
+  %add_: int64[] = aten.add_.Tensor(self=%b_steps, other=1)
+  %sum: float32[] = aten.sum.default(self=%b_cache)
+  %out: float32[2] = aten.add.Tensor(self=%b_state, other=%sum)
+  return (%out)
+}
+)";
+
+constexpr const char* kAfter = R"(graph(%b_cache: float32[2, 2, 4], %b_state: float32[2], %b_steps: int64[], %k: float32[2, 2]) {
+  %select: float32[2, 2] = aten.select.int(self=%b_cache, dim=2, index=3)
+  %copy_: float32[2, 2] = aten.copy.default(self=%select, src=%k)
+  %select_scatter: float32[2, 2, 4] = aten.select_scatter.default(self=%b_cache, src=%copy_, dim=2, index=3)
+  %select_1: float32[2] = aten.select.int(self=%k, dim=0, index=0)
+  %copy__1: float32[2] = aten.copy.default(self=%b_state, src=%select_1)
+  %add_: int64[] = aten.add.Tensor(self=%b_steps, other=1)
+  %sum: float32[] = aten.sum.default(self=%select_scatter)
+  %out: float32[2] = aten.add.Tensor(self=%copy__1, other=%sum)
+  return (%select_scatter, %copy__1, %add_, %out)
+}
+)";
+
+ir::Module make_module(const char* text) {
+  auto g = ir::parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kBuffer, "cache", true},
+                   {InputSpec::Kind::kBuffer, "state", true},
+                   {InputSpec::Kind::kBuffer, "steps", true},
+                   {InputSpec::Kind::kUserInput, "", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}};
+  return m;
+}
+
+TEST(Functionalize, WritesThroughViewsBecomeScattersAndBufferOutputs) {
+  ir::Module m = make_module(kBefore);
+  ASSERT_TRUE(functionalize(m).is_ok());
+  ASSERT_TRUE(eliminate_dead_code(m).is_ok());
+  auto want = ir::parse_graph(kAfter);
+  ASSERT_TRUE(want.has_value()) << want.status().message();
+  std::string why;
+  EXPECT_TRUE(ir::graphs_equal(m.graph, *want, &why)) << why << "\nactual:\n" << ir::print_graph(m.graph);
+  ASSERT_EQ(m.output_specs.size(), 4u);
+  EXPECT_EQ(m.output_specs[0].kind, ir::OutputSpec::Kind::kBufferMutation);
+  EXPECT_EQ(m.output_specs[0].target, "cache");
+  EXPECT_EQ(m.output_specs[1].target, "state");
+  EXPECT_EQ(m.output_specs[2].target, "steps");
+  EXPECT_EQ(m.output_specs[3].kind, ir::OutputSpec::Kind::kUserOutput);
+}
+
+TEST(Functionalize, ResultMatchesEagerSemantics) {
+  ir::Module m = make_module(kBefore);
+  ASSERT_TRUE(functionalize(m).is_ok());
+  // cache = 0..15, state = [100, 200], steps = 7, k = [[1, 2], [3, 4]].
+  Tensor cache = Tensor::zeros(DType::Float32, {2, 2, 4});
+  for (int i = 0; i < 16; ++i) cache.data<float>()[i] = static_cast<float>(i);
+  Tensor state = Tensor::zeros(DType::Float32, {2});
+  state.data<float>()[0] = 100;
+  state.data<float>()[1] = 200;
+  Tensor steps = Tensor::scalar(DType::Int64, 7);
+  Tensor k = Tensor::zeros(DType::Float32, {2, 2});
+  for (int i = 0; i < 4; ++i) k.data<float>()[i] = static_cast<float>(i + 1);
+  auto out = runtime::interpret(m.graph, {cache, state, steps, k}, cpu::cpu_kernels());
+  ASSERT_TRUE(out.has_value()) << out.status().message();
+  // Eager: cache[a][b][3] = k[a][b]; elements 3, 7, 11, 15 become 1, 2, 3, 4.
+  const Tensor& new_cache = std::get<Tensor>((*out)[0]);
+  std::vector<float> want_cache;
+  for (int i = 0; i < 16; ++i) want_cache.push_back(i % 4 == 3 ? static_cast<float>(i / 4 + 1) : static_cast<float>(i));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(new_cache.value_at(i), want_cache[i]) << i;
+  const Tensor& new_state = std::get<Tensor>((*out)[1]);
+  EXPECT_EQ(new_state.value_at(0), 1);
+  EXPECT_EQ(new_state.value_at(1), 2);
+  EXPECT_EQ(std::get<Tensor>((*out)[2]).item_int(), 8);
+  // sum of the new cache = (0..15 sum = 120) - (3 + 7 + 11 + 15) + (1 + 2 + 3 + 4) = 94.
+  const Tensor& result = std::get<Tensor>((*out)[3]);
+  EXPECT_EQ(result.value_at(0), 1 + 94);
+  EXPECT_EQ(result.value_at(1), 2 + 94);
+}
+
+TEST(Functionalize, InPlaceOnIntermediatesAndStaleViews) {
+  // v = x.view(4); v.relu_(); y = x + 1 reads x after the write through its view.
+  constexpr const char* before = R"(graph(%x: float32[2, 2]) {
+  %c: float32[2, 2] = aten.clone.default(self=%x)
+  %v: float32[4] = aten.view.default(self=%c, size=[4])
+  %r: float32[4] = aten.relu_.default(self=%v)
+  %t: float32[2, 2] = aten.transpose.int(self=%c, dim0=0, dim1=1)
+  %m: float32[2, 2] = aten.mul_.Tensor(self=%t, other=2)
+  %y: float32[2, 2] = aten.add.Tensor(self=%c, other=1)
+  return (%y, %r)
+}
+)";
+  auto g = ir::parse_graph(before);
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kUserInput, "", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}, {ir::OutputSpec::Kind::kUserOutput, ""}};
+  ASSERT_TRUE(functionalize(m).is_ok());
+  for (const auto& n : m.graph.nodes()) EXPECT_NE(ir::op_category(n->op), ir::OpCategory::kInplace) << n->describe();
+  Tensor x = Tensor::zeros(DType::Float32, {2, 2});
+  const float xs[] = {-1, 2, -3, 4};
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = xs[i];
+  auto out = runtime::interpret(m.graph, {x}, cpu::cpu_kernels());
+  ASSERT_TRUE(out.has_value()) << out.status().message();
+  // relu -> [0, 2, 0, 4]; *2 through the transpose doubles every element -> [0, 4, 0, 8]; +1.
+  const Tensor& y = std::get<Tensor>((*out)[0]);
+  const float want_y[] = {1, 5, 1, 9};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(y.value_at(i), want_y[i]) << i;
+  // r aliases c: read after the later write it shows the doubled values.
+  const Tensor& r = std::get<Tensor>((*out)[1]);
+  const float want_r[] = {0, 4, 0, 8};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.value_at(i), want_r[i]) << i;
+  // The caller's x is untouched (the graph cloned it).
+  EXPECT_EQ(x.value_at(0), -1);
+}
+
+TEST(Functionalize, WritingIntoAParameterIsRefused) {
+  auto g = ir::parse_graph(R"(graph(%p_w: float32[2]) {
+  %a: float32[2] = aten.add_.Tensor(self=%p_w, other=1)
+  return (%a)
+}
+)");
+  ASSERT_TRUE(g.has_value());
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kParameter, "w", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}};
+  Status s = functionalize(m);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("parameter 'w'"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kiln::lowering
