@@ -1,6 +1,8 @@
 #include "kiln/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 #include <limits>
 #include <new>
 
@@ -107,8 +109,10 @@ std::string shape_to_string(std::span<const int64_t> sizes) {
 
 Tensor Tensor::zeros(DType dtype, Shape sizes) {
   Tensor t;
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  // Callers size tensors from validated shapes; a bad shape here is a bug.
+  auto checked = checked_numel(sizes);
+  assert(checked.has_value() && "Tensor::zeros with an invalid shape");
+  int64_t n = checked.has_value() ? *checked : 0;
   t.storage_ = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(sizes);
@@ -167,6 +171,7 @@ int64_t Tensor::numel() const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // as in PyTorch: nothing to lay out
   int64_t expected = 1;
   for (size_t i = sizes_.size(); i-- > 0;) {
     if (sizes_[i] == 1) continue;

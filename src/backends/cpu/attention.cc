@@ -7,9 +7,10 @@
 // Per batch entry: scores = scale * Q K^T (+ mask), softmax over keys, times V,
 // with both products on OpenBLAS. float16/bfloat16 compute in float32.
 //
-// Fully masked rows: PyTorch's math backend uses _safe_softmax and its CPU
-// flash kernel also guards the all -inf row, so since PyTorch 2.5 a query row
-// that may attend to no key gives 0, not NaN. kiln does the same.
+// Fully masked rows: since PyTorch 2.5 the math backend normalizes scores with
+// _safe_softmax, so a query row that may attend to no key gives 0 rather than
+// NaN (exported ATen-dialect graphs spell this out as where(all -inf, 0,
+// softmax)). kiln gives 0 as well.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -90,9 +91,9 @@ void safe_softmax_rows(T* scores, int64_t L, int64_t S) {
 }
 
 template <typename T>
-Status attend(const T* q, const T* k, const T* v, const Tensor* mask, T* out, const Shape& batch, const BatchIndexer& qi,
-              const BatchIndexer& ki, const BatchIndexer& vi, const BatchIndexer& mi, const Dims& d, T scale,
-              bool causal) {
+Status attend(const T* q, const T* k, const T* v, const Tensor* mask, T* out, const Shape& batch,
+              const BatchIndexer& qi, const BatchIndexer& ki, const BatchIndexer& vi, const BatchIndexer& mi,
+              const Dims& d, T scale, bool causal) {
   int64_t nb = 1;
   for (int64_t s : batch) nb *= s;
   std::vector<T> scores(static_cast<size_t>(d.L * d.S));
@@ -111,7 +112,8 @@ Status attend(const T* q, const T* k, const T* v, const Tensor* mask, T* out, co
     }
     if (causal)  // top-left aligned: query i sees keys j <= i
       for (int64_t i = 0; i < d.L; ++i)
-        for (int64_t j = i + 1; j < d.S; ++j) scores[static_cast<size_t>(i * d.S + j)] = -std::numeric_limits<T>::infinity();
+        for (int64_t j = i + 1; j < d.S; ++j)
+          scores[static_cast<size_t>(i * d.S + j)] = -std::numeric_limits<T>::infinity();
     safe_softmax_rows(scores.data(), d.L, d.S);
     KILN_TRY(gemm(false, false, d.L, d.Ev, d.S, T(1), scores.data(), d.S, v + vi.offset(batch, b), d.Ev, T(0),
                   out + b * d.L * d.Ev, d.Ev));
@@ -165,8 +167,11 @@ Status scaled_dot_product_attention(KernelArgs& a) {
   if (!batch)
     return a.error("batch dims of query " + q.type_string() + ", key " + k.type_string() + " and value " +
                    v.type_string() + " do not broadcast");
-  Shape scores_shape = *batch;
+  Shape scores_shape = *batch, out_check = *batch;
   scores_shape.insert(scores_shape.end(), {d.L, d.S});
+  out_check.insert(out_check.end(), {d.L, d.Ev});
+  if (!checked_numel(scores_shape).has_value() || !checked_numel(out_check).has_value())
+    return a.error("broadcast batch " + shape_to_string(*batch) + " is too large");
   if (mask) {
     auto ms = broadcast_shapes(mask->sizes(), scores_shape);
     if (!ms || *ms != scores_shape)
@@ -180,7 +185,8 @@ Status scaled_dot_product_attention(KernelArgs& a) {
     kb.back() = k.size(-3);
     vb.back() = v.size(-3);
   }
-  const BatchIndexer qi(*batch, qb, d.L * d.E, 1), ki(*batch, kb, d.S * d.E, kgroup), vi(*batch, vb, d.S * d.Ev, vgroup);
+  const BatchIndexer qi(*batch, qb, d.L * d.E, 1), ki(*batch, kb, d.S * d.E, kgroup),
+      vi(*batch, vb, d.S * d.Ev, vgroup);
   Shape mb;
   std::optional<BatchIndexer> mi;
   const DType ct = q.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;

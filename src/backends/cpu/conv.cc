@@ -74,10 +74,14 @@ Status read_spec(const KernelArgs& a, const Tensor& weight, ConvSpec& s) {
     KILN_ASSIGN_OR_RETURN(auto op, spatial_ints(a, "output_padding", 0, n));
     s.out_pad = to2d(op, 0);
   }
+  // The bound keeps every output-size expression inside int64.
+  constexpr int64_t kMaxParam = int64_t{1} << 24;
   for (int d = 0; d < 2; ++d) {
     if (s.stride[d] <= 0 || s.dilation[d] <= 0 || s.pad_lo[d] < 0 || s.out_pad[d] < 0)
       return a.error("stride and dilation must be positive and padding non-negative, got stride " +
                      shape_to_string(stride) + ", dilation " + shape_to_string(dilation));
+    if (s.stride[d] > kMaxParam || s.dilation[d] > kMaxParam || s.pad_hi[d] > kMaxParam || s.out_pad[d] > kMaxParam)
+      return a.error("stride, padding, dilation or output_padding is implausibly large");
     if (s.transposed && s.out_pad[d] >= s.stride[d] && s.out_pad[d] >= s.dilation[d])
       return a.error("output_padding must be smaller than either stride or dilation");
   }
@@ -139,8 +143,8 @@ Status conv_transposed(const T* x, const T* w, T* out, const ConvSpec& s, const 
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < s.groups; ++g) {
       // cols [Kc, P] = W_g^T [Kc, Cg] x X_g [Cg, P]
-      KILN_TRY(gemm(true, false, Kc, P, Cg, T(1), w + g * Cg * Kc, Kc, x + (n * C + g * Cg) * P, P, T(0), cols.data(),
-                    P));
+      KILN_TRY(
+          gemm(true, false, Kc, P, Cg, T(1), w + g * Cg * Kc, Kc, x + (n * C + g * Cg) * P, P, T(0), cols.data(), P));
       T* og = out + (n * Cout + g * Og) * OH * OW;
       for (int64_t c = 0; c < Og; ++c)
         for (int64_t ki = 0; ki < KH; ++ki)
@@ -161,8 +165,8 @@ Status conv_transposed(const T* x, const T* w, T* out, const ConvSpec& s, const 
 
 // Checks shapes, computes the output shape and runs the convolution.
 // `unbatched_ok`: the functional forms accept an input without the batch dim.
-Status run_conv(KernelArgs& a, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                ConvSpec s, bool unbatched_ok) {
+Status run_conv(KernelArgs& a, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, ConvSpec s,
+                bool unbatched_ok) {
   const int64_t nd = s.spatial;
   if (!is_floating(input.dtype()))
     return a.error("convolution needs a floating-point input, got " + input.type_string());
@@ -210,10 +214,11 @@ Status run_conv(KernelArgs& a, const Tensor& input, const Tensor& weight, const 
       os[2 + d] = (in + s.pad_lo[d] + s.pad_hi[d] - eff) / s.stride[d] + 1;
     } else {
       os[2 + d] = (in - 1) * s.stride[d] - 2 * s.pad_lo[d] + eff + s.out_pad[d];
-      if (os[2 + d] <= 0)
-        return a.error("transposed convolution of " + input.type_string() + " gives an empty output");
+      if (os[2 + d] <= 0) return a.error("transposed convolution of " + input.type_string() + " gives an empty output");
     }
   }
+  if (!checked_numel(os).has_value())
+    return a.error("output shape " + shape_to_string(os) + " of " + input.type_string() + " overflows int64");
   const DType ct = input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   Tensor x = input.to(ct).contiguous(), w = weight.to(ct).contiguous();
   Tensor out = Tensor::zeros(ct, os);

@@ -33,9 +33,9 @@ Status gemm_impl(Blas blas, bool trans_a, bool trans_b, int64_t m, int64_t n, in
     if (!fits_blasint(v))
       return unsupported("matrix product of size " + std::to_string(m) + "x" + std::to_string(k) + " by " +
                          std::to_string(k) + "x" + std::to_string(n) + " exceeds the BLAS integer range");
-  blas(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-       static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda),
-       b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  blas(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+       static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+       static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
   return Status::ok();
 }
 

@@ -168,13 +168,13 @@ Status gather(KernelArgs& a) {
         if (static_cast<int64_t>(j) != d) soff += idx[j] * src.strides()[j];
       }
       const int64_t v = ip[ioff];
-      if (v < -size || v >= size) {
+      if (v < 0 || v >= size) {  // gather does not wrap negative indices
         if (ok) bad = v;
         ok = false;
         ++k;
         return;
       }
-      op[k++] = sp[soff + (v < 0 ? v + size : v) * src.strides()[d]];
+      op[k++] = sp[soff + v * src.strides()[d]];
     });
   });
   if (!ok)

@@ -39,8 +39,7 @@ std::optional<Shape> broadcast_shapes(const Shape& x, const Shape& y) {
 Tensor expand_contiguous(const Tensor& t, const Shape& shape) {
   const size_t off = shape.size() - static_cast<size_t>(t.dim());
   Shape strides(shape.size(), 0);
-  for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i)
-    strides[off + i] = t.sizes()[i] == 1 ? 0 : t.strides()[i];
+  for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i) strides[off + i] = t.sizes()[i] == 1 ? 0 : t.strides()[i];
   return t.as_strided(shape, strides, t.storage_offset()).contiguous();
 }
 
@@ -66,7 +65,8 @@ Expected<Tensor> batched_product(const Tensor& a, const Tensor& b, int64_t batch
         for (int64_t c = 0; c < m; ++c) {
           uint64_t acc = 0;
           for (int64_t j = 0; j < k; ++j)
-            acc += static_cast<uint64_t>(pa[r * k + j]) * static_cast<uint64_t>(trans_b ? pb[c * k + j] : pb[j * m + c]);
+            acc +=
+                static_cast<uint64_t>(pa[r * k + j]) * static_cast<uint64_t>(trans_b ? pb[c * k + j] : pb[j * m + c]);
           pc[r * m + c] = static_cast<int64_t>(acc);
         }
     }
@@ -129,8 +129,9 @@ Status mm(KernelArgs& a) {
   KILN_TRY(check_operands(a, {{"self", &x}, {"mat2", &y}}));
   if (x.dim() != 2 || y.dim() != 2 || x.size(1) != y.size(0))
     return a.error("mm needs [n, k] x [k, m], got " + x.type_string() + " x " + y.type_string());
-  KILN_ASSIGN_OR_RETURN(Tensor out, product_3d(x.reshape({1, x.size(0), x.size(1)}), y.reshape({1, y.size(0), y.size(1)}),
-                                               std::nullopt, Scalar::of_int(1), Scalar::of_int(0), {x.size(0), y.size(1)}));
+  KILN_ASSIGN_OR_RETURN(
+      Tensor out, product_3d(x.reshape({1, x.size(0), x.size(1)}), y.reshape({1, y.size(0), y.size(1)}), std::nullopt,
+                             Scalar::of_int(1), Scalar::of_int(0), {x.size(0), y.size(1)}));
   a.set_output(0, out);
   return Status::ok();
 }
@@ -169,8 +170,8 @@ Status add_product(KernelArgs& a, bool batched) {
   Shape shape3 = batched ? out_shape : Shape{1, out_shape[0], out_shape[1]};
   Tensor x3 = batched ? x : x.reshape({1, x.size(0), x.size(1)});
   Tensor y3 = batched ? y : y.reshape({1, y.size(0), y.size(1)});
-  KILN_ASSIGN_OR_RETURN(Tensor out, product_3d(x3, y3, expand_contiguous(s, out_shape).reshape(shape3), alpha, beta,
-                                               out_shape));
+  KILN_ASSIGN_OR_RETURN(Tensor out,
+                        product_3d(x3, y3, expand_contiguous(s, out_shape).reshape(shape3), alpha, beta, out_shape));
   a.set_output(0, out);
   return Status::ok();
 }
@@ -193,14 +194,18 @@ Expected<Tensor> matmul_tensors(const KernelArgs& a, const Tensor& x, const Tens
   auto batch = broadcast_shapes(xb, yb);
   if (!batch)
     return a.error("matmul: batch dims of " + x.type_string() + " and " + y.type_string() + " do not broadcast");
-  int64_t nb = 1;
-  for (int64_t s : *batch) nb *= s;
-  Shape xs = *batch, ys = *batch;
-  xs.insert(xs.end(), {n, k});
-  ys.insert(ys.end(), {k, m});
   Shape out_shape = *batch;
   if (!x1) out_shape.push_back(n);
   if (!y1) out_shape.push_back(m);
+  const auto nb_or = checked_numel(*batch);
+  const int64_t nb = nb_or.has_value() ? *nb_or : -1;
+  if (nb < 0 || !checked_numel(out_shape).has_value() || !checked_numel(Shape{nb, n, k}).has_value() ||
+      !checked_numel(Shape{nb, k, m}).has_value())
+    return a.error("matmul: the broadcast operands of " + x.type_string() + " and " + y.type_string() +
+                   " are too large");
+  Shape xs = *batch, ys = *batch;
+  xs.insert(xs.end(), {n, k});
+  ys.insert(ys.end(), {k, m});
   return product_3d(expand_contiguous(xm, xs).reshape({nb, n, k}), expand_contiguous(ym, ys).reshape({nb, k, m}),
                     std::nullopt, Scalar::of_int(1), Scalar::of_int(0), out_shape);
 }

@@ -37,8 +37,8 @@ Param load_param(const std::optional<Tensor>& t) {
 }
 
 // Checks that each parameter is floating and, when given, of `numel` elements.
-Status check_params(const KernelArgs& a, const Tensor& x, const std::vector<std::pair<const char*, const std::optional<Tensor>*>>& ps,
-                    int64_t numel) {
+Status check_params(const KernelArgs& a, const Tensor& x,
+                    const std::vector<std::pair<const char*, const std::optional<Tensor>*>>& ps, int64_t numel) {
   if (!is_floating(x.dtype())) return a.error("normalization needs a floating-point input, got " + x.type_string());
   for (const auto& [name, t] : ps) {
     if (!*t) continue;
@@ -67,8 +67,8 @@ Expected<Tensor> batch_norm_eval(const KernelArgs& a, const Tensor& x, const std
   if (x.dim() < 2) return a.error("batch_norm needs an input of rank >= 2, got " + x.type_string());
   if (!running_mean || !running_var) return a.error("running_mean and running_var are required in evaluation mode");
   const int64_t C = x.size(1);
-  KILN_TRY(check_params(a, x, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
-                               {"running_var", &running_var}}, C));
+  KILN_TRY(check_params(
+      a, x, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}}, C));
   const Param w = load_param(weight), b = load_param(bias), m = load_param(running_mean), v = load_param(running_var);
   const int64_t N = x.size(0), plane = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
   Tensor xd = x.to(DType::Float64).contiguous();
@@ -190,9 +190,9 @@ Status rms_norm(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(auto eps_arg, a.optional_float("eps"));
   int64_t M = 0, N = 0;
   KILN_TRY(split_rows(a, x, shape, {{"weight", &weight}}, M, N));
-  const double eps = eps_arg.value_or(x.dtype() == DType::Float64
-                                          ? std::numeric_limits<double>::epsilon()
-                                          : static_cast<double>(std::numeric_limits<float>::epsilon()));
+  const double eps =
+      eps_arg.value_or(x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                   : static_cast<double>(std::numeric_limits<float>::epsilon()));
   const Param w = load_param(weight);
   Tensor xd = x.to(DType::Float64).contiguous();
   Tensor out = Tensor::zeros(DType::Float64, x.sizes());

@@ -61,6 +61,9 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return out;
 }
 
+// The bound keeps every window and output-size expression inside int64.
+constexpr int64_t kMaxParam = int64_t{1} << 24;
+
 struct PoolSpec {
   std::array<int64_t, 2> k{}, stride{}, pad{}, dilation{1, 1};
   bool ceil_mode = false;
@@ -83,6 +86,8 @@ Status read_pool_spec(const KernelArgs& a, const Planes& p, bool with_dilation, 
   for (int d = 0; d < 2; ++d) {
     if (s.k[d] <= 0 || s.stride[d] <= 0 || s.dilation[d] <= 0 || s.pad[d] < 0)
       return a.error("kernel_size, stride and dilation must be positive and padding non-negative");
+    if (s.k[d] > kMaxParam || s.stride[d] > kMaxParam || s.dilation[d] > kMaxParam)
+      return a.error("kernel_size, stride or dilation is implausibly large");
     const int64_t eff = s.dilation[d] * (s.k[d] - 1) + 1;
     if (s.pad[d] > eff / 2)
       return a.error("padding " + std::to_string(s.pad[d]) + " is more than half the kernel size " +
@@ -181,7 +186,7 @@ Status avg_pool2d(KernelArgs& a) {
         w1 = std::min(w1, p.W);
         const int64_t o = (c * s.OH + oh) * s.OW + ow;
         if (h0 >= h1 || w0 >= w1) continue;  // the window holds only padding: 0
-        const int64_t divisor = divisor_override ? *divisor_override
+        const int64_t divisor = divisor_override    ? *divisor_override
                                 : count_include_pad ? pool_size
                                                     : (h1 - h0) * (w1 - w0);
         if (integral) {
@@ -209,7 +214,9 @@ Status adaptive_avg_pool2d(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(auto os, pair_arg(a, "output_size", std::nullopt));
   if (!is_floating(input.dtype()))
     return a.error("adaptive_avg_pool2d needs a floating-point input, got " + input.type_string());
-  if (os[0] < 0 || os[1] < 0) return a.error("output_size must be non-negative, got " + shape_to_string(os));
+  if (os[0] < 0 || os[1] < 0 || os[0] > kMaxParam || os[1] > kMaxParam ||
+      !checked_numel(out_shape(p, os[0], os[1])).has_value())
+    return a.error("output_size " + shape_to_string(os) + " is out of range");
   if ((p.H == 0 || p.W == 0) && os[0] * os[1] > 0)
     return a.error("adaptive_avg_pool2d of empty planes " + input.type_string() + " has no values to average");
   Tensor x = input.to(DType::Float64).contiguous();

@@ -34,8 +34,8 @@ struct ReducePlan {
 };
 
 // `dims`: nullopt or empty reduces every dim.
-Expected<ReducePlan> plan_reduction(const KernelArgs& a, const Tensor& x, const std::optional<std::vector<int64_t>>& dims,
-                                    bool keepdim) {
+Expected<ReducePlan> plan_reduction(const KernelArgs& a, const Tensor& x,
+                                    const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
   const int64_t nd = x.dim();
   ReducePlan p;
   p.reduced.assign(static_cast<size_t>(nd), !dims || dims->empty());

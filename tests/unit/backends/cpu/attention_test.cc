@@ -11,11 +11,11 @@
 namespace kiln::cpu {
 namespace {
 
+using ir::OpKind;
 using testing::make_tensor;
 using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-using ir::OpKind;
 
 OpArg B(bool v) { return ir::Arg(v); }
 OpArg F(double v) { return ir::Arg(v); }
@@ -56,7 +56,7 @@ struct RefOptions {
   int64_t batch = 1, heads = 1;
   double scale = 0;  // 0: 1/sqrt(E)
   bool causal = false;
-  int64_t kv_group = 1;                                                  // query head h reads key/value head h / kv_group
+  int64_t kv_group = 1;                                                // query head h reads key/value head h / kv_group
   std::function<double(int64_t, int64_t, int64_t, int64_t)> mask_add;  // additive; -inf masks out
 };
 
@@ -100,8 +100,8 @@ TEST(AttentionKernels, DefaultAndExplicitScale) {
   RefOptions o;
   o.batch = 2, o.heads = 3;
   expect_close(out, reference_attention(q, k, v, o), 1e-5);
-  Tensor scaled = run_op_tensor(OpKind::kScaledDotProductAttention,
-                                {{"query", q}, {"key", k}, {"value", v}, {"scale", F(1.7)}});
+  Tensor scaled =
+      run_op_tensor(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}, {"scale", F(1.7)}});
   o.scale = 1.7;
   expect_close(scaled, reference_attention(q, k, v, o), 1e-5);
 }
@@ -128,8 +128,8 @@ TEST(AttentionKernels, BoolMaskAndFullyMaskedRows) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 6; ++j) m[static_cast<size_t>(i * 6 + j)] = i != 2 && (i + j) % 3 != 0;
   Tensor mask = make_tensor(DType::Bool, {4, 6}, m);
-  Tensor out = run_op_tensor(OpKind::kScaledDotProductAttention,
-                             {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}});
+  Tensor out =
+      run_op_tensor(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}});
   RefOptions o;
   o.batch = 2, o.heads = 2;
   o.mask_add = [&](int64_t, int64_t, int64_t i, int64_t j) {
@@ -145,8 +145,8 @@ TEST(AttentionKernels, FloatMaskBroadcastOverHeads) {
   Tensor q = random_tensor(DType::Float32, {2, 3, 4, 8}, 10), k = random_tensor(DType::Float32, {2, 3, 5, 8}, 11);
   Tensor v = random_tensor(DType::Float32, {2, 3, 5, 8}, 12);
   Tensor mask = random_tensor(DType::Float32, {2, 1, 4, 5}, 13);
-  Tensor out = run_op_tensor(OpKind::kScaledDotProductAttention,
-                             {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}});
+  Tensor out =
+      run_op_tensor(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}});
   RefOptions o;
   o.batch = 2, o.heads = 3;
   o.mask_add = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return at4(mask, b, h, i, j); };
@@ -170,9 +170,9 @@ TEST(AttentionKernels, GroupedQueryAttention) {
   expect_close(out, reference_attention(q, k, v, o), 1e-5);
   // Without enable_gqa the head counts must broadcast.
   expect_error_names_node(run_op(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", random_tensor(DType::Float32, {2, 5, 3, 8}, 1)}, {"key", k}, {"value", v},
-                                  {"enable_gqa", B(true)}}));
+  expect_error_names_node(run_op(
+      OpKind::kScaledDotProductAttention,
+      {{"query", random_tensor(DType::Float32, {2, 5, 3, 8}, 1)}, {"key", k}, {"value", v}, {"enable_gqa", B(true)}}));
 }
 
 TEST(AttentionKernels, LowerRankAndBroadcastBatch) {
@@ -203,25 +203,29 @@ TEST(AttentionKernels, ReducedPrecision) {
 TEST(AttentionKernels, Errors) {
   Tensor q = random_tensor(DType::Float32, {1, 2, 4, 8}, 23), k = random_tensor(DType::Float32, {1, 2, 5, 8}, 24);
   Tensor v = random_tensor(DType::Float32, {1, 2, 5, 8}, 25);
-  auto dropout = run_op(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}, {"dropout_p", F(0.1)}});
+  auto dropout =
+      run_op(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k}, {"value", v}, {"dropout_p", F(0.1)}});
   ASSERT_FALSE(dropout.has_value());
   EXPECT_EQ(dropout.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(dropout.status().message().find("test_node"), std::string::npos);
   Tensor mask = make_tensor(DType::Bool, {4, 5}, std::vector<double>(20, 1));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}, {"is_causal", B(true)}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", random_tensor(DType::Float32, {1, 2, 5, 7}, 1)}, {"value", v}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", k}, {"value", random_tensor(DType::Float32, {1, 2, 6, 8}, 1)}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", k}, {"value", v},
-                                  {"attn_mask", make_tensor(DType::Bool, {4, 4}, {})}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", k.to(DType::Float64)}, {"value", v}}));
-  expect_error_names_node(run_op(OpKind::kScaledDotProductAttention,
-                                 {{"query", q}, {"key", k}, {"value", v},
-                                  {"attn_mask", make_tensor(DType::Int64, {4, 5}, {})}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention,
+             {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", mask}, {"is_causal", B(true)}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention,
+             {{"query", q}, {"key", random_tensor(DType::Float32, {1, 2, 5, 7}, 1)}, {"value", v}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention,
+             {{"query", q}, {"key", k}, {"value", random_tensor(DType::Float32, {1, 2, 6, 8}, 1)}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention,
+             {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", make_tensor(DType::Bool, {4, 4}, {})}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention, {{"query", q}, {"key", k.to(DType::Float64)}, {"value", v}}));
+  expect_error_names_node(
+      run_op(OpKind::kScaledDotProductAttention,
+             {{"query", q}, {"key", k}, {"value", v}, {"attn_mask", make_tensor(DType::Int64, {4, 5}, {})}}));
 }
 
 }  // namespace

@@ -10,11 +10,11 @@
 namespace kiln::cpu {
 namespace {
 
+using ir::OpKind;
 using testing::make_tensor;
 using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-using ir::OpKind;
 
 OpArg Sc(double v) { return ir::Arg(v); }
 OpArg ScI(int64_t v) { return ir::Arg(v); }
@@ -133,14 +133,14 @@ TEST(LinalgKernels, MatmulRankCombinations) {
     Shape a, b, out;
   };
   const Case cases[] = {
-      {{4}, {4}, {}},                      // dot
-      {{4}, {4, 3}, {3}},                  // vector x matrix
-      {{2, 4}, {4}, {2}},                  // matrix x vector
-      {{2, 4}, {4, 3}, {2, 3}},            // mm
-      {{5, 2, 4}, {4}, {5, 2}},            // batch x vector
-      {{4}, {5, 4, 3}, {5, 3}},            // vector x batch
-      {{5, 2, 4}, {4, 3}, {5, 2, 3}},      // batch x matrix
-      {{2, 4}, {5, 4, 3}, {5, 2, 3}},      // matrix x batch
+      {{4}, {4}, {}},                           // dot
+      {{4}, {4, 3}, {3}},                       // vector x matrix
+      {{2, 4}, {4}, {2}},                       // matrix x vector
+      {{2, 4}, {4, 3}, {2, 3}},                 // mm
+      {{5, 2, 4}, {4}, {5, 2}},                 // batch x vector
+      {{4}, {5, 4, 3}, {5, 3}},                 // vector x batch
+      {{5, 2, 4}, {4, 3}, {5, 2, 3}},           // batch x matrix
+      {{2, 4}, {5, 4, 3}, {5, 2, 3}},           // matrix x batch
       {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},  // broadcast batch dims
       {{1, 6, 3, 4}, {2, 1, 4, 2}, {2, 6, 3, 2}},
   };
@@ -163,8 +163,8 @@ TEST(LinalgKernels, MatmulRankCombinations) {
 TEST(LinalgKernels, AddmmWithScalarsAndBroadcastSelf) {
   Tensor a = random_tensor(DType::Float32, {3, 4}, 20), b = random_tensor(DType::Float32, {4, 2}, 21);
   Tensor bias = make_tensor(DType::Float32, {2}, {0.5, -1.5});
-  Tensor out = run_op_tensor(OpKind::kAddmm, {{"self", bias}, {"mat1", a}, {"mat2", b}, {"beta", Sc(2.0)},
-                                              {"alpha", Sc(0.5)}});
+  Tensor out =
+      run_op_tensor(OpKind::kAddmm, {{"self", bias}, {"mat1", a}, {"mat2", b}, {"beta", Sc(2.0)}, {"alpha", Sc(0.5)}});
   Shape s;
   std::vector<double> ref = matmul_reference(a, b, &s);
   for (size_t i = 0; i < ref.size(); ++i) ref[i] = 0.5 * ref[i] + 2.0 * bias.value_at(static_cast<int64_t>(i % 2));
@@ -173,8 +173,8 @@ TEST(LinalgKernels, AddmmWithScalarsAndBroadcastSelf) {
   Tensor nan_self = make_tensor(DType::Float32, {3, 2}, std::vector<double>(6, std::nan("")));
   Tensor z = run_op_tensor(OpKind::kAddmm, {{"self", nan_self}, {"mat1", a}, {"mat2", b}, {"beta", ScI(0)}});
   expect_close(z, matmul_reference(a, b, &s), 1e-5);
-  expect_error_names_node(run_op(OpKind::kAddmm, {{"self", make_tensor(DType::Float32, {3}, {1, 2, 3})},
-                                                  {"mat1", a}, {"mat2", b}}));
+  expect_error_names_node(
+      run_op(OpKind::kAddmm, {{"self", make_tensor(DType::Float32, {3}, {1, 2, 3})}, {"mat1", a}, {"mat2", b}}));
 }
 
 TEST(LinalgKernels, BaddbmmDefaultsAndHalf) {
@@ -211,15 +211,17 @@ TEST(LinalgKernels, LinearWithAndWithoutBias) {
   // A 1-d input gives a 1-d output.
   Tensor v = run_op_tensor(OpKind::kLinear, {{"input", random_tensor(DType::Float32, {6}, 43)}, {"weight", w}});
   EXPECT_EQ(v.sizes(), (Shape{4}));
-  Tensor h = run_op_tensor(OpKind::kLinear, {{"input", x.to(DType::Float16)}, {"weight", w.to(DType::Float16)},
-                                             {"bias", bias.to(DType::Float16)}});
+  Tensor h = run_op_tensor(
+      OpKind::kLinear,
+      {{"input", x.to(DType::Float16)}, {"weight", w.to(DType::Float16)}, {"bias", bias.to(DType::Float16)}});
   EXPECT_EQ(h.dtype(), DType::Float16);
   for (int64_t r = 0; r < 6; ++r)
     for (int64_t o = 0; o < 4; ++o) ref[static_cast<size_t>(r * 4 + o)] += bias.value_at(o);
   expect_close(h, ref, 1e-2);
-  expect_error_names_node(run_op(OpKind::kLinear, {{"input", x}, {"weight", random_tensor(DType::Float32, {4, 5}, 1)}}));
-  expect_error_names_node(run_op(OpKind::kLinear, {{"input", x}, {"weight", w},
-                                                   {"bias", random_tensor(DType::Float32, {3}, 1)}}));
+  expect_error_names_node(
+      run_op(OpKind::kLinear, {{"input", x}, {"weight", random_tensor(DType::Float32, {4, 5}, 1)}}));
+  expect_error_names_node(
+      run_op(OpKind::kLinear, {{"input", x}, {"weight", w}, {"bias", random_tensor(DType::Float32, {3}, 1)}}));
 }
 
 TEST(LinalgKernels, EmptyInnerDimGivesZeros) {

@@ -10,11 +10,11 @@
 namespace kiln::cpu {
 namespace {
 
+using ir::OpKind;
 using testing::make_tensor;
 using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-using ir::OpKind;
 
 OpArg I(int64_t v) { return ir::Arg(v); }
 OpArg Is(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
@@ -71,33 +71,56 @@ TEST(NormKernels, BatchNormInference) {
   Tensor x = random_tensor(DType::Float32, {2, 3, 2, 2}, 1, 2.0);
   Tensor w = random_tensor(DType::Float32, {3}, 2), b = random_tensor(DType::Float32, {3}, 3);
   Tensor rm = random_tensor(DType::Float32, {3}, 4), rv = random_tensor(DType::Float32, {3}, 5, 0.5, 1.0);
-  Tensor out = run_op_tensor(OpKind::kBatchNorm, {{"input", x}, {"weight", w}, {"bias", b}, {"running_mean", rm},
-                                                  {"running_var", rv}, {"training", B(false)}, {"momentum", F(0.1)},
-                                                  {"eps", F(1e-3)}, {"cudnn_enabled", B(true)}});
+  Tensor out = run_op_tensor(OpKind::kBatchNorm, {{"input", x},
+                                                  {"weight", w},
+                                                  {"bias", b},
+                                                  {"running_mean", rm},
+                                                  {"running_var", rv},
+                                                  {"training", B(false)},
+                                                  {"momentum", F(0.1)},
+                                                  {"eps", F(1e-3)},
+                                                  {"cudnn_enabled", B(true)}});
   EXPECT_EQ(out.sizes(), x.sizes());
   expect_close(out, batch_norm_reference(x, &w, &b, rm, rv, 1e-3), 1e-5);
-  Tensor plain = run_op_tensor(OpKind::kBatchNorm, {{"input", x.reshape({2, 3, 4}).as_strided({2, 3, 4}, {12, 4, 1}, 0)},
-                                                    {"running_mean", rm}, {"running_var", rv}, {"training", B(false)},
-                                                    {"momentum", F(0.1)}, {"eps", F(1e-5)}});
+  Tensor plain =
+      run_op_tensor(OpKind::kBatchNorm, {{"input", x.reshape({2, 3, 4}).as_strided({2, 3, 4}, {12, 4, 1}, 0)},
+                                         {"running_mean", rm},
+                                         {"running_var", rv},
+                                         {"training", B(false)},
+                                         {"momentum", F(0.1)},
+                                         {"eps", F(1e-5)}});
   expect_close(plain, batch_norm_reference(x, nullptr, nullptr, rm, rv, 1e-5), 1e-5);
-  auto train = run_op(OpKind::kBatchNorm, {{"input", x}, {"running_mean", rm}, {"running_var", rv},
-                                           {"training", B(true)}, {"momentum", F(0.1)}, {"eps", F(1e-5)}});
+  auto train = run_op(OpKind::kBatchNorm, {{"input", x},
+                                           {"running_mean", rm},
+                                           {"running_var", rv},
+                                           {"training", B(true)},
+                                           {"momentum", F(0.1)},
+                                           {"eps", F(1e-5)}});
   ASSERT_FALSE(train.has_value());
   EXPECT_EQ(train.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(train.status().message().find("test_node"), std::string::npos);
-  expect_error_names_node(run_op(OpKind::kBatchNorm, {{"input", x}, {"training", B(false)}, {"momentum", F(0.1)},
+  expect_error_names_node(
+      run_op(OpKind::kBatchNorm, {{"input", x}, {"training", B(false)}, {"momentum", F(0.1)}, {"eps", F(1e-5)}}));
+  expect_error_names_node(run_op(OpKind::kBatchNorm, {{"input", x},
+                                                      {"running_mean", random_tensor(DType::Float32, {4}, 1)},
+                                                      {"running_var", rv},
+                                                      {"training", B(false)},
+                                                      {"momentum", F(0.1)},
                                                       {"eps", F(1e-5)}}));
-  expect_error_names_node(run_op(OpKind::kBatchNorm, {{"input", x}, {"running_mean", random_tensor(DType::Float32, {4}, 1)},
-                                                      {"running_var", rv}, {"training", B(false)},
-                                                      {"momentum", F(0.1)}, {"eps", F(1e-5)}}));
 }
 
 TEST(NormKernels, NativeBatchNormNoTrainingOutputs) {
   Tensor x = random_tensor(DType::Float16, {2, 3, 5}, 6);
   Tensor w = random_tensor(DType::Float32, {3}, 7), b = random_tensor(DType::Float32, {3}, 8);
   Tensor rm = random_tensor(DType::Float32, {3}, 9), rv = random_tensor(DType::Float32, {3}, 10, 0.5, 1.0);
-  auto r = run_op(OpKind::kNativeBatchNormNoTraining, {{"input", x}, {"weight", w}, {"bias", b}, {"running_mean", rm},
-                                                       {"running_var", rv}, {"momentum", F(0.1)}, {"eps", F(1e-5)}},
+  auto r = run_op(OpKind::kNativeBatchNormNoTraining,
+                  {{"input", x},
+                   {"weight", w},
+                   {"bias", b},
+                   {"running_mean", rm},
+                   {"running_var", rv},
+                   {"momentum", F(0.1)},
+                   {"eps", F(1e-5)}},
                   3);
   ASSERT_TRUE(r.has_value()) << r.status().to_string();
   Tensor out = std::get<Tensor>((*r)[0]), sm = std::get<Tensor>((*r)[1]), si = std::get<Tensor>((*r)[2]);
@@ -106,9 +129,14 @@ TEST(NormKernels, NativeBatchNormNoTrainingOutputs) {
   EXPECT_EQ(sm.sizes(), (Shape{0}));
   EXPECT_EQ(si.sizes(), (Shape{0}));
   EXPECT_EQ(sm.dtype(), DType::Float32);  // mixed precision: statistics in float32
-  auto r32 = run_op(OpKind::kNativeBatchNormNoTraining, {{"input", x.to(DType::Float32)}, {"weight", w}, {"bias", b},
-                                                         {"running_mean", rm}, {"running_var", rv},
-                                                         {"momentum", F(0.1)}, {"eps", F(1e-5)}},
+  auto r32 = run_op(OpKind::kNativeBatchNormNoTraining,
+                    {{"input", x.to(DType::Float32)},
+                     {"weight", w},
+                     {"bias", b},
+                     {"running_mean", rm},
+                     {"running_var", rv},
+                     {"momentum", F(0.1)},
+                     {"eps", F(1e-5)}},
                     3);
   ASSERT_TRUE(r32.has_value());
   EXPECT_EQ(std::get<Tensor>((*r32)[1]).dtype(), DType::Float32);
@@ -132,11 +160,15 @@ std::vector<double> layer_norm_reference(const Tensor& x, int64_t rows, int64_t 
 TEST(NormKernels, LayerNormAndNativeLayerNorm) {
   Tensor x = random_tensor(DType::Float32, {2, 3, 4}, 11, 3.0, 1.0);
   Tensor w = random_tensor(DType::Float32, {3, 4}, 12), b = random_tensor(DType::Float32, {3, 4}, 13);
-  Tensor out = run_op_tensor(OpKind::kLayerNorm, {{"input", x}, {"normalized_shape", Is({3, 4})}, {"weight", w},
-                                                  {"bias", b}});
+  Tensor out =
+      run_op_tensor(OpKind::kLayerNorm, {{"input", x}, {"normalized_shape", Is({3, 4})}, {"weight", w}, {"bias", b}});
   expect_close(out, layer_norm_reference(x, 2, 12, &w, &b, 1e-5, nullptr, nullptr), 1e-5);
-  auto r = run_op(OpKind::kNativeLayerNorm, {{"input", x}, {"normalized_shape", Is({4})}, {"weight", ir::Arg(ir::NoneArg{})},
-                                             {"bias", ir::Arg(ir::NoneArg{})}, {"eps", F(1e-2)}},
+  auto r = run_op(OpKind::kNativeLayerNorm,
+                  {{"input", x},
+                   {"normalized_shape", Is({4})},
+                   {"weight", ir::Arg(ir::NoneArg{})},
+                   {"bias", ir::Arg(ir::NoneArg{})},
+                   {"eps", F(1e-2)}},
                   3);
   ASSERT_TRUE(r.has_value()) << r.status().to_string();
   std::vector<double> means, rstds;
@@ -159,11 +191,12 @@ TEST(NormKernels, LayerNormReducedPrecisionAndErrors) {
   EXPECT_EQ(std::get<Tensor>((*r)[1]).dtype(), DType::BFloat16);
   expect_close(std::get<Tensor>((*r)[0]), layer_norm_reference(x, 3, 8, &w, nullptr, 1e-5, nullptr, nullptr), 2e-2);
   expect_error_names_node(run_op(OpKind::kLayerNorm, {{"input", x}, {"normalized_shape", Is({4})}}));
-  expect_error_names_node(run_op(OpKind::kLayerNorm, {{"input", x}, {"normalized_shape", Is({8})},
-                                                      {"weight", random_tensor(DType::BFloat16, {2, 4}, 1)}}));
+  expect_error_names_node(
+      run_op(OpKind::kLayerNorm,
+             {{"input", x}, {"normalized_shape", Is({8})}, {"weight", random_tensor(DType::BFloat16, {2, 4}, 1)}}));
   expect_error_names_node(run_op(OpKind::kLayerNorm, {{"input", x}, {"normalized_shape", Is({})}}));
-  expect_error_names_node(run_op(OpKind::kLayerNorm, {{"input", make_tensor(DType::Int64, {2}, {1, 2})},
-                                                      {"normalized_shape", Is({2})}}));
+  expect_error_names_node(
+      run_op(OpKind::kLayerNorm, {{"input", make_tensor(DType::Int64, {2}, {1, 2})}, {"normalized_shape", Is({2})}}));
 }
 
 TEST(NormKernels, RmsNormExplicitAndDefaultEps) {
@@ -212,8 +245,15 @@ TEST(NormKernels, GroupNormAndNativeGroupNorm) {
     }
   Tensor out = run_op_tensor(OpKind::kGroupNorm, {{"input", x}, {"num_groups", I(G)}, {"weight", w}, {"bias", b}});
   expect_close(out, want, 1e-5);
-  auto r = run_op(OpKind::kNativeGroupNorm, {{"input", x}, {"weight", w}, {"bias", b}, {"N", I(2)}, {"C", I(6)},
-                                             {"HxW", I(6)}, {"group", I(G)}, {"eps", F(1e-5)}},
+  auto r = run_op(OpKind::kNativeGroupNorm,
+                  {{"input", x},
+                   {"weight", w},
+                   {"bias", b},
+                   {"N", I(2)},
+                   {"C", I(6)},
+                   {"HxW", I(6)},
+                   {"group", I(G)},
+                   {"eps", F(1e-5)}},
                   3);
   ASSERT_TRUE(r.has_value()) << r.status().to_string();
   expect_close(std::get<Tensor>((*r)[0]), want, 1e-5);
@@ -221,10 +261,11 @@ TEST(NormKernels, GroupNormAndNativeGroupNorm) {
   expect_close(std::get<Tensor>((*r)[1]), means, 1e-6);
   expect_close(std::get<Tensor>((*r)[2]), rstds, 1e-6);
   expect_error_names_node(run_op(OpKind::kGroupNorm, {{"input", x}, {"num_groups", I(4)}}));
-  expect_error_names_node(run_op(OpKind::kGroupNorm, {{"input", x}, {"num_groups", I(3)},
-                                                      {"weight", random_tensor(DType::Float32, {3}, 1)}}));
-  expect_error_names_node(run_op(OpKind::kNativeGroupNorm, {{"input", x}, {"N", I(2)}, {"C", I(6)}, {"HxW", I(5)},
-                                                            {"group", I(3)}, {"eps", F(1e-5)}}));
+  expect_error_names_node(run_op(
+      OpKind::kGroupNorm, {{"input", x}, {"num_groups", I(3)}, {"weight", random_tensor(DType::Float32, {3}, 1)}}));
+  expect_error_names_node(
+      run_op(OpKind::kNativeGroupNorm,
+             {{"input", x}, {"N", I(2)}, {"C", I(6)}, {"HxW", I(5)}, {"group", I(3)}, {"eps", F(1e-5)}}));
 }
 
 }  // namespace

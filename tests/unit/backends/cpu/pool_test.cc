@@ -10,11 +10,11 @@
 namespace kiln::cpu {
 namespace {
 
+using ir::OpKind;
 using testing::make_tensor;
 using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-using ir::OpKind;
 
 OpArg I(int64_t v) { return ir::Arg(v); }
 OpArg Is(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
@@ -107,8 +107,12 @@ TEST(PoolKernels, MaxPoolPaddingStrideDilationCeil) {
   Tensor x = random_tensor(DType::Float32, {2, 3, 6, 7}, 1);
   for (const Case& c : cases) {
     auto r = run_op(OpKind::kMaxPool2dWithIndices,
-                    {{"self", x}, {"kernel_size", Is({c.h.k, c.w.k})}, {"stride", Is({c.h.s, c.w.s})},
-                     {"padding", Is({c.h.p, c.w.p})}, {"dilation", Is({c.h.d, c.w.d})}, {"ceil_mode", B(c.ceil)}},
+                    {{"self", x},
+                     {"kernel_size", Is({c.h.k, c.w.k})},
+                     {"stride", Is({c.h.s, c.w.s})},
+                     {"padding", Is({c.h.p, c.w.p})},
+                     {"dilation", Is({c.h.d, c.w.d})},
+                     {"ceil_mode", B(c.ceil)}},
                     2);
     ASSERT_TRUE(r.has_value()) << r.status().to_string();
     Tensor values = std::get<Tensor>((*r)[0]), idx = std::get<Tensor>((*r)[1]);
@@ -136,8 +140,8 @@ TEST(PoolKernels, MaxPoolNaNIntegersAndUnbatched) {
 }
 
 // Reference average pooling for planes [P, H, W], window by window.
-std::vector<double> reference_avg_pool(const Tensor& x, int64_t P, int64_t H, int64_t W, Window wh, Window ww, int64_t OH,
-                                       int64_t OW, bool count_include_pad, int64_t divisor_override) {
+std::vector<double> reference_avg_pool(const Tensor& x, int64_t P, int64_t H, int64_t W, Window wh, Window ww,
+                                       int64_t OH, int64_t OW, bool count_include_pad, int64_t divisor_override) {
   std::vector<double> out;
   for (int64_t p = 0; p < P; ++p)
     for (int64_t oh = 0; oh < OH; ++oh)
@@ -177,9 +181,12 @@ TEST(PoolKernels, AvgPoolVariants) {
       {{3, 1, 1}, {2, 2, 0}, false, true, 5, 5, 3},
   };
   for (const Case& c : cases) {
-    std::vector<std::pair<std::string, testing::OpArg>> args = {
-        {"self", x}, {"kernel_size", Is({c.h.k, c.w.k})}, {"stride", Is({c.h.s, c.w.s})},
-        {"padding", Is({c.h.p, c.w.p})}, {"ceil_mode", B(c.ceil)}, {"count_include_pad", B(c.include_pad)}};
+    std::vector<std::pair<std::string, testing::OpArg>> args = {{"self", x},
+                                                                {"kernel_size", Is({c.h.k, c.w.k})},
+                                                                {"stride", Is({c.h.s, c.w.s})},
+                                                                {"padding", Is({c.h.p, c.w.p})},
+                                                                {"ceil_mode", B(c.ceil)},
+                                                                {"count_include_pad", B(c.include_pad)}};
     if (c.divisor) args.push_back({"divisor_override", I(c.divisor)});
     Tensor out = run_op_tensor(OpKind::kAvgPool2d, args);
     ASSERT_EQ(out.sizes(), (Shape{2, 2, c.OH, c.OW}));
@@ -187,12 +194,15 @@ TEST(PoolKernels, AvgPoolVariants) {
   }
   // Hand-computed: 3x3 window with padding 1 at the corner sees 4 values.
   Tensor ones = make_tensor(DType::Float32, {1, 2, 2}, {1, 2, 3, 4});
-  Tensor with_pad = run_op_tensor(OpKind::kAvgPool2d, {{"self", ones}, {"kernel_size", Is({3})}, {"stride", Is({2})},
-                                                       {"padding", Is({1})}});
+  Tensor with_pad = run_op_tensor(
+      OpKind::kAvgPool2d, {{"self", ones}, {"kernel_size", Is({3})}, {"stride", Is({2})}, {"padding", Is({1})}});
   EXPECT_EQ(with_pad.sizes(), (Shape{1, 1, 1}));
   EXPECT_NEAR(with_pad.item(), 10.0 / 9.0, 1e-6);
-  Tensor no_pad = run_op_tensor(OpKind::kAvgPool2d, {{"self", ones}, {"kernel_size", Is({3})}, {"stride", Is({2})},
-                                                     {"padding", Is({1})}, {"count_include_pad", B(false)}});
+  Tensor no_pad = run_op_tensor(OpKind::kAvgPool2d, {{"self", ones},
+                                                     {"kernel_size", Is({3})},
+                                                     {"stride", Is({2})},
+                                                     {"padding", Is({1})},
+                                                     {"count_include_pad", B(false)}});
   EXPECT_NEAR(no_pad.item(), 2.5, 1e-6);
 }
 
@@ -204,8 +214,10 @@ TEST(PoolKernels, AdaptiveAvgPoolNonDivisible) {
   for (int64_t p = 0; p < 2; ++p)
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 4; ++j) {
-        const auto h0 = static_cast<int64_t>(std::floor(i * 5.0 / 3)), h1 = static_cast<int64_t>(std::ceil((i + 1) * 5.0 / 3));
-        const auto w0 = static_cast<int64_t>(std::floor(j * 7.0 / 4)), w1 = static_cast<int64_t>(std::ceil((j + 1) * 7.0 / 4));
+        const auto h0 = static_cast<int64_t>(std::floor(i * 5.0 / 3)),
+                   h1 = static_cast<int64_t>(std::ceil((i + 1) * 5.0 / 3));
+        const auto w0 = static_cast<int64_t>(std::floor(j * 7.0 / 4)),
+                   w1 = static_cast<int64_t>(std::ceil((j + 1) * 7.0 / 4));
         double sum = 0;
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t w = w0; w < w1; ++w) sum += x.value_at((p * 5 + h) * 7 + w);
@@ -226,13 +238,16 @@ TEST(PoolKernels, Errors) {
   expect_error_names_node(run_op(OpKind::kMaxPool2d, {{"self", x}, {"kernel_size", Is({0})}}));
   expect_error_names_node(run_op(OpKind::kMaxPool2d, {{"self", x}, {"kernel_size", Is({2})}, {"padding", Is({2})}}));
   expect_error_names_node(run_op(OpKind::kMaxPool2d, {{"self", x}, {"kernel_size", Is({5})}}));
-  expect_error_names_node(run_op(OpKind::kMaxPool2d, {{"self", random_tensor(DType::Float32, {4, 4}, 1)},
-                                                      {"kernel_size", Is({2})}}));
+  expect_error_names_node(
+      run_op(OpKind::kMaxPool2d, {{"self", random_tensor(DType::Float32, {4, 4}, 1)}, {"kernel_size", Is({2})}}));
   expect_error_names_node(run_op(OpKind::kMaxPool2d, {{"self", x}, {"kernel_size", Is({2, 2, 2})}}));
-  expect_error_names_node(run_op(OpKind::kAvgPool2d, {{"self", x}, {"kernel_size", Is({2})},
-                                                      {"divisor_override", I(0)}}));
-  expect_error_names_node(run_op(OpKind::kAdaptiveAvgPool2d, {{"self", make_tensor(DType::Int64, {1, 2, 2}, {})},
-                                                              {"output_size", Is({1, 1})}}));
+  expect_error_names_node(
+      run_op(OpKind::kAvgPool2d, {{"self", x}, {"kernel_size", Is({2})}, {"divisor_override", I(0)}}));
+  // Sizes read from a file that would overflow the output are rejected, not allocated.
+  expect_error_names_node(
+      run_op(OpKind::kAdaptiveAvgPool2d, {{"self", x}, {"output_size", Is({int64_t{1} << 40, int64_t{1} << 40})}}));
+  expect_error_names_node(run_op(OpKind::kAdaptiveAvgPool2d,
+                                 {{"self", make_tensor(DType::Int64, {1, 2, 2}, {})}, {"output_size", Is({1, 1})}}));
 }
 
 }  // namespace

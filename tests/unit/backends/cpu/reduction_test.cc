@@ -9,11 +9,11 @@
 namespace kiln::cpu {
 namespace {
 
+using ir::OpKind;
 using testing::make_tensor;
 using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-using ir::OpKind;
 
 OpArg I(int64_t v) { return ir::Arg(v); }
 OpArg Is(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
@@ -75,7 +75,8 @@ TEST(ReductionKernels, SumEmptyOrNoneDimReducesEverything) {
   Tensor all = run_op_tensor(OpKind::kSumDimIntList, {{"self", x}, {"dim", Is({})}});
   EXPECT_EQ(all.dim(), 0);
   EXPECT_EQ(all.item(), 21);
-  Tensor none = run_op_tensor(OpKind::kSumDimIntList, {{"self", x}, {"dim", ir::Arg(ir::NoneArg{})}, {"keepdim", B(true)}});
+  Tensor none =
+      run_op_tensor(OpKind::kSumDimIntList, {{"self", x}, {"dim", ir::Arg(ir::NoneArg{})}, {"keepdim", B(true)}});
   EXPECT_EQ(none.sizes(), (Shape{1, 1}));
   EXPECT_EQ(none.item(), 21);
   Tensor dflt = run_op_tensor(OpKind::kSum, {{"self", x}});
@@ -113,13 +114,13 @@ TEST(ReductionKernels, MeanDimAndErrors) {
   EXPECT_EQ(out.sizes(), (Shape{1, 4}));
   EXPECT_EQ(out.dtype(), DType::BFloat16);
   std::vector<double> want;
-  for (int j = 0; j < 4; ++j)
-    want.push_back((x.value_at(j) + x.value_at(4 + j) + x.value_at(8 + j)) / 3.0);
+  for (int j = 0; j < 4; ++j) want.push_back((x.value_at(j) + x.value_at(4 + j) + x.value_at(8 + j)) / 3.0);
   expect_values(out, want, 1e-2);
   Tensor m = run_op_tensor(OpKind::kMean, {{"self", make_tensor(DType::Float32, {4}, {1, 2, 3, 4})}});
   EXPECT_DOUBLE_EQ(m.item(), 2.5);
   expect_error_names_node(run_op(OpKind::kMean, {{"self", make_tensor(DType::Int64, {2}, {1, 2})}}));
-  Tensor md = run_op_tensor(OpKind::kMean, {{"self", make_tensor(DType::Int64, {2}, {1, 2})}, {"dtype", D(DType::Float64)}});
+  Tensor md =
+      run_op_tensor(OpKind::kMean, {{"self", make_tensor(DType::Int64, {2}, {1, 2})}, {"dtype", D(DType::Float64)}});
   EXPECT_EQ(md.dtype(), DType::Float64);
   EXPECT_DOUBLE_EQ(md.item(), 1.5);
   expect_error_names_node(run_op(OpKind::kSumDimIntList, {{"self", x}, {"dim", Is({2})}}));
@@ -215,7 +216,8 @@ TEST(ReductionKernels, AnyAndAnyDim) {
   EXPECT_EQ(rows.sizes(), (Shape{2, 1}));
   EXPECT_EQ(rows.int_at(0), 0);
   EXPECT_EQ(rows.int_at(1), 1);
-  Tensor u8 = run_op_tensor(OpKind::kAnyDim, {{"self", make_tensor(DType::UInt8, {2, 2}, {0, 3, 0, 0})}, {"dim", I(0)}});
+  Tensor u8 =
+      run_op_tensor(OpKind::kAnyDim, {{"self", make_tensor(DType::UInt8, {2, 2}, {0, 3, 0, 0})}, {"dim", I(0)}});
   EXPECT_EQ(u8.dtype(), DType::UInt8);
   EXPECT_EQ(u8.int_at(0), 0);
   EXPECT_EQ(u8.int_at(1), 1);

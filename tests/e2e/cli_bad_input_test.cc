@@ -1,0 +1,244 @@
+// The CLI on corrupted copies of real fixtures: every bad file or bad input
+// gets exit code 2 and a message naming what is wrong and where; a mismatch
+// gets exit code 1; a match exit code 0.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "frontend/safetensors.h"
+#include "frontend/zip_reader.h"
+#include "support/zip_writer.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kDir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+const std::string kModel = kDir + "resnet_basic.pt2";
+const std::string kIo = kDir + "resnet_basic.io.safetensors";
+
+struct CliResult {
+  int code = -1;
+  std::string output;
+};
+
+CliResult kiln_cli(const std::string& args) {
+  CliResult r;
+  std::string cmd = std::string(KILN_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class CliBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    return path;
+  }
+
+  static std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+  // Rewrites the fixture archive with `edit` applied to each entry (name relative to the root folder).
+  std::string repack(const std::string& name, const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit) {
+    auto zip = frontend::ZipArchive::open(kModel);
+    EXPECT_TRUE(zip.has_value());
+    std::vector<testing::TestEntry> entries;
+    for (const auto& e : zip->entries()) {
+      auto bytes = zip->read(e);
+      EXPECT_TRUE(bytes.has_value());
+      testing::TestEntry te{e.name, {bytes->begin(), bytes->end()}};
+      edit(e.name.substr(e.name.find('/') + 1), te.data);
+      entries.push_back(std::move(te));
+    }
+    return write_bytes(name, testing::write_zip(entries).bytes);
+  }
+
+  static void replace_text(std::vector<uint8_t>& data, const std::string& from, const std::string& to) {
+    std::string s(data.begin(), data.end());
+    auto pos = s.find(from);
+    ASSERT_NE(pos, std::string::npos) << from;
+    s.replace(pos, from.size(), to);
+    data.assign(s.begin(), s.end());
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliBadInput, GoodFixturePassesWithExitZero) {
+  CliResult r = kiln_cli("check " + kModel + " " + kIo);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(": PASS\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tensors checked, max abs err"), std::string::npos);
+}
+
+TEST_F(CliBadInput, MismatchExitsOne) {
+  auto io = frontend::read_safetensors(kIo);
+  ASSERT_TRUE(io.has_value());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : io->tensors) {
+    Tensor c = t.clone();
+    if (name == "output.0") c.data<float>()[3] += 0.5f;
+    tensors.emplace_back(name, c);
+  }
+  std::string path = (dir_ / "io.safetensors").string();
+  ASSERT_TRUE(frontend::write_safetensors(path, tensors).is_ok());
+  CliResult r = kiln_cli("check " + kModel + " " + path);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("output.0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 of 20 elements outside tolerance"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": FAIL\n"), std::string::npos);
+}
+
+TEST_F(CliBadInput, TruncatedArchive) {
+  auto bytes = read_bytes(kModel);
+  for (size_t keep : {size_t{0}, size_t{10}, bytes.size() / 2, bytes.size() - 1}) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(keep));
+    std::string path = write_bytes("truncated.pt2", cut);
+    CliResult r = kiln_cli("check " + path + " " + kIo);
+    EXPECT_EQ(r.code, 2) << keep << ": " << r.output;
+    EXPECT_NE(r.output.find("truncated.pt2"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(CliBadInput, CorruptWeightBytesFailTheChecksum) {
+  auto zip = frontend::ZipArchive::open(kModel);
+  ASSERT_TRUE(zip.has_value());
+  const frontend::ZipEntry* e = zip->find("resnet_basic/data/weights/weight_0");
+  ASSERT_NE(e, nullptr);
+  auto bytes = read_bytes(kModel);
+  bytes[e->data_offset + 5] ^= 0x40;
+  CliResult r = kiln_cli("check " + write_bytes("flipped.pt2", bytes) + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("resnet_basic/data/weights/weight_0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CRC"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, MalformedJson) {
+  std::string path = repack("badjson.pt2", [](const std::string& n, std::vector<uint8_t>& d) {
+    if (n == "models/model.json") d.resize(d.size() / 2);
+  });
+  CliResult r = kiln_cli("check " + path + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("models/model.json: malformed JSON at byte"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, WeightBlobShorterThanItsMetadata) {
+  std::string path = repack("short.pt2", [](const std::string& n, std::vector<uint8_t>& d) {
+    if (n == "data/weights/weight_0") d.resize(d.size() - 8);
+  });
+  CliResult r = kiln_cli("check " + path + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("weight 'conv1.weight'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("data/weights/weight_0"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, UnknownOp) {
+  std::string path = repack("unknown_op.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
+    if (n == "models/model.json") replace_text(d, "torch.ops.aten.max_pool2d.default", "torch.ops.aten.frobnicate.default");
+  });
+  CliResult r = kiln_cli("check " + path + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("node 'max_pool2d': unknown op 'torch.ops.aten.frobnicate.default'"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(CliBadInput, UnknownDtypeCode) {
+  std::string path = repack("dtype.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
+    if (n == "models/model.json") replace_text(d, "\"dtype\": 7", "\"dtype\": 99");
+  });
+  CliResult r = kiln_cli("check " + path + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown or unsupported dtype code 99"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tensor_values."), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, DanglingValueReference) {
+  std::string path = repack("dangling.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
+    if (n == "models/model.json") replace_text(d, "{\"as_tensor\": {\"name\": \"x\"}}", "{\"as_tensor\": {\"name\": \"nowhere\"}}");
+  });
+  CliResult r = kiln_cli("check " + path + " " + kIo);
+  EXPECT_EQ(r.code, 2) << r.output;
+  // The placeholder is renamed, so the first node reading x refers to nothing.
+  EXPECT_NE(r.output.find("undefined value 'x'"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, PickledLegacyArchiveAsksForAResave) {
+  std::vector<testing::TestEntry> entries = {
+      {"serialized_exported_program.json", {'{', '}'}},
+      {"serialized_state_dict.pt", {0x80, 0x02}},
+      {"version", {'8', '.', '1'}}};
+  testing::WriteOptions plain;
+  plain.pytorch_style = false;
+  std::string path = write_bytes("legacy.pt2", testing::write_zip(entries, plain).bytes);
+  CliResult r = kiln_cli("inspect " + path);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("kiln never unpickles"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Re-save it"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, WrongInputShapeAndDtypeAtRunTime) {
+  std::string in_path = (dir_ / "in.safetensors").string();
+  std::string out_path = (dir_ / "out.safetensors").string();
+  ASSERT_TRUE(frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
+  CliResult r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("input 'x' (input 0): dimension"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out_path));
+
+  ASSERT_TRUE(frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Int64, {2, 3, 32, 32})}}).is_ok());
+  r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected dtype float32"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, RunWritesOutputsThatMatchPyTorch) {
+  std::string out_path = (dir_ / "out.safetensors").string();
+  CliResult r = kiln_cli("run " + kModel + " --inputs " + kIo + " --outputs " + out_path);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = frontend::read_safetensors(out_path);
+  auto want = frontend::read_safetensors(kIo);
+  ASSERT_TRUE(got.has_value() && want.has_value());
+  const Tensor* g = got->find("output.0");
+  const Tensor* w = want->find("output.0");
+  ASSERT_TRUE(g && w);
+  ASSERT_EQ(g->sizes(), w->sizes());
+  for (int64_t i = 0; i < g->numel(); ++i) EXPECT_NEAR(g->value_at(i), w->value_at(i), 1e-4);
+}
+
+TEST_F(CliBadInput, MissingFilesAndBadOptions) {
+  CliResult r = kiln_cli("check " + (dir_ / "absent.pt2").string() + " " + kIo);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("absent.pt2"), std::string::npos) << r.output;
+  r = kiln_cli("check " + kModel + " " + kIo + " --rtol banana");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--rtol"), std::string::npos) << r.output;
+  r = kiln_cli("check " + kModel + " " + kIo + " --device tpu");
+  EXPECT_EQ(r.code, 2);
+  r = kiln_cli("frobnicate");
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,118 @@
+// Sessions on real exported programs: buffers persist across calls, a failed
+// call leaves them untouched, and inputs are checked before anything runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+
+std::shared_ptr<const Program> load(const std::string& name) {
+  auto p = Program::load(kFixtures + name);
+  EXPECT_TRUE(p.has_value()) << p.status().message();
+  return p.has_value() ? *p : nullptr;
+}
+
+frontend::SafetensorsFile io(const std::string& name) {
+  auto f = frontend::read_safetensors(kFixtures + name);
+  EXPECT_TRUE(f.has_value()) << f.status().message();
+  return std::move(*f);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.value_at(i) - b.value_at(i)));
+  return m;
+}
+
+TEST(Session, BuffersCarryOverBetweenCallsInBothDialects) {
+  for (const char* model : {"conv_state.pt2", "conv_state.aten.pt2"}) {
+    auto program = load(model);
+    ASSERT_TRUE(program);
+    auto f = io("conv_state.io.safetensors");
+    Session s(program);
+    auto steps0 = s.buffer("steps");
+    ASSERT_TRUE(steps0.has_value());
+    int64_t start = steps0->item_int();
+    for (int k = 0; k < 3; ++k) {
+      const Tensor* x = f.find("step" + std::to_string(k) + ".input.0");
+      ASSERT_NE(x, nullptr);
+      auto out = s.run({*x});
+      ASSERT_TRUE(out.has_value()) << out.status().message();
+      const Tensor* want = f.find("step" + std::to_string(k) + ".output.0");
+      ASSERT_NE(want, nullptr);
+      EXPECT_LT(max_abs_diff((*out)[0], *want), 1e-5) << model << " step " << k;
+      EXPECT_EQ(s.buffer("steps")->item_int(), start + k + 1) << model;
+    }
+    // reset() restores the program's initial state.
+    s.reset();
+    EXPECT_EQ(s.buffer("steps")->item_int(), start);
+  }
+}
+
+TEST(Session, WrongInputsAreRefusedAndStateIsKept) {
+  auto program = load("conv_state.pt2");
+  ASSERT_TRUE(program);
+  auto f = io("conv_state.io.safetensors");
+  Session s(program);
+  const Tensor x = *f.find("step0.input.0");
+  ASSERT_TRUE(s.run({x}).has_value());
+  int64_t steps = s.buffer("steps")->item_int();
+
+  auto wrong_dtype = s.run({x.to(DType::Float64)});
+  ASSERT_FALSE(wrong_dtype.has_value());
+  EXPECT_NE(wrong_dtype.status().message().find("expected dtype float32"), std::string::npos)
+      << wrong_dtype.status().message();
+
+  Shape bigger = x.sizes();
+  bigger.back() += 1;
+  auto wrong_shape = s.run({Tensor::zeros(DType::Float32, bigger)});
+  ASSERT_FALSE(wrong_shape.has_value());
+  EXPECT_NE(wrong_shape.status().message().find("dimension"), std::string::npos) << wrong_shape.status().message();
+
+  auto wrong_count = s.run({x, x});
+  ASSERT_FALSE(wrong_count.has_value());
+  EXPECT_NE(wrong_count.status().message().find("takes 1 inputs"), std::string::npos);
+
+  EXPECT_EQ(s.buffer("steps")->item_int(), steps);  // no failed call touched the state
+}
+
+TEST(Session, DynamicDimensionOutsideItsRangeIsRefused) {
+  auto program = load("resnet_basic_dynbatch.pt2");
+  ASSERT_TRUE(program);
+  ASSERT_EQ(program->symbols().size(), 1u);
+  const SymbolInfo& sym = program->symbols()[0];
+  EXPECT_EQ(sym.min, 1);
+  EXPECT_EQ(sym.max, 8);
+  Session s(program);
+  auto f = io("resnet_basic_dynbatch.io.safetensors");
+  Shape sizes = f.find("step0.input.0")->sizes();
+  sizes[0] = 9;
+  auto r = s.run({Tensor::zeros(DType::Float32, sizes)});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.status().message().find("is 9, outside the range [1, 8]"), std::string::npos) << r.status().message();
+}
+
+TEST(Session, ProgramDescribesItsSignature) {
+  auto program = load("llama_decode.pt2");
+  ASSERT_TRUE(program);
+  // Buffers are named by the signature's buffer_name, not the placeholder.
+  bool found = false;
+  for (const auto& b : program->buffers()) found |= b.name == "inner.key_cache_0";
+  EXPECT_TRUE(found);
+  EXPECT_FALSE(program->mutated_buffers().empty());
+  EXPECT_EQ(program->dialect(), "TRAINING");
+  auto aten = load("llama_decode.aten.pt2");
+  ASSERT_TRUE(aten);
+  EXPECT_EQ(aten->dialect(), "ATEN");
+  // Both dialects write the same buffers, in the same (program) order.
+  EXPECT_EQ(program->mutated_buffers(), aten->mutated_buffers());
+}
+
+}  // namespace
+}  // namespace kiln
