@@ -155,7 +155,7 @@ class Functionalizer {
     if (cat == ir::OpCategory::kInplace) return visit_inplace(n);
     KILN_ASSIGN_OR_RETURN(auto args, map_args(n));
     emit(n, n.op, std::move(args));
-    if (cat == ir::OpCategory::kView && !n.args.empty()) {
+    if ((cat == ir::OpCategory::kView || converts_to_same_dtype(n)) && !n.args.empty()) {
       const Value* self = first_value(n);
       if (self && self->kind == ir::ValueKind::kTensor) {
         const Alias& a = alias_.at(self);
@@ -173,6 +173,25 @@ class Functionalizer {
       current_[o] = mapped_[o];
     }
     return Status::ok();
+  }
+
+  // `x.to(dtype)` (and type_as) returns x itself when nothing changes, so an
+  // in-place write to its result writes into x, as in eager PyTorch.
+  static bool converts_to_same_dtype(const Node& n) {
+    switch (n.op) {
+      case OpKind::kTo:
+      case OpKind::kToDtypeLayout:
+      case OpKind::kToDevice:
+      case OpKind::kTypeAs:
+        break;
+      default:
+        return false;
+    }
+    const ir::Arg* copy = n.find("copy");
+    if (copy && std::holds_alternative<bool>(*copy) && std::get<bool>(*copy)) return false;
+    const Value* self = first_value(n);
+    return self && n.outputs.size() == 1 && self->kind == ir::ValueKind::kTensor &&
+           self->type.dtype == n.outputs[0]->type.dtype;
   }
 
   static const Value* first_value(const Node& n) {
@@ -271,6 +290,10 @@ class Functionalizer {
       }
       case OpKind::kAlias:
       case OpKind::kDetach:
+      case OpKind::kTo:
+      case OpKind::kToDtypeLayout:
+      case OpKind::kToDevice:
+      case OpKind::kTypeAs:
         return src;
       case OpKind::kView:
       case OpKind::kUnsafeView:

@@ -128,7 +128,7 @@ Expected<AdvancedIndex> plan_advanced_index(const Tensor& self, const std::vecto
   std::vector<int64_t> before, after;
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (per_dim[d]) continue;
-    (d < first ? before : after).push_back(d);
+    (adjacent && d < first ? before : after).push_back(d);
   }
   for (int64_t d : before) plan.result_shape.push_back(self.size(d));
   plan.result_shape.insert(plan.result_shape.end(), b.begin(), b.end());

@@ -66,6 +66,8 @@ void register_copy_kernels(KernelRegistry& r) {
   r.add(OpKind::kTo, &to_dtype<true>);
   r.add(OpKind::kToDtypeLayout, &to_dtype<false>);
   r.add(OpKind::kToCopy, &to_dtype<false>);
+  // to.device: the reference backend runs on the host; the move is a copy.
+  r.add(OpKind::kToDevice, &to_dtype<true>);
   r.add(OpKind::kTypeAs, &type_as);
   r.add(OpKind::kDropout, &dropout);
   r.add(OpKind::kLiftFreshCopy, &clone);

@@ -654,6 +654,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(OpKind::kGeTensor, &compare<Cmp::kGe>);
   r.add(OpKind::kLogicalAnd, &logical_and);
   r.add(OpKind::kBitwiseAndTensor, &bitwise_binary<false>);
+  r.add(OpKind::kAndTensor, &bitwise_binary<false>);  // Python's `&` on tensors
   r.add(OpKind::kBitwiseOrTensor, &bitwise_binary<true>);
   r.add(OpKind::kWhere, &where_kernel);
   r.add(OpKind::kMaskedFillScalar, &masked_fill<false>);

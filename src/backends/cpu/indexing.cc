@@ -2,6 +2,8 @@
 // embedding, tril/triu, repeat, constant_pad_nd, nonzero, cumsum and
 // pixel_shuffle. Results are fresh contiguous tensors.
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <string>
 
 #include "backends/cpu/advanced_index.h"
@@ -379,6 +381,71 @@ Status pixel_shuffle(KernelArgs& a) {
   return set(a, out);
 }
 
+// ---- diff(self, n=1, dim=-1, prepend=None, append=None): x[1:] - x[:-1]
+// along dim, n times, after concatenating prepend and append. Bool tensors
+// use inequality (logical xor), as PyTorch does.
+Status diff(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t n, a.int_arg("n", 1));
+  if (self.dim() == 0) return a.error("diff expects a tensor with at least one dimension");
+  if (n < 0) return a.error("order must be non-negative, got " + std::to_string(n));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, read_dim(a, self.dim(), "dim", -1));
+  KILN_ASSIGN_OR_RETURN(auto prepend, a.optional_tensor("prepend"));
+  KILN_ASSIGN_OR_RETURN(auto append, a.optional_tensor("append"));
+  std::vector<Tensor> parts;
+  if (prepend) parts.push_back(*prepend);
+  parts.push_back(self);
+  if (append) parts.push_back(*append);
+  for (Tensor& x : parts) {
+    if (x.dtype() != self.dtype() || x.dim() != self.dim())
+      return a.error("prepend/append must have the dtype and rank of self, got " + x.type_string());
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (d != dim && x.size(d) != self.size(d))
+        return a.error("prepend/append " + x.type_string() + " does not match self " + self.type_string());
+    x = x.contiguous();
+  }
+  // Concatenate along dim.
+  Shape sizes = self.sizes();
+  sizes[static_cast<size_t>(dim)] = 0;
+  for (const Tensor& p : parts) sizes[static_cast<size_t>(dim)] += p.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= sizes[static_cast<size_t>(d)];
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= sizes[static_cast<size_t>(d)];
+  Tensor cur = Tensor::zeros(self.dtype(), sizes);
+  const size_t item = dtype_size(self.dtype());
+  int64_t at = 0;
+  for (const Tensor& p : parts) {
+    const int64_t len = p.size(dim);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(static_cast<uint8_t*>(cur.raw_data()) + ((o * sizes[static_cast<size_t>(dim)] + at) * inner) * item,
+                  static_cast<const uint8_t*>(p.raw_data()) + (o * len * inner) * item, static_cast<size_t>(len * inner) * item);
+    at += len;
+  }
+  for (int64_t k = 0; k < n && cur.size(dim) > 0; ++k) {
+    const int64_t len = cur.size(dim);
+    Shape next = cur.sizes();
+    next[static_cast<size_t>(dim)] = len - 1;
+    Tensor out = Tensor::zeros(self.dtype(), next);
+    visit_dtype(self.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = cur.data<T>();
+      T* y = out.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j + 1 < len; ++j)
+          for (int64_t i = 0; i < inner; ++i) {
+            const T hi = x[(o * len + j + 1) * inner + i], lo = x[(o * len + j) * inner + i];
+            T& dst = y[(o * (len - 1) + j) * inner + i];
+            if constexpr (std::is_same_v<T, bool>) dst = hi != lo;
+            else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+              dst = T(static_cast<float>(hi) - static_cast<float>(lo));
+            else dst = static_cast<T>(hi - lo);
+          }
+    });
+    cur = out;
+  }
+  return set(a, cur);
+}
+
 }  // namespace
 
 void register_indexing_kernels(KernelRegistry& r) {
@@ -396,6 +463,7 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(OpKind::kNonzero, &nonzero);
   r.add(OpKind::kCumsum, &cumsum);
   r.add(OpKind::kPixelShuffle, &pixel_shuffle);
+  r.add(OpKind::kDiff, &diff);
 }
 
 }  // namespace kiln::cpu

@@ -150,3 +150,38 @@ TEST(Functionalize, WritingIntoAParameterIsRefused) {
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// transformers' static cache does `c = counter.to(int64); c.add_(1)`: a same-dtype
+// .to() returns its input, so the write reaches the buffer. A real conversion
+// copies, so a write to its result does not.
+TEST(Functionalize, SameDtypeToAliasesItsInput) {
+  constexpr const char* text = R"(graph(%b_n: int64[], %b_f: int64[]) {
+  %t: int64[] = aten.to.dtype_layout(self=%b_n, dtype=dtype.int64, layout=7)
+  %a: int64[] = aten.add_.Tensor(self=%t, other=1)
+  %g: float32[] = aten.to.dtype(self=%b_f, dtype=dtype.float32)
+  %h: float32[] = aten.add_.Tensor(self=%g, other=1)
+  %o: int64[] = aten.add.Tensor(self=%b_n, other=%b_f)
+  return (%o)
+}
+)";
+  auto g = ir::parse_graph(text);
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kBuffer, "n", true}, {InputSpec::Kind::kBuffer, "f", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}};
+  ASSERT_TRUE(functionalize(m).is_ok());
+  ASSERT_EQ(m.output_specs.size(), 2u);  // only buffer n is written
+  EXPECT_EQ(m.output_specs[0].target, "n");
+  auto out = runtime::interpret(m.graph, {Tensor::scalar(DType::Int64, 5), Tensor::scalar(DType::Int64, 10)},
+                                cpu::cpu_kernels());
+  ASSERT_TRUE(out.has_value()) << out.status().message();
+  EXPECT_EQ(std::get<Tensor>((*out)[0]).item_int(), 6);   // n after the call
+  EXPECT_EQ(std::get<Tensor>((*out)[1]).item_int(), 16);  // reads n after the write, f unchanged
+}
+
+}  // namespace
+}  // namespace kiln::lowering
