@@ -66,10 +66,10 @@ Expected<AdvancedIndex> plan_advanced_index(const Tensor& self, const std::vecto
                                   shape_to_string(self.sizes()) + " at index " + std::to_string(first + k));
       }
       for (Tensor& t : mask_positions(*idx)) per_dim.emplace_back(std::move(t));
-    } else if (is_integral(idx->dtype())) {
+    } else if (idx->dtype() == DType::Int64 || idx->dtype() == DType::Int32) {
       per_dim.emplace_back(*idx);
     } else {
-      return invalid_argument("tensors used as indices must be integer or bool tensors, but index " +
+      return invalid_argument("tensors used as indices must be int64, int32, uint8 or bool tensors, but index " +
                               std::to_string(i) + " is " + idx->type_string());
     }
     if (static_cast<int64_t>(per_dim.size()) > self.dim()) return too_many();

@@ -19,7 +19,7 @@ struct AdvancedIndex {
 };
 
 // Plans `self[indices]`. Each entry indexes the next dim(s) of self: None keeps
-// a dim whole, an integer tensor (int64/int32/int16/int8) picks positions
+// a dim whole, an int64/int32 tensor picks positions
 // (negative ones count from the end), a bool/uint8 mask covers mask.dim()
 // dims and picks the positions where it is true. Integer tensors (and the
 // masks' positions) broadcast together to shape B. The result holds B where

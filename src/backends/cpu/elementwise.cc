@@ -250,22 +250,16 @@ Status pow_kernel(KernelArgs& a) {
   if (exp.wrapped && !is_floating(common) && exp.t.int_at(0) < 0)
     return a.error("integers to negative integer powers are not allowed");
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &base.t}, {"exponent", &exp.t}}));
-  const bool reduced = common == DType::Float16 || common == DType::BFloat16;
-  const bool exact_rhs = reduced && exp.t.numel() == 1;
+  // Unlike mul/div, ATen rounds a scalar exponent to a 16-bit self's dtype first.
   Tensor l = prepare(base.t, common, shape);
-  Tensor r = prepare(exp.t, exact_rhs ? DType::Float32 : common, shape);
+  Tensor r = prepare(exp.t, common, shape);
   Tensor out = Tensor::zeros(common, shape);
   // ATen's special cases for a scalar exponent.
   const std::optional<double> e = exp.wrapped ? std::optional<double>(exp.t.item()) : std::nullopt;
   visit_dtype(common, [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;
-    auto run = [&](auto f) {
-      if constexpr (is_reduced_float_v<T>) {
-        if (exact_rhs) return map_binary<T, T, float>(l, r, out, f);
-      }
-      map_binary<T, T, T>(l, r, out, f);
-    };
+    auto run = [&](auto f) { map_binary<T, T, T>(l, r, out, f); };
     if constexpr (std::is_same_v<T, bool>) {
       // ruled out above
     } else if constexpr (std::is_integral_v<T>) {
@@ -360,7 +354,8 @@ Status bitwise_binary(KernelArgs& a) {
 
 Status where_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor cond, a.tensor("condition"));
-  if (cond.dtype() != DType::Bool)
+  // uint8 conditions are deprecated in PyTorch but still accepted.
+  if (cond.dtype() != DType::Bool && cond.dtype() != DType::UInt8)
     return a.error("where expects a bool condition tensor, got " + cond.type_string());
   KILN_ASSIGN_OR_RETURN(Operand x, read_operand(a, "self"));
   KILN_ASSIGN_OR_RETURN(Operand y, read_operand(a, "other"));
@@ -370,7 +365,7 @@ Status where_kernel(KernelArgs& a) {
   Tensor out = Tensor::zeros(common, shape);
   visit_dtype(common, [&](auto tag) {
     using T = decltype(tag);
-    map_ternary<T, bool, T, T>(expand_to(cond, shape), prepare(x.t, common, shape), prepare(y.t, common, shape), out,
+    map_ternary<T, bool, T, T>(expand_to(cast_to(cond, DType::Bool), shape), prepare(x.t, common, shape), prepare(y.t, common, shape), out,
                                [](bool c, auto p, auto q) { return c ? p : q; });
   });
   a.set_output(0, out);

@@ -176,6 +176,14 @@ TEST(ElementwiseKernels, HalfAndBFloat16RoundOnStore) {
   Tensor bm = run_op_tensor(OpKind::kMulTensor, {{"self", b}, {"other", F(0.1)}});
   EXPECT_EQ(bm.dtype(), DType::BFloat16);
   EXPECT_EQ(bm.value_at(1), static_cast<float>(BFloat16(3.0f * 0.1f)));
+  // mul/div read a one-element float operand at full precision (ATen does), so
+  // 3 * 0.1 rounds once: float16(0.3f), not float16(3 * float16(0.1)).
+  Tensor three = make_tensor(DType::Float16, {1}, {3});
+  EXPECT_EQ(run_op_tensor(OpKind::kMulScalar, {{"self", three}, {"other", F(0.1)}}).value_at(0),
+            static_cast<float>(Half(0.3f)));
+  EXPECT_EQ(run_op_tensor(OpKind::kDivTensor, {{"self", three}, {"other", Tensor::scalar(DType::Float64, 10)}}).value_at(0),
+            static_cast<float>(Half(0.3f)));
+  EXPECT_NE(static_cast<float>(Half(0.3f)), static_cast<float>(Half(3 * static_cast<float>(Half(0.1f)))));
   Tensor mixed = run_op_tensor(OpKind::kAddTensor, {{"self", h}, {"other", b}});
   EXPECT_EQ(mixed.dtype(), DType::Float32);
 }
@@ -269,6 +277,10 @@ TEST(ElementwiseKernels, WhereBroadcastsAndPromotes) {
   EXPECT_EQ(o2.dtype(), DType::Float64);
   EXPECT_EQ(values(o2), (std::vector<double>{1, 2, 3, 9, 9, 9}));
   expect_error(OpKind::kWhere, {{"condition", x}, {"self", x}, {"other", y}}, "bool");
+  // Deprecated uint8 conditions still work.
+  Tensor cu = make_tensor(DType::UInt8, {2}, {0, 3});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kWhere, {{"condition", cu}, {"self", F(1.0)}, {"other", F(0.0)}})),
+            (std::vector<double>{0, 1}));
 }
 
 TEST(ElementwiseKernels, MaskedFill) {

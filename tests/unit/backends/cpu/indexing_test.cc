@@ -128,7 +128,8 @@ TEST(IndexingKernels, IndexErrors) {
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{make_tensor(DType::Int64, {1}, {2})}}},
                "out of bounds");
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{make_tensor(DType::Float32, {1}, {0})}}},
-               "integer or bool");
+               "int64, int32, uint8 or bool");
+  expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{make_tensor(DType::Int16, {1}, {0})}}}, "int32");
   Tensor z = make_tensor(DType::Int64, {1}, {0});
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{z, z, z}}}, "too many indices");
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{iota(DType::Int64, {2}), iota(DType::Int64, {3})}}},
