@@ -42,7 +42,8 @@ class Tensor {
  public:
   Tensor() = default;  // undefined tensor
 
-  // New zero-filled contiguous tensor.
+  // New zero-filled contiguous tensor. `sizes` must be valid (non-negative,
+  // element count within int64); kiln stops on an invalid shape here.
   static Tensor zeros(DType dtype, Shape sizes);
   static Tensor empty(DType dtype, Shape sizes) { return zeros(dtype, std::move(sizes)); }
   // 0-d tensors holding one value (converted to dtype).
@@ -67,9 +68,11 @@ class Tensor {
   Tensor contiguous() const;
   // Always a fresh contiguous copy.
   Tensor clone() const;
-  // Elementwise conversion (a copy, even to the same dtype when copy is true).
+  // Elementwise conversion into a new contiguous tensor; returns this tensor
+  // itself (sharing storage) when it already has `dtype`.
   Tensor to(DType dtype) const;
-  // A view sharing storage. The caller guarantees the bounds (checked in debug builds).
+  // A view sharing storage. The caller guarantees that every element lies
+  // inside the storage (from_storage is the checked way to build a view).
   Tensor as_strided(Shape sizes, Shape strides, int64_t storage_offset) const;
   // A view when the layout allows it, otherwise a copy. `sizes` must hold numel() elements.
   Tensor reshape(Shape sizes) const;

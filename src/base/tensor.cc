@@ -1,6 +1,7 @@
 #include "kiln/tensor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <type_traits>
 #include <limits>
@@ -109,10 +110,14 @@ std::string shape_to_string(std::span<const int64_t> sizes) {
 
 Tensor Tensor::zeros(DType dtype, Shape sizes) {
   Tensor t;
-  // Callers size tensors from validated shapes; a bad shape here is a bug.
+  // Callers size tensors from validated shapes; a bad shape here is a bug in
+  // kiln, and stopping beats handing out a tensor smaller than its shape.
   auto checked = checked_numel(sizes);
-  assert(checked.has_value() && "Tensor::zeros with an invalid shape");
-  int64_t n = checked.has_value() ? *checked : 0;
+  if (!checked.has_value()) {
+    std::fprintf(stderr, "kiln: internal error: Tensor::zeros: %s\n", checked.status().message().c_str());
+    std::abort();
+  }
+  int64_t n = *checked;
   t.storage_ = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(sizes);
