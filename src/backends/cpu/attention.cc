@@ -18,24 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/broadcast.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernel.h"
 
 namespace kiln::cpu {
 
 namespace {
-
-std::optional<Shape> broadcast_shapes(const Shape& x, const Shape& y) {
-  const size_t n = std::max(x.size(), y.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t a = i < n - x.size() ? 1 : x[i - (n - x.size())];
-    const int64_t b = i < n - y.size() ? 1 : y[i - (n - y.size())];
-    if (a != b && a != 1 && b != 1) return std::nullopt;
-    out[i] = a == 1 ? b : a;
-  }
-  return out;
-}
 
 // Maps a flat index over the broadcast batch shape to an element offset in one contiguous operand.
 struct BatchIndexer {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/broadcast.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernel.h"
 
@@ -20,19 +21,6 @@ DType compute_type(DType t) {
   if (t == DType::Float64) return DType::Float64;
   if (is_floating(t)) return DType::Float32;
   return DType::Int64;
-}
-
-// Broadcast shape of two shapes (numpy rules), or nullopt if they do not broadcast.
-std::optional<Shape> broadcast_shapes(const Shape& x, const Shape& y) {
-  const size_t n = std::max(x.size(), y.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t a = i < n - x.size() ? 1 : x[i - (n - x.size())];
-    const int64_t b = i < n - y.size() ? 1 : y[i - (n - y.size())];
-    if (a != b && a != 1 && b != 1) return std::nullopt;
-    out[i] = a == 1 ? b : a;
-  }
-  return out;
 }
 
 // `t` broadcast to `shape` (which it must broadcast to), as a contiguous tensor.

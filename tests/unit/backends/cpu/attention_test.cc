@@ -12,36 +12,17 @@ namespace kiln::cpu {
 namespace {
 
 using ir::OpKind;
+using testing::B;
+using testing::expect_close;
+using testing::expect_error_names_node;
+using testing::F;
 using testing::make_tensor;
-using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
 
-OpArg B(bool v) { return ir::Arg(v); }
-OpArg F(double v) { return ir::Arg(v); }
-
+// Random inputs: stream 11 of testing::random_tensor.
 Tensor random_tensor(DType t, Shape shape, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v;
-  uint32_t s = seed * 2654435761u + 11;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    v.push_back(static_cast<double>(s >> 8) / static_cast<double>(1u << 23) - 1.0);
-  }
-  return make_tensor(t, shape, v);
-}
-
-void expect_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.type_string();
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got.value_at(static_cast<int64_t>(i)), want[i], tol * std::max(1.0, std::fabs(want[i])))
-        << "element " << i;
-}
-
-void expect_error_names_node(Expected<std::vector<RtValue>> r) {
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("test_node"), std::string::npos) << r.status().message();
+  return testing::random_tensor(t, std::move(shape), seed, /*stream=*/11);
 }
 
 // Element (b, h, i, j) of a [B?, H?, R, C] tensor, where a size-1 (or missing) batch/head dim broadcasts.

@@ -11,41 +11,17 @@ namespace kiln::cpu {
 namespace {
 
 using ir::OpKind;
+using testing::expect_close;
+using testing::expect_error_names_node;
+using testing::F;
+using testing::I;
 using testing::make_tensor;
-using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
 
-OpArg Sc(double v) { return ir::Arg(v); }
-OpArg ScI(int64_t v) { return ir::Arg(v); }
-
-// Deterministic values in [-1, 1).
-std::vector<double> random_values(int64_t n, uint32_t seed) {
-  std::vector<double> v;
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    v.push_back(static_cast<double>(s >> 8) / static_cast<double>(1u << 23) - 1.0);
-  }
-  return v;
-}
-
+// Random inputs: stream 1 of testing::random_tensor.
 Tensor random_tensor(DType t, Shape shape, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return make_tensor(t, shape, random_values(n, seed));
-}
-
-void expect_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.type_string();
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got.value_at(static_cast<int64_t>(i)), want[i], tol * std::max(1.0, std::fabs(want[i])))
-        << "element " << i;
-}
-
-void expect_error_names_node(Expected<std::vector<RtValue>> r) {
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("test_node"), std::string::npos) << r.status().message();
+  return testing::random_tensor(t, std::move(shape), seed, /*stream=*/1);
 }
 
 // Reference torch.matmul for rank <= 4 operands, by explicit broadcasting of a 4-d batch index.
@@ -164,14 +140,14 @@ TEST(LinalgKernels, AddmmWithScalarsAndBroadcastSelf) {
   Tensor a = random_tensor(DType::Float32, {3, 4}, 20), b = random_tensor(DType::Float32, {4, 2}, 21);
   Tensor bias = make_tensor(DType::Float32, {2}, {0.5, -1.5});
   Tensor out =
-      run_op_tensor(OpKind::kAddmm, {{"self", bias}, {"mat1", a}, {"mat2", b}, {"beta", Sc(2.0)}, {"alpha", Sc(0.5)}});
+      run_op_tensor(OpKind::kAddmm, {{"self", bias}, {"mat1", a}, {"mat2", b}, {"beta", F(2.0)}, {"alpha", F(0.5)}});
   Shape s;
   std::vector<double> ref = matmul_reference(a, b, &s);
   for (size_t i = 0; i < ref.size(); ++i) ref[i] = 0.5 * ref[i] + 2.0 * bias.value_at(static_cast<int64_t>(i % 2));
   expect_close(out, ref, 1e-5);
   // beta = 0 ignores self, even NaN.
   Tensor nan_self = make_tensor(DType::Float32, {3, 2}, std::vector<double>(6, std::nan("")));
-  Tensor z = run_op_tensor(OpKind::kAddmm, {{"self", nan_self}, {"mat1", a}, {"mat2", b}, {"beta", ScI(0)}});
+  Tensor z = run_op_tensor(OpKind::kAddmm, {{"self", nan_self}, {"mat1", a}, {"mat2", b}, {"beta", I(0)}});
   expect_close(z, matmul_reference(a, b, &s), 1e-5);
   expect_error_names_node(
       run_op(OpKind::kAddmm, {{"self", make_tensor(DType::Float32, {3}, {1, 2, 3})}, {"mat1", a}, {"mat2", b}}));

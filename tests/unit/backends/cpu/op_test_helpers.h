@@ -10,12 +10,9 @@
 
 namespace kiln::cpu::testing {
 
-inline ir::Arg I(int64_t v) { return ir::Arg(v); }
-inline ir::Arg F(double v) { return ir::Arg(v); }
-inline ir::Arg B(bool v) { return ir::Arg(v); }
+// More attribute arguments (I, Is, F, B, Str and D come from run_op.h).
 inline ir::Arg S(const char* v) { return ir::Arg(std::string(v)); }
 inline ir::Arg Ints(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
-inline ir::Arg D(DType t) { return ir::Arg(t); }
 inline ir::Arg None() { return ir::Arg(ir::NoneArg{}); }
 
 // Elements of t in logical row-major order, as doubles.

@@ -11,44 +11,21 @@ namespace kiln::cpu {
 namespace {
 
 using ir::OpKind;
+using testing::B;
+using testing::expect_close_equal_nan;
+using testing::expect_error_names_node;
+using testing::I;
+using testing::Is;
 using testing::make_tensor;
-using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
 
-OpArg I(int64_t v) { return ir::Arg(v); }
-OpArg Is(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
-OpArg B(bool v) { return ir::Arg(v); }
+// Random inputs: stream 3 of testing::random_tensor.
+Tensor random_tensor(DType t, Shape shape, uint32_t seed) {
+  return testing::random_tensor(t, std::move(shape), seed, /*stream=*/3);
+}
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor random_tensor(DType t, Shape shape, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v;
-  uint32_t s = seed * 2654435761u + 3;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    v.push_back(static_cast<double>(s >> 8) / static_cast<double>(1u << 23) - 1.0);
-  }
-  return make_tensor(t, shape, v);
-}
-
-void expect_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.type_string();
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double g = got.value_at(static_cast<int64_t>(i));
-    if (std::isnan(want[i]))
-      EXPECT_TRUE(std::isnan(g)) << "element " << i;
-    else
-      EXPECT_NEAR(g, want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
-  }
-}
-
-void expect_error_names_node(Expected<std::vector<RtValue>> r) {
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("test_node"), std::string::npos) << r.status().message();
-}
 
 struct Window {
   int64_t k = 1, s = 1, p = 0, d = 1;
@@ -84,12 +61,12 @@ TEST(PoolKernels, MaxPoolHandComputed) {
   Tensor values = std::get<Tensor>((*r)[0]), idx = std::get<Tensor>((*r)[1]);
   EXPECT_EQ(values.sizes(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(idx.dtype(), DType::Int64);
-  expect_close(values, {4, 8, 9, 6}, 0);
+  expect_close_equal_nan(values, {4, 8, 9, 6}, 0);
   const int64_t want_idx[] = {4, 7, 13, 15};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(idx.int_at(i), want_idx[i]);
   // The single-output op gives the same values.
   Tensor only = run_op_tensor(OpKind::kMaxPool2d, {{"self", x}, {"kernel_size", Is({2})}, {"stride", Is({})}});
-  expect_close(only, {4, 8, 9, 6}, 0);
+  expect_close_equal_nan(only, {4, 8, 9, 6}, 0);
 }
 
 TEST(PoolKernels, MaxPoolPaddingStrideDilationCeil) {
@@ -120,7 +97,7 @@ TEST(PoolKernels, MaxPoolPaddingStrideDilationCeil) {
     std::vector<double> want;
     std::vector<int64_t> want_idx;
     reference_max_pool(x, 6, 6, 7, c.h, c.w, c.OH, c.OW, &want, &want_idx);
-    expect_close(values, want, 0);
+    expect_close_equal_nan(values, want, 0);
     for (size_t i = 0; i < want_idx.size(); ++i) EXPECT_EQ(idx.int_at(static_cast<int64_t>(i)), want_idx[i]);
   }
 }
@@ -190,7 +167,7 @@ TEST(PoolKernels, AvgPoolVariants) {
     if (c.divisor) args.push_back({"divisor_override", I(c.divisor)});
     Tensor out = run_op_tensor(OpKind::kAvgPool2d, args);
     ASSERT_EQ(out.sizes(), (Shape{2, 2, c.OH, c.OW}));
-    expect_close(out, reference_avg_pool(x, 4, 5, 6, c.h, c.w, c.OH, c.OW, c.include_pad, c.divisor), 1e-6);
+    expect_close_equal_nan(out, reference_avg_pool(x, 4, 5, 6, c.h, c.w, c.OH, c.OW, c.include_pad, c.divisor), 1e-6);
   }
   // Hand-computed: 3x3 window with padding 1 at the corner sees 4 values.
   Tensor ones = make_tensor(DType::Float32, {1, 2, 2}, {1, 2, 3, 4});
@@ -223,12 +200,12 @@ TEST(PoolKernels, AdaptiveAvgPoolNonDivisible) {
           for (int64_t w = w0; w < w1; ++w) sum += x.value_at((p * 5 + h) * 7 + w);
         want.push_back(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
       }
-  expect_close(out, want, 1e-12);
+  expect_close_equal_nan(out, want, 1e-12);
   // Upsampling (output larger than input) repeats values; the internal op behaves the same.
   Tensor small = make_tensor(DType::Float16, {1, 1, 1, 2}, {1, 3});
   Tensor up = run_op_tensor(OpKind::kAdaptiveAvgPool2dInternal, {{"self", small}, {"output_size", Is({2, 3})}});
   EXPECT_EQ(up.dtype(), DType::Float16);
-  expect_close(up, {1, 2, 3, 1, 2, 3}, 0);
+  expect_close_equal_nan(up, {1, 2, 3, 1, 2, 3}, 0);
   Tensor global = run_op_tensor(OpKind::kAdaptiveAvgPool2d, {{"self", x}, {"output_size", Is({1})}});
   EXPECT_EQ(global.sizes(), (Shape{2, 1, 1}));
 }

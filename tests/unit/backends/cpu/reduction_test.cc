@@ -10,15 +10,15 @@ namespace kiln::cpu {
 namespace {
 
 using ir::OpKind;
+using testing::B;
+using testing::D;
+using testing::expect_close_equal_nan;
+using testing::expect_error_names_node;
+using testing::I;
+using testing::Is;
 using testing::make_tensor;
-using testing::OpArg;
 using testing::run_op;
 using testing::run_op_tensor;
-
-OpArg I(int64_t v) { return ir::Arg(v); }
-OpArg Is(std::vector<int64_t> v) { return ir::Arg(std::move(v)); }
-OpArg B(bool v) { return ir::Arg(v); }
-OpArg D(DType t) { return ir::Arg(t); }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
@@ -30,23 +30,6 @@ std::vector<double> ramp(int n, double scale = 0.5, double offset = -3) {
   return v;
 }
 
-void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
-  ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size())) << t.type_string();
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double got = t.value_at(static_cast<int64_t>(i));
-    if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got)) << "element " << i;
-    } else {
-      EXPECT_NEAR(got, want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
-    }
-  }
-}
-
-void expect_error_names_node(Expected<std::vector<RtValue>> r) {
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("test_node"), std::string::npos) << r.status().message();
-}
-
 TEST(ReductionKernels, SumLastDimKeepdimNegativeDim) {
   std::vector<double> v = ramp(24);
   Tensor x = make_tensor(DType::Float32, {2, 3, 4}, v);
@@ -55,7 +38,7 @@ TEST(ReductionKernels, SumLastDimKeepdimNegativeDim) {
   EXPECT_EQ(out.dtype(), DType::Float32);
   std::vector<double> want;
   for (int r = 0; r < 6; ++r) want.push_back(v[r * 4] + v[r * 4 + 1] + v[r * 4 + 2] + v[r * 4 + 3]);
-  expect_values(out, want);
+  expect_close_equal_nan(out, want, 1e-6);
 }
 
 TEST(ReductionKernels, SumOverTwoDims) {
@@ -67,7 +50,7 @@ TEST(ReductionKernels, SumOverTwoDims) {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) want[j] += v[(i * 3 + j) * 4 + k];
-  expect_values(out, want, 1e-12);
+  expect_close_equal_nan(out, want, 1e-12);
 }
 
 TEST(ReductionKernels, SumEmptyOrNoneDimReducesEverything) {
@@ -115,7 +98,7 @@ TEST(ReductionKernels, MeanDimAndErrors) {
   EXPECT_EQ(out.dtype(), DType::BFloat16);
   std::vector<double> want;
   for (int j = 0; j < 4; ++j) want.push_back((x.value_at(j) + x.value_at(4 + j) + x.value_at(8 + j)) / 3.0);
-  expect_values(out, want, 1e-2);
+  expect_close_equal_nan(out, want, 1e-2);
   Tensor m = run_op_tensor(OpKind::kMean, {{"self", make_tensor(DType::Float32, {4}, {1, 2, 3, 4})}});
   EXPECT_DOUBLE_EQ(m.item(), 2.5);
   expect_error_names_node(run_op(OpKind::kMean, {{"self", make_tensor(DType::Int64, {2}, {1, 2})}}));
@@ -130,10 +113,10 @@ TEST(ReductionKernels, MeanDimAndErrors) {
 TEST(ReductionKernels, AmaxAminPropagateNaNAndKeepIntegers) {
   Tensor x = make_tensor(DType::Float32, {2, 3}, {1, 5, -2, 3, kNaN, 0});
   Tensor mx = run_op_tensor(OpKind::kAmax, {{"self", x}, {"dim", Is({1})}});
-  expect_values(mx, {5, kNaN});
+  expect_close_equal_nan(mx, {5, kNaN}, 1e-6);
   Tensor mn = run_op_tensor(OpKind::kAmin, {{"self", x}, {"dim", Is({-2})}, {"keepdim", B(true)}});
   EXPECT_EQ(mn.sizes(), (Shape{1, 3}));
-  expect_values(mn, {1, kNaN, -2});
+  expect_close_equal_nan(mn, {1, kNaN, -2}, 1e-6);
   Tensor xi = make_tensor(DType::Int64, {2, 2}, {-7, 4, 9, -1});
   Tensor all = run_op_tensor(OpKind::kAmax, {{"self", xi}});
   EXPECT_EQ(all.dtype(), DType::Int64);
@@ -153,7 +136,7 @@ TEST(ReductionKernels, MaxDimGivesFirstMaximumAndIndices) {
   EXPECT_EQ(values.dtype(), DType::Float16);
   EXPECT_EQ(idx.dtype(), DType::Int64);
   EXPECT_EQ(idx.sizes(), (Shape{2, 1}));
-  expect_values(values, {7, kNaN});
+  expect_close_equal_nan(values, {7, kNaN}, 1e-6);
   EXPECT_EQ(idx.int_at(0), 1);
   EXPECT_EQ(idx.int_at(1), 0);
   auto r0 = run_op(OpKind::kMaxDim, {{"self", x}, {"dim", I(0)}}, 2);
@@ -191,14 +174,14 @@ TEST(ReductionKernels, VarianceWithCorrections) {
     return ss / (4 - correction);
   };
   Tensor unbiased = run_op_tensor(OpKind::kVarCorrection, {{"self", x}, {"dim", Is({1})}});
-  expect_values(unbiased, {reference(0, 1), reference(1, 1), reference(2, 1)}, 1e-12);
+  expect_close_equal_nan(unbiased, {reference(0, 1), reference(1, 1), reference(2, 1)}, 1e-12);
   Tensor biased = run_op_tensor(OpKind::kVarCorrection,
                                 {{"self", x}, {"dim", Is({-1})}, {"correction", I(0)}, {"keepdim", B(true)}});
   EXPECT_EQ(biased.sizes(), (Shape{3, 1}));
-  expect_values(biased, {reference(0, 0), reference(1, 0), reference(2, 0)}, 1e-12);
+  expect_close_equal_nan(biased, {reference(0, 0), reference(1, 0), reference(2, 0)}, 1e-12);
   auto vm = run_op(OpKind::kVarMeanCorrection, {{"self", x}, {"dim", Is({1})}, {"correction", I(0)}}, 2);
   ASSERT_TRUE(vm.has_value());
-  expect_values(std::get<Tensor>((*vm)[0]), {reference(0, 0), reference(1, 0), reference(2, 0)}, 1e-12);
+  expect_close_equal_nan(std::get<Tensor>((*vm)[0]), {reference(0, 0), reference(1, 0), reference(2, 0)}, 1e-12);
   Tensor mean = std::get<Tensor>((*vm)[1]);
   EXPECT_NEAR(mean.value_at(1), (v[4] + v[5] + v[6] + v[7]) / 4, 1e-12);
   // One element with correction 1 divides by zero: NaN.
@@ -242,13 +225,13 @@ TEST(ReductionKernels, SoftmaxAndLogSoftmaxMiddleDim) {
   std::vector<double> v = ramp(24, 0.7, -4);
   Tensor x = make_tensor(DType::Float32, {2, 4, 3}, v);
   Tensor s = run_op_tensor(OpKind::kSoftmax, {{"self", x}, {"dim", I(1)}});
-  expect_values(s, softmax_reference(v, 4, false), 1e-6);
+  expect_close_equal_nan(s, softmax_reference(v, 4, false), 1e-6);
   Tensor ls = run_op_tensor(OpKind::kLogSoftmaxInternal, {{"self", x}, {"dim", I(-2)}, {"half_to_float", B(false)}});
-  expect_values(ls, softmax_reference(v, 4, true), 1e-6);
+  expect_close_equal_nan(ls, softmax_reference(v, 4, true), 1e-6);
   // Large values stay finite (the max is subtracted).
   Tensor big = make_tensor(DType::Float32, {2}, {1000, 1001});
   Tensor sb = run_op_tensor(OpKind::kSoftmaxInternal, {{"self", big}, {"dim", I(0)}, {"half_to_float", B(false)}});
-  expect_values(sb, {1 / (1 + std::exp(1.0)), 1 / (1 + std::exp(-1.0))}, 1e-6);
+  expect_close_equal_nan(sb, {1 / (1 + std::exp(1.0)), 1 / (1 + std::exp(-1.0))}, 1e-6);
 }
 
 TEST(ReductionKernels, SoftmaxDtypesAndMaskedRows) {
@@ -256,7 +239,7 @@ TEST(ReductionKernels, SoftmaxDtypesAndMaskedRows) {
   Tensor h = run_op_tensor(OpKind::kSoftmax, {{"self", x}, {"dim", I(1)}});
   EXPECT_EQ(h.dtype(), DType::Float16);
   // A row of only -inf gives NaN, as in PyTorch.
-  expect_values(h, {kNaN, kNaN, kNaN, 1 / (1 + std::exp(1.0)), 0, 1 / (1 + std::exp(-1.0))}, 2e-3);
+  expect_close_equal_nan(h, {kNaN, kNaN, kNaN, 1 / (1 + std::exp(1.0)), 0, 1 / (1 + std::exp(-1.0))}, 2e-3);
   Tensor f = run_op_tensor(OpKind::kSoftmaxInternal, {{"self", x}, {"dim", I(1)}, {"half_to_float", B(true)}});
   EXPECT_EQ(f.dtype(), DType::Float32);
   Tensor d = run_op_tensor(OpKind::kLogSoftmax, {{"self", x}, {"dim", I(1)}, {"dtype", D(DType::Float64)}});
@@ -273,7 +256,7 @@ TEST(ReductionKernels, NonContiguousInput) {
   Tensor base = make_tensor(DType::Float32, {2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor t = base.as_strided({3, 2}, {1, 3}, 0);
   Tensor out = run_op_tensor(OpKind::kSumDimIntList, {{"self", t}, {"dim", Is({1})}});
-  expect_values(out, {5, 7, 9});
+  expect_close_equal_nan(out, {5, 7, 9}, 1e-6);
 }
 
 }  // namespace
