@@ -45,8 +45,7 @@ bool can_expand(std::span<const int64_t> from, std::span<const int64_t> to) {
 Tensor expand_to(const Tensor& t, std::span<const int64_t> to) {
   const size_t lead = to.size() - t.sizes().size();
   Shape strides(to.size(), 0);
-  for (size_t i = 0; i < t.sizes().size(); ++i)
-    strides[lead + i] = (t.sizes()[i] == to[lead + i]) ? t.strides()[i] : 0;
+  for (size_t i = 0; i < t.sizes().size(); ++i) strides[lead + i] = (t.sizes()[i] == to[lead + i]) ? t.strides()[i] : 0;
   return t.as_strided(Shape(to.begin(), to.end()), std::move(strides), t.storage_offset());
 }
 
@@ -147,28 +146,62 @@ DType result_type(std::span<const PromotionOperand> operands) {
 
 DType scalar_dtype(const Scalar& s) {
   switch (s.kind) {
-    case Scalar::Kind::kInt:
-      return DType::Int64;
-    case Scalar::Kind::kFloat:
-      return DType::Float64;
-    case Scalar::Kind::kBool:
-      return DType::Bool;
+    case Scalar::Kind::kInt: return DType::Int64;
+    case Scalar::Kind::kFloat: return DType::Float64;
+    case Scalar::Kind::kBool: return DType::Bool;
   }
   return DType::Float64;
+}
+
+Expected<Tensor> scalar_to_dtype(const Scalar& s, DType dtype) {
+  auto overflows = [&](auto tag) -> bool {
+    using T = decltype(tag);
+    if (s.kind == Scalar::Kind::kBool || std::is_same_v<T, bool>) return false;
+    double lowest, highest;
+    if constexpr (std::is_same_v<T, Half>) {
+      lowest = -65504.0;
+      highest = 65504.0;
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      lowest = -3.3895313892515355e38;
+      highest = 3.3895313892515355e38;
+    } else {
+      lowest = static_cast<double>(std::numeric_limits<T>::lowest());
+      highest = static_cast<double>(std::numeric_limits<T>::max());
+    }
+    if (s.kind == Scalar::Kind::kInt) {
+      if constexpr (std::is_integral_v<T>) {
+        // Compare in integers: int64's max does not survive a trip through double.
+        constexpr uint64_t max = static_cast<uint64_t>(std::numeric_limits<T>::max());
+        if constexpr (std::is_unsigned_v<T>) {
+          const uint64_t magnitude = s.i < 0 ? uint64_t{0} - static_cast<uint64_t>(s.i) : static_cast<uint64_t>(s.i);
+          return magnitude > max;
+        } else {
+          constexpr int64_t min = static_cast<int64_t>(std::numeric_limits<T>::lowest());
+          return s.i < min || (s.i > 0 && static_cast<uint64_t>(s.i) > max);
+        }
+      }
+      return static_cast<double>(s.i) < lowest || static_cast<double>(s.i) > highest;
+    }
+    if (std::isinf(s.f)) return !is_float_v<T>;
+    if (std::isnan(s.f)) return !is_float_v<T>;
+    // A float into an integer type truncates: anything below max + 1 fits.
+    if constexpr (std::is_integral_v<T>) return s.f < lowest || s.f >= highest + 1;
+    return s.f < lowest || s.f > highest;
+  };
+  if (visit_dtype(dtype, overflows)) {
+    const std::string v = s.kind == Scalar::Kind::kInt ? std::to_string(s.i) : std::to_string(s.f);
+    return invalid_argument("value " + v + " cannot be converted to type " + std::string(dtype_name(dtype)) +
+                            " without overflow");
+  }
+  return cast_to(scalar_to_tensor(s), dtype);
 }
 
 Tensor scalar_to_tensor(const Scalar& s) {
   Tensor t = Tensor::zeros(scalar_dtype(s), {});
   switch (s.kind) {
-    case Scalar::Kind::kInt:
-      *t.data<int64_t>() = s.i;
-      break;
-    case Scalar::Kind::kFloat:
-      *t.data<double>() = s.f;
-      break;
-    case Scalar::Kind::kBool:
-      *t.data<bool>() = s.i != 0;
-      break;
+    case Scalar::Kind::kInt: *t.data<int64_t>() = s.i; break;
+    case Scalar::Kind::kFloat: *t.data<double>() = s.f; break;
+    case Scalar::Kind::kBool: *t.data<bool>() = s.i != 0; break;
   }
   return t;
 }

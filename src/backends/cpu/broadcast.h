@@ -126,8 +126,8 @@ using opmath_t = std::conditional_t<is_reduced_float_v<T>, float, T>;
 // Converts one element between storage/compute types the way PyTorch's CPU
 // casts do: 16-bit floats go through float, anything to bool is `!= 0` (NaN is
 // true), and floats to integers truncate toward zero through int64 (NaN and
-// out-of-range values give INT64_MIN before narrowing, as x86 does) instead of
-// being undefined behaviour.
+// out-of-range values give INT64_MIN, or INT32_MIN for narrower types, before
+// narrowing, as x86 does) instead of being undefined behaviour.
 template <typename Dst, typename Src>
 Dst convert(Src v) {
   if constexpr (std::is_same_v<Dst, Src>) {
@@ -139,10 +139,17 @@ Dst convert(Src v) {
   } else if constexpr (is_reduced_float_v<Dst>) {
     return Dst(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Src>) {
-    constexpr double kLimit = 9223372036854775808.0;  // 2^63
     const double d = static_cast<double>(v);
-    const int64_t i = (d >= -kLimit && d < kLimit) ? static_cast<int64_t>(d) : std::numeric_limits<int64_t>::min();
-    return static_cast<Dst>(i);
+    if constexpr (sizeof(Dst) == 8) {
+      constexpr double kLimit = 9223372036854775808.0;  // 2^63
+      return static_cast<Dst>((d >= -kLimit && d < kLimit) ? static_cast<int64_t>(d)
+                                                           : std::numeric_limits<int64_t>::min());
+    } else {
+      // Narrower integers convert through int32, as x86's cvttss2si does.
+      constexpr double kLimit = 2147483648.0;  // 2^31
+      return static_cast<Dst>((d >= -kLimit && d < kLimit) ? static_cast<int32_t>(d)
+                                                           : std::numeric_limits<int32_t>::min());
+    }
   } else {
     return static_cast<Dst>(v);
   }
@@ -159,14 +166,10 @@ opmath_t<T> load(T v) {
 template <typename F>
 decltype(auto) visit_floating(DType t, F&& f) {
   switch (t) {
-    case DType::Float64:
-      return f(double{});
-    case DType::Float16:
-      return f(Half{});
-    case DType::BFloat16:
-      return f(BFloat16{});
-    default:
-      return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Float16: return f(Half{});
+    case DType::BFloat16: return f(BFloat16{});
+    default: return f(float{});
   }
 }
 
@@ -192,9 +195,8 @@ void map_unary(const Tensor& in, const Tensor& out, F&& f) {
     return;
   }
   int64_t k = 0;
-  for_each_offsets<1>(in.sizes(), {in.strides()}, [&](const std::array<int64_t, 1>& o) {
-    op[k++] = convert<Out>(f(load(ip[o[0]])));
-  });
+  for_each_offsets<1>(in.sizes(), {in.strides()},
+                      [&](const std::array<int64_t, 1>& o) { op[k++] = convert<Out>(f(load(ip[o[0]]))); });
 }
 
 // out[i] = f(load(a[i]), load(b[i])); `a` and `b` have out's shape (expand them first).
@@ -217,10 +219,9 @@ void map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor
   const C* cp = c.data<C>();
   Out* op = out.data<Out>();
   int64_t k = 0;
-  for_each_offsets<3>(out.sizes(), {a.strides(), b.strides(), c.strides()},
-                      [&](const std::array<int64_t, 3>& o) {
-                        op[k++] = convert<Out>(f(load(ap[o[0]]), load(bp[o[1]]), load(cp[o[2]])));
-                      });
+  for_each_offsets<3>(out.sizes(), {a.strides(), b.strides(), c.strides()}, [&](const std::array<int64_t, 3>& o) {
+    op[k++] = convert<Out>(f(load(ap[o[0]]), load(bp[o[1]]), load(cp[o[2]])));
+  });
 }
 
 // ---- type promotion
@@ -239,6 +240,13 @@ struct PromotionOperand {
 // category (bool < integer < floating). A Python float becomes float32 (the
 // default dtype). An empty list gives float32.
 DType result_type(std::span<const PromotionOperand> operands);
+
+// `s` as a 0-d tensor of `dtype`, or an error when the value does not fit
+// (ATen's Scalar::to<T>() check, used by fill-like ops, clamp bounds and
+// alpha): out of the target's range, NaN or infinity into an integer type, or
+// a finite value beyond a float type's range. Negative ints may wrap into
+// unsigned types; anything converts to bool.
+Expected<Tensor> scalar_to_dtype(const Scalar& s, DType dtype);
 
 // The 0-d tensor a Python number is wrapped into: int64, float64 or bool.
 Tensor scalar_to_tensor(const Scalar& s);

@@ -12,13 +12,15 @@ namespace kiln::cpu {
 
 namespace {
 
-// A tensor of `dtype` and `sizes` with every element equal to `value`.
-Tensor filled(DType dtype, const Shape& sizes, const Scalar& value) {
+// A tensor of `dtype` and `sizes` with every element equal to `value`; an
+// error naming the node when the value does not fit the dtype.
+Expected<Tensor> filled(const KernelArgs& a, DType dtype, const Shape& sizes, const Scalar& value) {
+  auto v = scalar_to_dtype(value, dtype);
+  if (!v.has_value()) return a.error(v.status().message());
   Tensor out = Tensor::zeros(dtype, sizes);
-  Tensor v = cast_to(scalar_to_tensor(value), dtype);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T x = *v.data<T>();
+    const T x = *v->data<T>();
     T* p = out.data<T>();
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) p[i] = x;
@@ -35,8 +37,8 @@ Expected<Shape> read_size(const KernelArgs& a, std::string_view name) {
 
 Status arange_impl(KernelArgs& a, const Scalar& start, const Scalar& end, const Scalar& step) {
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype_arg, a.dtype_arg("dtype"));
-  const bool all_int = start.kind != Scalar::Kind::kFloat && end.kind != Scalar::Kind::kFloat &&
-                       step.kind != Scalar::Kind::kFloat;
+  const bool all_int =
+      start.kind != Scalar::Kind::kFloat && end.kind != Scalar::Kind::kFloat && step.kind != Scalar::Kind::kFloat;
   const DType dtype = dtype_arg.value_or(all_int ? DType::Int64 : DType::Float32);
   if (dtype == DType::Bool) return a.error("arange does not support bool results");
   const double xstart = start.to_double(), xend = end.to_double(), xstep = step.to_double();
@@ -44,17 +46,15 @@ Status arange_impl(KernelArgs& a, const Scalar& start, const Scalar& end, const 
   if (xstep == 0) return a.error("arange step must be nonzero");
   if ((xstep > 0 && xend < xstart) || (xstep < 0 && xend > xstart))
     return a.error("arange upper bound and lower bound are inconsistent with step sign (start " +
-                   std::to_string(xstart) + ", end " + std::to_string(xend) + ", step " + std::to_string(xstep) +
-                   ")");
+                   std::to_string(xstart) + ", end " + std::to_string(xend) + ", step " + std::to_string(xstep) + ")");
   for (const Scalar* s : {&start, &end, &step})
     if (s->kind == Scalar::Kind::kFloat && !(std::abs(s->f) < 9.0e18))
       return a.error("arange argument " + std::to_string(s->f) + " is out of range");
-  // As ATen: int64 results count in exact integer arithmetic (arguments truncated
-  // to int64 first), every other dtype counts in double.
+  // Integer arguments count exactly; otherwise the count is ceil((end - start) / step)
+  // in double. Integer dtypes take start and step truncated toward zero.
   int64_t n = 0;
-  if (dtype == DType::Int64) {
+  if (all_int) {
     const __int128 st = step.i, sgn = step.i > 0 ? 1 : -1;
-    if (st == 0) return a.error("arange step must be nonzero (after truncation to int64)");
     const __int128 count = (static_cast<__int128>(end.i) - start.i + st - sgn) / st;
     if (count < 0 || count > std::numeric_limits<int64_t>::max()) return a.error("arange has an invalid size");
     n = static_cast<int64_t>(count);
@@ -64,6 +64,8 @@ Status arange_impl(KernelArgs& a, const Scalar& start, const Scalar& end, const 
     n = static_cast<int64_t>(size_d);
   }
   if (n > (int64_t{1} << 40)) return a.error("arange would have " + std::to_string(n) + " elements");
+  if (!is_floating(dtype) && n > 0 && step.i == 0)
+    return a.error("arange step " + std::to_string(xstep) + " truncates to 0 for an integer dtype");
   Tensor out = Tensor::zeros(dtype, {n});
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -104,7 +106,8 @@ Status full(KernelArgs& a) {
   const DType inferred = value.kind == Scalar::Kind::kBool  ? DType::Bool
                          : value.kind == Scalar::Kind::kInt ? DType::Int64
                                                             : DType::Float32;
-  a.set_output(0, filled(dtype.value_or(inferred), size, value));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(inferred), size, value));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -112,7 +115,8 @@ Status full_like(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("fill_value"));
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
-  a.set_output(0, filled(dtype.value_or(self.dtype()), self.sizes(), value));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(self.dtype()), self.sizes(), value));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -121,7 +125,8 @@ template <int kValue>
 Status constant_of_size(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Shape size, read_size(a, "size"));
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
-  a.set_output(0, filled(dtype.value_or(DType::Float32), size, Scalar::of_int(kValue)));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(DType::Float32), size, Scalar::of_int(kValue)));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -130,7 +135,8 @@ template <int kValue>
 Status constant_like(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
-  a.set_output(0, filled(dtype.value_or(self.dtype()), self.sizes(), Scalar::of_int(kValue)));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(self.dtype()), self.sizes(), Scalar::of_int(kValue)));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -140,7 +146,8 @@ Status constant_new(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Shape size, read_size(a, "size"));
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
-  a.set_output(0, filled(dtype.value_or(self.dtype()), size, Scalar::of_int(kValue)));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(self.dtype()), size, Scalar::of_int(kValue)));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -148,7 +155,8 @@ Status constant_new(KernelArgs& a) {
 Status scalar_tensor(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Scalar s, a.scalar("s"));
   KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
-  a.set_output(0, filled(dtype.value_or(DType::Float32), {}, s));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, dtype.value_or(DType::Float32), {}, s));
+  a.set_output(0, out);
   return Status::ok();
 }
 
@@ -156,7 +164,8 @@ Status scalar_tensor(KernelArgs& a) {
 Status fill_scalar(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("value"));
-  a.set_output(0, filled(self.dtype(), self.sizes(), value));
+  KILN_ASSIGN_OR_RETURN(Tensor out, filled(a, self.dtype(), self.sizes(), value));
+  a.set_output(0, out);
   return Status::ok();
 }
 

@@ -56,6 +56,8 @@ Expected<Shape> broadcast_operands(const KernelArgs& a, std::initializer_list<Na
     if (!s) return a.error("operands cannot be broadcast together: " + seen);
     shape = std::move(*s);
   }
+  if (auto n = checked_numel(shape); !n.has_value())
+    return a.error("broadcasting " + seen + ": " + n.status().message());
   return shape;
 }
 
@@ -139,6 +141,10 @@ Status binary_arith(KernelArgs& a, Arith op, bool reversed) {
     return a.error("division with a rounding mode is not supported for bool tensors");
 
   const DType out_dtype = (op == Arith::kDiv && !is_floating(common)) ? DType::Float32 : common;
+  // Alpha in the result's dtype (ATen rounds it to a 16-bit float type too).
+  auto alpha_value = scalar_to_dtype(alpha, out_dtype);
+  if (!alpha_value.has_value()) return a.error("alpha: " + alpha_value.status().message());
+  const Tensor alpha_t = *alpha_value;
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{lhs_name, &lhs.t}, {rhs_name, &rhs.t}}));
   // ATen's mul/div on a 16-bit float tensor read a one-element right operand at
   // full precision (not rounded to the 16-bit type first).
@@ -158,24 +164,16 @@ Status binary_arith(KernelArgs& a, Arith op, bool reversed) {
       }
       map_binary<T, T, T>(l, r, out, f);
     };
+    const T al = *alpha_t.data<T>();
     if constexpr (std::is_same_v<T, bool>) {
-      const bool al = alpha.i != 0;
       if (op == Arith::kAdd) run([al](bool x, bool y) { return x || (al && y); });
       if (op == Arith::kMul) run([](bool x, bool y) { return x && y; });
     } else if constexpr (std::is_integral_v<T>) {
-      const T al = static_cast<T>(alpha.i);
       switch (op) {
-        case Arith::kAdd:
-          run([al](T x, T y) { return wrapping_add(x, wrapping_mul(al, y)); });
-          break;
-        case Arith::kSub:
-          run([al](T x, T y) { return wrapping_sub(x, wrapping_mul(al, y)); });
-          break;
-        case Arith::kMul:
-          run([](T x, T y) { return wrapping_mul(x, y); });
-          break;
-        case Arith::kDiv:
-          break;  // true division always produces a floating dtype
+        case Arith::kAdd: run([al](T x, T y) { return wrapping_add(x, wrapping_mul(al, y)); }); break;
+        case Arith::kSub: run([al](T x, T y) { return wrapping_sub(x, wrapping_mul(al, y)); }); break;
+        case Arith::kMul: run([](T x, T y) { return wrapping_mul(x, y); }); break;
+        case Arith::kDiv: break;  // true division always produces a floating dtype
         case Arith::kDivTrunc:
         case Arith::kDivFloor: {
           const bool floor = op == Arith::kDivFloor;
@@ -197,27 +195,27 @@ Status binary_arith(KernelArgs& a, Arith op, bool reversed) {
         }
       }
     } else {
-      // Alpha is rounded to the tensor's type first, as ATen does.
-      const C al = load(convert<T>(alpha.f));
+      // ATen's vectorized add is a fused multiply-add (the same as x + y when alpha is 1).
+      const C c_al = load(al);
       switch (op) {
         case Arith::kAdd:
-          run([al](C x, C y) { return x + al * y; });
+          if (c_al == C(1)) {
+            run([](C x, C y) { return x + y; });
+          } else {
+            run([c_al](C x, C y) { return std::fma(c_al, y, x); });
+          }
           break;
         case Arith::kSub:
-          run([al](C x, C y) { return x - al * y; });
+          if (c_al == C(1)) {
+            run([](C x, C y) { return x - y; });
+          } else {
+            run([c_al](C x, C y) { return std::fma(-c_al, y, x); });
+          }
           break;
-        case Arith::kMul:
-          run([](C x, C y) { return x * y; });
-          break;
-        case Arith::kDiv:
-          run([](C x, C y) { return x / y; });
-          break;
-        case Arith::kDivTrunc:
-          run([](C x, C y) { return std::trunc(x / y); });
-          break;
-        case Arith::kDivFloor:
-          run([](C x, C y) { return div_floor_floating(x, y); });
-          break;
+        case Arith::kMul: run([](C x, C y) { return x * y; }); break;
+        case Arith::kDiv: run([](C x, C y) { return x / y; }); break;
+        case Arith::kDivTrunc: run([](C x, C y) { return std::trunc(x / y); }); break;
+        case Arith::kDivFloor: run([](C x, C y) { return div_floor_floating(x, y); }); break;
       }
     }
   });
@@ -360,13 +358,12 @@ Status where_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Operand x, read_operand(a, "self"));
   KILN_ASSIGN_OR_RETURN(Operand y, read_operand(a, "other"));
   const DType common = result_type(promo(x, y));
-  KILN_ASSIGN_OR_RETURN(Shape shape,
-                        broadcast_operands(a, {{"condition", &cond}, {"self", &x.t}, {"other", &y.t}}));
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"condition", &cond}, {"self", &x.t}, {"other", &y.t}}));
   Tensor out = Tensor::zeros(common, shape);
   visit_dtype(common, [&](auto tag) {
     using T = decltype(tag);
-    map_ternary<T, bool, T, T>(expand_to(cast_to(cond, DType::Bool), shape), prepare(x.t, common, shape), prepare(y.t, common, shape), out,
-                               [](bool c, auto p, auto q) { return c ? p : q; });
+    map_ternary<T, bool, T, T>(expand_to(cast_to(cond, DType::Bool), shape), prepare(x.t, common, shape),
+                               prepare(y.t, common, shape), out, [](bool c, auto p, auto q) { return c ? p : q; });
   });
   a.set_output(0, out);
   return Status::ok();
@@ -389,13 +386,18 @@ Status masked_fill(KernelArgs& a) {
   }
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &self}, {"mask", &mask}}));
   const DType dtype = self.dtype();
-  Tensor fill = cast_to(value, dtype);
+  const Scalar v = is_floating(value.dtype())     ? Scalar::of_float(value.item())
+                   : value.dtype() == DType::Bool ? Scalar::of_bool(value.item_int() != 0)
+                                                  : Scalar::of_int(value.item_int());
+  auto fill_value = scalar_to_dtype(v, dtype);
+  if (!fill_value.has_value()) return a.error(fill_value.status().message());
+  const Tensor& fill = *fill_value;
   Tensor out = Tensor::zeros(dtype, shape);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const auto v = load(*fill.data<T>());
+    const auto f = load(*fill.data<T>());
     map_binary<T, T, bool>(expand_to(self, shape), expand_to(mask, shape), out,
-                           [v](auto x, bool m) { return m ? v : x; });
+                           [f](auto x, bool m) { return m ? f : x; });
   });
   a.set_output(0, out);
   return Status::ok();
@@ -531,26 +533,44 @@ Status abs_kernel(KernelArgs& a) {
   return Status::ok();
 }
 
-// Clamps self to [lo, hi] (either bound optional) in `dtype`; NaN stays NaN.
+// Clamps self to [lo, hi] (either bound optional) in `dtype`. As in recent
+// PyTorch, integer bounds compare by value (a negative bound does not wrap
+// into an unsigned type), and a NaN value or bound gives NaN.
 Status clamp_to(KernelArgs& a, const Tensor& self, DType dtype, const std::optional<Scalar>& lo,
                 const std::optional<Scalar>& hi) {
+  if (dtype == DType::Bool) return a.error("clamp is not supported for bool tensors");
+  Tensor lo_t, hi_t;
+  for (auto [bound, t] : {std::pair{&lo, &lo_t}, std::pair{&hi, &hi_t}}) {
+    if (!*bound) continue;
+    auto v = scalar_to_dtype(**bound, dtype);
+    if (!v.has_value()) return a.error(v.status().message());
+    *t = *v;
+  }
   Tensor in = cast_to(self, dtype);
   Tensor out = Tensor::zeros(dtype, self.sizes());
-  Tensor lo_t = lo ? cast_to(scalar_to_tensor(*lo), dtype) : Tensor();
-  Tensor hi_t = hi ? cast_to(scalar_to_tensor(*hi), dtype) : Tensor();
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;
-    const std::optional<C> l = lo ? std::optional<C>(load(*lo_t.data<T>())) : std::nullopt;
-    const std::optional<C> h = hi ? std::optional<C>(load(*hi_t.data<T>())) : std::nullopt;
-    map_unary<T, T>(in, out, [l, h](C x) {
-      if constexpr (is_float_v<T>) {
+    if constexpr (std::is_integral_v<T>) {
+      // Integer bounds (float bounds truncate, as ATen's Scalar::to does).
+      const std::optional<int64_t> l = lo ? std::optional<int64_t>(lo->i) : std::nullopt;
+      const std::optional<int64_t> h = hi ? std::optional<int64_t>(hi->i) : std::nullopt;
+      map_unary<T, T>(in, out, [l, h](C v) {
+        int64_t x = static_cast<int64_t>(v);
+        if (l) x = std::max(x, *l);
+        if (h) x = std::min(x, *h);
+        return static_cast<T>(x);
+      });
+    } else {
+      const std::optional<C> l = lo ? std::optional<C>(load(*lo_t.data<T>())) : std::nullopt;
+      const std::optional<C> h = hi ? std::optional<C>(load(*hi_t.data<T>())) : std::nullopt;
+      map_unary<T, T>(in, out, [l, h](C x) {
         if (std::isnan(x)) return x;
-      }
-      if (l) x = std::max(x, *l);
-      if (h) x = std::min(x, *h);
-      return x;
-    });
+        if (l) x = std::isnan(*l) ? *l : std::max(x, *l);
+        if (h) x = std::isnan(*h) ? *h : std::min(x, *h);
+        return x;
+      });
+    }
   });
   a.set_output(0, out);
   return Status::ok();
@@ -571,8 +591,8 @@ Status clamp_kernel(KernelArgs& a) {
 Status clamp_min_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Scalar lo, a.scalar("min"));
-  const std::array<PromotionOperand, 2> ops = {
-      PromotionOperand{self.dtype(), self.dim() == 0, false}, PromotionOperand{scalar_dtype(lo), true, true}};
+  const std::array<PromotionOperand, 2> ops = {PromotionOperand{self.dtype(), self.dim() == 0, false},
+                                               PromotionOperand{scalar_dtype(lo), true, true}};
   return clamp_to(a, self, result_type(ops), lo, std::nullopt);
 }
 

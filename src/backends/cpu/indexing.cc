@@ -3,8 +3,8 @@
 // pixel_shuffle. Results are fresh contiguous tensors.
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "backends/cpu/advanced_index.h"
 #include "backends/cpu/broadcast.h"
@@ -61,6 +61,7 @@ Status cat(KernelArgs& a) {
                        ref.type_string() + " and " + t.type_string());
     shape[d] += t.size(d);
   }
+  if (auto n = checked_numel(shape); !n.has_value()) return a.error("cat: " + n.status().message());
   Tensor out = Tensor::zeros(dtype, shape);
   int64_t offset = 0;
   for (const Tensor& t : parts) {
@@ -84,6 +85,7 @@ Status stack(KernelArgs& a) {
   }
   Shape shape = ref.sizes();
   shape.insert(shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  if (auto n = checked_numel(shape); !n.has_value()) return a.error("stack: " + n.status().message());
   Tensor out = Tensor::zeros(dtype, shape);
   for (size_t i = 0; i < tensors.size(); ++i) copy_into(select_view(out, d, static_cast<int64_t>(i)), tensors[i]);
   return set(a, out);
@@ -117,6 +119,7 @@ Status index_select(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pos, read_positions(a, index, self.size(d), "index_select"));
   Shape shape = self.sizes();
   shape[d] = static_cast<int64_t>(pos.size());
+  if (auto n = checked_numel(shape); !n.has_value()) return a.error("index_select: " + n.status().message());
   Tensor out = Tensor::zeros(self.dtype(), shape);
   for (size_t i = 0; i < pos.size(); ++i)
     copy_into(select_view(out, d, static_cast<int64_t>(i)), select_view(self, d, pos[i]));
@@ -195,6 +198,7 @@ Status embedding(KernelArgs& a) {
   const int64_t rows = weight.size(0), n = flat.numel();
   Shape shape = indices.sizes();
   shape.push_back(weight.size(1));
+  if (auto numel = checked_numel(shape); !numel.has_value()) return a.error("embedding: " + numel.status().message());
   Tensor out = Tensor::zeros(weight.dtype(), shape);
   Tensor out2d = out.as_strided({n, weight.size(1)}, {weight.size(1), 1}, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -284,8 +288,11 @@ Status constant_pad_nd(KernelArgs& a) {
                      std::to_string(left[d]) + " and " + std::to_string(right[d]) +
                      " resulted in a negative output size");
   }
+  if (auto n = checked_numel(shape); !n.has_value()) return a.error("constant_pad_nd: " + n.status().message());
+  auto fill_value = scalar_to_dtype(value, self.dtype());
+  if (!fill_value.has_value()) return a.error(fill_value.status().message());
+  const Tensor& fill = *fill_value;
   Tensor out = Tensor::zeros(self.dtype(), shape);
-  Tensor fill = cast_to(scalar_to_tensor(value), self.dtype());
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     std::fill(out.data<T>(), out.data<T>() + out.numel(), *fill.data<T>());
@@ -366,8 +373,10 @@ Status pixel_shuffle(KernelArgs& a) {
   if (r <= 0) return a.error("pixel_shuffle expects a positive upscale_factor, got " + std::to_string(r));
   const int64_t nd = self.dim(), c = self.size(-3), h = self.size(-2), w = self.size(-1);
   if (c % (r * r) != 0)
-    return a.error("pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
-                   "upscale_factor, but input " + self.type_string() + " and upscale_factor " + std::to_string(r));
+    return a.error(
+        "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+        "upscale_factor, but input " +
+        self.type_string() + " and upscale_factor " + std::to_string(r));
   const int64_t oc = c / (r * r);
   const int64_t sc = self.strides()[nd - 3], sh = self.strides()[nd - 2], sw = self.strides()[nd - 1];
   // in[..., oc*r*r + i*r + j, y, x] seen as [..., oc, y, i, x, j] = out[..., oc, y*r + i, x*r + j].
@@ -377,7 +386,8 @@ Status pixel_shuffle(KernelArgs& a) {
   strides.insert(strides.end(), {sc * r * r, sh, sc * r, sw, sc});
   out_shape.insert(out_shape.end(), {oc, h * r, w * r});
   Tensor out = Tensor::zeros(self.dtype(), out_shape);
-  copy_into(out.as_strided(sizes, contiguous_strides(sizes), 0), self.as_strided(sizes, strides, self.storage_offset()));
+  copy_into(out.as_strided(sizes, contiguous_strides(sizes), 0),
+            self.as_strided(sizes, strides, self.storage_offset()));
   return set(a, out);
 }
 
@@ -418,7 +428,8 @@ Status diff(KernelArgs& a) {
     const int64_t len = p.size(dim);
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(static_cast<uint8_t*>(cur.raw_data()) + ((o * sizes[static_cast<size_t>(dim)] + at) * inner) * item,
-                  static_cast<const uint8_t*>(p.raw_data()) + (o * len * inner) * item, static_cast<size_t>(len * inner) * item);
+                  static_cast<const uint8_t*>(p.raw_data()) + (o * len * inner) * item,
+                  static_cast<size_t>(len * inner) * item);
     at += len;
   }
   for (int64_t k = 0; k < n && cur.size(dim) > 0; ++k) {
@@ -435,10 +446,12 @@ Status diff(KernelArgs& a) {
           for (int64_t i = 0; i < inner; ++i) {
             const T hi = x[(o * len + j + 1) * inner + i], lo = x[(o * len + j) * inner + i];
             T& dst = y[(o * (len - 1) + j) * inner + i];
-            if constexpr (std::is_same_v<T, bool>) dst = hi != lo;
+            if constexpr (std::is_same_v<T, bool>)
+              dst = hi != lo;
             else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
               dst = T(static_cast<float>(hi) - static_cast<float>(lo));
-            else dst = static_cast<T>(hi - lo);
+            else
+              dst = static_cast<T>(hi - lo);
           }
     });
     cur = out;

@@ -13,7 +13,8 @@ namespace kiln::cpu {
 
 namespace {
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name, std::optional<int64_t> fallback) {
+Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name,
+                           std::optional<int64_t> fallback) {
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
   auto d = wrap_dim(dim, t.dim());
   if (!d) return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "')");
@@ -133,8 +134,8 @@ Status index_copy(KernelArgs& a) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = ix.data<int64_t>()[i];
     if (v < 0 || v >= dst.size(d))
-      return a.error("index_copy: index " + std::to_string(v) + " is out of bounds for dimension " +
-                     std::to_string(d) + " with size " + std::to_string(dst.size(d)));
+      return a.error("index_copy: index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(d) +
+                     " with size " + std::to_string(dst.size(d)));
     copy_into(select_view(dst, d, v), select_view(src, d, i));
   }
   a.set_output(0, out);

@@ -16,11 +16,13 @@ namespace {
 
 std::string list_to_string(const std::vector<int64_t>& v) { return shape_to_string(v); }
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name, std::optional<int64_t> fallback) {
+Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name,
+                           std::optional<int64_t> fallback) {
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
   auto d = wrap_dim(dim, t.dim());
-  if (!d) return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "', self " +
-                         t.type_string() + ")");
+  if (!d)
+    return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "', self " + t.type_string() +
+                   ")");
   return *d;
 }
 
@@ -199,8 +201,8 @@ Status narrow(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(int64_t length, a.int_arg("length"));
   const int64_t size = self.size(d);
   if (start < -size || start > size)
-    return a.error("narrow(): start " + std::to_string(start) + " is out of range for dimension " +
-                   std::to_string(d) + " of size " + std::to_string(size));
+    return a.error("narrow(): start " + std::to_string(start) + " is out of range for dimension " + std::to_string(d) +
+                   " of size " + std::to_string(size));
   if (start < 0) start += size;
   if (length < 0 || start > size - length)
     return a.error("narrow(): start (" + std::to_string(start) + ") + length (" + std::to_string(length) +
@@ -237,9 +239,12 @@ Status squeeze(KernelArgs& a) {
   std::vector<bool> drop(self.dim(), a.node().op == ir::OpKind::kSqueeze);
   if (a.node().op != ir::OpKind::kSqueeze) {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.ints("dim"));
+    std::vector<bool> seen(std::max<int64_t>(self.dim(), 1), false);
     for (int64_t dim : dims) {
       auto d = wrap_dim(dim, self.dim());
       if (!d) return a.error(dim_out_of_range(dim, self.dim()));
+      if (seen[*d]) return a.error("dim " + std::to_string(*d) + " appears multiple times in the list of dims");
+      seen[*d] = true;
       if (self.dim() > 0) drop[*d] = true;
     }
   }
@@ -272,6 +277,7 @@ Expected<Tensor> expand_view(const KernelArgs& a, const Tensor& self, const std:
                      list_to_string(size) + ", tensor sizes " + shape_to_string(self.sizes()));
     }
   }
+  if (auto n = checked_numel(sizes); !n.has_value()) return a.error("expand: " + n.status().message());
   return self.as_strided(std::move(sizes), std::move(strides), self.storage_offset());
 }
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "unit/backends/cpu/op_test_helpers.h"
 
@@ -49,6 +50,19 @@ TEST(CopyKernels, ToDtype) {
   Tensor bf = make_tensor(DType::BFloat16, {1}, {3.0});
   EXPECT_EQ(run_op_tensor(OpKind::kTo, {{"self", bf}, {"dtype", D(DType::Int32)}}).value_at(0), 3);
   expect_error(OpKind::kTo, {{"self", x}}, "dtype");
+}
+
+TEST(CopyKernels, OutOfRangeFloatToIntegerIsDefined) {
+  // x86 semantics, as PyTorch's CPU casts: truncate toward zero; values out of
+  // int32 range give INT32_MIN for types up to 32 bits, then narrow.
+  Tensor x = make_tensor(DType::Float32, {5}, {3e9, -1.5, 300.7, std::nan(""), 255.9});
+  Tensor i32 = run_op_tensor(OpKind::kToCopy, {{"self", x}, {"dtype", D(DType::Int32)}});
+  EXPECT_EQ(values(i32), (std::vector<double>{-2147483648.0, -1, 300, -2147483648.0, 255}));
+  Tensor u8 = run_op_tensor(OpKind::kToCopy, {{"self", x}, {"dtype", D(DType::UInt8)}});
+  EXPECT_EQ(values(u8), (std::vector<double>{0, 255, 44, 0, 255}));
+  Tensor i64 = run_op_tensor(OpKind::kToCopy, {{"self", x}, {"dtype", D(DType::Int64)}});
+  EXPECT_EQ(i64.data<int64_t>()[0], 3000000000);
+  EXPECT_EQ(i64.data<int64_t>()[3], std::numeric_limits<int64_t>::min());
 }
 
 TEST(CopyKernels, TypeAs) {

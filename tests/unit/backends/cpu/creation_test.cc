@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "unit/backends/cpu/op_test_helpers.h"
 
 namespace kiln::cpu {
@@ -52,6 +54,35 @@ TEST(CreationKernels, FullInfersDtypeFromValue) {
   EXPECT_EQ(z.dim(), 0);
   EXPECT_EQ(z.item(), 3);
   expect_error(OpKind::kFull, {{"size", Ints({2, -1})}, {"fill_value", I(0)}}, "negative");
+}
+
+TEST(CreationKernels, FillValueMustFitTheDtype) {
+  // Negative ints wrap into unsigned types; anything converts to bool.
+  EXPECT_EQ(
+      values(run_op_tensor(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", I(-1)}, {"dtype", D(DType::UInt8)}})),
+      (std::vector<double>{255}));
+  EXPECT_EQ(
+      values(run_op_tensor(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", I(7)}, {"dtype", D(DType::Bool)}})),
+      (std::vector<double>{1}));
+  expect_error(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", I(300)}, {"dtype", D(DType::UInt8)}}, "overflow");
+  expect_error(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", F(-0.5)}, {"dtype", D(DType::UInt8)}}, "overflow");
+  expect_error(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", F(std::nan(""))}, {"dtype", D(DType::Int32)}},
+               "overflow");
+  expect_error(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", F(70000.0)}, {"dtype", D(DType::Float16)}},
+               "overflow");
+  EXPECT_TRUE(std::isinf(
+      run_op_tensor(OpKind::kFull, {{"size", Ints({1})}, {"fill_value", F(INFINITY)}, {"dtype", D(DType::Float16)}})
+          .value_at(0)));
+  expect_error(OpKind::kFillScalar, {{"self", make_tensor(DType::Int8, {1}, {0})}, {"value", I(128)}}, "overflow");
+}
+
+TEST(CreationKernels, ArangeWithFloatArgumentsAndIntegerDtype) {
+  // The count comes from the float arguments; start and step truncate.
+  Tensor a = run_op_tensor(OpKind::kArangeStartStep,
+                           {{"start", F(0.5)}, {"end", F(9.7)}, {"step", F(1.7)}, {"dtype", D(DType::Int64)}});
+  EXPECT_EQ(values(a), (std::vector<double>{0, 1, 2, 3, 4, 5}));
+  expect_error(OpKind::kArangeStartStep,
+               {{"start", F(0.0)}, {"end", F(2.0)}, {"step", F(0.5)}, {"dtype", D(DType::Int32)}}, "truncates to 0");
 }
 
 TEST(CreationKernels, FullLikeAndFriends) {

@@ -112,6 +112,14 @@ TEST(ElementwiseKernels, AlphaRules) {
   Tensor f = make_tensor(DType::Float32, {2}, {1, 2});
   Tensor out = run_op_tensor(OpKind::kSubTensor, {{"self", f}, {"other", f}, {"alpha", F(0.5)}});
   EXPECT_EQ(values(out), (std::vector<double>{0.5, 1}));
+  expect_error(OpKind::kAddTensor, {{"self", x}, {"other", x}, {"alpha", B(true)}}, "bool alpha");
+  Tensor i8 = make_tensor(DType::Int8, {1}, {1});
+  expect_error(OpKind::kAddTensor, {{"self", i8}, {"other", i8}, {"alpha", I(300)}}, "overflow");
+  // x + alpha * y rounds once (a fused multiply-add, as ATen's vectorized add).
+  Tensor a = make_tensor(DType::Float32, {1}, {1.0});
+  Tensor b = make_tensor(DType::Float32, {1}, {1.0 / 3.0});
+  const float want = std::fma(-3.0f, static_cast<float>(1.0 / 3.0), 1.0f);
+  EXPECT_EQ(run_op_tensor(OpKind::kAddTensor, {{"self", a}, {"other", b}, {"alpha", I(-3)}}).value_at(0), want);
 }
 
 TEST(ElementwiseKernels, Rsub) {
@@ -152,7 +160,8 @@ TEST(ElementwiseKernels, DivRoundingModes) {
   Tensor ft = run_op_tensor(OpKind::kDivTensorMode, {{"self", xf}, {"other", yf}, {"rounding_mode", S("trunc")}});
   EXPECT_EQ(values(ft), (std::vector<double>{3, -3, -3, 3}));
   Tensor zero = make_tensor(DType::Int64, {1}, {0});
-  expect_error(OpKind::kDivTensorMode, {{"self", x}, {"other", zero}, {"rounding_mode", S("floor")}}, "division by zero");
+  expect_error(OpKind::kDivTensorMode, {{"self", x}, {"other", zero}, {"rounding_mode", S("floor")}},
+               "division by zero");
   expect_error(OpKind::kDivTensorMode, {{"self", x}, {"other", y}, {"rounding_mode", S("round")}}, "rounding_mode");
   // Float division by zero follows IEEE.
   Tensor fz = run_op_tensor(OpKind::kDivTensorMode, {{"self", xf}, {"other", F(0.0)}, {"rounding_mode", S("floor")}});
@@ -164,6 +173,10 @@ TEST(ElementwiseKernels, ShapeMismatchNamesNode) {
   Tensor y = make_tensor(DType::Float32, {4}, {});
   expect_error(OpKind::kAddTensor, {{"self", x}, {"other", y}}, "[2, 3]");
   expect_error(OpKind::kMulTensor, {{"self", x}}, "other");
+  // A broadcast shape whose element count overflows is an error, not an allocation.
+  Tensor tall = Tensor::zeros(DType::Float32, {0, 1}).as_strided({int64_t{1} << 40, 1}, {0, 0}, 0);
+  Tensor wide = Tensor::zeros(DType::Float32, {0, 1}).as_strided({1, int64_t{1} << 40}, {0, 0}, 0);
+  expect_error(OpKind::kAddTensor, {{"self", tall}, {"other", wide}}, "overflows");
 }
 
 TEST(ElementwiseKernels, HalfAndBFloat16RoundOnStore) {
@@ -181,8 +194,9 @@ TEST(ElementwiseKernels, HalfAndBFloat16RoundOnStore) {
   Tensor three = make_tensor(DType::Float16, {1}, {3});
   EXPECT_EQ(run_op_tensor(OpKind::kMulScalar, {{"self", three}, {"other", F(0.1)}}).value_at(0),
             static_cast<float>(Half(0.3f)));
-  EXPECT_EQ(run_op_tensor(OpKind::kDivTensor, {{"self", three}, {"other", Tensor::scalar(DType::Float64, 10)}}).value_at(0),
-            static_cast<float>(Half(0.3f)));
+  EXPECT_EQ(
+      run_op_tensor(OpKind::kDivTensor, {{"self", three}, {"other", Tensor::scalar(DType::Float64, 10)}}).value_at(0),
+      static_cast<float>(Half(0.3f)));
   EXPECT_NE(static_cast<float>(Half(0.3f)), static_cast<float>(Half(3 * static_cast<float>(Half(0.1f)))));
   Tensor mixed = run_op_tensor(OpKind::kAddTensor, {{"self", h}, {"other", b}});
   EXPECT_EQ(mixed.dtype(), DType::Float32);
@@ -289,7 +303,8 @@ TEST(ElementwiseKernels, MaskedFill) {
   Tensor a = run_op_tensor(OpKind::kMaskedFillScalar, {{"self", x}, {"mask", m}, {"value", F(-1.5)}});
   EXPECT_EQ(values(a), (std::vector<double>{-1.5, 2, -1.5, -1.5, 5, -1.5}));
   Tensor xi = make_tensor(DType::Int32, {3}, {1, 2, 3});
-  Tensor b = run_op_tensor(OpKind::kMaskedFillTensor, {{"self", xi}, {"mask", m}, {"value", Tensor::scalar(DType::Int64, 7)}});
+  Tensor b =
+      run_op_tensor(OpKind::kMaskedFillTensor, {{"self", xi}, {"mask", m}, {"value", Tensor::scalar(DType::Int64, 7)}});
   EXPECT_EQ(b.dtype(), DType::Int32);
   EXPECT_EQ(values(b), (std::vector<double>{7, 2, 7}));
   // Out-of-place masked_fill broadcasts self against the mask.
@@ -300,6 +315,8 @@ TEST(ElementwiseKernels, MaskedFill) {
   expect_error(OpKind::kMaskedFillTensor, {{"self", xi}, {"mask", m}, {"value", make_tensor(DType::Int32, {1}, {1})}},
                "0-dimensional");
   expect_error(OpKind::kMaskedFillScalar, {{"self", xi}, {"mask", xi}, {"value", I(0)}}, "bool");
+  Tensor u8 = make_tensor(DType::UInt8, {3}, {1, 2, 3});
+  expect_error(OpKind::kMaskedFillScalar, {{"self", u8}, {"mask", m}, {"value", F(-1.5)}}, "overflow");
 }
 
 TEST(ElementwiseKernels, FloatUnaryOps) {
@@ -399,6 +416,14 @@ TEST(ElementwiseKernels, Clamp) {
   Tensor ci = run_op_tensor(OpKind::kClamp, {{"self", xi}, {"min", I(-1)}, {"max", I(3)}});
   EXPECT_EQ(ci.dtype(), DType::Int64);
   EXPECT_EQ(values(ci), (std::vector<double>{-1, 0, 3}));
+  // Integer bounds compare by value: -1 does not wrap to 255 for uint8.
+  Tensor u = make_tensor(DType::UInt8, {3}, {0, 1, 200});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kClamp, {{"self", u}, {"min", I(-1)}, {"max", I(2)}})),
+            (std::vector<double>{0, 1, 2}));
+  expect_error(OpKind::kClamp, {{"self", u}, {"min", I(300)}}, "overflow");
+  expect_error(OpKind::kClamp, {{"self", make_tensor(DType::Bool, {1}, {1})}, {"min", B(false)}}, "bool");
+  // A NaN bound gives NaN.
+  EXPECT_TRUE(std::isnan(run_op_tensor(OpKind::kClamp, {{"self", x}, {"min", F(std::nan(""))}}).value_at(0)));
   Tensor cf = run_op_tensor(OpKind::kClampMin, {{"self", xi}, {"min", F(0.5)}});
   EXPECT_EQ(cf.dtype(), DType::Float32);
   EXPECT_EQ(values(cf), (std::vector<double>{0.5, 0.5, 5}));

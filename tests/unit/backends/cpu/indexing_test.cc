@@ -95,10 +95,12 @@ TEST(IndexingKernels, IndexPlacesBroadcastDimsByAdjacency) {
   for (int k = 0; k < 6; ++k)
     for (int b = 0; b < 3; ++b)
       for (int e = 0; e < 5; ++e)
-        EXPECT_EQ(sep.value_at((k * 3 + b) * 5 + e), x.value_at(((i0.value_at(k) * 3 + b) * 4 + j.value_at(k)) * 5 + e));
+        EXPECT_EQ(sep.value_at((k * 3 + b) * 5 + e),
+                  x.value_at(((i0.value_at(k) * 3 + b) * 4 + j.value_at(k)) * 5 + e));
   // x[:, i, :, j]: separated, and the dims left whole keep their order after the index dims -> [6, 2, 4].
   Tensor j5 = make_tensor(DType::Int64, {6}, {4, 3, 2, 1, 0, -1});
-  Tensor mid = run_op_tensor(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{std::nullopt, i, std::nullopt, j5}}});
+  Tensor mid =
+      run_op_tensor(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{std::nullopt, i, std::nullopt, j5}}});
   ASSERT_EQ(mid.sizes(), (Shape{6, 2, 4}));
   for (int k = 0; k < 6; ++k) {
     const int64_t jj = (j5.int_at(k) + 5) % 5;
@@ -132,8 +134,8 @@ TEST(IndexingKernels, IndexErrors) {
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{make_tensor(DType::Int16, {1}, {0})}}}, "int32");
   Tensor z = make_tensor(DType::Int64, {1}, {0});
   expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{z, z, z}}}, "too many indices");
-  expect_error(OpKind::kIndexTensor, {{"self", x}, {"indices", Indices{iota(DType::Int64, {2}), iota(DType::Int64, {3})}}},
-               "broadcast");
+  expect_error(OpKind::kIndexTensor,
+               {{"self", x}, {"indices", Indices{iota(DType::Int64, {2}), iota(DType::Int64, {3})}}}, "broadcast");
 }
 
 TEST(IndexingKernels, Gather) {
@@ -222,7 +224,8 @@ TEST(IndexingKernels, Cumsum) {
   EXPECT_EQ(values(run_op_tensor(OpKind::kCumsum, {{"self", b}, {"dim", I(0)}})), (std::vector<double>{1, 1, 2}));
   Tensor h = make_tensor(DType::Float16, {3}, {2048, 1, 1});
   // Accumulated in float, rounded per element: 2049 -> 2048 (ties to even), 2050 exact.
-  EXPECT_EQ(values(run_op_tensor(OpKind::kCumsum, {{"self", h}, {"dim", I(0)}})), (std::vector<double>{2048, 2048, 2050}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kCumsum, {{"self", h}, {"dim", I(0)}})),
+            (std::vector<double>{2048, 2048, 2050}));
   expect_error(OpKind::kCumsum, {{"self", x}, {"dim", I(2)}}, "out of range");
 }
 

@@ -28,8 +28,8 @@ TEST(ScatterKernels, SliceScatterWithStepAndTransposedSelf) {
       {{"self", self}, {"src", src}, {"dim", I(1)}, {"start", I(1)}, {"end", I(9223372036854775807)}, {"step", I(2)}});
   EXPECT_EQ(values(out), (std::vector<double>{0, -1, 2, -2, 4, -3, 6, -4, 8, -5, 10, -6}));
   // Defaults: dim 0, whole range.
-  Tensor whole = run_op_tensor(OpKind::kSliceScatter, {{"self", iota(DType::Int64, {2})},
-                                                      {"src", make_tensor(DType::Int64, {2}, {7, 8})}});
+  Tensor whole = run_op_tensor(OpKind::kSliceScatter,
+                               {{"self", iota(DType::Int64, {2})}, {"src", make_tensor(DType::Int64, {2}, {7, 8})}});
   EXPECT_EQ(values(whole), (std::vector<double>{7, 8}));
   expect_error(OpKind::kSliceScatter, {{"self", self}, {"src", src}, {"dim", I(1)}, {"start", I(1)}}, "size");
 }
@@ -38,11 +38,9 @@ TEST(ScatterKernels, AsStridedScatter) {
   Tensor self = iota(DType::Float32, {2, 3});
   Tensor src = make_tensor(DType::Float32, {2}, {-1, -2});
   // Elements at storage offsets 1 and 4: the second column.
-  Tensor out = run_op_tensor(OpKind::kAsStridedScatter, {{"self", self},
-                                                         {"src", src},
-                                                         {"size", Ints({2})},
-                                                         {"stride", Ints({3})},
-                                                         {"storage_offset", I(1)}});
+  Tensor out = run_op_tensor(
+      OpKind::kAsStridedScatter,
+      {{"self", self}, {"src", src}, {"size", Ints({2})}, {"stride", Ints({3})}, {"storage_offset", I(1)}});
   EXPECT_EQ(values(out), (std::vector<double>{0, -1, 2, 3, -2, 5}));
   expect_error(OpKind::kAsStridedScatter, {{"self", self}, {"src", src}, {"size", Ints({2})}, {"stride", Ints({6})}},
                "storage");
@@ -54,7 +52,8 @@ TEST(ScatterKernels, IndexCopy) {
   Tensor self = Tensor::zeros(DType::Float32, {3, 4});
   Tensor index = make_tensor(DType::Int64, {2}, {3, 0});
   Tensor source = iota(DType::Float32, {3, 2});
-  Tensor out = run_op_tensor(OpKind::kIndexCopy, {{"self", self}, {"dim", I(-1)}, {"index", index}, {"source", source}});
+  Tensor out =
+      run_op_tensor(OpKind::kIndexCopy, {{"self", self}, {"dim", I(-1)}, {"index", index}, {"source", source}});
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(out.value_at(r * 4 + 3), source.value_at(r * 2 + 0));
     EXPECT_EQ(out.value_at(r * 4 + 0), source.value_at(r * 2 + 1));
@@ -66,8 +65,8 @@ TEST(ScatterKernels, IndexCopy) {
   expect_error(OpKind::kIndexCopy,
                {{"self", self}, {"dim", I(1)}, {"index", make_tensor(DType::Int32, {2}, {1, 0})}, {"source", source}},
                "int64");
-  expect_error(OpKind::kIndexCopy,
-               {{"self", self}, {"dim", I(0)}, {"index", index}, {"source", source}}, "number of indices");
+  expect_error(OpKind::kIndexCopy, {{"self", self}, {"dim", I(0)}, {"index", index}, {"source", source}},
+               "number of indices");
   expect_error(OpKind::kIndexCopy,
                {{"self", self}, {"dim", I(1)}, {"index", index}, {"source", iota(DType::Float64, {3, 2})}}, "dtype");
 }
@@ -77,9 +76,9 @@ TEST(ScatterKernels, IndexPutWithIntegerIndices) {
   Tensor rows = make_tensor(DType::Int64, {2}, {0, -1});
   Tensor cols = make_tensor(DType::Int64, {2}, {1, 3});
   Tensor vals = make_tensor(DType::Float32, {2}, {5, 6});
-  Tensor out = run_op_tensor(OpKind::kIndexPut, {{"self", self},
-                                                 {"indices", std::vector<std::optional<Tensor>>{rows, cols}},
-                                                 {"values", vals}});
+  Tensor out =
+      run_op_tensor(OpKind::kIndexPut,
+                    {{"self", self}, {"indices", std::vector<std::optional<Tensor>>{rows, cols}}, {"values", vals}});
   std::vector<double> want(12, 0);
   want[0 * 4 + 1] = 5;
   want[2 * 4 + 3] = 6;
@@ -102,9 +101,8 @@ TEST(ScatterKernels, IndexPutAccumulatesDuplicates) {
                                                  {"values", vals},
                                                  {"accumulate", B(true)}});
   EXPECT_EQ(values(acc), (std::vector<double>{81, 1, 21, 1}));
-  Tensor last = run_op_tensor(OpKind::kIndexPut, {{"self", self},
-                                                  {"indices", std::vector<std::optional<Tensor>>{idx}},
-                                                  {"values", vals}});
+  Tensor last = run_op_tensor(OpKind::kIndexPut,
+                              {{"self", self}, {"indices", std::vector<std::optional<Tensor>>{idx}}, {"values", vals}});
   EXPECT_EQ(values(last), (std::vector<double>{40, 1, 20, 1}));
   Tensor h = make_tensor(DType::Float16, {3}, {1, 1, 1});
   Tensor ha = run_op_tensor(OpKind::kIndexPut, {{"self", h},
@@ -128,9 +126,10 @@ TEST(ScatterKernels, IndexPutWithBoolMask) {
                                                 {"indices", std::vector<std::optional<Tensor>>{rows}},
                                                 {"values", make_tensor(DType::Float32, {3}, {7, 8, 9})}});
   EXPECT_EQ(values(o2), (std::vector<double>{0, 1, 2, 7, 8, 9}));
-  expect_error(OpKind::kIndexPut,
-               {{"self", self}, {"indices", std::vector<std::optional<Tensor>>{mask}}, {"values", iota(DType::Float32, {2})}},
-               "shape mismatch");
+  expect_error(
+      OpKind::kIndexPut,
+      {{"self", self}, {"indices", std::vector<std::optional<Tensor>>{mask}}, {"values", iota(DType::Float32, {2})}},
+      "shape mismatch");
   expect_error(OpKind::kIndexPut,
                {{"self", self},
                 {"indices", std::vector<std::optional<Tensor>>{make_tensor(DType::Bool, {3}, {1, 1, 1})}},

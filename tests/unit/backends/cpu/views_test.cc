@@ -86,7 +86,8 @@ TEST(ViewKernels, Select) {
 TEST(ViewKernels, SliceClampsLikePython) {
   Tensor x = iota(DType::Float32, {10});
   auto slice = [&](ir::Arg start, ir::Arg end, int64_t step) {
-    return values(run_op_tensor(OpKind::kSliceTensor, {{"self", x}, {"start", start}, {"end", end}, {"step", I(step)}}));
+    return values(
+        run_op_tensor(OpKind::kSliceTensor, {{"self", x}, {"start", start}, {"end", end}, {"step", I(step)}}));
   };
   EXPECT_EQ(slice(I(2), I(kMax), 3), (std::vector<double>{2, 5, 8}));
   EXPECT_EQ(slice(I(-3), None(), 1), (std::vector<double>{7, 8, 9}));
@@ -122,6 +123,7 @@ TEST(ViewKernels, UnsqueezeSqueeze) {
   EXPECT_EQ(run_op_tensor(OpKind::kSqueezeDim, {{"self", y}, {"dim", I(-2)}}).sizes(), (Shape{1, 3, 2}));
   EXPECT_EQ(run_op_tensor(OpKind::kSqueezeDim, {{"self", y}, {"dim", I(1)}}).sizes(), (Shape{1, 3, 1, 2}));
   EXPECT_EQ(run_op_tensor(OpKind::kSqueezeDims, {{"self", y}, {"dim", Ints({0, 1, 2})}}).sizes(), (Shape{3, 2}));
+  expect_error(OpKind::kSqueezeDims, {{"self", y}, {"dim", Ints({-2, 2})}}, "multiple times");
   Tensor s = run_op_tensor(OpKind::kSqueeze, {{"self", y}});
   EXPECT_EQ(values(s), values(y));
 }
@@ -137,6 +139,7 @@ TEST(ViewKernels, Expand) {
   expect_error(OpKind::kExpand, {{"self", x}, {"size", Ints({2, 4})}}, "non-singleton");
   expect_error(OpKind::kExpand, {{"self", x}, {"size", Ints({-1, 3, 4})}}, "leading");
   expect_error(OpKind::kExpand, {{"self", x}, {"size", Ints({4})}}, "number of sizes");
+  expect_error(OpKind::kExpand, {{"self", x}, {"size", Ints({int64_t{1} << 62, 3, 8})}}, "overflows");
   Tensor ea = run_op_tensor(OpKind::kExpandAs, {{"self", x}, {"other", iota(DType::Int64, {3, 5})}});
   EXPECT_EQ(ea.sizes(), (Shape{3, 5}));
 }
