@@ -52,6 +52,12 @@ Dst convert_value(Src v) {
     return v != Src(0);
   } else if constexpr (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>) {
     return Dst(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Src>) {
+    // Saturate instead of the undefined behaviour of an out-of-range cast; NaN gives 0.
+    if (!(v == v)) return Dst(0);
+    if (v >= static_cast<Src>(std::numeric_limits<Dst>::max())) return std::numeric_limits<Dst>::max();
+    if (v <= static_cast<Src>(std::numeric_limits<Dst>::lowest())) return std::numeric_limits<Dst>::lowest();
+    return static_cast<Dst>(v);
   } else {
     return static_cast<Dst>(v);
   }
@@ -276,7 +282,11 @@ int64_t Tensor::int_at(int64_t i) const {
         return 0;
     });
   }
-  return static_cast<int64_t>(value_at(i));
+  double v = value_at(i);
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
 }
 
 std::string Tensor::type_string() const { return std::string(dtype_name(dtype_)) + shape_to_string(sizes_); }

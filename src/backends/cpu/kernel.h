@@ -3,6 +3,7 @@
 // computed so far, and producing the node's outputs.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,7 +28,15 @@ struct Scalar {
   double f = 0;
   int64_t i = 0;
   static Scalar of_int(int64_t v) { return {Kind::kInt, static_cast<double>(v), v}; }
-  static Scalar of_float(double v) { return {Kind::kFloat, v, static_cast<int64_t>(v)}; }
+  static Scalar of_float(double v) {
+    // The integer view of a float saturates (NaN gives 0): casting an
+    // out-of-range double to int64 is undefined in C++.
+    int64_t i = 0;
+    if (v >= 9.2233720368547758e18) i = INT64_MAX;
+    else if (v <= -9.2233720368547758e18) i = INT64_MIN;
+    else if (v == v) i = static_cast<int64_t>(v);
+    return {Kind::kFloat, v, i};
+  }
   static Scalar of_bool(bool v) { return {Kind::kBool, v ? 1.0 : 0.0, v ? 1 : 0}; }
   double to_double() const { return f; }
 };
