@@ -12,6 +12,10 @@ namespace kiln::lowering {
 // mutations in the program's buffer order, then user outputs.
 Status functionalize(ir::Module& m);
 
+// Evaluates, once, every node that depends only on parameters and tensor
+// constants; results become tensor constants named "_folded.<value>".
+Status fold_constants(ir::Module& m);
+
 // Removes nodes whose results are never used (run-time checks are kept).
 Status eliminate_dead_code(ir::Module& m);
 

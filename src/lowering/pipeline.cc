@@ -10,6 +10,7 @@ const std::vector<PassInfo>& default_pipeline() {
   static const std::vector<PassInfo> passes = {
       {"functionalize", &functionalize, "in-place ops and writes through views become functional; buffer writes become outputs"},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
+      {"fold-constants", &fold_constants, "evaluate nodes that depend only on weights and constants, once"},
   };
   return passes;
 }
