@@ -248,7 +248,6 @@ class Functionalizer {
   // part of it that view `step` selects.
   Expected<Value*> scatter(const ViewStep& step, Value* input, Value* src) {
     const Node& v = *step.node;
-    const Value* view_out = v.outputs[static_cast<size_t>(step.output)];
     auto arg = [&](const char* name) -> ir::Arg {
       const ir::Arg* a = v.find(name);
       return a ? *a : ir::Arg(ir::NoneArg{});
@@ -339,7 +338,6 @@ class Functionalizer {
       default:
         break;
     }
-    (void)view_out;
     return unsupported(v.describe() + ": an in-place write through this kind of view is not supported");
   }
 

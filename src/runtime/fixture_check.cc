@@ -91,7 +91,8 @@ Expected<std::vector<Tensor>> numbered(const frontend::SafetensorsFile& io, cons
   for (const auto& [name, t] : io.tensors) {
     if (!name.starts_with(prefix)) continue;
     std::string rest = name.substr(prefix.size());
-    if (rest.empty() || !std::all_of(rest.begin(), rest.end(), ::isdigit)) continue;
+    // At most 9 digits: an index that large is already far past any program's arity.
+    if (rest.empty() || rest.size() > 9 || !std::all_of(rest.begin(), rest.end(), ::isdigit)) continue;
     found[std::stoll(rest)] = t;
   }
   std::vector<Tensor> out;

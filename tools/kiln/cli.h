@@ -34,6 +34,9 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
                           const std::vector<std::string>& flags);
 Expected<double> parse_double(const std::string& option, const std::string& text);
 
+// Refuses any --device other than cpu (the only backend in this build).
+Status check_device(const Args& a);
+
 // Prints "kiln: error: <message>" to stderr and returns kExitError.
 int fail(const Status& s);
 

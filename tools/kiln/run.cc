@@ -7,8 +7,6 @@
 
 namespace kiln::cli {
 
-Status check_device(const Args& a);
-
 int run_run(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, {"device", "inputs", "outputs"}, {});
   if (!args) return fail(args.status());
