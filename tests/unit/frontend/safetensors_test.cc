@@ -1,6 +1,8 @@
 #include "frontend/safetensors.h"
 
 #include <gtest/gtest.h>
+
+#include "support/fixture_files.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -450,14 +452,8 @@ TEST_F(SafetensorsTest, WriterReportsIoErrorsAndReplacesExistingFiles) {
 
 TEST_F(SafetensorsTest, FixtureFilesIfPresent) {
   // Fixtures written by real PyTorch versions: tests/fixtures/torch<version>/.
-  const std::filesystem::path root = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures";
-  std::vector<std::filesystem::path> files;
-  if (std::filesystem::is_directory(root))
-    for (const auto& d : std::filesystem::directory_iterator(root))
-      if (d.is_directory() && d.path().filename().string().rfind("torch", 0) == 0)
-        for (const auto& f : std::filesystem::directory_iterator(d.path()))
-          if (f.path().extension() == ".safetensors") files.push_back(f.path());
-  if (files.empty()) GTEST_SKIP() << "no .safetensors fixtures under " << root;
+  const std::vector<std::filesystem::path> files = kiln::testing::fixture_files(".safetensors");
+  if (files.empty()) GTEST_SKIP() << "no .safetensors fixtures under tests/fixtures";
   for (const auto& p : files) {
     auto f = read_safetensors(p.string());
     ASSERT_TRUE(f) << f.status().to_string();

@@ -2,6 +2,8 @@
 #include "support/zip_writer.h"
 
 #include <gtest/gtest.h>
+
+#include "support/fixture_files.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -489,14 +491,8 @@ TEST(ZipReader, RandomMutationsNeverCrash) {
 
 TEST(ZipReader, RealPyTorchArchivesIfPresent) {
   // Fixtures written by real PyTorch versions: tests/fixtures/torch<version>/.
-  const std::filesystem::path root = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fixtures";
-  std::vector<std::filesystem::path> files;
-  if (std::filesystem::is_directory(root))
-    for (const auto& d : std::filesystem::directory_iterator(root))
-      if (d.is_directory() && d.path().filename().string().rfind("torch", 0) == 0)
-        for (const auto& f : std::filesystem::directory_iterator(d.path()))
-          if (f.path().extension() == ".pt2") files.push_back(f.path());
-  if (files.empty()) GTEST_SKIP() << "no .pt2 fixtures under " << root;
+  const std::vector<std::filesystem::path> files = kiln::testing::fixture_files(".pt2");
+  if (files.empty()) GTEST_SKIP() << "no .pt2 fixtures under tests/fixtures";
   for (const auto& f : files) {
     auto z = ZipArchive::open(f.string());
     ASSERT_TRUE(z) << z.status().to_string();
