@@ -738,6 +738,67 @@ def build_nonzero():
     )
 
 
+class NonzeroMiddle(nn.Module):
+    """Dense layers on both sides of a data-dependent row selection (nonzero + index_select)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+        self.fc3 = nn.Linear(16, 8)
+        self.fc4 = nn.Linear(8, 4)
+
+    def features(self, x):
+        # x: [12, 16] -> h [12, 16] and the per-row score that selects rows
+        h = torch.relu(self.fc1(x))
+        h = self.fc2(h) * torch.sigmoid(h.sum(-1, keepdim=True))
+        return h, h.mean(-1)
+
+    def forward(self, x):
+        h, score = self.features(x)
+        idx = torch.nonzero(score > 0).squeeze(1)  # [u0] int64, data-dependent
+        sel = h.index_select(0, idx)  # [u0, 16]
+        y = torch.tanh(self.fc3(sel)) * 2.0 + 1.0
+        y = self.fc4(torch.relu(y))
+        return y, idx
+
+
+NONZERO_MIDDLE_MIN_SCORE = 1e-3
+
+
+def _nonzero_middle_sanity(fresh: nn.Module, fx: Fixture, eager_outputs: list) -> dict:
+    """The selection must keep some rows and drop some, with no score near the threshold."""
+    (x,) = fx.example
+    with torch.no_grad():
+        _, score = fresh.features(x)
+    kept = int((score > 0).sum())
+    closest = score.abs().min().item()
+    if not 0 < kept < x.shape[0]:
+        raise AssertionError(f"nonzero_middle keeps {kept} of {x.shape[0]} rows")
+    if closest <= NONZERO_MIDDLE_MIN_SCORE:
+        raise AssertionError(f"nonzero_middle: a row score is {closest:.3g}, too close to the threshold 0")
+    if eager_outputs[0][1].shape[0] != kept:
+        raise AssertionError("nonzero_middle: output rows differ from the rows kept")
+    return {"rows": x.shape[0], "rows_kept": kept, "min_abs_row_score": closest, "ok": True}
+
+
+@fixture("nonzero_middle")
+def build_nonzero_middle():
+    x = torch.randn(12, 16, generator=torch.Generator().manual_seed(13))
+    return Fixture(
+        "nonzero_middle",
+        "data-dependent op between dense parts: Linear(16,32), ReLU, Linear(32,16) times sigmoid of a row sum, "
+        "row score mean(-1); idx = nonzero(score > 0).squeeze(1) (int64 [u0]) selects rows with index_select; "
+        "then Linear(16,8), tanh*2+1, ReLU, Linear(8,4); outputs (y float32 [u0,4], idx int64 [u0]); "
+        "input 12x16, 7 of 12 rows kept (no row score within 1e-3 of the threshold)",
+        "custom nn.Module (tools/export_fixtures.py: NonzeroMiddle)",
+        NonzeroMiddle(),
+        (x,),
+        keep_debug_metadata=True,
+        sanity=_nonzero_middle_sanity,
+    )
+
+
 class Bf16Block(nn.Module):
     def __init__(self, dim=32, hidden=64):
         super().__init__()
