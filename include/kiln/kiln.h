@@ -25,7 +25,7 @@ struct Module;
 
 // One input, output or buffer of a program.
 struct TensorSpec {
-  std::string name;               // user input/output name, or buffer fqn
+  std::string name;  // user input/output name, or buffer fqn
   DType dtype = DType::Float32;
   std::vector<std::string> dims;  // "3", or a symbol expression such as "s0"
   std::string kind;               // "user_input", "parameter", "buffer", "constant", "user_output", "buffer_mutation"
@@ -37,25 +37,71 @@ struct SymbolInfo {
   int64_t max = 0;  // INT64_MAX when unbounded
 };
 
+// How a .pt2 program is compiled: partitioned into engine segments for a
+// device's backend and fallback segments that run on the reference kernels.
+struct CompileOptions {
+  std::string device = "cpu";  // engine backend: "cpu", "null" (no engines), "cuda" where built
+  // Engine segments with fewer compute nodes stay in fallback.
+  int min_block_size = 5;
+  // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".
+  std::vector<std::string> fallback_ops;
+  // Any node that cannot go into an engine is an error naming it.
+  bool require_full_compilation = false;
+  // Receives short progress messages while engines are built.
+  std::function<void(const std::string& message)> progress;
+};
+
 struct LoadOptions {
   // Lowering passes after which to hand the IR text to `dump` ("all" for every pass).
   std::vector<std::string> print_after;
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
+  // Used when the file is a .pt2 (a .kiln file is already compiled).
+  CompileOptions compile;
+};
+
+// A node that runs on the reference kernels instead of an engine, and why.
+struct FallbackNode {
+  std::string node;    // the exporter's node name
+  std::string op;      // op target, e.g. "aten.nonzero.default"
+  std::string reason;  // the converter registry's answer
+};
+
+// One segment of a compiled program, in execution order.
+struct SegmentInfo {
+  bool engine = false;
+  std::string backend;             // engine segments
+  size_t plan_bytes = 0;           // engine segments
+  std::map<std::string, int> ops;  // op target -> nodes in this segment
+  int num_nodes = 0;
+  int num_inputs = 0, num_outputs = 0;  // values crossing the segment boundary
+  std::vector<FallbackNode> fallback;   // fallback segments: every node with its reason
 };
 
 // A loaded and lowered program. Immutable once loaded: one Program may be
 // shared by any number of sessions on any threads.
 class Program {
  public:
-  // Loads a .pt2 archive written by torch.export.save (PyTorch 2.9+).
-  // Errors name the file, the archive entry, node or tensor at fault.
+  // Loads a .pt2 archive written by torch.export.save (PyTorch 2.9+) and
+  // compiles it (options.compile), or loads a compiled .kiln file (told
+  // apart by content, not by name). Errors name the file, the archive entry,
+  // section, node or tensor at fault.
   static Expected<std::shared_ptr<const Program>> load(const std::string& path, const LoadOptions& options = {});
 
-  const std::vector<TensorSpec>& inputs() const;    // user inputs, in call order
-  const std::vector<TensorSpec>& outputs() const;   // user outputs, in result order
-  const std::vector<TensorSpec>& buffers() const;   // mutable state, in program order
-  const std::vector<TensorSpec>& weights() const;   // parameters and constants
-  const std::vector<SymbolInfo>& symbols() const;   // dynamic dimensions and their ranges
+  // Writes the compiled program as a .kiln file (weights once, engine plans,
+  // signature, buffers' initial values). Atomic: a failed save leaves no file.
+  Status save(const std::string& path) const;
+
+  // The segments in execution order (engines and fallback).
+  const std::vector<SegmentInfo>& segments() const;
+  // Every segment with its ops, and each fallback node with its reason.
+  std::string partition_report() const;
+  const std::string& device() const;
+
+  const std::vector<TensorSpec>& inputs() const;   // user inputs, in call order
+  const std::vector<TensorSpec>& outputs() const;  // user outputs, in result order
+  const std::vector<TensorSpec>& buffers() const;  // mutable state, in program order
+  const std::vector<TensorSpec>& weights() const;  // parameters and constants
+  const std::vector<SymbolInfo>& symbols() const;  // dynamic dimensions and their ranges
   // Names of buffers the program writes (each becomes a buffer_mutation).
   const std::vector<std::string>& mutated_buffers() const;
   // Op target -> number of nodes, after lowering.
@@ -69,7 +115,11 @@ class Program {
 
  private:
   Program();
-  struct Impl;
+
+ public:
+  struct Impl;  // defined inside the library only
+
+ private:
   std::unique_ptr<Impl> impl_;
   friend class Session;
 };

@@ -9,6 +9,19 @@ std::vector<const ir::Node*> nodes_without_kernel(const ir::Graph& g, const cpu:
   return out;
 }
 
+Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::KernelRegistry& kernels) {
+  cpu::KernelFn fn = kernels.find(n.op);
+  if (!fn) return unsupported(n.describe() + ": no CPU kernel for this op");
+  cpu::KernelArgs args(n, env);
+  KILN_TRY(fn(args));
+  if (args.outputs().size() < n.outputs.size())
+    return internal_error(n.describe() + ": kernel produced " + std::to_string(args.outputs().size()) +
+                          " outputs, the node has " + std::to_string(n.outputs.size()));
+  for (size_t o = 0; o < n.outputs.size(); ++o)
+    env[static_cast<size_t>(n.outputs[o]->id)] = std::move(args.outputs()[o]);
+  return Status::ok();
+}
+
 Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cpu::RtValue> inputs,
                                               const cpu::KernelRegistry& kernels) {
   if (inputs.size() != g.inputs().size())
@@ -26,14 +39,7 @@ Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cp
 
   for (size_t i = 0; i < n_nodes; ++i) {
     const ir::Node& n = *g.nodes()[i];
-    cpu::KernelFn fn = kernels.find(n.op);
-    if (!fn) return unsupported(n.describe() + ": no CPU kernel for this op");
-    cpu::KernelArgs args(n, env);
-    KILN_TRY(fn(args));
-    if (args.outputs().size() < n.outputs.size())
-      return internal_error(n.describe() + ": kernel produced " + std::to_string(args.outputs().size()) +
-                            " outputs, the node has " + std::to_string(n.outputs.size()));
-    for (size_t o = 0; o < n.outputs.size(); ++o) env[static_cast<size_t>(n.outputs[o]->id)] = std::move(args.outputs()[o]);
+    KILN_TRY(run_node(n, env, kernels));
     for (const ir::Value* v : n.operands())
       if (last_use[static_cast<size_t>(v->id)] == i) env[static_cast<size_t>(v->id)] = std::monostate{};
   }

@@ -8,6 +8,10 @@
 
 namespace kiln::runtime {
 
+// Runs one node: reads its operands from `env` (indexed by Value::id) and
+// stores its outputs there. Errors name the node.
+Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::KernelRegistry& kernels);
+
 // `inputs` are parallel to g.inputs(); returns the values of g.outputs().
 // Intermediate values are released after their last use. Errors name the
 // node that failed.

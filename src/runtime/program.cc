@@ -5,6 +5,8 @@
 #include "ir/graph.h"
 #include "kiln/kiln.h"
 #include "lowering/pipeline.h"
+#include "partition/partition.h"
+#include "program/kiln_file.h"
 #include "runtime/interpreter.h"
 #include "runtime/program_impl.h"
 
@@ -26,24 +28,11 @@ TensorSpec spec_of(const ir::Value* v, std::string name, std::string kind) {
 Program::Program() : impl_(std::make_unique<Impl>()) {}
 Program::~Program() = default;
 
-Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
-  KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
-  lowering::PipelineOptions po{options.print_after, options.dump};
-  KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
+namespace {
 
-  // Every op must have a kernel: say which ones do not, with their nodes.
-  auto missing = runtime::nodes_without_kernel(m.graph, cpu::cpu_kernels());
-  if (!missing.empty()) {
-    std::string list;
-    std::set<std::string> seen;
-    for (const ir::Node* n : missing)
-      if (seen.insert(std::string(ir::op_target(n->op))).second)
-        list += (list.empty() ? "" : ", ") + std::string(ir::op_target(n->op)) + " (node '" + n->name + "')";
-    return unsupported(path + ": no CPU kernel for " + list);
-  }
-
-  std::shared_ptr<Program> p(new Program());
-  Impl& im = *p->impl_;
+// The signature, symbols and segments as the public API shows them.
+void describe(Program::Impl& im) {
+  const ir::Module& m = im.module();
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];
     const ir::Value* v = m.graph.inputs()[i];
@@ -63,8 +52,86 @@ Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, 
       im.mutated.push_back(s.target);
   }
   for (const auto& [name, range] : m.symbols) im.symbols.push_back({name, range.min, range.max});
-  im.module = std::move(m);
+  for (const program::SegmentRecord& r : im.exec->program().segments) {
+    SegmentInfo si;
+    si.engine = r.kind == partition::SegmentKind::kEngine;
+    si.backend = r.backend;
+    si.plan_bytes = r.plan.size();
+    si.num_nodes = static_cast<int>(r.nodes.size());
+    si.num_inputs = static_cast<int>(r.inputs.size());
+    si.num_outputs = static_cast<int>(r.outputs.size());
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      const ir::Node& n = *m.graph.nodes()[static_cast<size_t>(r.nodes[k])];
+      ++si.ops[std::string(ir::op_target(n.op))];
+      if (!si.engine)
+        si.fallback.push_back({n.name, std::string(ir::op_target(n.op)), k < r.reasons.size() ? r.reasons[k] : ""});
+    }
+    im.segments.push_back(std::move(si));
+  }
+}
+
+Expected<program::CompiledProgram> compile_pt2(const std::string& path, const LoadOptions& options) {
+  KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
+  lowering::PipelineOptions po{options.print_after, options.dump};
+  KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
+
+  // Every op must have a kernel (fallback runs on them): say which ones do not, with their nodes.
+  auto missing = runtime::nodes_without_kernel(m.graph, cpu::cpu_kernels());
+  if (!missing.empty()) {
+    std::string list;
+    std::set<std::string> seen;
+    for (const ir::Node* n : missing)
+      if (seen.insert(std::string(ir::op_target(n->op))).second)
+        list += (list.empty() ? "" : ", ") + std::string(ir::op_target(n->op)) + " (node '" + n->name + "')";
+    return unsupported(path + ": no CPU kernel for " + list);
+  }
+  const CompileOptions& co = options.compile;
+  program::CompileSettings cs;
+  cs.device = co.device;
+  cs.partition.min_block_size = co.min_block_size;
+  cs.partition.fallback_ops = co.fallback_ops;
+  cs.partition.require_full_compilation = co.require_full_compilation;
+  cs.progress = co.progress;
+  auto compiled = program::compile_module(std::move(m), cs);
+  if (!compiled) return std::move(compiled).status().with_context(path);
+  return compiled;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
+  program::CompiledProgram compiled;
+  if (program::looks_like_program_file(path)) {
+    KILN_ASSIGN_OR_RETURN(compiled, program::load_program(path));
+  } else {
+    KILN_ASSIGN_OR_RETURN(compiled, compile_pt2(path, options));
+  }
+  std::shared_ptr<Program> p(new Program());
+  Impl& im = *p->impl_;
+  KILN_ASSIGN_OR_RETURN(im.exec, runtime::Executable::load(std::move(compiled), path));
+  describe(im);
   return std::shared_ptr<const Program>(std::move(p));
+}
+
+Status Program::save(const std::string& path) const { return program::save_program(impl_->exec->program(), path); }
+
+const std::vector<SegmentInfo>& Program::segments() const { return impl_->segments; }
+const std::string& Program::device() const { return impl_->exec->program().device; }
+
+std::string Program::partition_report() const {
+  const program::CompiledProgram& cp = impl_->exec->program();
+  const ir::Graph& g = cp.module.graph;
+  partition::Partition part;
+  for (const program::SegmentRecord& r : cp.segments) {
+    partition::Segment s;
+    s.kind = r.kind;
+    for (int n : r.nodes) s.nodes.push_back(g.nodes()[static_cast<size_t>(n)].get());
+    for (int v : r.inputs) s.inputs.push_back(g.value(static_cast<size_t>(v)));
+    for (int v : r.outputs) s.outputs.push_back(g.value(static_cast<size_t>(v)));
+    s.reasons = r.reasons;
+    part.segments.push_back(std::move(s));
+  }
+  return partition::describe_partition(cp.module, part);
 }
 
 const std::vector<TensorSpec>& Program::inputs() const { return impl_->inputs; }
@@ -73,14 +140,14 @@ const std::vector<TensorSpec>& Program::buffers() const { return impl_->buffers;
 const std::vector<TensorSpec>& Program::weights() const { return impl_->weights; }
 const std::vector<SymbolInfo>& Program::symbols() const { return impl_->symbols; }
 const std::vector<std::string>& Program::mutated_buffers() const { return impl_->mutated; }
-std::string Program::dialect() const { return impl_->module.dialect; }
-std::string Program::torch_version() const { return impl_->module.torch_version; }
-const std::string& Program::source() const { return impl_->module.source; }
-const ir::Module& Program::module() const { return impl_->module; }
+std::string Program::dialect() const { return impl_->module().dialect; }
+std::string Program::torch_version() const { return impl_->module().torch_version; }
+const std::string& Program::source() const { return impl_->module().source; }
+const ir::Module& Program::module() const { return impl_->module(); }
 
 std::map<std::string, int> Program::op_histogram() const {
   std::map<std::string, int> h;
-  for (const auto& n : impl_->module.graph.nodes()) ++h[std::string(ir::op_target(n->op))];
+  for (const auto& n : impl_->module().graph.nodes()) ++h[std::string(ir::op_target(n->op))];
   return h;
 }
 

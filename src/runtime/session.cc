@@ -44,8 +44,8 @@ Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& de
       const std::string& sym = dim.expr->name();
       auto it = bound.find(sym);
       if (it != bound.end() && it->second != actual)
-        return invalid_argument(who + ": dimension " + std::to_string(d) + " is " + std::to_string(actual) +
-                                " but " + bound_by[sym] + " set symbol " + sym + " to " + std::to_string(it->second));
+        return invalid_argument(who + ": dimension " + std::to_string(d) + " is " + std::to_string(actual) + " but " +
+                                bound_by[sym] + " set symbol " + sym + " to " + std::to_string(it->second));
       if (auto r = m.symbols.find(sym); r != m.symbols.end() && (actual < r->second.min || actual > r->second.max))
         return invalid_argument(who + ": dimension " + std::to_string(d) + " is " + std::to_string(actual) +
                                 ", outside the range [" + std::to_string(r->second.min) + ", " +
@@ -76,7 +76,7 @@ Session::Session(std::shared_ptr<const Program> program) : program_(std::move(pr
 
 void Session::reset() {
   buffers_.clear();
-  const ir::Module& m = program_->impl_->module;
+  const ir::Module& m = program_->impl_->module();
   for (const ir::InputSpec& s : m.input_specs)
     if (s.kind == ir::InputSpec::Kind::kBuffer) buffers_[s.target] = m.weights.at(s.target).clone();
 }
@@ -98,7 +98,7 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  const ir::Module& m = program_->impl_->module;
+  const ir::Module& m = program_->impl_->module();
   std::vector<const ir::Value*> user_decl;
   std::vector<size_t> user_pos;
   for (size_t i = 0; i < m.input_specs.size(); ++i)
@@ -112,11 +112,14 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
   size_t u = 0;
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];
-    if (s.kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
-    else if (s.kind == ir::InputSpec::Kind::kBuffer) graph_inputs[i] = buffers_.at(s.target);
-    else graph_inputs[i] = m.weights.at(s.target);
+    if (s.kind == ir::InputSpec::Kind::kUserInput)
+      graph_inputs[i] = inputs[u++];
+    else if (s.kind == ir::InputSpec::Kind::kBuffer)
+      graph_inputs[i] = buffers_.at(s.target);
+    else
+      graph_inputs[i] = m.weights.at(s.target);
   }
-  KILN_ASSIGN_OR_RETURN(auto results, runtime::interpret(m.graph, std::move(graph_inputs), cpu::cpu_kernels()));
+  KILN_ASSIGN_OR_RETURN(auto results, program_->impl_->exec->run(std::move(graph_inputs)));
 
   // Commit only after the whole call succeeded.
   std::vector<Tensor> user_outputs;
@@ -125,11 +128,16 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
     const ir::OutputSpec& s = m.output_specs[i];
     const cpu::RtValue& r = results[i];
     if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
-      if (const Tensor* t = std::get_if<Tensor>(&r)) user_outputs.push_back(t->contiguous());
-      else if (const int64_t* x = std::get_if<int64_t>(&r)) user_outputs.push_back(Tensor::scalar(DType::Int64, static_cast<double>(*x)));
-      else if (const double* x = std::get_if<double>(&r)) user_outputs.push_back(Tensor::scalar(DType::Float64, *x));
-      else if (const bool* x = std::get_if<bool>(&r)) user_outputs.push_back(Tensor::scalar(DType::Bool, *x ? 1 : 0));
-      else return internal_error("output " + std::to_string(i) + " has no value");
+      if (const Tensor* t = std::get_if<Tensor>(&r))
+        user_outputs.push_back(t->contiguous());
+      else if (const int64_t* x = std::get_if<int64_t>(&r))
+        user_outputs.push_back(Tensor::scalar(DType::Int64, static_cast<double>(*x)));
+      else if (const double* x = std::get_if<double>(&r))
+        user_outputs.push_back(Tensor::scalar(DType::Float64, *x));
+      else if (const bool* x = std::get_if<bool>(&r))
+        user_outputs.push_back(Tensor::scalar(DType::Bool, *x ? 1 : 0));
+      else
+        return internal_error("output " + std::to_string(i) + " has no value");
       continue;
     }
     const Tensor* t = std::get_if<Tensor>(&r);

@@ -9,17 +9,13 @@
 
 namespace kiln::cli {
 
-Status check_device(const Args& a) {
-  auto dev = a.get("device");
-  if (dev && *dev != "cpu") return unsupported("device '" + *dev + "' is not available in this build (use --device cpu)");
-  return Status::ok();
-}
-
 int run_check(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"device", "rtol", "atol"}, {"verbose"});
+  auto args = parse_args(argc, argv, 2, with({"rtol", "atol"}, kCompileValued), with({"verbose"}, kCompileFlags));
   if (!args) return fail(args.status());
-  if (args->positional.size() != 2) return fail(invalid_argument("usage: kiln check MODEL.pt2 IO.safetensors [--device cpu] [--rtol R] [--atol A]"));
-  if (Status s = check_device(*args); !s) return fail(s);
+  if (args->positional.size() != 2)
+    return fail(invalid_argument("usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A]"));
+  auto options = load_options(*args, false);
+  if (!options) return fail(options.status());
   runtime::Tolerance tol;
   if (auto r = args->get("rtol")) {
     auto v = parse_double("rtol", *r);
@@ -33,7 +29,7 @@ int run_check(int argc, char** argv) {
   }
   const std::string& model = args->positional[0];
   const std::string& io_path = args->positional[1];
-  auto program = Program::load(model);
+  auto program = load_model(model, *args, *options);
   if (!program) return fail(program.status());
   auto io = frontend::read_safetensors(io_path);
   if (!io) return fail(io.status());
@@ -53,8 +49,8 @@ int run_check(int argc, char** argv) {
     }
   }
   bool pass = report->pass();
-  std::printf("%zu tensors checked, max abs err %.1e, max rel err %.1e: %s\n", report->tensors.size(), report->max_abs(),
-              report->max_rel(), pass ? "PASS" : "FAIL");
+  std::printf("%zu tensors checked, max abs err %.1e, max rel err %.1e: %s\n", report->tensors.size(),
+              report->max_abs(), report->max_rel(), pass ? "PASS" : "FAIL");
   return pass ? kExitOk : kExitMismatch;
 }
 

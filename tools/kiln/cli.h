@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kiln.h"
 #include "kiln/status.h"
 
 namespace kiln::cli {
@@ -34,12 +35,22 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
                           const std::vector<std::string>& flags);
 Expected<double> parse_double(const std::string& option, const std::string& text);
 
-// Refuses any --device other than cpu (the only backend in this build).
-Status check_device(const Args& a);
+// The options every command that compiles takes (--device, --min-block-size,
+// --fallback-ops valued; --require-full-compilation a flag).
+extern const std::vector<std::string> kCompileValued;
+extern const std::vector<std::string> kCompileFlags;
+// Load options from those; `progress` prints build progress to stderr.
+Expected<LoadOptions> load_options(const Args& a, bool progress);
+// Loads MODEL (.pt2 compiled with the options, or .kiln); a .kiln built for
+// another device than an explicit --device is refused.
+Expected<std::shared_ptr<const Program>> load_model(const std::string& path, const Args& a, LoadOptions options);
+// Concatenates lists for parse_args.
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b);
 
 // Prints "kiln: error: <message>" to stderr and returns kExitError.
 int fail(const Status& s);
 
+int run_compile(int argc, char** argv);
 int run_check(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_inspect(int argc, char** argv);

@@ -21,17 +21,22 @@ std::string dims(const TensorSpec& s) {
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"print-after"}, {"print-ir"});
+  auto args =
+      parse_args(argc, argv, 2, with({"print-after"}, kCompileValued), with({"print-ir", "partition"}, kCompileFlags));
   if (!args) return fail(args.status());
-  if (args->positional.size() != 1) return fail(invalid_argument("usage: kiln inspect MODEL.pt2 [--print-ir] [--print-after PASS]"));
-  LoadOptions opts;
+  if (args->positional.size() != 1)
+    return fail(invalid_argument(
+        "usage: kiln inspect MODEL [--partition] [--print-ir] [--print-after PASS] [compile options]"));
+  auto options = load_options(*args, false);
+  if (!options) return fail(options.status());
+  LoadOptions opts = *options;
   if (auto it = args->options.find("print-after"); it != args->options.end()) {
     opts.print_after = it->second;
     opts.dump = [](const std::string& pass, const std::string& text) {
       std::printf("# IR after %s\n%s\n", pass.c_str(), text.c_str());
     };
   }
-  auto loaded = Program::load(args->positional[0], opts);
+  auto loaded = load_model(args->positional[0], *args, opts);
   if (!loaded) return fail(loaded.status());
   const Program& p = **loaded;
   std::printf("program %s\n", p.source().c_str());
@@ -43,7 +48,8 @@ int run_inspect(int argc, char** argv) {
   std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
   std::printf("buffers (%zu)\n", p.buffers().size());
   for (const auto& s : p.buffers())
-    std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(), mutated.count(s.name) ? "written by the program" : "read only");
+    std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(),
+                mutated.count(s.name) ? "written by the program" : "read only");
   size_t bytes = 0;
   for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
   std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);
@@ -56,6 +62,11 @@ int run_inspect(int argc, char** argv) {
   for (const auto& [op, n] : hist) total += n;
   std::printf("ops after lowering (%d nodes, %zu kinds)\n", total, hist.size());
   for (const auto& [op, n] : hist) std::printf("  %5d  %s\n", n, op.c_str());
+  int engines = 0;
+  for (const auto& seg : p.segments()) engines += seg.engine;
+  std::printf("segments: %zu (%d engine, %zu fallback) on device %s\n", p.segments().size(), engines,
+              p.segments().size() - static_cast<size_t>(engines), p.device().c_str());
+  if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
   if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
   return kExitOk;
 }

@@ -16,6 +16,7 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
   };
   for (int i = first; i < argc; ++i) {
     std::string s = argv[i];
+    if (s == "-o") s = "--output";
     if (!s.starts_with("--")) {
       a.positional.push_back(s);
       continue;
@@ -45,7 +46,8 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
 Expected<double> parse_double(const std::string& option, const std::string& text) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= 0)) return invalid_argument("--" + option + " needs a non-negative number, got '" + text + "'");
+  if (text.empty() || *end != '\0' || !(v >= 0))
+    return invalid_argument("--" + option + " needs a non-negative number, got '" + text + "'");
   return v;
 }
 
@@ -62,13 +64,23 @@ constexpr const char* kUsage =
     "usage: kiln <command> [options]\n"
     "\n"
     "commands:\n"
-    "  check MODEL.pt2 IO.safetensors [--device cpu] [--rtol R] [--atol A] [--verbose]\n"
+    "  compile MODEL.pt2 -o OUT.kiln [COMPILE OPTIONS]\n"
+    "      lower, partition and build engines; write the program as a .kiln file\n"
+    "  check MODEL IO.safetensors [COMPILE OPTIONS] [--rtol R] [--atol A] [--verbose]\n"
     "      run MODEL on the inputs recorded in IO and compare with the recorded outputs;\n"
     "      exit 0 when all match, 1 on a mismatch, 2 on an error\n"
-    "  run MODEL.pt2 --inputs IN.safetensors --outputs OUT.safetensors [--device cpu]\n"
+    "  run MODEL --inputs IN.safetensors --outputs OUT.safetensors [COMPILE OPTIONS]\n"
     "      run once on input.<i> tensors and write output.<j> tensors\n"
-    "  inspect MODEL.pt2 [--print-ir] [--print-after PASS|all]\n"
-    "      inputs, outputs, buffers, dynamic dimensions and the op histogram\n";
+    "  inspect MODEL [--partition] [--print-ir] [--print-after PASS|all] [COMPILE OPTIONS]\n"
+    "      inputs, outputs, buffers, dynamic dimensions, the op histogram; --partition\n"
+    "      lists every segment and why each fallback node is not in an engine\n"
+    "\n"
+    "MODEL is a .pt2 archive (compiled on the fly) or a .kiln program.\n"
+    "compile options (for a .pt2):\n"
+    "  --device cpu|null            engine backend (null: no engines, everything falls back)\n"
+    "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
+    "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
+    "  --require-full-compilation   fail if any node would fall back\n";
 
 }  // namespace
 
@@ -78,6 +90,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? kiln::cli::kExitError : kiln::cli::kExitOk;
   }
   std::string cmd = argv[1];
+  if (cmd == "compile") return kiln::cli::run_compile(argc, argv);
   if (cmd == "check") return kiln::cli::run_check(argc, argv);
   if (cmd == "run") return kiln::cli::run_run(argc, argv);
   if (cmd == "inspect") return kiln::cli::run_inspect(argc, argv);

@@ -8,12 +8,13 @@
 namespace kiln::cli {
 
 int run_run(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"device", "inputs", "outputs"}, {});
+  auto args = parse_args(argc, argv, 2, with({"inputs", "outputs"}, kCompileValued), kCompileFlags);
   if (!args) return fail(args.status());
   if (args->positional.size() != 1 || !args->get("inputs") || !args->get("outputs"))
     return fail(invalid_argument("usage: kiln run MODEL.pt2 --inputs IN.safetensors --outputs OUT.safetensors"));
-  if (Status s = check_device(*args); !s) return fail(s);
-  auto program = Program::load(args->positional[0]);
+  auto options = load_options(*args, false);
+  if (!options) return fail(options.status());
+  auto program = load_model(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
   std::string in_path = *args->get("inputs");
   auto io = frontend::read_safetensors(in_path);
@@ -32,7 +33,8 @@ int run_run(int argc, char** argv) {
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t j = 0; j < outputs->size(); ++j) named.emplace_back("output." + std::to_string(j), (*outputs)[j]);
   if (Status s = frontend::write_safetensors(*args->get("outputs"), named); !s) return fail(s);
-  std::cout << "wrote " << named.size() << " output" << (named.size() == 1 ? "" : "s") << " to " << *args->get("outputs") << "\n";
+  std::cout << "wrote " << named.size() << " output" << (named.size() == 1 ? "" : "s") << " to "
+            << *args->get("outputs") << "\n";
   return kExitOk;
 }
 

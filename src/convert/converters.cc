@@ -1,0 +1,98 @@
+// The built-in converters. Most ATen ops become one layer with the same op and
+// attributes (the engine's layer set is the lowered op set); a few become no
+// layer at all (identities in inference), and a few can never be in an engine.
+#include <mutex>
+
+#include "convert/registry.h"
+
+namespace kiln::convert {
+
+namespace {
+
+Status convert_as_layer(const ir::Node& node, ConversionContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::NamedArg> args, ctx.map_args(node));
+  KILN_ASSIGN_OR_RETURN(ir::Node * layer, ctx.add_layer(node.op, std::move(args), node));
+  (void)layer;
+  return Status::ok();
+}
+
+// In inference these return their input: the output is the input's layer value.
+Status convert_as_identity(const ir::Node& node, ConversionContext& ctx) {
+  const ir::Arg* a = node.args.empty() ? nullptr : &node.args[0].value;
+  const auto* in = a ? std::get_if<ir::Value*>(a) : nullptr;
+  if (in == nullptr || node.outputs.size() != 1 || (*in)->type.dtype != node.outputs[0]->type.dtype)
+    return convert_as_layer(node, ctx);
+  ir::Value* v = ctx.value(*in);
+  if (v == nullptr) return internal_error(node.describe() + ": operand is not available in the engine");
+  ctx.map(node.outputs[0], v);
+  return Status::ok();
+}
+
+Capability never(const char* why) { return Capability::no(why); }
+
+Capability check_nonzero(const ir::Node&, const engine::TargetInfo&) {
+  return never("output shape depends on tensor data (the number of nonzero elements)");
+}
+Capability check_item(const ir::Node&, const engine::TargetInfo&) {
+  return never("reads a tensor element on the host (.item()); the result steers shapes or control flow");
+}
+Capability check_engine_internal(const ir::Node&, const engine::TargetInfo&) {
+  return never("an engine-internal layer, made by engine builders only");
+}
+
+bool bool_attr(const ir::Node& n, std::string_view name, bool fallback) {
+  const ir::Arg* a = n.find(name);
+  if (a == nullptr) return fallback;
+  if (const bool* b = std::get_if<bool>(a)) return *b;
+  return fallback;
+}
+
+Capability check_dropout(const ir::Node& n, const engine::TargetInfo&) {
+  if (bool_attr(n, "train", false)) return never("dropout in training mode is random; engines are deterministic");
+  return Capability::yes();
+}
+
+Capability check_boolean_index(const ir::Node& n, const engine::TargetInfo&) {
+  const ir::Arg* a = n.find("indices");
+  if (const auto* idx = a ? std::get_if<std::vector<std::optional<ir::Value*>>>(a) : nullptr)
+    for (const auto& v : *idx)
+      if (v && ((*v)->type.dtype == DType::Bool || (*v)->type.dtype == DType::UInt8))
+        return never("boolean-mask indexing: output size depends on tensor data");
+  return Capability::yes();
+}
+
+}  // namespace
+
+void register_builtin_converters(ConverterRegistry& r) {
+  // Every op of ops.def gets the default converter: one layer, same op.
+#define KILN_OP(Enum, target, kind) r.add({ir::OpKind::k##Enum, nullptr, convert_as_layer});
+#define KILN_INPLACE_OP(Enum, target, functional, first)                      \
+  r.add({ir::OpKind::k##Enum,                                                 \
+         [](const ir::Node&, const engine::TargetInfo&) {                     \
+           return Capability::no("in-place op left after functionalization"); \
+         },                                                                   \
+         convert_as_layer});
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_INPLACE_OP
+
+  // Then the ops that differ.
+  r.add({ir::OpKind::kNonzero, check_nonzero, convert_as_layer});
+  r.add({ir::OpKind::kLocalScalarDense, check_item, convert_as_layer});
+  r.add({ir::OpKind::kIndexTensor, check_boolean_index, convert_as_layer});
+  r.add({ir::OpKind::kFusedElementwise, check_engine_internal, convert_as_layer});
+  r.add({ir::OpKind::kDropout, check_dropout, convert_as_identity});
+  r.add({ir::OpKind::kDetach, nullptr, convert_as_identity});
+  r.add({ir::OpKind::kLiftFreshCopy, nullptr, convert_as_identity});
+}
+
+const ConverterRegistry& builtin_converters() {
+  static const ConverterRegistry* registry = [] {
+    auto* r = new ConverterRegistry();
+    register_builtin_converters(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace kiln::convert

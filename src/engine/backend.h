@@ -1,0 +1,140 @@
+// The engine backend interface: a small ABI around an opaque engine handle.
+//
+//   build    network -> plan bytes (the backend's engine builder)
+//   load     plan bytes + weights -> an executable engine (deserialize)
+//   execute  engine + inputs -> outputs, on a stream
+//   destroy  releases everything load created
+//
+// The compiler calls build; the runtime calls load, execute and destroy. A
+// new backend (CUDA, ...) implements this class and registers itself in
+// register_builtin_backends(); nothing in the compiler changes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/network.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::engine {
+
+// What a backend's engines can take; the converter registry reads it when it
+// answers whether a node can go into an engine for this backend.
+struct TargetInfo {
+  std::string backend;         // "cpu", "cuda", "null"
+  std::vector<DType> dtypes;   // tensor dtypes its layers accept
+  bool symbolic_dims = false;  // layers may have sizes known only at run time
+  // The backend implements this op as a layer (the converter still decides
+  // attributes, shapes and dtypes).
+  std::function<bool(ir::OpKind)> implements;
+};
+
+struct BuildOptions {
+  // Called with short progress messages while a plan is built (may be empty).
+  std::function<void(const std::string&)> progress;
+};
+
+// Returns the weight named `name` (a parameter, constant or folded constant),
+// or an error naming it when the program has no such weight.
+using WeightLookup = std::function<Expected<Tensor>(const std::string& name)>;
+
+// What load() creates; each backend derives its own engine type from this
+// and casts back in execute/destroy. Opaque to everything else.
+struct EngineState {
+  virtual ~EngineState() = default;
+};
+using EngineHandle = EngineState*;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual const TargetInfo& target() const = 0;
+
+  // Builds an engine plan for `network` (fusion, kernel choice, memory plan)
+  // and serializes it. `network` may be rewritten in place (it is consumed).
+  //   network: a verified Network (see network.h)
+  //   options: progress reporting
+  // Returns the plan bytes (a self-describing, checksummed file image) or
+  // kUnsupported naming the layer the backend cannot build.
+  virtual Expected<std::vector<uint8_t>> build(Network network, const BuildOptions& options) const = 0;
+
+  // Deserializes `plan` into an executable engine.
+  //   plan:    bytes from build(); validated completely (magic, version,
+  //            checksums, every reference) before anything is allocated
+  //   weights: resolves the plan's constants by name; tensors are borrowed,
+  //            not copied, when the backend can use them in place
+  //   what:    names the plan in messages ("model.kiln, segment 2")
+  // Returns a handle that stays valid until destroy(); kFormat on a bad plan.
+  virtual Expected<EngineHandle> load(std::span<const uint8_t> plan, const WeightLookup& weights,
+                                      std::string_view what) const = 0;
+
+  // Runs the engine once.
+  //   engine:  a handle from load(); execute may be called from several
+  //            threads at once on one handle
+  //   inputs:  one tensor per engine input, in binding order (symbolic
+  //            scalars travel as 0-d int64 / float64 / bool tensors)
+  //   outputs: replaced by one tensor per engine output, in binding order
+  //   stream:  the caller's stream (a cudaStream_t for CUDA; null on CPU)
+  // Inputs are checked (count, dtype, rank, static sizes) before anything
+  // runs; errors name the engine and the layer that failed.
+  virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                         void* stream) const = 0;
+
+  // Releases the engine; `engine` may be null.
+  virtual void destroy(EngineHandle engine) const = 0;
+};
+
+// Owns an engine handle and destroys it with its backend.
+class Engine {
+ public:
+  Engine(const Backend* backend, EngineHandle handle) : backend_(backend), handle_(handle) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  Engine(Engine&& o) noexcept : backend_(o.backend_), handle_(o.handle_) { o.handle_ = nullptr; }
+  Engine& operator=(Engine&& o) noexcept {
+    if (this != &o) {
+      if (handle_) backend_->destroy(handle_);
+      backend_ = o.backend_;
+      handle_ = o.handle_;
+      o.handle_ = nullptr;
+    }
+    return *this;
+  }
+  ~Engine() {
+    if (handle_) backend_->destroy(handle_);
+  }
+  Status execute(std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream = nullptr) const {
+    return backend_->execute(handle_, inputs, outputs, stream);
+  }
+  const Backend& backend() const { return *backend_; }
+
+ private:
+  const Backend* backend_;
+  EngineHandle handle_;
+};
+
+// Backends by name. Registration is explicit (register_builtin_backends), never
+// from static initializers.
+class BackendRegistry {
+ public:
+  void add(std::unique_ptr<Backend> backend);
+  const Backend* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+// A backend that takes nothing: every capability answer is no, build and load
+// refuse. The skeleton of a backend and a test double for the compiler.
+std::unique_ptr<Backend> make_null_backend();
+
+}  // namespace kiln::engine

@@ -1,0 +1,130 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace kiln::engine {
+
+namespace {
+
+// Bytes of a tensor whose sizes are all known, or nullopt.
+std::optional<int64_t> static_bytes(const ir::Value& v) {
+  if (v.kind != ir::ValueKind::kTensor) return std::nullopt;
+  int64_t n = 1;
+  for (const ir::Dim& d : v.type.sizes) {
+    if (!d.is_static() || d.value < 0) return std::nullopt;
+    if (d.value != 0 && n > INT64_MAX / 16 / d.value) return std::nullopt;
+    n *= d.value;
+  }
+  return n * static_cast<int64_t>(dtype_size(v.type.dtype));
+}
+
+int64_t align_up(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+// Whether a layer's outputs may share memory with its first tensor operand.
+bool may_alias_operand(const ir::Node& n) {
+  return ir::op_category(n.op) == ir::OpCategory::kView || n.op == ir::OpKind::kPyGetitem;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::Node&)>& placeable) {
+  const ir::Graph& g = net.graph;
+  const size_t nv = g.num_values();
+  MemoryPlan plan;
+  plan.offset.assign(nv, -1);
+  plan.last_use.assign(nv, MemoryPlan::kNeverUsed);
+
+  // Every value's storage root: views and getitem results share their operand's.
+  std::vector<int> root(nv);
+  for (size_t i = 0; i < nv; ++i) root[i] = static_cast<int>(i);
+  const auto& nodes = g.nodes();
+  for (const auto& n : nodes) {
+    if (!may_alias_operand(*n)) continue;
+    for (const ir::Value* in : n->operands()) {
+      if (in->kind != ir::ValueKind::kTensor) continue;
+      for (const ir::Value* out : n->outputs) root[out->id] = root[in->id];
+      break;
+    }
+  }
+  // Last use per storage root, then per value.
+  std::vector<int> root_last(nv, MemoryPlan::kNeverUsed);
+  std::vector<bool> escapes(nv, false);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const ir::Value* in : nodes[i]->operands()) {
+      plan.last_use[in->id] = std::max(plan.last_use[in->id], static_cast<int>(i));
+      root_last[root[in->id]] = std::max(root_last[root[in->id]], static_cast<int>(i));
+    }
+  for (const ir::Value* out : g.outputs()) {
+    plan.last_use[out->id] = MemoryPlan::kLiveToEnd;
+    root_last[root[out->id]] = MemoryPlan::kLiveToEnd;
+    escapes[root[out->id]] = true;
+  }
+  for (const ir::Value* in : g.inputs()) escapes[root[in->id]] = true;
+  for (size_t v = 0; v < nv; ++v) plan.last_use[v] = std::max(plan.last_use[v], root_last[root[v]]);
+
+  // Linear scan in layer order; blocks free after their root's last use are reused (best fit).
+  struct Block {
+    int64_t offset, size;
+  };
+  std::vector<Block> free_blocks;
+  std::multimap<int, Block> live;  // last use -> block
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    // Release blocks whose last reader ran before this layer.
+    for (auto it = live.begin(); it != live.end() && it->first < static_cast<int>(i);) {
+      free_blocks.push_back(it->second);
+      it = live.erase(it);
+    }
+    const ir::Node& n = *nodes[i];
+    if (!placeable(n)) continue;
+    for (const ir::Value* out : n.outputs) {
+      if (escapes[root[out->id]] || root[out->id] != out->id) continue;
+      if (plan.last_use[out->id] == MemoryPlan::kNeverUsed) continue;
+      auto bytes = static_bytes(*out);
+      if (!bytes || *bytes == 0) continue;
+      const int64_t size = align_up(*bytes);
+      plan.unshared_bytes += size;
+      auto best = free_blocks.end();
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (it->size >= size && (best == free_blocks.end() || it->size < best->size)) best = it;
+      Block b;
+      if (best != free_blocks.end()) {
+        b = {best->offset, size};
+        if (best->size > size)
+          best->offset += size, best->size -= size;
+        else
+          free_blocks.erase(best);
+      } else {
+        b = {plan.arena_bytes, size};
+        plan.arena_bytes += size;
+      }
+      plan.offset[out->id] = b.offset;
+      // A layer's output is live from this layer to its last use; it may not
+      // share with the layer's own inputs, which are still live now.
+      live.emplace(std::max(plan.last_use[out->id], static_cast<int>(i)), b);
+    }
+  }
+  return plan;
+}
+
+Status MemoryPlan::validate(const Network& net) const {
+  const size_t nv = net.graph.num_values();
+  if (offset.size() != nv || last_use.size() != nv)
+    return format_error("memory plan covers " + std::to_string(offset.size()) + " values, the network has " +
+                        std::to_string(nv));
+  if (arena_bytes < 0) return format_error("memory plan: negative arena size");
+  for (size_t v = 0; v < nv; ++v) {
+    if (offset[v] == -1) continue;
+    auto bytes = static_bytes(*net.graph.value(v));
+    if (offset[v] < 0 || !bytes || offset[v] > arena_bytes || *bytes > arena_bytes - offset[v] ||
+        offset[v] % kArenaAlignment != 0)
+      return format_error("memory plan: value '" + net.graph.value(v)->name + "' placed at offset " +
+                          std::to_string(offset[v]) + " does not fit an arena of " + std::to_string(arena_bytes) +
+                          " bytes");
+    if (last_use[v] < MemoryPlan::kNeverUsed) return format_error("memory plan: bad last use");
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::engine

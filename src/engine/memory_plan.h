@@ -1,0 +1,42 @@
+// The memory plan of an engine: which intermediate tensors share bytes of one
+// arena, decided from their lifetimes so that buffers are reused.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/network.h"
+#include "kiln/status.h"
+
+namespace kiln::engine {
+
+struct MemoryPlan {
+  static constexpr int kNeverUsed = -1;
+  static constexpr int kLiveToEnd = INT_MAX;
+
+  // Per value id: byte offset in the arena, or -1 when the value is not placed
+  // there (inputs, constants, outputs and whatever aliases them, symbolic
+  // scalars, sizes known only at run time, and outputs of layers whose kernel
+  // allocates for itself).
+  std::vector<int64_t> offset;
+  // Per value id: index of the last layer that reads the value or any view of
+  // it; kLiveToEnd for engine outputs (and what they alias); kNeverUsed when
+  // nothing reads it. A runtime may release a value after that layer.
+  std::vector<int> last_use;
+  int64_t arena_bytes = 0;
+  // Sum of the placed tensors' sizes: what the arena would take with no reuse.
+  int64_t unshared_bytes = 0;
+
+  Status validate(const Network& net) const;  // counts and bounds, for plans read from files
+};
+
+constexpr int64_t kArenaAlignment = 64;
+
+// Plans `net`. `placeable(node)` says whether a layer's outputs may be placed
+// in the arena (its kernel writes into memory it is given).
+MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::Node&)>& placeable);
+
+}  // namespace kiln::engine

@@ -1,0 +1,150 @@
+#include "engine/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/section_file.h"
+#include "ir/printer.h"
+
+namespace kiln::engine {
+
+using nlohmann::json;
+
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+Expected<json> parse_json_section(const SectionFile& f, std::string_view name, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> b, f.section(name));
+  json j = json::parse(b.begin(), b.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return format_error(std::string(what) + ": section '" + std::string(name) + "' is not a JSON object");
+  return j;
+}
+
+// Typed reads from untrusted JSON: each names the key on failure.
+struct Reader {
+  const json& j;
+  std::string where;
+  Status bad(std::string_view key, std::string_view want) const {
+    return format_error(where + ": '" + std::string(key) + "' must be " + std::string(want));
+  }
+  Expected<int64_t> integer(std::string_view key) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) return bad(key, "an integer");
+    return it->get<int64_t>();
+  }
+  Expected<std::string> string(std::string_view key) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return bad(key, "a string");
+    return it->get<std::string>();
+  }
+  Expected<const json*> array(std::string_view key) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_array()) return bad(key, "an array");
+    return &*it;
+  }
+};
+
+}  // namespace
+
+Status canonicalize(Network& net) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::parse_graph(ir::print_graph(net.graph)));
+  net.graph = std::move(g);
+  return net.verify();
+}
+
+std::vector<uint8_t> serialize_plan(const EnginePlan& plan) {
+  json meta;
+  meta["backend"] = plan.backend;
+  meta["num_inputs"] = plan.network.num_inputs;
+  meta["constants"] = plan.network.constant_names;
+  meta["kernels"] = plan.network.kernels;
+  json aliases = json::array();
+  for (const PlanAlias& a : plan.aliases) aliases.push_back({a.output, a.input});
+  meta["aliases"] = aliases;
+  json mem;
+  mem["arena_bytes"] = plan.memory.arena_bytes;
+  mem["unshared_bytes"] = plan.memory.unshared_bytes;
+  mem["offset"] = plan.memory.offset;
+  mem["last_use"] = plan.memory.last_use;
+
+  SectionFileWriter w(kPlanMagic, kPlanVersion);
+  // Names are fixed and unique, so add() cannot fail here.
+  (void)w.add("meta", bytes_of(meta.dump()));
+  (void)w.add("layers", bytes_of(ir::print_graph(plan.network.graph)));
+  (void)w.add("memory", bytes_of(mem.dump()));
+  for (const auto& [name, bytes] : plan.extra) (void)w.add(name, std::span<const uint8_t>(bytes));
+  return w.finish();
+}
+
+Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::string_view backend, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kPlanMagic, kPlanVersion, what));
+  const std::string w(what);
+  EnginePlan plan;
+  KILN_ASSIGN_OR_RETURN(json meta, parse_json_section(f, "meta", what));
+  Reader m{meta, w + ": plan meta"};
+  KILN_ASSIGN_OR_RETURN(plan.backend, m.string("backend"));
+  if (plan.backend != backend)
+    return format_error(w + ": plan was built by backend '" + plan.backend + "', not '" + std::string(backend) + "'");
+
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> layers, f.section("layers"));
+  auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(layers.data()), layers.size()));
+  if (!g) return format_error(w + ": layer graph: " + g.status().message());
+  plan.network.graph = std::move(*g);
+
+  KILN_ASSIGN_OR_RETURN(int64_t num_inputs, m.integer("num_inputs"));
+  if (num_inputs < 0 || static_cast<size_t>(num_inputs) > plan.network.graph.inputs().size())
+    return format_error(w + ": plan declares " + std::to_string(num_inputs) + " inputs, its layer graph has " +
+                        std::to_string(plan.network.graph.inputs().size()) + " graph inputs");
+  plan.network.num_inputs = static_cast<size_t>(num_inputs);
+  KILN_ASSIGN_OR_RETURN(const json* constants, m.array("constants"));
+  for (const json& c : *constants) {
+    if (!c.is_string()) return m.bad("constants", "an array of strings");
+    plan.network.constant_names.push_back(c.get<std::string>());
+  }
+  KILN_ASSIGN_OR_RETURN(const json* kernels, m.array("kernels"));
+  for (const json& k : *kernels) {
+    if (!k.is_string()) return m.bad("kernels", "an array of strings");
+    plan.network.kernels.push_back(k.get<std::string>());
+  }
+  if (Status s = plan.network.verify(); !s) return format_error(w + ": " + s.message());
+
+  KILN_ASSIGN_OR_RETURN(const json* aliases, m.array("aliases"));
+  const size_t num_outputs = plan.network.graph.outputs().size();
+  for (const json& a : *aliases) {
+    if (!a.is_array() || a.size() != 2 || !a[0].is_number_integer() || !a[1].is_number_integer())
+      return m.bad("aliases", "an array of [output, input] pairs");
+    PlanAlias pa{a[0].get<int>(), a[1].get<int>()};
+    if (pa.output < 0 || static_cast<size_t>(pa.output) >= num_outputs || pa.input < 0 ||
+        static_cast<size_t>(pa.input) >= plan.network.num_inputs)
+      return format_error(w + ": alias of output " + std::to_string(pa.output) + " into input " +
+                          std::to_string(pa.input) + " is out of range");
+    plan.aliases.push_back(pa);
+  }
+
+  KILN_ASSIGN_OR_RETURN(json mem, parse_json_section(f, "memory", what));
+  Reader r{mem, w + ": memory plan"};
+  KILN_ASSIGN_OR_RETURN(plan.memory.arena_bytes, r.integer("arena_bytes"));
+  KILN_ASSIGN_OR_RETURN(plan.memory.unshared_bytes, r.integer("unshared_bytes"));
+  KILN_ASSIGN_OR_RETURN(const json* offsets, r.array("offset"));
+  KILN_ASSIGN_OR_RETURN(const json* last_use, r.array("last_use"));
+  for (const json& o : *offsets) {
+    if (!o.is_number_integer()) return r.bad("offset", "an array of integers");
+    plan.memory.offset.push_back(o.get<int64_t>());
+  }
+  for (const json& o : *last_use) {
+    if (!o.is_number_integer()) return r.bad("last_use", "an array of integers");
+    plan.memory.last_use.push_back(static_cast<int>(std::clamp<int64_t>(o.get<int64_t>(), -2, INT_MAX)));
+  }
+  if (Status s = plan.memory.validate(plan.network); !s) return format_error(w + ": " + s.message());
+
+  const std::string prefix = plan.backend + ".";
+  for (const std::string& name : f.names()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> b, f.section(name));
+    plan.extra.emplace_back(name, std::vector<uint8_t>(b.begin(), b.end()));
+  }
+  return plan;
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,100 @@
+#include <map>
+#include <set>
+
+#include "convert/registry.h"
+#include "ir/printer.h"
+#include "program/compiled_program.h"
+
+namespace kiln::program {
+
+namespace {
+
+// Drops parameters and constants that no node reads any more (after folding),
+// so that a program stores each weight it uses once and nothing else.
+void drop_unused_weights(ir::Module& m) {
+  std::set<const ir::Value*> used;
+  for (const auto& n : m.graph.nodes())
+    for (const ir::Value* v : n->operands()) used.insert(v);
+  for (const ir::Value* v : m.graph.outputs()) used.insert(v);
+  std::vector<ir::Value*> inputs;
+  std::vector<ir::InputSpec> specs;
+  std::set<std::string> keep;
+  for (size_t i = 0; i < m.graph.inputs().size(); ++i) {
+    const ir::InputSpec& s = m.input_specs[i];
+    const bool weight = s.kind == ir::InputSpec::Kind::kParameter || s.kind == ir::InputSpec::Kind::kConstant;
+    if (weight && !used.count(m.graph.inputs()[i])) continue;
+    inputs.push_back(m.graph.inputs()[i]);
+    specs.push_back(s);
+    if (s.kind != ir::InputSpec::Kind::kUserInput) keep.insert(s.target);
+  }
+  m.graph.inputs() = std::move(inputs);
+  m.input_specs = std::move(specs);
+  for (auto it = m.weights.begin(); it != m.weights.end();)
+    it = keep.count(it->first) ? std::next(it) : m.weights.erase(it);
+}
+
+}  // namespace
+
+Status canonicalize_module(ir::Module& m) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::parse_graph(ir::print_graph(m.graph)));
+  if (g.inputs().size() != m.graph.inputs().size() || g.outputs().size() != m.graph.outputs().size())
+    return internal_error("the graph changed shape through its text form");
+  m.graph = std::move(g);
+  return m.graph.verify();
+}
+
+Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings) {
+  const engine::Backend* backend = builtin_backends().find(settings.device);
+  if (backend == nullptr) {
+    std::string names;
+    for (const std::string& n : builtin_backends().names()) names += (names.empty() ? "" : ", ") + n;
+    return invalid_argument("unknown device '" + settings.device + "' (this kiln has: " + names + ")");
+  }
+  if (m.input_specs.size() != m.graph.inputs().size())
+    return internal_error("module signature does not match its graph inputs");
+  drop_unused_weights(m);
+  KILN_TRY(canonicalize_module(m));
+
+  const convert::ConverterRegistry& converters = convert::builtin_converters();
+  const engine::TargetInfo& target = backend->target();
+  auto capable = [&](const ir::Node& n) { return converters.check(n, target); };
+  KILN_ASSIGN_OR_RETURN(partition::Partition part, partition::partition_by_capability(m, capable, settings.partition));
+
+  std::map<const ir::Node*, int> node_index;
+  for (size_t i = 0; i < m.graph.nodes().size(); ++i) node_index[m.graph.nodes()[i].get()] = static_cast<int>(i);
+
+  CompiledProgram p;
+  p.device = settings.device;
+  int engines = 0;
+  for (const auto& s : part.segments) engines += s.kind == partition::SegmentKind::kEngine;
+  int built = 0;
+  for (size_t si = 0; si < part.segments.size(); ++si) {
+    const partition::Segment& s = part.segments[si];
+    SegmentRecord r;
+    r.kind = s.kind;
+    for (const ir::Node* n : s.nodes) r.nodes.push_back(node_index.at(n));
+    for (const ir::Value* v : s.inputs) r.inputs.push_back(v->id);
+    for (const ir::Value* v : s.outputs) r.outputs.push_back(v->id);
+    r.reasons = s.reasons;
+    if (s.kind == partition::SegmentKind::kEngine) {
+      ++built;
+      if (settings.progress)
+        settings.progress("building engine " + std::to_string(built) + "/" + std::to_string(engines) + " (segment " +
+                          std::to_string(si) + ", " + std::to_string(s.nodes.size()) + " nodes) for " +
+                          backend->name().data());
+      auto net = convert::convert_segment(m, s, converters, target);
+      if (!net) return Status(net.status().code(), "segment " + std::to_string(si) + ": " + net.status().message());
+      engine::BuildOptions bo;
+      bo.progress = settings.progress;
+      auto plan = backend->build(std::move(*net), bo);
+      if (!plan) return Status(plan.status().code(), "segment " + std::to_string(si) + ": " + plan.status().message());
+      r.backend = std::string(backend->name());
+      r.plan = std::move(*plan);
+    }
+    p.segments.push_back(std::move(r));
+  }
+  p.module = std::move(m);
+  return p;
+}
+
+}  // namespace kiln::program

@@ -1,0 +1,51 @@
+// A compiled program: the lowered module, cut into segments in execution
+// order, each an engine (a plan built by a backend) or fallback nodes run by
+// the reference interpreter. Saved as a .kiln file (kiln_file.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "ir/graph.h"
+#include "partition/partition.h"
+
+namespace kiln::program {
+
+struct SegmentRecord {
+  partition::SegmentKind kind = partition::SegmentKind::kFallback;
+  std::string backend;               // engine segments: the backend that built `plan`
+  std::vector<uint8_t> plan;         // engine segments: the engine plan
+  std::vector<int> nodes;            // indices into module.graph.nodes(); fallback segments run these
+  std::vector<int> inputs;           // value ids in module.graph, bound by position to the engine's inputs
+  std::vector<int> outputs;          // value ids in module.graph, bound by position to the engine's outputs
+  std::vector<std::string> reasons;  // fallback segments: per node, why it is not in an engine
+};
+
+struct CompiledProgram {
+  ir::Module module;  // lowered; graph value ids are dense (canonical) so segments can name them
+  std::string device;
+  std::vector<SegmentRecord> segments;
+};
+
+struct CompileSettings {
+  std::string device = "cpu";
+  partition::PartitionOptions partition;
+  std::function<void(const std::string&)> progress;
+};
+
+// Backends built into this kiln: "cpu", "null" (and "cuda" where built).
+const engine::BackendRegistry& builtin_backends();
+
+// Partitions `m` (already lowered) with the converter registry's capability
+// checks for the device's backend, converts and builds every engine segment.
+Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings);
+
+// Renumbers `m.graph`'s values densely (through the text form), keeping the
+// signature; compiled programs and .kiln files index values by id.
+Status canonicalize_module(ir::Module& m);
+
+}  // namespace kiln::program

@@ -1,0 +1,350 @@
+#include "program/kiln_file.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/mapped_file.h"
+#include "base/section_file.h"
+#include "ir/printer.h"
+
+namespace kiln::program {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kWeightAlignment = 64;
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+const char* segment_kind_name(partition::SegmentKind k) {
+  return k == partition::SegmentKind::kEngine ? "engine" : "fallback";
+}
+
+// Typed reads from untrusted JSON; each failure names the key and where.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  Status bad(std::string_view key, std::string_view want) const {
+    return format_error(where_ + ": '" + std::string(key) + "' must be " + std::string(want));
+  }
+  Expected<const json*> get(std::string_view key) const {
+    if (!j_.is_object()) return format_error(where_ + " must be a JSON object");
+    auto it = j_.find(key);
+    if (it == j_.end()) return format_error(where_ + ": '" + std::string(key) + "' is missing");
+    return &*it;
+  }
+  Expected<int64_t> integer(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
+    if (!v->is_number_integer()) return bad(key, "an integer");
+    return v->get<int64_t>();
+  }
+  Expected<std::string> string(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
+    if (!v->is_string()) return bad(key, "a string");
+    return v->get<std::string>();
+  }
+  Expected<const json*> array(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
+    if (!v->is_array()) return bad(key, "an array");
+    return v;
+  }
+  Expected<std::vector<int64_t>> ints(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const json* v, array(key));
+    std::vector<int64_t> out;
+    for (const json& x : *v) {
+      if (!x.is_number_integer()) return bad(key, "an array of integers");
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
+  Expected<std::vector<std::string>> strings(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const json* v, array(key));
+    std::vector<std::string> out;
+    for (const json& x : *v) {
+      if (!x.is_string()) return bad(key, "an array of strings");
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const json& j_;
+  std::string where_;
+};
+
+Expected<ir::InputSpec::Kind> input_kind(const std::string& s) {
+  for (auto k : {ir::InputSpec::Kind::kParameter, ir::InputSpec::Kind::kBuffer, ir::InputSpec::Kind::kConstant,
+                 ir::InputSpec::Kind::kUserInput})
+    if (s == ir::input_kind_name(k)) return k;
+  return format_error("unknown input kind '" + s + "'");
+}
+
+Expected<ir::OutputSpec::Kind> output_kind(const std::string& s) {
+  for (auto k : {ir::OutputSpec::Kind::kBufferMutation, ir::OutputSpec::Kind::kUserOutput,
+                 ir::OutputSpec::Kind::kUserInputMutation})
+    if (s == ir::output_kind_name(k)) return k;
+  return format_error("unknown output kind '" + s + "'");
+}
+
+}  // namespace
+
+Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p) {
+  const ir::Module& m = p.module;
+  json j;
+  j["format"] = "kiln program";
+  j["source"] = m.source;
+  j["torch_version"] = m.torch_version;
+  j["dialect"] = m.dialect;
+  j["device"] = p.device;
+  json inputs = json::array(), outputs = json::array(), symbols = json::array();
+  for (const ir::InputSpec& s : m.input_specs)
+    inputs.push_back({{"kind", ir::input_kind_name(s.kind)}, {"target", s.target}, {"persistent", s.persistent}});
+  for (const ir::OutputSpec& s : m.output_specs)
+    outputs.push_back({{"kind", ir::output_kind_name(s.kind)}, {"target", s.target}});
+  for (const auto& [name, r] : m.symbols) symbols.push_back({{"name", name}, {"min", r.min}, {"max", r.max}});
+  j["inputs"] = inputs;
+  j["outputs"] = outputs;
+  j["symbols"] = symbols;
+
+  json segments = json::array();
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const SegmentRecord& s = p.segments[i];
+    json js = {{"kind", segment_kind_name(s.kind)},
+               {"nodes", s.nodes},
+               {"inputs", s.inputs},
+               {"outputs", s.outputs},
+               {"reasons", s.reasons},
+               {"backend", s.backend}};
+    if (s.kind == partition::SegmentKind::kEngine) js["plan"] = "plan." + std::to_string(i);
+    segments.push_back(js);
+  }
+  j["segments"] = segments;
+
+  // Weights: one contiguous, aligned copy each, in name order.
+  std::vector<uint8_t> blob;
+  json weights = json::array();
+  for (const auto& [name, t] : m.weights) {
+    Tensor c = t.contiguous();
+    blob.resize((blob.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment);
+    const size_t offset = blob.size();
+    const auto* data = static_cast<const uint8_t*>(c.raw_data());
+    if (c.nbytes() > 0) blob.insert(blob.end(), data, data + c.nbytes());
+    weights.push_back({{"name", name},
+                       {"dtype", std::string(dtype_name(c.dtype()))},
+                       {"sizes", c.sizes()},
+                       {"offset", offset},
+                       {"nbytes", c.nbytes()}});
+  }
+  j["weights"] = weights;
+
+  SectionFileWriter w(kProgramMagic, kProgramVersion);
+  KILN_TRY(w.add("program", bytes_of(j.dump(1))));
+  KILN_TRY(w.add("graph", bytes_of(ir::print_graph(m.graph))));
+  KILN_TRY(w.add("weights", std::move(blob)));
+  for (size_t i = 0; i < p.segments.size(); ++i)
+    if (p.segments[i].kind == partition::SegmentKind::kEngine)
+      KILN_TRY(w.add("plan." + std::to_string(i), std::span<const uint8_t>(p.segments[i].plan)));
+  return w.finish();
+}
+
+Status save_program(const CompiledProgram& p, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(p));
+  // Write next to the target and rename, so a failed write never leaves a half file.
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Status(ErrorCode::kIo, path + ": cannot open for writing");
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return Status(ErrorCode::kIo, path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status(ErrorCode::kIo, path + ": cannot rename the written file into place");
+  }
+  return Status::ok();
+}
+
+Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::shared_ptr<void> keeper,
+                                        std::string_view what) {
+  const std::string w(what);
+  KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kProgramMagic, kProgramVersion, what));
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> jb, f.section("program"));
+  json j = json::parse(jb.begin(), jb.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return format_error(w + ": section 'program' is not a JSON object");
+  Reader r(j, w + ": program");
+
+  CompiledProgram p;
+  ir::Module& m = p.module;
+  KILN_ASSIGN_OR_RETURN(std::string format, r.string("format"));
+  if (format != "kiln program") return format_error(w + ": not a kiln program (format '" + format + "')");
+  KILN_ASSIGN_OR_RETURN(m.source, r.string("source"));
+  KILN_ASSIGN_OR_RETURN(m.torch_version, r.string("torch_version"));
+  KILN_ASSIGN_OR_RETURN(m.dialect, r.string("dialect"));
+  KILN_ASSIGN_OR_RETURN(p.device, r.string("device"));
+
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> gb, f.section("graph"));
+  auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(gb.data()), gb.size()));
+  if (!g) return format_error(w + ": graph: " + g.status().message());
+  m.graph = std::move(*g);
+  if (Status s = m.graph.verify(); !s) return format_error(w + ": graph: " + s.message());
+
+  KILN_ASSIGN_OR_RETURN(const json* inputs, r.array("inputs"));
+  for (const json& ji : *inputs) {
+    Reader ri(ji, r.where() + " input spec");
+    KILN_ASSIGN_OR_RETURN(std::string kind, ri.string("kind"));
+    KILN_ASSIGN_OR_RETURN(std::string target, ri.string("target"));
+    auto k = input_kind(kind);
+    if (!k) return format_error(ri.where() + ": " + k.status().message());
+    m.input_specs.push_back({*k, target, true});
+  }
+  KILN_ASSIGN_OR_RETURN(const json* outputs, r.array("outputs"));
+  for (const json& jo : *outputs) {
+    Reader ro(jo, r.where() + " output spec");
+    KILN_ASSIGN_OR_RETURN(std::string kind, ro.string("kind"));
+    KILN_ASSIGN_OR_RETURN(std::string target, ro.string("target"));
+    auto k = output_kind(kind);
+    if (!k) return format_error(ro.where() + ": " + k.status().message());
+    m.output_specs.push_back({*k, target});
+  }
+  if (m.input_specs.size() != m.graph.inputs().size() || m.output_specs.size() != m.graph.outputs().size())
+    return format_error(w + ": the signature has " + std::to_string(m.input_specs.size()) + " inputs and " +
+                        std::to_string(m.output_specs.size()) + " outputs, the graph " +
+                        std::to_string(m.graph.inputs().size()) + " and " + std::to_string(m.graph.outputs().size()));
+  KILN_ASSIGN_OR_RETURN(const json* symbols, r.array("symbols"));
+  for (const json& js : *symbols) {
+    Reader rs(js, r.where() + " symbol");
+    KILN_ASSIGN_OR_RETURN(std::string name, rs.string("name"));
+    KILN_ASSIGN_OR_RETURN(int64_t lo, rs.integer("min"));
+    KILN_ASSIGN_OR_RETURN(int64_t hi, rs.integer("max"));
+    if (lo > hi) return format_error(rs.where() + " '" + name + "': min > max");
+    m.symbols[name] = {lo, hi};
+  }
+
+  // Weights, borrowed from the file's bytes.
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> blob, f.section("weights"));
+  KILN_ASSIGN_OR_RETURN(const json* weights, r.array("weights"));
+  for (const json& jw : *weights) {
+    Reader rw(jw, r.where() + " weight");
+    KILN_ASSIGN_OR_RETURN(std::string name, rw.string("name"));
+    Reader rn(jw, r.where() + " weight '" + name + "'");
+    KILN_ASSIGN_OR_RETURN(std::string dtype_s, rn.string("dtype"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, rn.ints("sizes"));
+    KILN_ASSIGN_OR_RETURN(int64_t offset, rn.integer("offset"));
+    KILN_ASSIGN_OR_RETURN(int64_t nbytes, rn.integer("nbytes"));
+    auto dtype = dtype_from_name(dtype_s);
+    if (!dtype) return format_error(rn.where() + ": unknown dtype '" + dtype_s + "'");
+    if (m.weights.count(name)) return format_error(rn.where() + ": listed twice");
+    if (sizes.size() > 64) return format_error(rn.where() + ": too many dimensions");
+    uint64_t numel = 1;
+    for (int64_t s : sizes) {
+      if (s < 0 || (s != 0 && numel > UINT64_MAX / static_cast<uint64_t>(s)))
+        return format_error(rn.where() + ": bad sizes");
+      numel *= static_cast<uint64_t>(s);
+    }
+    if (numel > UINT64_MAX / 16 || numel * dtype_size(*dtype) != static_cast<uint64_t>(nbytes))
+      return format_error(rn.where() + ": " + std::to_string(nbytes) + " bytes do not hold its sizes");
+    if (offset < 0 || static_cast<uint64_t>(offset) > blob.size() ||
+        static_cast<uint64_t>(nbytes) > blob.size() - static_cast<uint64_t>(offset))
+      return format_error(rn.where() + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
+                          ") lie outside the weights section (" + std::to_string(blob.size()) + " bytes)");
+    if (offset % static_cast<int64_t>(dtype_size(*dtype)) != 0)
+      return format_error(rn.where() + ": offset " + std::to_string(offset) + " is not aligned to its dtype");
+    std::shared_ptr<Storage> storage;
+    auto* base = const_cast<uint8_t*>(blob.data()) + offset;
+    if (keeper) {
+      storage = Storage::borrow(base, static_cast<size_t>(nbytes), keeper);
+    } else {
+      storage = Storage::allocate(static_cast<size_t>(nbytes));
+      if (nbytes > 0) std::memcpy(storage->data(), base, static_cast<size_t>(nbytes));
+    }
+    Shape strides(sizes.size(), 1);
+    for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
+    auto t = Tensor::from_storage(storage, *dtype, sizes, strides, 0);
+    if (!t) return format_error(rn.where() + ": " + t.status().message());
+    m.weights[name] = std::move(*t);
+  }
+  // Every weight, constant and buffer the graph takes is there, with its declared type.
+  for (size_t i = 0; i < m.input_specs.size(); ++i) {
+    const ir::InputSpec& s = m.input_specs[i];
+    if (s.kind == ir::InputSpec::Kind::kUserInput) continue;
+    auto it = m.weights.find(s.target);
+    const ir::Value* v = m.graph.inputs()[i];
+    if (it == m.weights.end()) return format_error(w + ": weight '" + s.target + "' is missing");
+    bool same = it->second.dtype() == v->type.dtype && it->second.dim() == static_cast<int64_t>(v->type.sizes.size());
+    for (size_t d = 0; same && d < v->type.sizes.size(); ++d)
+      same = !v->type.sizes[d].is_static() || v->type.sizes[d].value == it->second.sizes()[d];
+    if (!same)
+      return format_error(w + ": weight '" + s.target + "' is " + it->second.type_string() + ", the graph takes " +
+                          v->type.to_string());
+  }
+
+  // Segments: node indices and value ids in range, each node in exactly one segment.
+  const int num_nodes = static_cast<int>(m.graph.nodes().size());
+  const int num_values = static_cast<int>(m.graph.num_values());
+  std::vector<int> owner(static_cast<size_t>(num_nodes), -1);
+  KILN_ASSIGN_OR_RETURN(const json* segments, r.array("segments"));
+  for (size_t i = 0; i < segments->size(); ++i) {
+    Reader rs((*segments)[i], r.where() + " segment " + std::to_string(i));
+    SegmentRecord s;
+    KILN_ASSIGN_OR_RETURN(std::string kind, rs.string("kind"));
+    if (kind == "engine")
+      s.kind = partition::SegmentKind::kEngine;
+    else if (kind == "fallback")
+      s.kind = partition::SegmentKind::kFallback;
+    else
+      return format_error(rs.where() + ": unknown kind '" + kind + "'");
+    KILN_ASSIGN_OR_RETURN(s.backend, rs.string("backend"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> nodes, rs.ints("nodes"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ins, rs.ints("inputs"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> outs, rs.ints("outputs"));
+    KILN_ASSIGN_OR_RETURN(s.reasons, rs.strings("reasons"));
+    for (int64_t n : nodes) {
+      if (n < 0 || n >= num_nodes)
+        return format_error(rs.where() + ": node index " + std::to_string(n) + " out of range");
+      if (owner[static_cast<size_t>(n)] != -1)
+        return format_error(rs.where() + ": node " + std::to_string(n) + " is also in segment " +
+                            std::to_string(owner[static_cast<size_t>(n)]));
+      owner[static_cast<size_t>(n)] = static_cast<int>(i);
+      s.nodes.push_back(static_cast<int>(n));
+    }
+    for (auto* list : {&ins, &outs})
+      for (int64_t v : *list)
+        if (v < 0 || v >= num_values)
+          return format_error(rs.where() + ": value id " + std::to_string(v) + " out of range");
+    s.inputs.assign(ins.begin(), ins.end());
+    s.outputs.assign(outs.begin(), outs.end());
+    if (s.kind == partition::SegmentKind::kEngine) {
+      KILN_ASSIGN_OR_RETURN(std::string plan_name, rs.string("plan"));
+      auto plan = f.section(plan_name);
+      if (!plan) return format_error(rs.where() + ": " + plan.status().message());
+      s.plan.assign(plan->begin(), plan->end());
+    } else if (s.reasons.size() != s.nodes.size()) {
+      return format_error(rs.where() + ": " + std::to_string(s.reasons.size()) + " fallback reasons for " +
+                          std::to_string(s.nodes.size()) + " nodes");
+    }
+    p.segments.push_back(std::move(s));
+  }
+  for (int n = 0; n < num_nodes; ++n)
+    if (owner[static_cast<size_t>(n)] == -1)
+      return format_error(w + ": node '" + m.graph.nodes()[static_cast<size_t>(n)]->name + "' is in no segment");
+  m.source = m.source.empty() ? w : m.source;
+  return p;
+}
+
+Expected<CompiledProgram> load_program(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
+  return parse_program(file->bytes(), file, path);
+}
+
+bool looks_like_program_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  if (!f.read(magic, sizeof magic)) return false;
+  return std::string_view(magic, sizeof magic) == kProgramMagic;
+}
+
+}  // namespace kiln::program

@@ -1,0 +1,38 @@
+// The .kiln program file: a section file (base/section_file.h) with magic
+// "KILNPROG" and these sections:
+//   program   JSON: format, source, torch version, dialect, device, the
+//             signature (input/output specs), symbol ranges, the segments
+//             (kind, backend, node indices, input/output value ids, fallback
+//             reasons, plan section) and the weight table (name, dtype,
+//             sizes, offset and size in `weights`)
+//   graph     the lowered graph as IR text; segments refer to its node
+//             indices and value ids
+//   weights   every weight and buffer initial value the program uses, once,
+//             each contiguous and 64-byte aligned
+//   plan.<i>  the engine plan of segment i
+// Every offset, size, count and reference is checked on load; weights are
+// borrowed from the mapped file, not copied.
+#pragma once
+
+#include <string>
+
+#include "program/compiled_program.h"
+
+namespace kiln::program {
+
+constexpr std::string_view kProgramMagic = "KILNPROG";
+constexpr uint32_t kProgramVersion = 1;
+
+Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p);
+Status save_program(const CompiledProgram& p, const std::string& path);
+
+// Parses and validates a .kiln image. `keeper` keeps `bytes` alive for the
+// weights borrowed from it (null: weights are copied). `what` names the file.
+Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::shared_ptr<void> keeper,
+                                        std::string_view what);
+Expected<CompiledProgram> load_program(const std::string& path);
+
+// Whether the file at `path` starts with the .kiln magic.
+bool looks_like_program_file(const std::string& path);
+
+}  // namespace kiln::program

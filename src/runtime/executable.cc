@@ -1,0 +1,127 @@
+#include "runtime/executable.h"
+
+#include <algorithm>
+
+#include "backends/cpu/cpu_backend.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::runtime {
+
+using partition::SegmentKind;
+
+namespace {
+
+// An engine output carried back into the program: symbolic scalars travel as 0-d tensors.
+cpu::RtValue from_boundary(const ir::Value& v, Tensor t) {
+  switch (v.kind) {
+    case ir::ValueKind::kSymInt: return t.int_at(0);
+    case ir::ValueKind::kSymFloat: return t.value_at(0);
+    case ir::ValueKind::kSymBool: return t.value_at(0) != 0;
+    default: return t;
+  }
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram p, std::string_view what) {
+  auto e = std::unique_ptr<Executable>(new Executable());
+  const ir::Graph& g = p.module.graph;
+  const std::string w(what);
+  const size_t nv = g.num_values();
+  std::vector<bool> available(nv, false);
+  for (const ir::Value* v : g.inputs()) available[static_cast<size_t>(v->id)] = true;
+  std::vector<int> last_reader(nv, -1);
+
+  for (size_t si = 0; si < p.segments.size(); ++si) {
+    const program::SegmentRecord& s = p.segments[si];
+    const std::string where = w + ", segment " + std::to_string(si);
+    if (s.kind == SegmentKind::kEngine) {
+      for (int v : s.inputs) {
+        if (!available[static_cast<size_t>(v)])
+          return format_error(where + ": engine input '" + g.value(static_cast<size_t>(v))->name +
+                              "' is not computed before the segment runs");
+        last_reader[static_cast<size_t>(v)] = static_cast<int>(si);
+      }
+      const engine::Backend* backend = program::builtin_backends().find(s.backend);
+      if (backend == nullptr)
+        return unsupported(where + ": the engine was built for backend '" + s.backend +
+                           "', which this kiln does not have");
+      const ir::Module& m = p.module;
+      engine::WeightLookup weights = [&m](const std::string& name) -> Expected<Tensor> {
+        auto it = m.weights.find(name);
+        if (it == m.weights.end()) return not_found("the program has no weight '" + name + "'");
+        return it->second;
+      };
+      KILN_ASSIGN_OR_RETURN(engine::EngineHandle h, backend->load(s.plan, weights, where));
+      e->engines_.push_back(std::make_unique<engine::Engine>(backend, h));
+      for (int v : s.outputs) available[static_cast<size_t>(v)] = true;
+    } else {
+      e->engines_.push_back(nullptr);
+      std::vector<bool> produced(nv, false);
+      for (int ni : s.nodes) {
+        const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+        for (const ir::Value* v : n.operands()) {
+          if (!available[static_cast<size_t>(v->id)])
+            return format_error(where + ": " + n.describe() + " reads '" + v->name + "' before it is computed");
+          last_reader[static_cast<size_t>(v->id)] = static_cast<int>(si);
+        }
+        if (!cpu::cpu_kernels().find(n.op))
+          return unsupported(where + ": " + n.describe() + " has no CPU kernel to fall back on");
+        for (const ir::Value* v : n.outputs)
+          available[static_cast<size_t>(v->id)] = produced[static_cast<size_t>(v->id)] = true;
+      }
+      for (int v : s.outputs)
+        if (!produced[static_cast<size_t>(v)])
+          return format_error(where + ": output '" + g.value(static_cast<size_t>(v))->name + "' is not computed by it");
+    }
+  }
+  for (const ir::Value* v : g.outputs()) {
+    if (!available[static_cast<size_t>(v->id)])
+      return format_error(w + ": program output '" + v->name + "' is computed by no segment");
+    last_reader[static_cast<size_t>(v->id)] = static_cast<int>(p.segments.size());
+  }
+  e->release_after_.resize(p.segments.size());
+  for (size_t v = 0; v < nv; ++v)
+    if (last_reader[v] >= 0 && static_cast<size_t>(last_reader[v]) < p.segments.size())
+      e->release_after_[static_cast<size_t>(last_reader[v])].push_back(static_cast<int>(v));
+  e->p_ = std::move(p);
+  return e;
+}
+
+Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs, void* stream) const {
+  const ir::Graph& g = p_.module.graph;
+  if (graph_inputs.size() != g.inputs().size())
+    return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
+                            std::to_string(graph_inputs.size()));
+  std::vector<cpu::RtValue> env(g.num_values());
+  for (size_t i = 0; i < graph_inputs.size(); ++i)
+    env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
+
+  std::vector<Tensor> ins, outs;
+  for (size_t si = 0; si < p_.segments.size(); ++si) {
+    const program::SegmentRecord& s = p_.segments[si];
+    if (s.kind == SegmentKind::kEngine) {
+      ins.clear();
+      for (int v : s.inputs) ins.push_back(cpu::scalar_to_boundary_tensor(env[static_cast<size_t>(v)]));
+      KILN_TRY(engines_[si]->execute(ins, outs, stream));
+      if (outs.size() != s.outputs.size())
+        return internal_error("segment " + std::to_string(si) + ": the engine returned " + std::to_string(outs.size()) +
+                              " outputs, the program expects " + std::to_string(s.outputs.size()));
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const ir::Value& v = *g.value(static_cast<size_t>(s.outputs[o]));
+        env[static_cast<size_t>(v.id)] = from_boundary(v, std::move(outs[o]));
+      }
+      ins.clear();
+      outs.clear();
+    } else {
+      for (int ni : s.nodes) KILN_TRY(run_node(*g.nodes()[static_cast<size_t>(ni)], env, cpu::cpu_kernels()));
+    }
+    for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};
+  }
+  std::vector<cpu::RtValue> out;
+  out.reserve(g.outputs().size());
+  for (const ir::Value* v : g.outputs()) out.push_back(env[static_cast<size_t>(v->id)]);
+  return out;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,36 @@
+// A compiled program ready to run: its engines loaded, its schedule checked.
+// Runs engine segments on their backends and, between them, fallback nodes on
+// the reference kernels; a program with no fallback never touches them.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "engine/backend.h"
+#include "program/compiled_program.h"
+
+namespace kiln::runtime {
+
+class Executable {
+ public:
+  // Loads every engine plan with its backend and checks the dataflow: each
+  // segment reads only graph inputs and values that earlier segments (or its
+  // own earlier nodes) produce, and every graph output is produced.
+  static Expected<std::unique_ptr<Executable>> load(program::CompiledProgram p, std::string_view what);
+
+  // `graph_inputs` parallel to the module's graph inputs; returns the values
+  // of its graph outputs. `stream` is handed to every engine.
+  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, void* stream = nullptr) const;
+
+  const program::CompiledProgram& program() const { return p_; }
+  program::CompiledProgram& program() { return p_; }
+
+ private:
+  program::CompiledProgram p_;
+  std::vector<std::unique_ptr<engine::Engine>> engines_;  // per segment; null for fallback segments
+  std::vector<std::vector<int>> release_after_;           // per segment: value ids no later segment reads
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,84 @@
+// kiln compile MODEL.pt2 -o OUT.kiln: lower, partition, build engines, save.
+// Also the compile options the other commands share.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops"};
+const std::vector<std::string> kCompileFlags = {"require-full-compilation"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Expected<LoadOptions> load_options(const Args& a, bool progress) {
+  LoadOptions o;
+  CompileOptions& c = o.compile;
+  if (auto d = a.get("device")) c.device = *d;
+  if (auto m = a.get("min-block-size")) {
+    char* end = nullptr;
+    long v = std::strtol(m->c_str(), &end, 10);
+    if (m->empty() || *end != '\0' || v < 1 || v > 1000000)
+      return invalid_argument("--min-block-size needs a whole number from 1, got '" + *m + "'");
+    c.min_block_size = static_cast<int>(v);
+  }
+  if (auto it = a.options.find("fallback-ops"); it != a.options.end())
+    for (const std::string& list : it->second) {
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        std::string op = list.substr(start, comma - start);
+        if (op.empty()) return invalid_argument("--fallback-ops has an empty entry in '" + list + "'");
+        c.fallback_ops.push_back(op);
+        start = comma + 1;
+      }
+    }
+  c.require_full_compilation = a.flag("require-full-compilation");
+  if (progress) c.progress = [](const std::string& m) { std::fprintf(stderr, "kiln: %s\n", m.c_str()); };
+  return o;
+}
+
+Expected<std::shared_ptr<const Program>> load_model(const std::string& path, const Args& a, LoadOptions options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, Program::load(path, options));
+  if (auto d = a.get("device"); d && *d != p->device())
+    return invalid_argument(path + " was compiled for device '" + p->device() + "', not '" + *d +
+                            "'; compile it again with --device " + *d);
+  return p;
+}
+
+int run_compile(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, with({"output"}, kCompileValued), kCompileFlags);
+  if (!args) return fail(args.status());
+  auto out = args->get("output");
+  if (args->positional.size() != 1 || !out)
+    return fail(invalid_argument("usage: kiln compile MODEL.pt2 -o OUT.kiln [compile options]"));
+  auto options = load_options(*args, true);
+  if (!options) return fail(options.status());
+  const auto start = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "kiln: compiling %s for %s\n", args->positional[0].c_str(), options->compile.device.c_str());
+  auto program = load_model(args->positional[0], *args, *options);
+  if (!program) return fail(program.status());
+  if (Status s = (*program)->save(*out); !s) return fail(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int engines = 0, fallback_nodes = 0;
+  size_t plan_bytes = 0;
+  for (const SegmentInfo& s : (*program)->segments()) {
+    engines += s.engine;
+    plan_bytes += s.plan_bytes;
+    if (!s.engine) fallback_nodes += s.num_nodes;
+  }
+  std::printf("wrote %s: %zu segments (%d engines, %zu bytes of plans), %d nodes in fallback, %.2f s\n", out->c_str(),
+              (*program)->segments().size(), engines, plan_bytes, fallback_nodes, secs);
+  if (fallback_nodes > 0)
+    std::printf("run `kiln inspect %s --partition` to see why each node falls back\n", out->c_str());
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
