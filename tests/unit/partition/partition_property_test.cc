@@ -124,7 +124,9 @@ void check_partition(const RandomCase& c, const Partition& p) {
   // The concatenated order is an execution order.
   for (const auto& n : g.nodes())
     for (const Value* v : n->operands())
-      if (v->producer) ASSERT_LT(position.at(v->producer), position.at(n.get())) << n->describe();
+      if (v->producer) {
+        ASSERT_LT(position.at(v->producer), position.at(n.get())) << n->describe();
+      }
 
   // Values a segment must export: read by a later segment or a graph output.
   std::set<const Value*> needed;
@@ -139,7 +141,9 @@ void check_partition(const RandomCase& c, const Partition& p) {
     const Segment& seg = p.segments[s];
     SCOPED_TRACE("segment " + std::to_string(s));
     ASSERT_FALSE(seg.nodes.empty());
-    if (s > 0) EXPECT_NE(seg.kind, p.segments[s - 1].kind) << "neighbours of one kind would be one segment";
+    if (s > 0) {
+      EXPECT_NE(seg.kind, p.segments[s - 1].kind) << "neighbours of one kind would be one segment";
+    }
 
     // Inputs and constants: exactly the outside values read, in first-use order.
     std::vector<const Value*> want_inputs, want_constants;
@@ -176,12 +180,13 @@ void check_partition(const RandomCase& c, const Partition& p) {
         const Node* n = seg.nodes[i];
         EXPECT_FALSE(seg.reasons[i].empty()) << n->describe();
         const Capability& a = c.answers.at(n);
-        if (forced(c.options, n))
+        if (forced(c.options, n)) {
           EXPECT_EQ(seg.reasons[i].rfind("forced to fallback by fallback_ops", 0), 0u);
-        else if (!a.supported)
+        } else if (!a.supported) {
           EXPECT_EQ(seg.reasons[i], a.reason);
-        else
+        } else {
           EXPECT_NE(seg.reasons[i].find("is below min_block_size"), std::string::npos) << seg.reasons[i];
+        }
       }
     } else {
       EXPECT_TRUE(seg.reasons.empty());
@@ -190,11 +195,15 @@ void check_partition(const RandomCase& c, const Partition& p) {
         EXPECT_TRUE(c.answers.at(n).supported && !forced(c.options, n)) << n->describe() << " is in an engine";
         compute += ir::op_category(n->op) == ir::OpCategory::kCompute ? 1 : 0;
       }
-      if (!c.options.require_full_compilation) EXPECT_GE(compute, c.options.min_block_size);
+      if (!c.options.require_full_compilation) {
+        EXPECT_GE(compute, c.options.min_block_size);
+      }
     }
   }
   for (const Value* v : g.outputs())
-    if (v->producer) EXPECT_TRUE(exported.count(v)) << "graph output '" << v->name << "' is not exported";
+    if (v->producer) {
+      EXPECT_TRUE(exported.count(v)) << "graph output '" << v->name << "' is not exported";
+    }
 }
 
 TEST(PartitionProperty, RandomGraphsGiveWellFormedPartitions) {
@@ -212,15 +221,19 @@ TEST(PartitionProperty, RandomGraphsGiveWellFormedPartitions) {
     if (c.options.require_full_compilation && any_refused) {
       ASSERT_FALSE(p.has_value());
       EXPECT_EQ(p.status().code(), ErrorCode::kUnsupported);
-      for (const auto& n : c.m.graph.nodes())
-        if (!c.answers.at(n.get()).supported && !forced(c.options, n.get()))
+      for (const auto& n : c.m.graph.nodes()) {
+        if (!c.answers.at(n.get()).supported && !forced(c.options, n.get())) {
           EXPECT_NE(p.status().message().find(c.answers.at(n.get()).reason), std::string::npos);
+        }
+      }
       ++errors;
       continue;
     }
     ASSERT_TRUE(p.has_value()) << p.status().message();
     check_partition(c, *p);
-    if (c.options.require_full_compilation) EXPECT_LE(p->segments.size(), 1u);
+    if (c.options.require_full_compilation) {
+      EXPECT_LE(p->segments.size(), 1u);
+    }
 
     // Deterministic: the same inputs give the same partition.
     auto again = partition_by_capability(c.m, capable, c.options);
