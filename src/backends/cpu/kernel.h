@@ -121,5 +121,6 @@ void register_pool_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
 void register_attention_kernels(KernelRegistry& r);
 void register_symbolic_kernels(KernelRegistry& r);
+void register_fused_elementwise_kernels(KernelRegistry& r);
 
 }  // namespace kiln::cpu
