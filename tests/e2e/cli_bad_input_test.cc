@@ -1,13 +1,12 @@
 // The CLI on corrupted copies of real fixtures: every bad file or bad input
 // gets exit code 2 and a message naming what is wrong and where; a mismatch
 // gets exit code 1; a match exit code 0.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "frontend/safetensors.h"
 #include "frontend/zip_reader.h"
@@ -51,7 +50,8 @@ class CliBadInput : public ::testing::Test {
 
   std::string write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
     std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     return path;
   }
 
@@ -61,7 +61,8 @@ class CliBadInput : public ::testing::Test {
   }
 
   // Rewrites the fixture archive with `edit` applied to each entry (name relative to the root folder).
-  std::string repack(const std::string& name, const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit) {
+  std::string repack(const std::string& name,
+                     const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit) {
     auto zip = frontend::ZipArchive::open(kModel);
     EXPECT_TRUE(zip.has_value());
     std::vector<testing::TestEntry> entries;
@@ -156,7 +157,8 @@ TEST_F(CliBadInput, WeightBlobShorterThanItsMetadata) {
 
 TEST_F(CliBadInput, UnknownOp) {
   std::string path = repack("unknown_op.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
-    if (n == "models/model.json") replace_text(d, "torch.ops.aten.max_pool2d.default", "torch.ops.aten.frobnicate.default");
+    if (n == "models/model.json")
+      replace_text(d, "torch.ops.aten.max_pool2d.default", "torch.ops.aten.frobnicate.default");
   });
   CliResult r = kiln_cli("check " + path + " " + kIo);
   EXPECT_EQ(r.code, 2) << r.output;
@@ -176,7 +178,8 @@ TEST_F(CliBadInput, UnknownDtypeCode) {
 
 TEST_F(CliBadInput, DanglingValueReference) {
   std::string path = repack("dangling.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
-    if (n == "models/model.json") replace_text(d, "{\"as_tensor\": {\"name\": \"x\"}}", "{\"as_tensor\": {\"name\": \"nowhere\"}}");
+    if (n == "models/model.json")
+      replace_text(d, "{\"as_tensor\": {\"name\": \"x\"}}", "{\"as_tensor\": {\"name\": \"nowhere\"}}");
   });
   CliResult r = kiln_cli("check " + path + " " + kIo);
   EXPECT_EQ(r.code, 2) << r.output;
@@ -185,10 +188,9 @@ TEST_F(CliBadInput, DanglingValueReference) {
 }
 
 TEST_F(CliBadInput, PickledLegacyArchiveAsksForAResave) {
-  std::vector<testing::TestEntry> entries = {
-      {"serialized_exported_program.json", {'{', '}'}},
-      {"serialized_state_dict.pt", {0x80, 0x02}},
-      {"version", {'8', '.', '1'}}};
+  std::vector<testing::TestEntry> entries = {{"serialized_exported_program.json", {'{', '}'}},
+                                             {"serialized_state_dict.pt", {0x80, 0x02}},
+                                             {"version", {'8', '.', '1'}}};
   testing::WriteOptions plain;
   plain.pytorch_style = false;
   std::string path = write_bytes("legacy.pt2", testing::write_zip(entries, plain).bytes);
@@ -201,7 +203,8 @@ TEST_F(CliBadInput, PickledLegacyArchiveAsksForAResave) {
 TEST_F(CliBadInput, WrongInputShapeAndDtypeAtRunTime) {
   std::string in_path = (dir_ / "in.safetensors").string();
   std::string out_path = (dir_ / "out.safetensors").string();
-  ASSERT_TRUE(frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
+  ASSERT_TRUE(
+      frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
   CliResult r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("input 'x' (input 0): dimension"), std::string::npos) << r.output;
@@ -238,6 +241,66 @@ TEST_F(CliBadInput, MissingFilesAndBadOptions) {
   EXPECT_EQ(r.code, 2);
   r = kiln_cli("frobnicate");
   EXPECT_EQ(r.code, 2);
+}
+
+// kiln compile writes a .kiln that check and run accept; the partition is explained.
+TEST_F(CliBadInput, CompileThenCheckAndInspectTheKilnFile) {
+  const std::string out = (dir_ / "resnet.kiln").string();
+  CliResult r = kiln_cli("compile " + kModel + " -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("building engine 1/1"), std::string::npos) << r.output;
+  r = kiln_cli("check " + out + " " + kIo);
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = kiln_cli("inspect " + out + " --partition");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("segment 0: engine"), std::string::npos) << r.output;
+  // A .kiln built for one device is not silently run on another.
+  r = kiln_cli("check " + out + " " + kIo + " --device null");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("compiled for device 'cpu'"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBadInput, InspectPartitionExplainsEveryFallbackNode) {
+  const std::string model = kDir + "nonzero_middle.pt2";
+  CliResult r = kiln_cli("inspect " + model + " --partition");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("nonzero (aten.nonzero.default): output size u0"), std::string::npos) << r.output;
+  // Forcing relu out of engines: each relu is listed with that reason.
+  r = kiln_cli("inspect " + model + " --partition --fallback-ops relu --min-block-size 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(aten.relu.default): forced to fallback"), std::string::npos) << r.output;
+  r = kiln_cli("compile " + model + " -o " + (dir_ / "x.kiln").string() + " --require-full-compilation");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("nonzero"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x.kiln"));
+  r = kiln_cli("compile " + model + " -o " + (dir_ / "x.kiln").string() + " --min-block-size 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = kiln_cli("compile " + model + " -o " + (dir_ / "x.kiln").string() + " --fallback-ops frobnicate");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("frobnicate"), std::string::npos) << r.output;
+}
+
+// A .kiln file truncated or altered anywhere is refused with exit code 2 and a message.
+TEST_F(CliBadInput, TruncatedOrAlteredKilnFileIsRefused) {
+  const std::string good = (dir_ / "good.kiln").string();
+  ASSERT_EQ(kiln_cli("compile " + kModel + " -o " + good).code, 0);
+  const std::vector<uint8_t> bytes = read_bytes(good);
+  ASSERT_GT(bytes.size(), 1000u);
+  for (size_t cut : {size_t{0}, size_t{7}, size_t{40}, bytes.size() / 3, bytes.size() - 1}) {
+    std::vector<uint8_t> b(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+    // A file shorter than the magic is not recognised as .kiln and is refused as a .pt2.
+    CliResult r = kiln_cli("check " + write_bytes("cut.kiln", b) + " " + kIo);
+    EXPECT_EQ(r.code, 2) << "cut at " << cut << ": " << r.output;
+    EXPECT_NE(r.output.find("cut.kiln"), std::string::npos) << r.output;
+  }
+  for (size_t pos : {size_t{9}, size_t{100}, bytes.size() / 2, bytes.size() - 100, bytes.size() - 2}) {
+    std::vector<uint8_t> b = bytes;
+    b[pos] ^= 0x5a;
+    CliResult r = kiln_cli("run " + write_bytes("flip.kiln", b) + " --inputs " + kIo + " --outputs " +
+                           (dir_ / "o.safetensors").string());
+    EXPECT_EQ(r.code, 2) << "flip at " << pos << ": " << r.output;
+    EXPECT_NE(r.output.find("flip.kiln"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

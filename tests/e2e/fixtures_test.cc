@@ -1,9 +1,10 @@
 // Every fixture exported by PyTorch, in both dialects, runs on the CPU
 // reference backend and matches the outputs PyTorch recorded.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "frontend/safetensors.h"
@@ -66,9 +67,52 @@ TEST_P(FixtureTest, MatchesPyTorch) {
   auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
   ASSERT_TRUE(report.has_value()) << report.status().message();
   for (const auto& t : report->tensors)
-    EXPECT_TRUE(t.pass) << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem
-                        << " (max abs " << t.max_abs << ", max rel " << t.max_rel << ")";
+    EXPECT_TRUE(t.pass) << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem << " (max abs "
+                        << t.max_abs << ", max rel " << t.max_rel << ")";
   EXPECT_FALSE(report->tensors.empty());
+}
+
+// Compiled to a .kiln file, loaded back from it, and run: the same outputs.
+TEST_P(FixtureTest, CompiledKilnFileMatchesPyTorch) {
+  const FixtureCase& c = GetParam();
+  auto compiled = Program::load(c.dir + "/" + c.model);
+  ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
+  const fs::path out = fs::temp_directory_path() / ("kiln_e2e_" + std::to_string(::getpid()) + "_" +
+                                                    fs::path(c.dir).filename().string() + "_" + c.model + ".kiln");
+  ASSERT_TRUE((*compiled)->save(out.string()).is_ok());
+  auto program = Program::load(out.string());
+  fs::remove(out);
+  ASSERT_TRUE(program.has_value()) << program.status().message();
+  EXPECT_EQ((*program)->segments().size(), (*compiled)->segments().size());
+  int engines = 0;
+  for (const SegmentInfo& s : (*program)->segments()) engines += s.engine;
+  // Every fixture but `nonzero` (three ops around a data-dependent one, below
+  // min_block_size) has a run of engine-capable ops.
+  if (c.name != "nonzero") EXPECT_GE(engines, 1) << (*program)->partition_report();
+  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
+  ASSERT_TRUE(report.has_value()) << report.status().message();
+  for (const auto& t : report->tensors)
+    EXPECT_TRUE(t.pass) << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem << " (max abs "
+                        << t.max_abs << ", max rel " << t.max_rel << ")";
+  EXPECT_FALSE(report->tensors.empty());
+}
+
+// With the null backend nothing goes into an engine: every node runs on the
+// reference kernels, and the results are the same.
+TEST_P(FixtureTest, AllFallbackMatchesPyTorch) {
+  const FixtureCase& c = GetParam();
+  LoadOptions options;
+  options.compile.device = "null";
+  auto program = Program::load(c.dir + "/" + c.model, options);
+  ASSERT_TRUE(program.has_value()) << program.status().message();
+  for (const SegmentInfo& s : (*program)->segments()) EXPECT_FALSE(s.engine);
+  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
+  ASSERT_TRUE(report.has_value()) << report.status().message();
+  for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << t.name << ": " << t.problem;
 }
 
 std::string case_name(const ::testing::TestParamInfo<FixtureCase>& info) {
@@ -81,6 +125,41 @@ std::string case_name(const ::testing::TestParamInfo<FixtureCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::ValuesIn(all_cases()), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FixtureTest);
+
+// The data-dependent op in the middle of nonzero_middle splits it into an
+// engine, the fallback nonzero, and an engine again — and it still matches.
+TEST(Fixtures, DataDependentOpRunsBetweenTwoEngines) {
+  int checked = 0;
+  for (const auto& c : all_cases()) {
+    if (c.name != "nonzero_middle") continue;
+    ++checked;
+    auto program = Program::load(c.dir + "/" + c.model);
+    ASSERT_TRUE(program.has_value()) << program.status().message();
+    const auto& segs = (*program)->segments();
+    ASSERT_EQ(segs.size(), 3u) << (*program)->partition_report();
+    EXPECT_TRUE(segs[0].engine);
+    EXPECT_FALSE(segs[1].engine);
+    EXPECT_TRUE(segs[2].engine);
+    ASSERT_EQ(segs[1].fallback.size(), 1u) << (*program)->partition_report();
+    EXPECT_EQ(segs[1].fallback[0].op, "aten.nonzero.default");
+    EXPECT_NE(segs[1].fallback[0].reason.find("depends on tensor data"), std::string::npos)
+        << segs[1].fallback[0].reason;
+    auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+    ASSERT_TRUE(io.has_value()) << io.status().message();
+    auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
+    ASSERT_TRUE(report.has_value()) << report.status().message();
+    for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << c.model << " " << t.name << ": " << t.problem;
+
+    // Full compilation is impossible here, and the error says which node is why.
+    LoadOptions strict;
+    strict.compile.require_full_compilation = true;
+    auto refused = Program::load(c.dir + "/" + c.model, strict);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported);
+    EXPECT_NE(refused.status().message().find("nonzero"), std::string::npos) << refused.status().message();
+  }
+  EXPECT_GE(checked, 2);
+}
 
 TEST(Fixtures, AtLeastFifteenModelsInBothDialects) {
   std::map<std::string, std::set<std::string>> dialects;
