@@ -19,4 +19,47 @@ Status fold_constants(ir::Module& m);
 // Removes nodes whose results are never used (run-time checks are kept).
 Status eliminate_dead_code(ir::Module& m);
 
+// ---- simplifications that let the pattern rewrites see whole patterns
+
+// Drops aten._assert_tensor_metadata checks whose dtype the IR's static types
+// already guarantee (the only property the check tests at run time).
+Status remove_static_asserts(ir::Module& m);
+
+// Replaces casts to the dtype a value already has (to.dtype, _to_copy with
+// only a dtype, type_as) by the value itself.
+Status remove_identity_casts(ir::Module& m);
+
+// ---- decompositions and pattern rewrites (each in its own file)
+
+// aten.linear(input, weight, bias) -> matmul(input, permute(weight, [1, 0])) + bias.
+Status decompose_linear(ir::Module& m);
+
+// Batch norm in eval mode after a convolution with constant weights becomes
+// that convolution with folded weight and bias; any other eval batch norm with
+// constant statistics becomes x * scale + shift with constant scale and shift.
+Status fold_batch_norm(ir::Module& m);
+
+// aten.native_layer_norm whose mean and rstd are unused -> aten.layer_norm.
+Status fuse_layer_norm(ir::Module& m);
+
+// x * rsqrt(mean(x^2, -1, keepdim) + eps) [* weight] -> aten.rms_norm.
+Status fuse_rms_norm(ir::Module& m);
+
+// The erf and tanh formulas of GELU spelled out elementwise -> aten.gelu.
+Status fuse_gelu(ir::Module& m);
+
+// x * sigmoid(x) -> aten.silu(x).
+Status fuse_silu(ir::Module& m);
+
+// aten.silu(a) * b -> kiln.silu_mul(a, b).
+Status fuse_silu_gate(ir::Module& m);
+
+// scaled_dot_product_attention, and softmax(q k^T * scale + mask) v spelled out
+// (matmul or the ATen dialect's expand/view/bmm form) -> kiln.attention.
+Status fuse_attention(ir::Module& m);
+
+// A convolution whose only user is relu / hardtanh / silu / hardswish / gelu /
+// sigmoid -> kiln.conv_act.
+Status fuse_conv_activation(ir::Module& m);
+
 }  // namespace kiln::lowering

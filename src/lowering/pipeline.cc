@@ -8,9 +8,24 @@ namespace kiln::lowering {
 
 const std::vector<PassInfo>& default_pipeline() {
   static const std::vector<PassInfo> passes = {
-      {"functionalize", &functionalize, "in-place ops and writes through views become functional; buffer writes become outputs"},
+      {"functionalize", &functionalize,
+       "in-place ops and writes through views become functional; buffer writes become outputs"},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
       {"fold-constants", &fold_constants, "evaluate nodes that depend only on weights and constants, once"},
+      {"remove-static-asserts", &remove_static_asserts, "drop dtype checks the IR's types already decide"},
+      {"remove-identity-casts", &remove_identity_casts, "casts to a value's own dtype become the value"},
+      {"decompose-linear", &decompose_linear, "linear becomes matmul with the permuted weight, plus bias"},
+      {"fold-batch-norm", &fold_batch_norm,
+       "eval batch norm folds into the convolution before it, else scale and shift"},
+      {"fuse-layer-norm", &fuse_layer_norm, "native_layer_norm with unused statistics becomes layer_norm"},
+      {"fuse-rms-norm", &fuse_rms_norm, "x * rsqrt(mean(x^2) + eps) [* weight] becomes rms_norm"},
+      {"fuse-gelu", &fuse_gelu, "the erf and tanh GELU formulas become gelu"},
+      {"fuse-silu", &fuse_silu, "x * sigmoid(x) becomes silu"},
+      {"fuse-silu-gate", &fuse_silu_gate, "silu(a) * b becomes kiln.silu_mul"},
+      {"fuse-attention", &fuse_attention, "SDPA and softmax(q k^T * scale + mask) v become kiln.attention"},
+      {"fuse-conv-activation", &fuse_conv_activation, "a convolution and its activation become kiln.conv_act"},
+      {"fold-constants", &fold_constants, "store weight-only results of the rewrites (transposed weights) once"},
+      {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
   };
   return passes;
 }
@@ -19,8 +34,8 @@ Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const Pi
   for (const PassInfo& p : passes) {
     KILN_TRY_CTX(p.run(m), "pass '" + p.name + "'");
     const auto& pa = options.print_after;
-    if (options.dump && (std::find(pa.begin(), pa.end(), p.name) != pa.end() ||
-                         std::find(pa.begin(), pa.end(), "all") != pa.end()))
+    if (options.dump &&
+        (std::find(pa.begin(), pa.end(), p.name) != pa.end() || std::find(pa.begin(), pa.end(), "all") != pa.end()))
       options.dump(p.name, ir::print_graph(m.graph));
   }
   return Status::ok();

@@ -121,6 +121,7 @@ void register_pool_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
 void register_attention_kernels(KernelRegistry& r);
 void register_symbolic_kernels(KernelRegistry& r);
+void register_fused_kernels(KernelRegistry& r);
 void register_fused_elementwise_kernels(KernelRegistry& r);
 
 }  // namespace kiln::cpu

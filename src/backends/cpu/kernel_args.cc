@@ -242,6 +242,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_norm_kernels(r);
   register_attention_kernels(r);
   register_symbolic_kernels(r);
+  register_fused_kernels(r);
   register_fused_elementwise_kernels(r);
 }
 
