@@ -1,7 +1,6 @@
 #include "frontend/zip_reader.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <optional>
 
@@ -10,25 +9,6 @@
 namespace kiln::frontend {
 
 namespace {
-
-// ---- CRC-32, slicing by 8 -------------------------------------------------
-
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-
-constexpr CrcTables make_crc_tables() {
-  CrcTables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
-    t[0][i] = c;
-  }
-  for (size_t s = 1; s < 8; ++s)
-    for (size_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFFu];
-  return t;
-}
-
-// Computed at compile time: constant-initialized, no static constructor.
-constexpr CrcTables kCrcTables = make_crc_tables();
 
 // ---- bounds-checked little-endian reads ----------------------------------
 
@@ -390,23 +370,6 @@ Expected<std::vector<ZipEntry>> Parser::parse() {
 }
 
 }  // namespace
-
-uint32_t crc32(std::span<const uint8_t> bytes, uint32_t crc) {
-  const auto& t = kCrcTables;
-  uint32_t c = ~crc;
-  const uint8_t* p = bytes.data();
-  size_t n = bytes.size();
-  while (n >= 8) {
-    const uint32_t lo = c ^ (static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-                             (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24));
-    c = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^ t[3][p[4]] ^
-        t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
-    p += 8;
-    n -= 8;
-  }
-  while (n-- > 0) c = t[0][(c ^ *p++) & 0xFFu] ^ (c >> 8);
-  return ~c;
-}
 
 Expected<ZipArchive> ZipArchive::open(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));

@@ -12,14 +12,15 @@
 #include <string_view>
 #include <vector>
 
+#include "base/crc32.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln::frontend {
 
-// CRC-32 (IEEE 802.3, the zip checksum) of `bytes`, continuing from `crc`
-// (0 to start; pass a previous result to checksum data in pieces).
-uint32_t crc32(std::span<const uint8_t> bytes, uint32_t crc = 0);
+// The zip checksum is kiln's CRC-32 (base/crc32.h); it is also visible here
+// as frontend::crc32 for code that builds or checks archives.
+using ::kiln::crc32;
 
 struct ZipEntry {
   std::string name;              // as stored (UTF-8 for PyTorch archives)
