@@ -52,7 +52,7 @@ namespace kiln {
 // Collects named sections and produces the file's bytes.
 class SectionFileWriter {
  public:
-  // Sizes of the layout's fixed parts and the longest section name.
+  // The magic's length and the longest section name, in bytes.
   static constexpr size_t kMagicSize = 8;
   static constexpr size_t kMaxNameLength = 64;
 
