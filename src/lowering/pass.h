@@ -48,6 +48,9 @@ Status fuse_rms_norm(ir::Module& m);
 // The erf and tanh formulas of GELU spelled out elementwise -> aten.gelu.
 Status fuse_gelu(ir::Module& m);
 
+// clamp(x + 3, 0, 6) / 6 -> aten.hardsigmoid(x); x times that -> aten.hardswish(x).
+Status fuse_hardswish(ir::Module& m);
+
 // x * sigmoid(x) -> aten.silu(x).
 Status fuse_silu(ir::Module& m);
 

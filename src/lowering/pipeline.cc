@@ -20,6 +20,7 @@ const std::vector<PassInfo>& default_pipeline() {
       {"fuse-layer-norm", &fuse_layer_norm, "native_layer_norm with unused statistics becomes layer_norm"},
       {"fuse-rms-norm", &fuse_rms_norm, "x * rsqrt(mean(x^2) + eps) [* weight] becomes rms_norm"},
       {"fuse-gelu", &fuse_gelu, "the erf and tanh GELU formulas become gelu"},
+      {"fuse-hardswish", &fuse_hardswish, "clamp(x + 3, 0, 6) / 6 [* x] becomes hardsigmoid [hardswish]"},
       {"fuse-silu", &fuse_silu, "x * sigmoid(x) becomes silu"},
       {"fuse-silu-gate", &fuse_silu_gate, "silu(a) * b becomes kiln.silu_mul"},
       {"fuse-attention", &fuse_attention, "SDPA and softmax(q k^T * scale + mask) v become kiln.attention"},
