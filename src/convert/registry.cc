@@ -80,6 +80,8 @@ void symbols_of(const ir::Value& v, std::set<std::string>& out) {
 Capability ConverterRegistry::check(const ir::Node& node, const engine::TargetInfo& target) const {
   const Converter* c = find(node.op);
   if (c == nullptr) return Capability::no("no converter for " + target_of(node));
+  if (ir::op_category(node.op) == ir::OpCategory::kInplace)
+    return Capability::no("in-place op " + target_of(node) + " left after functionalization");
   if (!target.implements || !target.implements(node.op))
     return Capability::no("backend '" + target.backend + "' has no layer for " + target_of(node));
 

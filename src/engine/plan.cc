@@ -14,7 +14,9 @@ namespace {
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 Expected<json> parse_json_section(const SectionFile& f, std::string_view name, std::string_view what) {
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> b, f.section(name));
+  auto section = f.section(name);
+  if (!section) return format_error(section.status().message());
+  std::span<const uint8_t> b = *section;
   json j = json::parse(b.begin(), b.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return format_error(std::string(what) + ": section '" + std::string(name) + "' is not a JSON object");
@@ -87,7 +89,9 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   if (plan.backend != backend)
     return format_error(w + ": plan was built by backend '" + plan.backend + "', not '" + std::string(backend) + "'");
 
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> layers, f.section("layers"));
+  auto layers_section = f.section("layers");
+  if (!layers_section) return format_error(layers_section.status().message());
+  std::span<const uint8_t> layers = *layers_section;
   auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(layers.data()), layers.size()));
   if (!g) return format_error(w + ": layer graph: " + g.status().message());
   plan.network.graph = std::move(*g);
@@ -114,11 +118,12 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   for (const json& a : *aliases) {
     if (!a.is_array() || a.size() != 2 || !a[0].is_number_integer() || !a[1].is_number_integer())
       return m.bad("aliases", "an array of [output, input] pairs");
-    PlanAlias pa{a[0].get<int>(), a[1].get<int>()};
-    if (pa.output < 0 || static_cast<size_t>(pa.output) >= num_outputs || pa.input < 0 ||
-        static_cast<size_t>(pa.input) >= plan.network.num_inputs)
-      return format_error(w + ": alias of output " + std::to_string(pa.output) + " into input " +
-                          std::to_string(pa.input) + " is out of range");
+    const int64_t out = a[0].get<int64_t>(), in = a[1].get<int64_t>();
+    if (out < 0 || static_cast<uint64_t>(out) >= num_outputs || in < 0 ||
+        static_cast<uint64_t>(in) >= plan.network.num_inputs)
+      return format_error(w + ": alias of output " + std::to_string(out) + " into input " + std::to_string(in) +
+                          " is out of range");
+    PlanAlias pa{static_cast<int>(out), static_cast<int>(in)};
     plan.aliases.push_back(pa);
   }
 

@@ -172,7 +172,9 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::sha
                                         std::string_view what) {
   const std::string w(what);
   KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kProgramMagic, kProgramVersion, what));
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> jb, f.section("program"));
+  auto jb_section = f.section("program");
+  if (!jb_section) return format_error(jb_section.status().message());
+  std::span<const uint8_t> jb = *jb_section;
   json j = json::parse(jb.begin(), jb.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return format_error(w + ": section 'program' is not a JSON object");
   Reader r(j, w + ": program");
@@ -186,7 +188,9 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::sha
   KILN_ASSIGN_OR_RETURN(m.dialect, r.string("dialect"));
   KILN_ASSIGN_OR_RETURN(p.device, r.string("device"));
 
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> gb, f.section("graph"));
+  auto gb_section = f.section("graph");
+  if (!gb_section) return format_error(gb_section.status().message());
+  std::span<const uint8_t> gb = *gb_section;
   auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(gb.data()), gb.size()));
   if (!g) return format_error(w + ": graph: " + g.status().message());
   m.graph = std::move(*g);
@@ -225,7 +229,9 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::sha
   }
 
   // Weights, borrowed from the file's bytes.
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> blob, f.section("weights"));
+  auto blob_section = f.section("weights");
+  if (!blob_section) return format_error(blob_section.status().message());
+  std::span<const uint8_t> blob = *blob_section;
   KILN_ASSIGN_OR_RETURN(const json* weights, r.array("weights"));
   for (const json& jw : *weights) {
     Reader rw(jw, r.where() + " weight");

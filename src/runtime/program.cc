@@ -33,12 +33,19 @@ namespace {
 // The signature, symbols and segments as the public API shows them.
 void describe(Program::Impl& im) {
   const ir::Module& m = im.module();
+  std::set<const ir::Value*> read;
+  for (const auto& n : m.graph.nodes())
+    for (const ir::Value* v : n->operands()) read.insert(v);
+  for (const ir::Value* v : m.graph.outputs()) read.insert(v);
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];
     const ir::Value* v = m.graph.inputs()[i];
     switch (s.kind) {
       case ir::InputSpec::Kind::kUserInput: im.inputs.push_back(spec_of(v, v->name, "user_input")); break;
-      case ir::InputSpec::Kind::kBuffer: im.buffers.push_back(spec_of(v, s.target, "buffer")); break;
+      case ir::InputSpec::Kind::kBuffer:
+        im.buffers.push_back(spec_of(v, s.target, "buffer"));
+        if (!read.count(v)) im.unread_buffers.insert(s.target);
+        break;
       case ir::InputSpec::Kind::kParameter: im.weights.push_back(spec_of(v, s.target, "parameter")); break;
       case ir::InputSpec::Kind::kConstant: im.weights.push_back(spec_of(v, s.target, "constant")); break;
     }

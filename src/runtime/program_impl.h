@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <string>
 
 #include "ir/graph.h"
 #include "kiln/kiln.h"
@@ -16,6 +18,10 @@ struct Program::Impl {
   std::vector<SymbolInfo> symbols;
   std::vector<std::string> mutated;
   std::vector<SegmentInfo> segments;
+  // Buffers no node reads any more: lowering folded them (read-only buffers
+  // such as batch-norm statistics are frozen into the weights), so setting
+  // them would change nothing.
+  std::set<std::string, std::less<>> unread_buffers;
 };
 
 }  // namespace kiln

@@ -90,6 +90,11 @@ Expected<Tensor> Session::buffer(std::string_view fqn) const {
 Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   auto it = buffers_.find(fqn);
   if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  if (program_->impl_->unread_buffers.count(fqn))
+    return invalid_argument("buffer '" + std::string(fqn) +
+                            "' is not read by the compiled program: it was folded into the weights when compiling "
+                            "(read-only buffers such as batch-norm statistics are frozen), so setting it would "
+                            "change nothing; change it in the model and export again");
   if (value.dtype() != it->second.dtype() || value.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
                             value.type_string());

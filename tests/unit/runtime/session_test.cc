@@ -114,5 +114,23 @@ TEST(Session, ProgramDescribesItsSignature) {
   EXPECT_EQ(program->mutated_buffers(), aten->mutated_buffers());
 }
 
+// Batch-norm statistics are buffers the program never writes; compiling folds
+// them into the convolution weights, so changing one afterwards is refused
+// instead of silently having no effect.
+TEST(Session, SettingABufferFoldedIntoTheWeightsIsRefused) {
+  auto p = load("resnet_basic.pt2");
+  Session s(p);
+  std::string folded;
+  for (const TensorSpec& b : p->buffers())
+    if (b.name.find("running_mean") != std::string::npos) folded = b.name;
+  ASSERT_FALSE(folded.empty());
+  auto current = s.buffer(folded);
+  ASSERT_TRUE(current.has_value());
+  Status st = s.set_buffer(folded, current->clone());
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("folded into the weights"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace kiln
