@@ -39,6 +39,7 @@ constexpr std::array kLayouts = {
     OpLayout{OpKind::kSilu, 1, 0, false},       OpLayout{OpKind::kHardtanh, 1, 2, false},
     OpLayout{OpKind::kHardswish, 1, 0, false},  OpLayout{OpKind::kHardsigmoid, 1, 0, false},
     OpLayout{OpKind::kClamp, 1, 2, false},      OpLayout{OpKind::kClampMin, 1, 1, false},
+    OpLayout{OpKind::kSiluMul, 2, 0, false},
 };
 
 const OpLayout* find_layout(OpKind op) {
@@ -364,7 +365,7 @@ std::optional<ElementwiseInstr> elementwise_instr(const ir::Node& node, std::vec
   const DType dtype = out->type.dtype;
 
   std::vector<ir::Value*> reads;
-  std::vector<std::string_view> names = {"self"};  // every argument name the op may have
+  std::vector<std::string_view> names;  // every argument name the op may have
   auto read_tensor = [&](std::string_view name) {
     const ir::Arg* a = node.find(name);
     if (!holds_value(a)) return false;
@@ -376,8 +377,15 @@ std::optional<ElementwiseInstr> elementwise_instr(const ir::Node& node, std::vec
 
   ElementwiseInstr in;
   in.op = node.op;
-  if (!read_tensor("self")) return std::nullopt;
+  if (node.op == OpKind::kSiluMul) {
+    names = {"a", "b"};
+    if (!read_tensor("a") || !read_tensor("b")) return std::nullopt;
+  } else {
+    names = {"self"};
+    if (!read_tensor("self")) return std::nullopt;
+  }
   switch (node.op) {
+    case OpKind::kSiluMul: break;
     case OpKind::kAddTensor:
     case OpKind::kAddScalar:
     case OpKind::kSubTensor:

@@ -25,6 +25,7 @@
 //   clamp_min            1 register    min
 //   hardtanh             1 register    min_val, max_val
 //   gelu                 1 register    mode 'none' or 'tanh'
+//   kiln.silu_mul        2 registers   (silu(a), rounded to the dtype, times b)
 //   other unary ops      1 register
 //
 // A ".Tensor" node whose `other` is a Python number becomes the ".Scalar"

@@ -201,6 +201,9 @@ void run_step(const Step<opmath_t<T>>& s, const opmath_t<T>* x, const opmath_t<T
     case OpKind::kSilu: unary([](C a) { return a / (C(1) + std::exp(-a)); }); break;
     case OpKind::kHardswish: unary([](C a) { return a * std::min(std::max(a + C(3), C(0)), C(6)) / C(6); }); break;
     case OpKind::kHardsigmoid: unary([](C a) { return std::min(std::max(a + C(3), C(0)), C(6)) / C(6); }); break;
+    case OpKind::kSiluMul:  // silu's result is rounded to T before the product, as the two ops round
+      binary([](C a, C b) { return round_to<T>(a / (C(1) + std::exp(-a))) * b; });
+      break;
     case OpKind::kGelu:
       if (s.gelu_tanh) {
         unary([](C a) {

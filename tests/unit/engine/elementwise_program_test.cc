@@ -261,6 +261,7 @@ TEST(ElementwiseProgram, NodesBecomeInstructions) {
       {"%z: float32[2, 3] = aten.clamp.default(self=%x, min=None, max=0.5)", OpKind::kClamp, {"x"}, {-kInf, 0.5}, ""},
       {"%z: float32[2, 3] = aten.clamp.default(self=%x, min=0, max=6)", OpKind::kClamp, {"x"}, {0, 6}, ""},
       {"%z: float32[2, 3] = aten.clamp_min.default(self=%x, min=1e-5)", OpKind::kClampMin, {"x"}, {1e-5}, ""},
+      {"%z: float32[2, 3] = kiln.silu_mul(a=%y, b=%x)", OpKind::kSiluMul, {"y", "x"}, {}, ""},
   };
   for (const Case& c : cases) {
     std::vector<std::string> reads;
@@ -280,7 +281,9 @@ TEST(ElementwiseProgram, WhatCannotBecomeAnInstruction) {
   const std::string inputs =
       "%x: float32[2, 3], %y: float32[3], %h: float16[3], %i: int64[2, 3], %k: float32[3, 3], %n: symint";
   const char* const nodes[] = {
-      "%z: int64[2, 3] = aten.add.Tensor(self=%i, other=1)",                      // not floating
+      "%z: int64[2, 3] = aten.add.Tensor(self=%i, other=1)",  // not floating
+      "%z: float32[2, 3] = kiln.silu_mul(a=%x, b=%h)",
+      "%z: float32[2, 3] = kiln.silu_mul(a=%x, b=2.0)",
       "%z: float32[2, 3] = aten.mul.Tensor(self=%x, other=%h)",                   // two dtypes
       "%z: float16[2, 3] = aten.mul.Tensor(self=%x, other=2)",                    // output dtype differs
       "%z: float32[2, 3] = aten.mul.Tensor(self=%x, other=%n)",                   // SymInt operand

@@ -187,6 +187,21 @@ TEST(FuseElementwise, DtypeChangeSplitsTheGroup) {
 )IR");
 }
 
+TEST(FuseElementwise, SiluMulJoinsTheGroup) {
+  Network net = fuse_and_compare(R"IR(graph(%g: float16[4, 6], %u: float16[4, 6], %b: float16[6]) {
+  %s: float16[4, 6] = kiln.silu_mul(a=%g, b=%u)
+  %y: float16[4, 6] = aten.add.Tensor(self=%s, other=%b)
+  %z: float16[4, 6] = aten.mul.Tensor(self=%y, other=0.5)
+  return (%z)
+}
+)IR");
+  expect_graph(net, R"IR(graph(%g: float16[4, 6], %u: float16[4, 6], %b: float16[6]) {
+  %z: float16[4, 6] = kiln.fused_elementwise(inputs=[%g, %u, %b], program="inputs 3; %3 = kiln.silu_mul(%0, %1); %4 = aten.add.Tensor(%3, %2, 1); %5 = aten.mul.Scalar(%4, 0.5)")
+  return (%z)
+}
+)IR");
+}
+
 TEST(FuseElementwise, MixedDtypesAreNotFused) {
   const std::string text = R"IR(graph(%x: float32[3], %h: float16[3]) {
   %a: float32[3] = aten.mul.Tensor(self=%x, other=%h)
@@ -300,6 +315,7 @@ TEST(FuseElementwise, EveryOpInOneLayerIsBitIdentical) {
   %p0: DT[3, 4, 5] = aten.pow.Tensor_Scalar(self=%q, exponent=2)
   %p1: DT[3, 4, 5] = aten.pow.Tensor_Scalar(self=%q, exponent=-0.5)
   %p2: DT[3, 4, 5] = aten.pow.Tensor_Scalar(self=%q, exponent=1.3)
+  %sm: DT[3, 4, 5] = kiln.silu_mul(a=%a5, b=%c)
   %ng: DT[3, 4, 5] = aten.neg.default(self=%a8)
   %s0: DT[3, 4, 5] = aten.add.Tensor(self=%ng, other=%e)
   %s1: DT[3, 4, 5] = aten.add.Tensor(self=%s0, other=%sn)
@@ -319,7 +335,8 @@ TEST(FuseElementwise, EveryOpInOneLayerIsBitIdentical) {
   %t5: DT[3, 4, 5] = aten.add.Tensor(self=%t4, other=%c2)
   %t6: DT[3, 4, 5] = aten.add.Tensor(self=%t5, other=%p0)
   %t7: DT[3, 4, 5] = aten.add.Tensor(self=%t6, other=%p1)
-  %y: DT[3, 4, 5] = aten.add.Tensor(self=%t7, other=%p2)
+  %t8: DT[3, 4, 5] = aten.add.Tensor(self=%t7, other=%p2)
+  %y: DT[3, 4, 5] = aten.add.Tensor(self=%t8, other=%sm)
   return (%y)
 }
 )IR";

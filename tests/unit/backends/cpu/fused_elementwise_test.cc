@@ -33,6 +33,8 @@ Expected<Tensor> run_reference(const ElementwiseProgram& p, const std::vector<Te
   std::vector<Tensor> regs = inputs;
   for (const ElementwiseInstr& in : p.instrs) {
     std::vector<std::pair<std::string, OpArg>> args = {{"self", regs[static_cast<size_t>(in.operands[0])]}};
+    if (in.op == OpKind::kSiluMul)
+      args = {{"a", regs[static_cast<size_t>(in.operands[0])]}, {"b", regs[static_cast<size_t>(in.operands[1])]}};
     const auto& s = in.scalars;
     switch (in.op) {
       case OpKind::kAddTensor:
@@ -144,7 +146,7 @@ constexpr const char* kActivations =
     "%18 = aten.sub.Tensor(%17, %7, 1); %19 = aten.add.Tensor(%18, %8, 2); %20 = aten.mul.Tensor(%19, %9); "
     "%21 = aten.add.Tensor(%20, %10, 1); %22 = aten.add.Tensor(%21, %11, 1); %23 = aten.mul.Tensor(%22, %12); "
     "%24 = aten.add.Tensor(%23, %13, 1); %25 = aten.add.Tensor(%24, %14, 1); %26 = aten.add.Tensor(%25, %15, 1); "
-    "%27 = aten.mul.Tensor(%26, %1)";
+    "%27 = aten.mul.Tensor(%26, %1); %28 = kiln.silu_mul(%3, %27); %29 = kiln.silu_mul(%28, %2)";
 
 constexpr const char* kPowers =
     "inputs 3; %3 = aten.abs.default(%0); %4 = aten.add.Scalar(%3, 0.25, 1); "
