@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/crc32.h"
+#include "base/message_text.h"
 
 namespace kiln {
 
@@ -64,33 +65,6 @@ uint64_t get_u64(const uint8_t* p) {
 }
 
 // ---- message helpers ---------------------------------------------------------
-
-std::string hex(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), kDigits[v & 0xF]);
-    v >>= 4;
-  } while (v != 0);
-  return "0x" + s;
-}
-
-// `bytes` for a message: anything outside printable ASCII, and the quote and
-// backslash, are written as \xNN.
-std::string printable(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : bytes) {
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      s += static_cast<char>(c);
-    } else {
-      s += "\\x";
-      s += kDigits[c >> 4];
-      s += kDigits[c & 0xF];
-    }
-  }
-  return s;
-}
 
 // What a file with this magic is called in messages.
 std::string kind_name(std::string_view magic) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/mapped_file.h"
+#include "base/message_text.h"
 
 namespace kiln::frontend {
 
@@ -51,32 +52,6 @@ class Bytes {
  private:
   std::span<const uint8_t> b_;
 };
-
-std::string hex(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), kDigits[v & 0xF]);
-    v >>= 4;
-  } while (v != 0);
-  return "0x" + s;
-}
-
-// `name` for a message: bytes outside printable ASCII are written as \xNN.
-std::string printable(std::string_view name) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : name) {
-    if (c >= 0x20 && c < 0x7f) {
-      s += static_cast<char>(c);
-    } else {
-      s += "\\x";
-      s += kDigits[c >> 4];
-      s += kDigits[c & 0xF];
-    }
-  }
-  return s;
-}
 
 // Why `name` is unsafe as a path inside the archive, or empty when it is fine.
 std::string unsafe_name_reason(std::string_view name) {

@@ -56,20 +56,26 @@ std::vector<FixtureCase> all_cases() {
 
 void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.dir << "/" << c.model; }
 
+// Runs `program` on the fixture's recorded inputs; every output and buffer
+// must match what PyTorch computed, within the fixture's tolerance.
+void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const FixtureCase& c) {
+  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  auto report = runtime::check_fixture(program, *io, {c.rtol, c.atol});
+  ASSERT_TRUE(report.has_value()) << report.status().message();
+  for (const auto& t : report->tensors)
+    EXPECT_TRUE(t.pass) << c.model << " " << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem
+                        << " (max abs " << t.max_abs << ", max rel " << t.max_rel << ")";
+  EXPECT_FALSE(report->tensors.empty());
+}
+
 class FixtureTest : public ::testing::TestWithParam<FixtureCase> {};
 
 TEST_P(FixtureTest, MatchesPyTorch) {
   const FixtureCase& c = GetParam();
   auto program = Program::load(c.dir + "/" + c.model);
   ASSERT_TRUE(program.has_value()) << program.status().message();
-  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
-  ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
-  ASSERT_TRUE(report.has_value()) << report.status().message();
-  for (const auto& t : report->tensors)
-    EXPECT_TRUE(t.pass) << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem << " (max abs "
-                        << t.max_abs << ", max rel " << t.max_rel << ")";
-  EXPECT_FALSE(report->tensors.empty());
+  expect_matches_pytorch(*program, c);
 }
 
 // Compiled to a .kiln file, loaded back from it, and run: the same outputs.
@@ -89,14 +95,7 @@ TEST_P(FixtureTest, CompiledKilnFileMatchesPyTorch) {
   // Every fixture but `nonzero` (three ops around a data-dependent one, below
   // min_block_size) has a run of engine-capable ops.
   if (c.name != "nonzero") EXPECT_GE(engines, 1) << (*program)->partition_report();
-  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
-  ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
-  ASSERT_TRUE(report.has_value()) << report.status().message();
-  for (const auto& t : report->tensors)
-    EXPECT_TRUE(t.pass) << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem << " (max abs "
-                        << t.max_abs << ", max rel " << t.max_rel << ")";
-  EXPECT_FALSE(report->tensors.empty());
+  expect_matches_pytorch(*program, c);
 }
 
 // With the null backend nothing goes into an engine: every node runs on the
@@ -108,11 +107,7 @@ TEST_P(FixtureTest, AllFallbackMatchesPyTorch) {
   auto program = Program::load(c.dir + "/" + c.model, options);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   for (const SegmentInfo& s : (*program)->segments()) EXPECT_FALSE(s.engine);
-  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
-  ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
-  ASSERT_TRUE(report.has_value()) << report.status().message();
-  for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << t.name << ": " << t.problem;
+  expect_matches_pytorch(*program, c);
 }
 
 std::string case_name(const ::testing::TestParamInfo<FixtureCase>& info) {
@@ -144,11 +139,7 @@ TEST(Fixtures, DataDependentOpRunsBetweenTwoEngines) {
     EXPECT_EQ(segs[1].fallback[0].op, "aten.nonzero.default");
     EXPECT_NE(segs[1].fallback[0].reason.find("depends on tensor data"), std::string::npos)
         << segs[1].fallback[0].reason;
-    auto io = frontend::read_safetensors(c.dir + "/" + c.io);
-    ASSERT_TRUE(io.has_value()) << io.status().message();
-    auto report = runtime::check_fixture(*program, *io, {c.rtol, c.atol});
-    ASSERT_TRUE(report.has_value()) << report.status().message();
-    for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << c.model << " " << t.name << ": " << t.problem;
+    expect_matches_pytorch(*program, c);
 
     // Full compilation is impossible here, and the error says which node is why.
     LoadOptions strict;
