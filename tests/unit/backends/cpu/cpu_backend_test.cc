@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "base/section_file.h"
 #include "engine/plan.h"
 #include "ir/printer.h"
 #include "runtime/interpreter.h"
@@ -404,6 +406,49 @@ TEST(CpuBackend, LoadRefusesBadPlans) {
   ASSERT_FALSE(h.has_value());
   EXPECT_EQ(h.status().code(), ErrorCode::kFormat);
   EXPECT_TRUE(contains(h.status().message(), "half plan")) << h.status().message();
+}
+
+// Seeded random damage behind valid checksums (in the layer text and the meta
+// and memory JSON): each plan is refused at load, or loads and then either
+// runs or refuses the call with an error; nothing crashes.
+TEST(CpuBackend, RandomDamageBehindValidChecksumsNeverCrashes) {
+  const Network net = network_from(small_mlp(), 4);
+  Built b;
+  ASSERT_NO_FATAL_FAILURE(build_and_load(net, b));
+  auto good = SectionFile::parse(b.plan, engine::kPlanMagic, engine::kPlanVersion, "plan");
+  ASSERT_TRUE(good.has_value());
+  const std::vector<Tensor> inputs = mlp_inputs(3);
+  const char* const sections[] = {"layers", "meta", "memory"};
+  std::mt19937 rng(1129);
+  int refused = 0;
+  for (int round = 0; round < 300; ++round) {
+    const std::string target = sections[round % 3];
+    SectionFileWriter w(engine::kPlanMagic, engine::kPlanVersion);
+    for (const std::string& name : good->names()) {
+      auto bytes = good->section(name);
+      std::string text(bytes->begin(), bytes->end());
+      if (name == target)
+        for (int e = 1 + static_cast<int>(rng() % 3); e > 0 && !text.empty(); --e) {
+          const size_t pos = rng() % text.size();
+          if (rng() % 2)
+            text[pos] = static_cast<char>("0123456789-,%[]{}:\" x"[rng() % 22]);
+          else
+            text.erase(pos, 1 + rng() % 6);
+        }
+      ASSERT_TRUE(w.add(name, std::vector<uint8_t>(text.begin(), text.end())).is_ok());
+    }
+    const std::vector<uint8_t> plan = w.finish();
+    auto h = b.backend->load(plan, no_weights, "damaged plan");
+    if (!h) {
+      ++refused;
+      EXPECT_TRUE(contains(h.status().message(), "damaged plan")) << h.status().message();
+      continue;
+    }
+    engine::Engine e(b.backend.get(), *h);
+    std::vector<Tensor> out;
+    if (!e.execute(inputs, out).is_ok()) ++refused;
+  }
+  EXPECT_GT(refused, 0);
 }
 
 TEST(NullBackend, RefusesToBuildLoadOrRun) {
