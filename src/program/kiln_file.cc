@@ -168,7 +168,7 @@ Status save_program(const CompiledProgram& p, const std::string& path) {
   return Status::ok();
 }
 
-Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::shared_ptr<void> keeper,
+Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const std::shared_ptr<void>& keeper,
                                         std::string_view what) {
   const std::string w(what);
   KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kProgramMagic, kProgramVersion, what));

@@ -28,7 +28,7 @@ Status save_program(const CompiledProgram& p, const std::string& path);
 
 // Parses and validates a .kiln image. `keeper` keeps `bytes` alive for the
 // weights borrowed from it (null: weights are copied). `what` names the file.
-Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, std::shared_ptr<void> keeper,
+Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const std::shared_ptr<void>& keeper,
                                         std::string_view what);
 Expected<CompiledProgram> load_program(const std::string& path);
 
