@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_fields.h"
 #include "base/section_file.h"
 #include "ir/printer.h"
 
@@ -16,42 +17,13 @@ std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()
 Expected<json> parse_json_section(const SectionFile& f, std::string_view name, std::string_view what) {
   auto section = f.section(name);
   if (!section) return format_error(section.status().message());
-  std::span<const uint8_t> b = *section;
-  json j = json::parse(b.begin(), b.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return format_error(std::string(what) + ": section '" + std::string(name) + "' is not a JSON object");
-  return j;
+  return parse_json_object(*section, std::string(what) + ": section '" + std::string(name) + "'");
 }
-
-// Typed reads from untrusted JSON: each names the key on failure.
-struct Reader {
-  const json& j;
-  std::string where;
-  Status bad(std::string_view key, std::string_view want) const {
-    return format_error(where + ": '" + std::string(key) + "' must be " + std::string(want));
-  }
-  Expected<int64_t> integer(std::string_view key) const {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer()) return bad(key, "an integer");
-    return it->get<int64_t>();
-  }
-  Expected<std::string> string(std::string_view key) const {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_string()) return bad(key, "a string");
-    return it->get<std::string>();
-  }
-  Expected<const json*> array(std::string_view key) const {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_array()) return bad(key, "an array");
-    return &*it;
-  }
-};
 
 }  // namespace
 
 Status canonicalize(Network& net) {
-  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::parse_graph(ir::print_graph(net.graph)));
-  net.graph = std::move(g);
+  KILN_ASSIGN_OR_RETURN(net.graph, ir::renumbered(net.graph));
   return net.verify();
 }
 
@@ -84,7 +56,7 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   const std::string w(what);
   EnginePlan plan;
   KILN_ASSIGN_OR_RETURN(json meta, parse_json_section(f, "meta", what));
-  Reader m{meta, w + ": plan meta"};
+  JsonFields m(meta, w + ": plan meta");
   KILN_ASSIGN_OR_RETURN(plan.backend, m.string("backend"));
   if (plan.backend != backend)
     return format_error(w + ": plan was built by backend '" + plan.backend + "', not '" + std::string(backend) + "'");
@@ -101,16 +73,8 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
     return format_error(w + ": plan declares " + std::to_string(num_inputs) + " inputs, its layer graph has " +
                         std::to_string(plan.network.graph.inputs().size()) + " graph inputs");
   plan.network.num_inputs = static_cast<size_t>(num_inputs);
-  KILN_ASSIGN_OR_RETURN(const json* constants, m.array("constants"));
-  for (const json& c : *constants) {
-    if (!c.is_string()) return m.bad("constants", "an array of strings");
-    plan.network.constant_names.push_back(c.get<std::string>());
-  }
-  KILN_ASSIGN_OR_RETURN(const json* kernels, m.array("kernels"));
-  for (const json& k : *kernels) {
-    if (!k.is_string()) return m.bad("kernels", "an array of strings");
-    plan.network.kernels.push_back(k.get<std::string>());
-  }
+  KILN_ASSIGN_OR_RETURN(plan.network.constant_names, m.strings("constants"));
+  KILN_ASSIGN_OR_RETURN(plan.network.kernels, m.strings("kernels"));
   if (Status s = plan.network.verify(); !s) return format_error(w + ": " + s.message());
 
   KILN_ASSIGN_OR_RETURN(const json* aliases, m.array("aliases"));
@@ -128,19 +92,12 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   }
 
   KILN_ASSIGN_OR_RETURN(json mem, parse_json_section(f, "memory", what));
-  Reader r{mem, w + ": memory plan"};
+  JsonFields r(mem, w + ": memory plan");
   KILN_ASSIGN_OR_RETURN(plan.memory.arena_bytes, r.integer("arena_bytes"));
   KILN_ASSIGN_OR_RETURN(plan.memory.unshared_bytes, r.integer("unshared_bytes"));
-  KILN_ASSIGN_OR_RETURN(const json* offsets, r.array("offset"));
-  KILN_ASSIGN_OR_RETURN(const json* last_use, r.array("last_use"));
-  for (const json& o : *offsets) {
-    if (!o.is_number_integer()) return r.bad("offset", "an array of integers");
-    plan.memory.offset.push_back(o.get<int64_t>());
-  }
-  for (const json& o : *last_use) {
-    if (!o.is_number_integer()) return r.bad("last_use", "an array of integers");
-    plan.memory.last_use.push_back(static_cast<int>(std::clamp<int64_t>(o.get<int64_t>(), -2, INT_MAX)));
-  }
+  KILN_ASSIGN_OR_RETURN(plan.memory.offset, r.ints("offset"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> last_use, r.ints("last_use"));
+  for (int64_t u : last_use) plan.memory.last_use.push_back(static_cast<int>(std::clamp<int64_t>(u, -2, INT_MAX)));
   if (Status s = plan.memory.validate(plan.network); !s) return format_error(w + ": " + s.message());
 
   const std::string prefix = plan.backend + ".";

@@ -76,7 +76,9 @@ struct ArgPrinter {
     for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + f(l[i]);
     return s + "]";
   }
-  std::string operator()(const std::vector<int64_t>& l) const { return list(l, [](int64_t x) { return std::to_string(x); }); }
+  std::string operator()(const std::vector<int64_t>& l) const {
+    return list(l, [](int64_t x) { return std::to_string(x); });
+  }
   std::string operator()(const std::vector<double>& l) const { return list(l, format_double); }
   std::string operator()(const std::vector<bool>& l) const {
     std::string s = "[";
@@ -84,7 +86,9 @@ struct ArgPrinter {
     return s + "]";
   }
   std::string operator()(Value* v) const { return name(v); }
-  std::string operator()(const std::vector<Value*>& l) const { return list(l, [&](Value* v) { return name(v); }); }
+  std::string operator()(const std::vector<Value*>& l) const {
+    return list(l, [&](Value* v) { return name(v); });
+  }
   std::string operator()(const std::vector<std::optional<Value*>>& l) const {
     return "?" + list(l, [&](const std::optional<Value*>& v) { return v ? name(*v) : std::string("None"); });
   }
@@ -291,7 +295,8 @@ class Parser {
     if (all_num) {
       std::vector<double> l;
       for (const Arg& a : items)
-        l.push_back(std::holds_alternative<double>(a) ? std::get<double>(a) : static_cast<double>(std::get<int64_t>(a)));
+        l.push_back(std::holds_alternative<double>(a) ? std::get<double>(a)
+                                                      : static_cast<double>(std::get<int64_t>(a)));
       return Arg(std::move(l));
     }
     if (all_bool) {
@@ -307,8 +312,10 @@ class Parser {
     if (all_symint) {
       std::vector<SymInt> l;
       for (const Arg& a : items) {
-        if (auto* i = std::get_if<int64_t>(&a)) l.emplace_back(*i);
-        else l.emplace_back(std::get<Value*>(a));
+        if (auto* i = std::get_if<int64_t>(&a))
+          l.emplace_back(*i);
+        else
+          l.emplace_back(std::get<Value*>(a));
       }
       return Arg(std::move(l));
     }
@@ -324,8 +331,9 @@ class Parser {
       return Arg(-INFINITY);
     }
     bool is_float = false;
-    while (p_ < t_.size() && (std::isdigit(static_cast<unsigned char>(t_[p_])) || t_[p_] == '.' || t_[p_] == 'e' ||
-                              t_[p_] == 'E' || ((t_[p_] == '-' || t_[p_] == '+') && (t_[p_ - 1] == 'e' || t_[p_ - 1] == 'E')))) {
+    while (p_ < t_.size() &&
+           (std::isdigit(static_cast<unsigned char>(t_[p_])) || t_[p_] == '.' || t_[p_] == 'e' || t_[p_] == 'E' ||
+            ((t_[p_] == '-' || t_[p_] == '+') && (t_[p_ - 1] == 'e' || t_[p_ - 1] == 'E')))) {
       if (t_[p_] == '.' || t_[p_] == 'e' || t_[p_] == 'E') is_float = true;
       ++p_;
     }
@@ -488,5 +496,7 @@ bool graphs_equal(const Graph& a, const Graph& b, std::string* why) {
   if (pa != pb) return fail("graphs differ:\n" + pa + "---\n" + pb);
   return true;
 }
+
+Expected<Graph> renumbered(const Graph& g) { return parse_graph(print_graph(g)); }
 
 }  // namespace kiln::ir

@@ -36,7 +36,7 @@ void drop_unused_weights(ir::Module& m) {
 }  // namespace
 
 Status canonicalize_module(ir::Module& m) {
-  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::parse_graph(ir::print_graph(m.graph)));
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::renumbered(m.graph));
   if (g.inputs().size() != m.graph.inputs().size() || g.outputs().size() != m.graph.outputs().size())
     return internal_error("the graph changed shape through its text form");
   m.graph = std::move(g);

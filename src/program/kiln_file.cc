@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/json_fields.h"
 #include "base/mapped_file.h"
 #include "base/section_file.h"
 #include "ir/printer.h"
@@ -12,6 +13,7 @@
 namespace kiln::program {
 
 using nlohmann::json;
+using Reader = JsonFields;
 
 namespace {
 
@@ -22,59 +24,6 @@ std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()
 const char* segment_kind_name(partition::SegmentKind k) {
   return k == partition::SegmentKind::kEngine ? "engine" : "fallback";
 }
-
-// Typed reads from untrusted JSON; each failure names the key and where.
-class Reader {
- public:
-  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
-  Status bad(std::string_view key, std::string_view want) const {
-    return format_error(where_ + ": '" + std::string(key) + "' must be " + std::string(want));
-  }
-  Expected<const json*> get(std::string_view key) const {
-    if (!j_.is_object()) return format_error(where_ + " must be a JSON object");
-    auto it = j_.find(key);
-    if (it == j_.end()) return format_error(where_ + ": '" + std::string(key) + "' is missing");
-    return &*it;
-  }
-  Expected<int64_t> integer(std::string_view key) const {
-    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
-    if (!v->is_number_integer()) return bad(key, "an integer");
-    return v->get<int64_t>();
-  }
-  Expected<std::string> string(std::string_view key) const {
-    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
-    if (!v->is_string()) return bad(key, "a string");
-    return v->get<std::string>();
-  }
-  Expected<const json*> array(std::string_view key) const {
-    KILN_ASSIGN_OR_RETURN(const json* v, get(key));
-    if (!v->is_array()) return bad(key, "an array");
-    return v;
-  }
-  Expected<std::vector<int64_t>> ints(std::string_view key) const {
-    KILN_ASSIGN_OR_RETURN(const json* v, array(key));
-    std::vector<int64_t> out;
-    for (const json& x : *v) {
-      if (!x.is_number_integer()) return bad(key, "an array of integers");
-      out.push_back(x.get<int64_t>());
-    }
-    return out;
-  }
-  Expected<std::vector<std::string>> strings(std::string_view key) const {
-    KILN_ASSIGN_OR_RETURN(const json* v, array(key));
-    std::vector<std::string> out;
-    for (const json& x : *v) {
-      if (!x.is_string()) return bad(key, "an array of strings");
-      out.push_back(x.get<std::string>());
-    }
-    return out;
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  const json& j_;
-  std::string where_;
-};
 
 Expected<ir::InputSpec::Kind> input_kind(const std::string& s) {
   for (auto k : {ir::InputSpec::Kind::kParameter, ir::InputSpec::Kind::kBuffer, ir::InputSpec::Kind::kConstant,
@@ -175,8 +124,7 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const st
   auto jb_section = f.section("program");
   if (!jb_section) return format_error(jb_section.status().message());
   std::span<const uint8_t> jb = *jb_section;
-  json j = json::parse(jb.begin(), jb.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return format_error(w + ": section 'program' is not a JSON object");
+  KILN_ASSIGN_OR_RETURN(json j, parse_json_object(jb, w + ": section 'program'"));
   Reader r(j, w + ": program");
 
   CompiledProgram p;

@@ -2,26 +2,11 @@
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_backend.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::runtime {
 
 using partition::SegmentKind;
-
-namespace {
-
-// An engine output carried back into the program: symbolic scalars travel as 0-d tensors.
-cpu::RtValue from_boundary(const ir::Value& v, Tensor t) {
-  switch (v.kind) {
-    case ir::ValueKind::kSymInt: return t.int_at(0);
-    case ir::ValueKind::kSymFloat: return t.value_at(0);
-    case ir::ValueKind::kSymBool: return t.value_at(0) != 0;
-    default: return t;
-  }
-}
-
-}  // namespace
 
 Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram p, std::string_view what) {
   auto e = std::unique_ptr<Executable>(new Executable());
@@ -102,14 +87,14 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     const program::SegmentRecord& s = p_.segments[si];
     if (s.kind == SegmentKind::kEngine) {
       ins.clear();
-      for (int v : s.inputs) ins.push_back(cpu::scalar_to_boundary_tensor(env[static_cast<size_t>(v)]));
+      for (int v : s.inputs) ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
       KILN_TRY(engines_[si]->execute(ins, outs, stream));
       if (outs.size() != s.outputs.size())
         return internal_error("segment " + std::to_string(si) + ": the engine returned " + std::to_string(outs.size()) +
                               " outputs, the program expects " + std::to_string(s.outputs.size()));
       for (size_t o = 0; o < outs.size(); ++o) {
         const ir::Value& v = *g.value(static_cast<size_t>(s.outputs[o]));
-        env[static_cast<size_t>(v.id)] = from_boundary(v, std::move(outs[o]));
+        env[static_cast<size_t>(v.id)] = cpu::tensor_to_rt_value(v.kind, outs[o]);
       }
       ins.clear();
       outs.clear();

@@ -133,16 +133,9 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
     const ir::OutputSpec& s = m.output_specs[i];
     const cpu::RtValue& r = results[i];
     if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
-      if (const Tensor* t = std::get_if<Tensor>(&r))
-        user_outputs.push_back(t->contiguous());
-      else if (const int64_t* x = std::get_if<int64_t>(&r))
-        user_outputs.push_back(Tensor::scalar(DType::Int64, static_cast<double>(*x)));
-      else if (const double* x = std::get_if<double>(&r))
-        user_outputs.push_back(Tensor::scalar(DType::Float64, *x));
-      else if (const bool* x = std::get_if<bool>(&r))
-        user_outputs.push_back(Tensor::scalar(DType::Bool, *x ? 1 : 0));
-      else
-        return internal_error("output " + std::to_string(i) + " has no value");
+      Tensor t = cpu::rt_value_to_tensor(r);
+      if (!t.defined()) return internal_error("output " + std::to_string(i) + " has no value");
+      user_outputs.push_back(t.contiguous());
       continue;
     }
     const Tensor* t = std::get_if<Tensor>(&r);

@@ -10,18 +10,6 @@
 
 namespace kiln::cpu {
 
-Tensor scalar_to_boundary_tensor(const RtValue& v) {
-  if (const auto* t = std::get_if<Tensor>(&v)) return *t;
-  if (const auto* i = std::get_if<int64_t>(&v)) {
-    Tensor t = Tensor::zeros(DType::Int64, {});
-    t.data<int64_t>()[0] = *i;
-    return t;
-  }
-  if (const auto* d = std::get_if<double>(&v)) return Tensor::scalar(DType::Float64, *d);
-  if (const auto* b = std::get_if<bool>(&v)) return Tensor::scalar(DType::Bool, *b ? 1.0 : 0.0);
-  return Tensor();
-}
-
 namespace {
 
 using engine::EnginePlan;
@@ -87,11 +75,7 @@ Expected<RtValue> bind_input(const ir::Value& v, const Tensor& t, size_t i, cons
   if (!t.defined()) return invalid_argument(where + " is undefined");
   if (v.kind != ir::ValueKind::kTensor) {
     if (t.dim() != 0) return invalid_argument(where + " must be a 0-d tensor carrying a scalar");
-    switch (v.kind) {
-      case ir::ValueKind::kSymInt: return RtValue(t.int_at(0));
-      case ir::ValueKind::kSymFloat: return RtValue(t.value_at(0));
-      default: return RtValue(t.value_at(0) != 0);
-    }
+    return tensor_to_rt_value(v.kind, t);
   }
   if (t.dtype() != v.type.dtype || t.dim() != static_cast<int64_t>(v.type.sizes.size()))
     return invalid_argument(where + " must be " + v.type.to_string() + ", got " + t.type_string());
@@ -216,8 +200,7 @@ class CpuBackend final : public engine::Backend {
       return Status(status.code(), e->what + ": " + status.message());
     }
     outputs.clear();
-    for (const ir::Value* v : g.outputs())
-      outputs.push_back(scalar_to_boundary_tensor(env[static_cast<size_t>(v->id)]));
+    for (const ir::Value* v : g.outputs()) outputs.push_back(rt_value_to_tensor(env[static_cast<size_t>(v->id)]));
     env.clear();
     e->give_back(std::move(arena));
     return Status::ok();

@@ -13,8 +13,4 @@ namespace kiln::cpu {
 
 std::unique_ptr<engine::Backend> make_cpu_backend();
 
-// Converts a 0-d tensor carrying a symbolic scalar across an engine boundary
-// and back (engine inputs and outputs are tensors).
-Tensor scalar_to_boundary_tensor(const RtValue& v);
-
 }  // namespace kiln::cpu

@@ -32,9 +32,12 @@ struct Scalar {
     // The integer view of a float saturates (NaN gives 0): casting an
     // out-of-range double to int64 is undefined in C++.
     int64_t i = 0;
-    if (v >= 9.2233720368547758e18) i = INT64_MAX;
-    else if (v <= -9.2233720368547758e18) i = INT64_MIN;
-    else if (v == v) i = static_cast<int64_t>(v);
+    if (v >= 9.2233720368547758e18)
+      i = INT64_MAX;
+    else if (v <= -9.2233720368547758e18)
+      i = INT64_MIN;
+    else if (v == v)
+      i = static_cast<int64_t>(v);
     return {Kind::kFloat, v, i};
   }
   static Scalar of_bool(bool v) { return {Kind::kBool, v ? 1.0 : 0.0, v ? 1 : 0}; }
@@ -92,6 +95,13 @@ class KernelArgs {
 };
 
 using KernelFn = Status (*)(KernelArgs& args);
+
+// Symbolic scalars cross engine boundaries and the public API as 0-d tensors
+// (int64, float64, bool; int64 exactly). A tensor passes through unchanged;
+// an empty value gives an undefined tensor.
+Tensor rt_value_to_tensor(const RtValue& v);
+// Back again, for a value of `kind` (a tensor stays a tensor).
+RtValue tensor_to_rt_value(ir::ValueKind kind, const Tensor& t);
 
 class KernelRegistry {
  public:

@@ -9,20 +9,13 @@
 #include "backends/cpu/kernel.h"
 #include "ir/printer.h"
 #include "runtime/interpreter.h"
+#include "support/network_text.h"
 #include "unit/backends/cpu/run_op.h"
 
 namespace kiln::engine {
 namespace {
 
-// A network whose graph inputs are all engine inputs.
-Network network_from(const std::string& text) {
-  Network net;
-  auto g = ir::parse_graph(text);
-  EXPECT_TRUE(g.has_value()) << g.status().message();
-  if (g.has_value()) net.graph = std::move(*g);
-  net.num_inputs = net.graph.inputs().size();
-  return net;
-}
+using testing::network_from;
 
 void expect_graph(const Network& net, const std::string& want_text) {
   auto want = ir::parse_graph(want_text);

@@ -12,19 +12,12 @@
 #include <vector>
 
 #include "ir/printer.h"
+#include "support/network_text.h"
 
 namespace kiln::engine {
 namespace {
 
-// A network whose graph inputs are all engine inputs.
-Network network_from(std::string_view text) {
-  Network net;
-  auto g = ir::parse_graph(text);
-  EXPECT_TRUE(g.has_value()) << g.status().message();
-  if (g.has_value()) net.graph = std::move(*g);
-  net.num_inputs = net.graph.inputs().size();
-  return net;
-}
+using testing::network_from;
 
 // Every computing layer writes into memory it is given (views never do).
 bool computes(const ir::Node& n) { return ir::op_category(n.op) == ir::OpCategory::kCompute; }

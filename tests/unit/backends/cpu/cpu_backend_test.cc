@@ -17,6 +17,7 @@
 #include "engine/plan.h"
 #include "ir/printer.h"
 #include "runtime/interpreter.h"
+#include "support/network_text.h"
 #include "unit/backends/cpu/run_op.h"
 
 namespace kiln::cpu {
@@ -26,12 +27,7 @@ using engine::Network;
 using testing::random_tensor;
 
 Network network_from(std::string_view text, size_t num_inputs, std::vector<std::string> constants = {}) {
-  Network net;
-  auto g = ir::parse_graph(text);
-  EXPECT_TRUE(g.has_value()) << g.status().message();
-  if (g.has_value()) net.graph = std::move(*g);
-  net.num_inputs = num_inputs;
-  net.constant_names = std::move(constants);
+  Network net = kiln::testing::network_from(text, num_inputs, std::move(constants));
   EXPECT_TRUE(net.verify().is_ok());
   return net;
 }
@@ -61,7 +57,7 @@ std::vector<Tensor> reference(const ir::Graph& g, const std::vector<RtValue>& in
   EXPECT_TRUE(r.has_value()) << r.status().message();
   std::vector<Tensor> out;
   if (!r.has_value()) return out;
-  for (const RtValue& v : *r) out.push_back(scalar_to_boundary_tensor(v));
+  for (const RtValue& v : *r) out.push_back(rt_value_to_tensor(v));
   return out;
 }
 
