@@ -41,6 +41,10 @@ struct SymbolInfo {
 // device's backend and fallback segments that run on the reference kernels.
 struct CompileOptions {
   std::string device = "cpu";  // engine backend: "cpu", "null" (no engines), "cuda" where built
+  // Engine precision: "fp32", "tf32", "fp16" or "bf16" (float32 weights and
+  // activations converted at build time; softmax, normalization statistics
+  // and accumulation stay float32). The CPU backend computes as exported.
+  std::string precision = "fp32";
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".
@@ -144,6 +148,12 @@ class Session {
   void reset();
 
   const Program& program() const { return *program_; }
+
+  // For benchmarks: when the program is a single engine on a backend with a
+  // device of its own (CUDA), copies `inputs` there once and returns the
+  // milliseconds of `iters` executions of the engine alone (after `warmup`
+  // ones), inputs and outputs resident on the device. kUnsupported otherwise.
+  Expected<std::vector<float>> time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const;
 
  private:
   std::shared_ptr<const Program> program_;

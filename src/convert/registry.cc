@@ -117,7 +117,12 @@ Capability ConverterRegistry::check(const ir::Node& node, const engine::TargetIn
       if (!s.empty() && s[0] == 'u' && !operand_symbols.count(s))
         return Capability::no("output size " + s + " of '" + v->name + "' depends on tensor data");
   }
-  if (c->check) return c->check(node, target);
+  if (c->check) {
+    Capability cap = c->check(node, target);
+    if (!cap.supported) return cap;
+  }
+  if (target.refuses)
+    if (std::string why = target.refuses(node); !why.empty()) return Capability::no(why);
   return Capability::yes();
 }
 

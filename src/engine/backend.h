@@ -34,11 +34,19 @@ struct TargetInfo {
   // The backend implements this op as a layer (the converter still decides
   // attributes, shapes and dtypes).
   std::function<bool(ir::OpKind)> implements;
+  // For a node of an implemented op: why the backend cannot build this node
+  // (its attributes, ranks or dtypes), or an empty string when it can. May be empty.
+  std::function<std::string(const ir::Node&)> refuses;
 };
 
 struct BuildOptions {
   // Called with short progress messages while a plan is built (may be empty).
   std::function<void(const std::string&)> progress;
+  // Numeric precision of the engine: "fp32" (IEEE float32 throughout), "tf32"
+  // (float32 tensors, TF32 tensor-core matrix products), "fp16" or "bf16"
+  // (float32 weights and activations converted at build time; statistics,
+  // softmax and accumulation stay float32). Backends without a choice ignore it.
+  std::string precision = "fp32";
 };
 
 // Returns the weight named `name` (a parameter, constant or folded constant),
@@ -90,6 +98,16 @@ class Backend {
 
   // Releases the engine; `engine` may be null.
   virtual void destroy(EngineHandle engine) const = 0;
+
+  // For benchmarks: copies `inputs` to the device once, then times `iters`
+  // executions of the engine alone (after `warmup` ones) with the inputs and
+  // outputs resident where the engine computes, as a framework calling it
+  // with device tensors would. Milliseconds per execution. Backends that
+  // compute where the caller's tensors are (CPU) answer kUnsupported.
+  virtual Expected<std::vector<float>> time_resident(EngineHandle engine, std::span<const Tensor> inputs, int warmup,
+                                                     int iters) const {
+    return unsupported("backend '" + std::string(name()) + "' has no separate device to time on");
+  }
 };
 
 // Owns an engine handle and destroys it with its backend.
@@ -115,6 +133,7 @@ class Engine {
     return backend_->execute(handle_, inputs, outputs, stream);
   }
   const Backend& backend() const { return *backend_; }
+  EngineHandle handle() const { return handle_; }
 
  private:
   const Backend* backend_;

@@ -86,6 +86,7 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       if (!net) return Status(net.status().code(), "segment " + std::to_string(si) + ": " + net.status().message());
       engine::BuildOptions bo;
       bo.progress = settings.progress;
+      bo.precision = settings.precision;
       auto plan = backend->build(std::move(*net), bo);
       if (!plan) return Status(plan.status().code(), "segment " + std::to_string(si) + ": " + plan.status().message());
       r.backend = std::string(backend->name());

@@ -33,6 +33,7 @@ struct CompiledProgram {
 
 struct CompileSettings {
   std::string device = "cpu";
+  std::string precision = "fp32";  // engine::BuildOptions::precision
   partition::PartitionOptions partition;
   std::function<void(const std::string&)> progress;
 };

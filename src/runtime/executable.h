@@ -24,6 +24,9 @@ class Executable {
   // of its graph outputs. `stream` is handed to every engine.
   Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, void* stream = nullptr) const;
 
+  // For benchmarks: a program that is one engine segment, timed alone with
+  // its inputs resident on the engine's device (engine::Backend::time_resident).
+  Expected<std::vector<float>> time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup, int iters) const;
   const program::CompiledProgram& program() const { return p_; }
   program::CompiledProgram& program() { return p_; }
 

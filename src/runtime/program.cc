@@ -95,6 +95,7 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
   const CompileOptions& co = options.compile;
   program::CompileSettings cs;
   cs.device = co.device;
+  cs.precision = co.precision;
   cs.partition.min_block_size = co.min_block_size;
   cs.partition.fallback_ops = co.fallback_ops;
   cs.partition.require_full_compilation = co.require_full_compilation;

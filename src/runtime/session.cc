@@ -102,17 +102,12 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   return Status::ok();
 }
 
-Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  const ir::Module& m = program_->impl_->module();
-  std::vector<const ir::Value*> user_decl;
-  std::vector<size_t> user_pos;
-  for (size_t i = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
-      user_decl.push_back(m.graph.inputs()[i]);
-      user_pos.push_back(i);
-    }
-  KILN_TRY(check_inputs(m, user_decl, inputs));
+namespace {
 
+// The program graph's inputs for one call: user inputs, the session's buffers, weights.
+std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
+                                                const std::map<std::string, Tensor, std::less<>>& buffers_,
+                                                const std::vector<Tensor>& inputs) {
   std::vector<cpu::RtValue> graph_inputs(m.graph.inputs().size());
   size_t u = 0;
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
@@ -124,7 +119,31 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
     else
       graph_inputs[i] = m.weights.at(s.target);
   }
-  KILN_ASSIGN_OR_RETURN(auto results, program_->impl_->exec->run(std::move(graph_inputs)));
+  return graph_inputs;
+}
+
+}  // namespace
+
+Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const {
+  const ir::Module& m = program_->impl_->module();
+  std::vector<const ir::Value*> user_decl;
+  for (size_t i = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) user_decl.push_back(m.graph.inputs()[i]);
+  KILN_TRY(check_inputs(m, user_decl, inputs));
+  return program_->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
+}
+
+Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
+  const ir::Module& m = program_->impl_->module();
+  std::vector<const ir::Value*> user_decl;
+  std::vector<size_t> user_pos;
+  for (size_t i = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
+      user_decl.push_back(m.graph.inputs()[i]);
+      user_pos.push_back(i);
+    }
+  KILN_TRY(check_inputs(m, user_decl, inputs));
+  KILN_ASSIGN_OR_RETURN(auto results, program_->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
 
   // Commit only after the whole call succeeded.
   std::vector<Tensor> user_outputs;

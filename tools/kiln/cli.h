@@ -54,5 +54,6 @@ int run_compile(int argc, char** argv);
 int run_check(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_inspect(int argc, char** argv);
+int run_bench(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -9,7 +9,7 @@
 
 namespace kiln::cli {
 
-const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops"};
+const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -21,6 +21,11 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
   LoadOptions o;
   CompileOptions& c = o.compile;
   if (auto d = a.get("device")) c.device = *d;
+  if (auto p = a.get("precision")) {
+    if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16")
+      return invalid_argument("--precision must be fp32, tf32, fp16 or bf16, got '" + *p + "'");
+    c.precision = *p;
+  }
   if (auto m = a.get("min-block-size")) {
     char* end = nullptr;
     long v = std::strtol(m->c_str(), &end, 10);

@@ -71,13 +71,18 @@ constexpr const char* kUsage =
     "      exit 0 when all match, 1 on a mismatch, 2 on an error\n"
     "  run MODEL --inputs IN.safetensors --outputs OUT.safetensors [COMPILE OPTIONS]\n"
     "      run once on input.<i> tensors and write output.<j> tensors\n"
+    "  bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] [--iters N] [--warmup N]\n"
+    "        [--json FILE] [COMPILE OPTIONS]\n"
+    "      build time, latency median and p90, throughput; on CUDA the engine is timed with\n"
+    "      CUDA events on device-resident inputs, and end to end from host tensors as well\n"
     "  inspect MODEL [--partition] [--print-ir] [--print-after PASS|all] [COMPILE OPTIONS]\n"
     "      inputs, outputs, buffers, dynamic dimensions, the op histogram; --partition\n"
     "      lists every segment and why each fallback node is not in an engine\n"
     "\n"
     "MODEL is a .pt2 archive (compiled on the fly) or a .kiln program.\n"
     "compile options (for a .pt2):\n"
-    "  --device cpu|null            engine backend (null: no engines, everything falls back)\n"
+    "  --device cpu|cuda|null       engine backend (null: no engines, everything falls back)\n"
+    "  --precision fp32|tf32|fp16|bf16   engine precision (float32 models converted at build time)\n"
     "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
     "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
     "  --require-full-compilation   fail if any node would fall back\n";
@@ -94,6 +99,7 @@ int main(int argc, char** argv) {
   if (cmd == "check") return kiln::cli::run_check(argc, argv);
   if (cmd == "run") return kiln::cli::run_run(argc, argv);
   if (cmd == "inspect") return kiln::cli::run_inspect(argc, argv);
+  if (cmd == "bench") return kiln::cli::run_bench(argc, argv);
   std::cerr << "kiln: error: unknown command '" << cmd << "'\n" << kUsage;
   return kiln::cli::kExitError;
 }

@@ -1,0 +1,354 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "backends/cuda/cuda_builder.h"
+#include "engine/plan.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr const char* kPlanSection = "cuda.plan";
+constexpr const char* kCubinSection = "cuda.cubin";
+
+// Everything load() creates for one engine. Executions are serialized on the
+// engine (one arena); the first execution on a stream captures a CUDA graph
+// that later ones replay.
+struct CudaEngine final : engine::EngineState {
+  std::string what;
+  CudaPlan plan;
+  DeviceBuffer arena, workspace;
+  std::vector<DeviceBuffer> constants;
+  cudaLibrary_t library = nullptr;
+  std::vector<cudaKernel_t> kernels;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  cudaStream_t own_stream = nullptr;
+  std::vector<std::optional<GemmOp>> gemms;  // per step
+  std::vector<std::optional<ConvOp>> convs;  // per step
+  std::vector<std::vector<void*>> kernel_args;  // per step: device pointers
+  cudaGraphExec_t graph = nullptr;
+  cudaStream_t graph_stream = nullptr;
+  bool use_graphs = true;
+  std::mutex mutex;
+
+  ~CudaEngine() override {
+    if (graph) cudaGraphExecDestroy(graph);
+    gemms.clear();
+    convs.clear();
+    if (dnn) cudnnDestroy(dnn);
+    if (lt) cublasLtDestroy(lt);
+    if (library) cudaLibraryUnload(library);
+    if (own_stream) cudaStreamDestroy(own_stream);
+  }
+
+  void* ptr(const BufferRef& r) const {
+    uint8_t* base = r.region == kArenaRegion ? arena.bytes() : constants[static_cast<size_t>(r.region)].bytes();
+    return base + r.offset;
+  }
+
+  // Enqueues every step on `stream`.
+  Status enqueue(cudaStream_t stream) {
+    KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
+    for (size_t i = 0; i < plan.steps.size(); ++i) KILN_TRY(enqueue_step(i, stream));
+    return Status::ok();
+  }
+
+  Status enqueue_step(size_t i, cudaStream_t stream) {
+    {
+      const Step& s = plan.steps[i];
+      switch (s.kind) {
+        case Step::Kind::kKernel: {
+          const KernelLaunch& k = s.kernel;
+          std::vector<void*>& args = kernel_args[i];
+          std::vector<void*> params(args.size());
+          for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
+          const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]),
+                                                 dim3(k.grid[0], k.grid[1], k.grid[2]),
+                                                 dim3(k.block[0], k.block[1], k.block[2]), params.data(),
+                                                 k.shared_bytes, stream);
+          KILN_TRY(cuda_status(e, "cudaLaunchKernel").with_context("layer '" + s.layer + "'"));
+          break;
+        }
+        case Step::Kind::kGemm: {
+          const GemmLaunch& g = s.gemm;
+          KILN_TRY(gemms[i]->run(ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, workspace.get(),
+                                 workspace.nbytes(), stream)
+                       .with_context("layer '" + s.layer + "'"));
+          break;
+        }
+        case Step::Kind::kConv: {
+          const ConvLaunch& c = s.conv;
+          KILN_TRY(convs[i]->run(ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
+                                 c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
+                                 workspace.nbytes())
+                       .with_context("layer '" + s.layer + "'"));
+          break;
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  // Times every step alone (no graph) and prints the slowest to stderr: what
+  // KILN_CUDA_PROFILE=1 asks for, to see where an engine's time goes.
+  Status profile_steps(cudaStream_t stream) {
+    KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
+    std::vector<std::pair<float, size_t>> times;
+    float total = 0;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(float ms, time_on_stream(stream, 2, 5, [&] { return enqueue_step(i, stream); }));
+      times.emplace_back(ms, i);
+      total += ms;
+    }
+    std::sort(times.rbegin(), times.rend());
+    std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one; slowest:\n", what.c_str(), times.size(), total);
+    for (size_t k = 0; k < std::min<size_t>(25, times.size()); ++k) {
+      const Step& s = plan.steps[times[k].second];
+      const char* kind = s.kind == Step::Kind::kGemm ? "gemm" : s.kind == Step::Kind::kConv ? "conv" : "kernel";
+      std::string detail = s.kind == Step::Kind::kGemm   ? s.gemm.shape.to_string()
+                           : s.kind == Step::Kind::kConv ? s.conv.shape.to_string()
+                                                         : plan.kernel_names[static_cast<size_t>(s.kernel.kernel)];
+      std::fprintf(stderr, "  %8.4f ms  %-6s %-28s %s\n", times[k].first, kind, s.layer.c_str(), detail.c_str());
+    }
+    return Status::ok();
+  }
+
+  // Runs the engine's work on `stream`: replays the captured graph (capturing it first).
+  Status launch(cudaStream_t stream) {
+    if (!use_graphs) return enqueue(stream);
+    if (!graph) {
+      KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      Status st = enqueue(stream);
+      cudaGraph_t g = nullptr;
+      const cudaError_t e = cudaStreamEndCapture(stream, &g);
+      KILN_TRY(st);
+      KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
+      const cudaError_t ie = cudaGraphInstantiate(&graph, g, 0);
+      cudaGraphDestroy(g);
+      KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
+    }
+    KILN_CUDA_TRY(cudaGraphLaunch(graph, stream));
+    return Status::ok();
+  }
+
+  Status upload_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const IoSlot& slot = plan.inputs[i];
+      const Tensor t = inputs[i].contiguous();
+      KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
+                                    cudaMemcpyHostToDevice, stream));
+    }
+    return Status::ok();
+  }
+
+  Status check_inputs(std::span<const Tensor> inputs) const {
+    if (inputs.size() != plan.inputs.size())
+      return invalid_argument(what + ": the engine takes " + std::to_string(plan.inputs.size()) + " inputs, got " +
+                              std::to_string(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const IoSlot& s = plan.inputs[i];
+      const Tensor& t = inputs[i];
+      if (!t.defined() || t.dtype() != s.dtype || t.sizes() != s.sizes)
+        return invalid_argument(what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) + ", got " +
+                                (t.defined() ? t.type_string() : std::string("an undefined tensor")));
+    }
+    return Status::ok();
+  }
+
+  // Reads and clears the error word kernels set on bad indices.
+  Status check_error_word(cudaStream_t stream) {
+    int32_t code = 0;
+    KILN_CUDA_TRY(cudaMemcpyAsync(&code, arena.bytes() + plan.error_offset, 4, cudaMemcpyDeviceToHost, stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (code == 0) return Status::ok();
+    KILN_CUDA_TRY(cudaMemsetAsync(arena.bytes() + plan.error_offset, 0, 4, stream));
+    const std::string layer = code > 0 && static_cast<size_t>(code) <= plan.error_layers.size()
+                                  ? plan.error_layers[static_cast<size_t>(code - 1)]
+                                  : "unknown";
+    return invalid_argument(what + ": layer '" + layer + "': an index is out of range of the table it selects from");
+  }
+};
+
+// A host weight as the plan wants it on the device: converted dtype, filters channels-last.
+Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
+  if (w.sizes() != c.sizes)
+    return format_error("constant '" + c.name + "' is " + w.type_string() + ", the plan expects " +
+                        shape_to_string(c.sizes));
+  Tensor t = w.to(c.dtype);
+  if (c.channels_last) {
+    const Shape& s = c.sizes;  // K, C, R, S -> K, R, S, C
+    t = t.as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
+                     t.storage_offset())
+            .contiguous();
+  }
+  return t.contiguous();
+}
+
+class CudaBackend final : public engine::Backend {
+ public:
+  CudaBackend() {
+    target_.backend = "cuda";
+    target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::Bool};
+    target_.symbolic_dims = false;
+    target_.implements = [](ir::OpKind op) {
+      return cuda_implements(op) || ir::op_category(op) == ir::OpCategory::kCheck;
+    };
+    target_.refuses = [](const ir::Node& n) {
+      return ir::op_category(n.op) == ir::OpCategory::kCheck ? std::string() : cuda_refusal(n);
+    };
+  }
+  std::string_view name() const override { return "cuda"; }
+  const engine::TargetInfo& target() const override { return target_; }
+
+  Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
+    BuildConfig config;
+    KILN_ASSIGN_OR_RETURN(config.device, current_device());
+    if (config.device.major < 8)
+      return unsupported("the CUDA backend needs compute capability 8.0 or newer; " + config.device.name + " has " +
+                         config.device.arch());
+    config.precision = options.precision;
+    if (config.precision != "fp32" && config.precision != "tf32" && config.precision != "fp16" &&
+        config.precision != "bf16")
+      return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16");
+    config.progress = options.progress;
+    KILN_ASSIGN_OR_RETURN(CudaPlan cp, build_cuda_plan(net, config));
+    KILN_TRY(engine::canonicalize(net));
+    engine::EnginePlan plan;
+    plan.backend = "cuda";
+    plan.memory = engine::plan_memory(net, [](const ir::Node&) { return false; });
+    net.kernels.assign(net.graph.nodes().size(), "cuda");
+    plan.network = std::move(net);
+    const std::string json = cp.to_json();
+    plan.extra.emplace_back(kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
+    plan.extra.emplace_back(kCubinSection, std::move(cp.cubin));
+    return engine::serialize_plan(plan);
+  }
+
+  Expected<engine::EngineHandle> load(std::span<const uint8_t> bytes, const engine::WeightLookup& weights,
+                                      std::string_view what) const override {
+    KILN_ASSIGN_OR_RETURN(engine::EnginePlan ep, engine::deserialize_plan(bytes, "cuda", what));
+    const std::vector<uint8_t>* json = nullptr;
+    const std::vector<uint8_t>* cubin = nullptr;
+    for (const auto& [name, data] : ep.extra) {
+      if (name == kPlanSection) json = &data;
+      if (name == kCubinSection) cubin = &data;
+    }
+    if (!json || !cubin) return format_error(std::string(what) + ": CUDA plan without its cuda.plan/cuda.cubin sections");
+    auto e = std::make_unique<CudaEngine>();
+    e->what = std::string(what);
+    KILN_ASSIGN_OR_RETURN(e->plan, CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()),
+                                                                        json->size()),
+                                                       *cubin));
+    const CudaPlan& p = e->plan;
+    KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
+    if (dev.arch() != p.arch)
+      return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name + "); this device is " +
+                         dev.name + " (" + dev.arch() + "): rebuild it here");
+    if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) e->use_graphs = false;
+    KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
+    KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
+    KILN_CUDA_TRY(cudaMemset(e->arena.get(), 0, e->arena.nbytes()));
+    KILN_ASSIGN_OR_RETURN(e->workspace, DeviceBuffer::allocate(std::max<size_t>(p.workspace_bytes, 256)));
+    for (const DeviceConstant& c : p.constants) {
+      auto w = weights(c.name);
+      if (!w) return format_error(e->what + ": constant '" + c.name + "': " + w.status().message());
+      KILN_ASSIGN_OR_RETURN(Tensor host, device_form(*w, c));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::allocate(static_cast<size_t>(c.nbytes())));
+      KILN_CUDA_TRY(cudaMemcpy(d.get(), host.raw_data(), static_cast<size_t>(c.nbytes()), cudaMemcpyHostToDevice));
+      e->constants.push_back(std::move(d));
+    }
+    if (!p.kernel_names.empty()) {
+      KILN_CUDA_TRY(cudaLibraryLoadData(&e->library, p.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      for (const std::string& k : p.kernel_names) {
+        cudaKernel_t kern = nullptr;
+        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, e->library, k.c_str()), "cudaLibraryGetKernel")
+                     .with_context(e->what + ": kernel " + k));
+        e->kernels.push_back(kern);
+      }
+    }
+    KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
+    KILN_CUDNN_TRY(cudnnCreate(&e->dnn));
+    e->gemms.resize(p.steps.size());
+    e->convs.resize(p.steps.size());
+    e->kernel_args.resize(p.steps.size());
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const Step& s = p.steps[i];
+      if (s.kind == Step::Kind::kGemm) {
+        KILN_ASSIGN_OR_RETURN(GemmOp op, GemmOp::create(e->lt, s.gemm.shape, s.gemm.algo));
+        e->gemms[i].emplace(std::move(op));
+      } else if (s.kind == Step::Kind::kConv) {
+        KILN_ASSIGN_OR_RETURN(ConvOp op, ConvOp::create(e->dnn, s.conv.shape, s.conv.algo));
+        e->convs[i].emplace(std::move(op));
+      } else {
+        for (const BufferRef& r : s.kernel.args) e->kernel_args[i].push_back(e->ptr(r));
+      }
+    }
+    return e.release();
+  }
+
+  Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                 void* stream_arg) const override {
+    auto* e = static_cast<CudaEngine*>(handle);
+    KILN_TRY(e->check_inputs(inputs));
+    std::lock_guard<std::mutex> lock(e->mutex);
+    cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : e->own_stream;
+    KILN_TRY(e->upload_inputs(inputs, stream));
+    KILN_TRY(e->launch(stream).with_context(e->what));
+    outputs.clear();
+    for (const IoSlot& s : e->plan.outputs) {
+      Tensor t = Tensor::empty(s.dtype, s.sizes);
+      KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
+                                    cudaMemcpyDeviceToHost, stream));
+      outputs.push_back(std::move(t));
+    }
+    return e->check_error_word(stream);
+  }
+
+  void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngine*>(handle); }
+
+  Expected<std::vector<float>> time_resident(engine::EngineHandle handle, std::span<const Tensor> inputs, int warmup,
+                                             int iters) const override {
+    auto* e = static_cast<CudaEngine*>(handle);
+    KILN_TRY(e->check_inputs(inputs));
+    std::lock_guard<std::mutex> lock(e->mutex);
+    cudaStream_t stream = e->own_stream;
+    KILN_TRY(e->upload_inputs(inputs, stream));
+    for (int i = 0; i < warmup; ++i) KILN_TRY(e->launch(stream));
+    KILN_TRY(e->check_error_word(stream));
+    cudaEvent_t start = nullptr, stop = nullptr;
+    KILN_CUDA_TRY(cudaEventCreate(&start));
+    KILN_CUDA_TRY(cudaEventCreate(&stop));
+    std::vector<float> times;
+    Status status;
+    for (int i = 0; i < iters && status.is_ok(); ++i) {
+      status = cuda_status(cudaEventRecord(start, stream), "cudaEventRecord");
+      if (status) status = e->launch(stream);
+      if (status) status = cuda_status(cudaEventRecord(stop, stream), "cudaEventRecord");
+      if (status) status = cuda_status(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0;
+      if (status) status = cuda_status(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      times.push_back(ms);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    KILN_TRY(status);
+    if (const char* p = std::getenv("KILN_CUDA_PROFILE"); p && std::strcmp(p, "1") == 0) KILN_TRY(e->profile_steps(stream));
+    return times;
+  }
+
+ private:
+  engine::TargetInfo target_;
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace kiln::cuda

@@ -1,0 +1,404 @@
+#include "backends/cuda/cuda_builder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <random>
+
+#include "backends/cuda/nvrtc_compile.h"
+#include "engine/fuse_elementwise.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+
+int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+std::vector<int64_t> contiguous_strides_of(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) st[d - 1] = st[d] * std::max<int64_t>(sizes[d], 1);
+  return st;
+}
+
+int64_t nbytes_of(DType t, const std::vector<int64_t>& sizes) {
+  int64_t n = static_cast<int64_t>(dtype_size(t));
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+// Random device data for timing (never zeros: some kernels take shortcuts on them).
+Status fill_random(void* p, size_t nbytes, uint32_t seed) {
+  std::vector<uint16_t> host(nbytes / 2);
+  std::mt19937 rng(seed);
+  // Small values in every 16-bit float format and harmless as float32 halves.
+  for (auto& h : host) h = static_cast<uint16_t>(0x3000 + (rng() & 0x07ff));
+  KILN_CUDA_TRY(cudaMemcpy(p, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  return Status::ok();
+}
+
+}  // namespace
+
+DType Builder::compute_dtype(DType t) const {
+  if (t != DType::Float32) return t;
+  if (config_.precision == "fp16") return DType::Float16;
+  if (config_.precision == "bf16") return DType::BFloat16;
+  return t;
+}
+
+bool Builder::is_constant(const ir::Value* v) const {
+  const auto& ins = net_.graph.inputs();
+  for (size_t i = net_.num_inputs; i < ins.size(); ++i)
+    if (ins[i] == v) return true;
+  return false;
+}
+
+Expected<TRef> Builder::ref(const ir::Value* v) {
+  if (static_cast<size_t>(v->id) < refs_.size() && refs_[static_cast<size_t>(v->id)]) {
+    const TRef& r = *refs_[static_cast<size_t>(v->id)];
+    touch(r);
+    return r;
+  }
+  if (is_constant(v)) return constant(v, compute_dtype(v->type.dtype));
+  return internal_error("value %" + v->name + " has no device tensor yet");
+}
+
+void Builder::bind(const ir::Value* v, TRef r) {
+  if (refs_.size() <= static_cast<size_t>(v->id)) refs_.resize(static_cast<size_t>(v->id) + 1);
+  refs_[static_cast<size_t>(v->id)] = std::move(r);
+}
+
+TRef Builder::new_tensor(DType dtype, const std::vector<int64_t>& sizes, bool channels_last) {
+  Alloc a;
+  a.bytes = std::max<int64_t>(nbytes_of(dtype, sizes), 1);
+  a.first = a.last = static_cast<int>(plan_.steps.size());
+  allocs_.push_back(a);
+  TRef t;
+  t.buf = {-2 - static_cast<int>(allocs_.size() - 1), 0};
+  t.dtype = dtype;
+  t.sizes = sizes;
+  if (channels_last && sizes.size() == 4) {
+    const int64_t C = sizes[1], H = sizes[2], W = sizes[3];
+    t.strides = {H * W * C, 1, W * C, C};
+  } else {
+    t.strides = contiguous_strides_of(sizes);
+  }
+  return t;
+}
+
+void Builder::touch(const TRef& t) {
+  const int a = t.alloc();
+  if (a < 0) return;
+  Alloc& al = allocs_[static_cast<size_t>(a)];
+  al.last = std::max(al.last, static_cast<int>(plan_.steps.size()));
+}
+
+Status Builder::launch(const std::string& layer, GeneratedKernel k, const std::vector<BufferRef>& args) {
+  for (const BufferRef& r : args)
+    if (r.region <= -2) {
+      Alloc& al = allocs_[static_cast<size_t>(-2 - r.region)];
+      al.last = std::max(al.last, static_cast<int>(plan_.steps.size()));
+    }
+  auto [it, inserted] = kernel_index_.try_emplace(k.source, static_cast<int>(kernel_sources_.size()));
+  if (inserted) kernel_sources_.push_back(k.source);
+  Step s;
+  s.kind = Step::Kind::kKernel;
+  s.layer = layer;
+  s.kernel.kernel = it->second;
+  s.kernel.grid = k.grid;
+  s.kernel.block = k.block;
+  s.kernel.shared_bytes = k.shared_bytes;
+  s.kernel.args = args;
+  plan_.steps.push_back(std::move(s));
+  return Status::ok();
+}
+
+void Builder::add_gemm(const std::string& layer, const GemmLaunch& g, std::initializer_list<const TRef*> uses) {
+  for (const TRef* t : uses) touch(*t);
+  Step s;
+  s.kind = Step::Kind::kGemm;
+  s.layer = layer;
+  s.gemm = g;
+  plan_.steps.push_back(std::move(s));
+}
+
+void Builder::add_conv(const std::string& layer, const ConvLaunch& c, std::initializer_list<const TRef*> uses) {
+  for (const TRef* t : uses) touch(*t);
+  Step s;
+  s.kind = Step::Kind::kConv;
+  s.layer = layer;
+  s.conv = c;
+  plan_.steps.push_back(std::move(s));
+}
+
+Expected<TRef> Builder::contiguous(const TRef& t, const std::string& layer, std::optional<DType> to) {
+  const DType want = to.value_or(t.dtype);
+  if (t.contiguous() && want == t.dtype) return t;
+  TRef out = new_tensor(want, t.sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
+  touch(t);
+  KILN_TRY(launch(layer, std::move(k), {out.buf, t.buf}));
+  return out;
+}
+
+Expected<TRef> Builder::channels_last(const TRef& t, const std::string& layer) {
+  if (t.sizes.size() != 4) return internal_error("channels-last needs a 4-D tensor");
+  TRef out = new_tensor(t.dtype, t.sizes, true);
+  if (out.strides == t.strides) return t;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
+  touch(t);
+  KILN_TRY(launch(layer, std::move(k), {out.buf, t.buf}));
+  return out;
+}
+
+Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter) {
+  const auto& ins = net_.graph.inputs();
+  std::string name;
+  for (size_t i = net_.num_inputs; i < ins.size(); ++i)
+    if (ins[i] == v) name = net_.constant_names[i - net_.num_inputs];
+  if (name.empty()) return internal_error("%" + v->name + " is not a constant of the engine");
+  std::vector<int64_t> sizes;
+  for (const ir::Dim& d : v->type.sizes) {
+    if (!d.is_static()) return unsupported("constant %" + v->name + " has a symbolic size");
+    sizes.push_back(d.value);
+  }
+  const bool cl = channels_last_filter && sizes.size() == 4;
+  auto key = std::make_tuple(name, dtype, cl);
+  auto [it, inserted] = constant_index_.try_emplace(key, static_cast<int>(plan_.constants.size()));
+  if (inserted) plan_.constants.push_back({name, dtype, sizes, cl});
+  TRef t;
+  t.buf = {it->second, 0};
+  t.dtype = dtype;
+  t.sizes = sizes;
+  if (cl) {
+    const int64_t C = sizes[1], R = sizes[2], S = sizes[3];
+    t.strides = {R * S * C, 1, S * C, C};
+  } else {
+    t.strides = contiguous_strides_of(sizes);
+  }
+  return t;
+}
+
+int Builder::add_error_layer(const std::string& layer) {
+  plan_.error_layers.push_back(layer);
+  return static_cast<int>(plan_.error_layers.size());
+}
+
+Status Builder::plan_memory() {
+  // Largest first, each at the lowest offset free over its lifetime.
+  std::vector<size_t> order(allocs_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return allocs_[a].bytes > allocs_[b].bytes; });
+  std::vector<size_t> placed;
+  int64_t total = 0;
+  for (size_t i : order) {
+    Alloc& a = allocs_[i];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed) {
+      const Alloc& b = allocs_[j];
+      if (b.first <= a.last && a.first <= b.last) busy.emplace_back(b.offset, b.offset + align_up(b.bytes));
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (off + align_up(a.bytes) <= lo) break;
+      off = std::max(off, hi);
+    }
+    a.offset = off;
+    total = std::max(total, off + align_up(a.bytes));
+    placed.push_back(i);
+  }
+  plan_.arena_bytes = std::max<int64_t>(total, kAlign);
+  return Status::ok();
+}
+
+void Builder::resolve(BufferRef& r) const {
+  if (r.region <= -2) {
+    r.offset += allocs_[static_cast<size_t>(-2 - r.region)].offset;
+    r.region = kArenaRegion;
+  }
+}
+
+Status Builder::compile_kernels() {
+  if (kernel_sources_.empty()) return Status::ok();
+  std::string source = kernel_prelude();
+  for (size_t i = 0; i < kernel_sources_.size(); ++i) {
+    const std::string name = "kiln_k" + std::to_string(i);
+    std::string body = kernel_sources_[i];
+    const std::string key = "KILN_KERNEL";
+    const size_t at = body.find(key);
+    if (at == std::string::npos) return internal_error("generated kernel without a name");
+    body.replace(at, key.size(), name);
+    source += body;
+    plan_.kernel_names.push_back(name);
+  }
+  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, config_.device.arch()));
+  if (config_.progress)
+    config_.progress(std::to_string(kernel_sources_.size()) + " generated kernels compiled with NVRTC in " +
+                     std::to_string(static_cast<int>(m.seconds * 1000)) + " ms");
+  plan_.cubin = std::move(m.cubin);
+  return Status::ok();
+}
+
+Status Builder::tune() {
+  bool any = false;
+  for (const Step& s : plan_.steps) any = any || s.kind != Step::Kind::kKernel;
+  if (!any) return Status::ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer arena, DeviceBuffer::allocate(static_cast<size_t>(plan_.arena_bytes)));
+  KILN_TRY(fill_random(arena.get(), arena.nbytes(), 1));
+  std::vector<DeviceBuffer> consts;
+  for (size_t i = 0; i < plan_.constants.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::allocate(static_cast<size_t>(plan_.constants[i].nbytes())));
+    KILN_TRY(fill_random(c.get(), c.nbytes(), static_cast<uint32_t>(i + 2)));
+    consts.push_back(std::move(c));
+  }
+  const size_t ws_bytes = std::max(kGemmWorkspaceBytes, kConvWorkspaceBytes);
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::allocate(ws_bytes));
+  auto ptr = [&](const BufferRef& r) -> void* {
+    uint8_t* base = r.region == kArenaRegion ? arena.bytes() : consts[static_cast<size_t>(r.region)].bytes();
+    return base + r.offset;
+  };
+  cudaStream_t stream = nullptr;
+  KILN_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  Status status = cublas_status(cublasLtCreate(&lt), "cublasLtCreate");
+  if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
+  if (status) status = cudnn_status(cudnnSetStream(dnn, stream), "cudnnSetStream");
+  int gemms = 0, convs = 0;
+  for (Step& s : plan_.steps) {
+    if (!status) break;
+    if (s.kind == Step::Kind::kGemm) {
+      GemmLaunch& g = s.gemm;
+      auto algo = tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
+                            kGemmWorkspaceBytes, stream);
+      if (!algo) {
+        status = algo.status().with_context("layer '" + s.layer + "' (" + g.shape.to_string() + ")");
+        break;
+      }
+      g.algo = *algo;
+      ++gemms;
+    } else if (s.kind == Step::Kind::kConv) {
+      ConvLaunch& c = s.conv;
+      auto algo = tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
+                            c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream);
+      if (!algo) {
+        status = algo.status().with_context("layer '" + s.layer + "' (" + c.shape.to_string() + ")");
+        break;
+      }
+      c.algo = *algo;
+      ++convs;
+    }
+  }
+  if (dnn) cudnnDestroy(dnn);
+  if (lt) cublasLtDestroy(lt);
+  cudaStreamDestroy(stream);
+  KILN_TRY(status);
+  plan_.workspace_bytes = 0;
+  for (const Step& s : plan_.steps) {
+    if (s.kind == Step::Kind::kGemm) plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.gemm.algo.workspace_bytes);
+    if (s.kind == Step::Kind::kConv) plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.conv.algo.workspace_bytes);
+  }
+  if (config_.progress)
+    config_.progress("timed " + std::to_string(gemms) + " GEMMs and " + std::to_string(convs) + " convolutions in " +
+                     std::to_string(static_cast<int>(
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1000)) +
+                     " ms");
+  return Status::ok();
+}
+
+Expected<CudaPlan> Builder::build() {
+  plan_.device_name = config_.device.name;
+  plan_.arch = config_.device.arch();
+  plan_.sm_count = config_.device.sm_count;
+  plan_.precision = config_.precision;
+  refs_.assign(net_.graph.num_values(), std::nullopt);
+  {
+    Alloc err;
+    err.bytes = 4;
+    err.first = -1;
+    err.last = INT_MAX;
+    allocs_.push_back(err);
+    error_alloc_ = 0;
+  }
+  // Engine inputs: contiguous slots the caller's tensors are copied into.
+  for (size_t i = 0; i < net_.num_inputs; ++i) {
+    const ir::Value* v = net_.graph.inputs()[i];
+    if (v->kind != ir::ValueKind::kTensor)
+      return unsupported("engine input %" + v->name + " is a symbolic scalar; CUDA engines take static shapes");
+    std::vector<int64_t> sizes;
+    for (const ir::Dim& d : v->type.sizes) {
+      if (!d.is_static()) return unsupported("engine input %" + v->name + " has a symbolic size");
+      sizes.push_back(d.value);
+    }
+    TRef slot = new_tensor(v->type.dtype, sizes);
+    allocs_[static_cast<size_t>(slot.alloc())].first = -1;
+    plan_.inputs.push_back({v->name, v->type.dtype, sizes, 0});
+    bind(v, slot);
+    if (compute_dtype(v->type.dtype) != v->type.dtype) {
+      KILN_ASSIGN_OR_RETURN(TRef cast, contiguous(slot, "input %" + v->name, compute_dtype(v->type.dtype)));
+      bind(v, cast);
+    }
+  }
+  for (const auto& n : net_.graph.nodes()) KILN_TRY_CTX(emit_layer(*this, *n), n->describe());
+  // Engine outputs: each in its own contiguous slot of the IR dtype, live to the end.
+  std::vector<int> used_as_output;
+  for (const ir::Value* v : net_.graph.outputs()) {
+    KILN_ASSIGN_OR_RETURN(TRef r, ref(v));
+    std::vector<int64_t> sizes;
+    for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.value);
+    const int a = r.alloc();
+    const bool reuse = a > 0 && r.buf.offset == 0 && r.contiguous() && r.dtype == v->type.dtype &&
+                       allocs_[static_cast<size_t>(a)].first >= 0 &&
+                       std::find(used_as_output.begin(), used_as_output.end(), a) == used_as_output.end() &&
+                       nbytes_of(r.dtype, r.sizes) == allocs_[static_cast<size_t>(a)].bytes;
+    TRef out = r;
+    if (!reuse) {
+      out = new_tensor(v->type.dtype, sizes);
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), r.layout()));
+      KILN_TRY(launch("output %" + v->name, std::move(k), {out.buf, r.buf}));
+    }
+    allocs_[static_cast<size_t>(out.alloc())].last = INT_MAX;
+    used_as_output.push_back(out.alloc());
+    plan_.outputs.push_back({v->name, v->type.dtype, sizes, 0});
+    plan_.outputs.back().offset = out.buf.region;  // resolved below
+  }
+  KILN_TRY(plan_memory());
+  {
+    int next = 1;  // allocation 0 is the error word
+    for (IoSlot& s : plan_.inputs) {
+      // Each input made its slot allocation first; a cast (fp16/bf16) made one more afterwards.
+      while (allocs_[static_cast<size_t>(next)].first != -1) ++next;
+      s.offset = allocs_[static_cast<size_t>(next)].offset;
+      ++next;
+    }
+    for (IoSlot& s : plan_.outputs) s.offset = allocs_[static_cast<size_t>(-2 - s.offset)].offset;
+  }
+  plan_.error_offset = allocs_[static_cast<size_t>(error_alloc_)].offset;
+  for (Step& s : plan_.steps) {
+    for (BufferRef& r : s.kernel.args) resolve(r);
+    for (BufferRef* r : {&s.gemm.a, &s.gemm.b, &s.gemm.c, &s.gemm.bias}) resolve(*r);
+    for (BufferRef* r : {&s.conv.x, &s.conv.w, &s.conv.bias, &s.conv.z, &s.conv.y}) resolve(*r);
+  }
+  int64_t unshared = 0;
+  for (const Alloc& a : allocs_) unshared += align_up(a.bytes);
+  if (config_.progress)
+    config_.progress(std::to_string(plan_.steps.size()) + " steps, arena " + std::to_string(plan_.arena_bytes) +
+                     " bytes (" + std::to_string(unshared) + " without reuse)");
+  KILN_TRY(compile_kernels());
+  KILN_TRY(tune());
+  KILN_TRY(plan_.validate());
+  return std::move(plan_);
+}
+
+Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config) {
+  KILN_TRY(net.verify());
+  KILN_TRY(fold_epilogues(net));
+  KILN_TRY(engine::fuse_elementwise(net));
+  Builder b(net, config);
+  return b.build();
+}
+
+}  // namespace kiln::cuda

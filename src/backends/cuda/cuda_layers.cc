@@ -1,0 +1,1034 @@
+// The CUDA builder's layer emitters: per op family, the device layout of the
+// result and the step that computes it. Views are strides over the same
+// bytes (no step); everything else is a generated kernel, a cuBLASLt GEMM or
+// a cuDNN convolution. cuda_refusal() answers, per node, what the emitters
+// cannot take, so that such nodes fall back instead of failing the build.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "backends/cuda/cuda_builder.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+using ir::OpKind;
+
+// ---- argument reading
+
+const ir::Value* value_arg(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return nullptr;
+  const auto* v = std::get_if<ir::Value*>(a);
+  return v ? *v : nullptr;
+}
+
+std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(a)) return *i;
+  if (const auto* b = std::get_if<bool>(a)) return *b ? 1 : 0;
+  return std::nullopt;
+}
+
+std::optional<double> double_arg(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return std::nullopt;
+  if (const auto* d = std::get_if<double>(a)) return *d;
+  if (const auto* i = std::get_if<int64_t>(a)) return static_cast<double>(*i);
+  return std::nullopt;
+}
+
+bool bool_arg(const ir::Node& n, std::string_view name, bool def) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return def;
+  if (const auto* b = std::get_if<bool>(a)) return *b;
+  if (const auto* i = std::get_if<int64_t>(a)) return *i != 0;
+  return def;
+}
+
+std::string string_arg(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return "";
+  const auto* s = std::get_if<std::string>(a);
+  return s ? *s : "";
+}
+
+bool is_none(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  return !a || std::holds_alternative<ir::NoneArg>(*a);
+}
+
+std::optional<std::vector<int64_t>> ints_arg(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return std::nullopt;
+  if (const auto* v = std::get_if<std::vector<int64_t>>(a)) return *v;
+  if (const auto* i = std::get_if<int64_t>(a)) return std::vector<int64_t>{*i};
+  if (const auto* s = std::get_if<std::vector<ir::SymInt>>(a)) {
+    std::vector<int64_t> out;
+    for (const auto& x : *s) {
+      if (!std::holds_alternative<int64_t>(x)) return std::nullopt;
+      out.push_back(std::get<int64_t>(x));
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> static_sizes(const ir::Value* v) {
+  std::vector<int64_t> s;
+  for (const ir::Dim& d : v->type.sizes) s.push_back(d.value);
+  return s;
+}
+
+int64_t norm_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
+
+int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
+  return p;
+}
+
+std::vector<int64_t> contiguous_strides_of(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) st[d - 1] = st[d] * std::max<int64_t>(sizes[d], 1);
+  return st;
+}
+
+// ---- views
+
+// PyTorch's rule for a view with new sizes over old strides, or nullopt when
+// the layout needs a copy.
+std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& old_sizes,
+                                                 const std::vector<int64_t>& old_strides,
+                                                 const std::vector<int64_t>& new_sizes) {
+  if (old_sizes.empty()) return std::vector<int64_t>(new_sizes.size(), 1);
+  const int64_t numel = prod(old_sizes);
+  if (numel == 0) return contiguous_strides_of(new_sizes);
+  std::vector<int64_t> ns(new_sizes.size(), 0);
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t td = static_cast<int64_t>(old_sizes.size()) - 1; td >= 0; --td) {
+    tensor_numel *= old_sizes[static_cast<size_t>(td)];
+    if (td == 0 || (old_sizes[static_cast<size_t>(td - 1)] != 1 &&
+                    old_strides[static_cast<size_t>(td - 1)] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[static_cast<size_t>(view_d)] == 1)) {
+        ns[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+        view_numel *= new_sizes[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (td > 0) {
+        chunk_base_stride = old_strides[static_cast<size_t>(td - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return ns;
+}
+
+Expected<TRef> reshaped(Builder& b, const TRef& in, const std::vector<int64_t>& sizes, const std::string& layer) {
+  if (auto st = view_strides(in.sizes, in.strides, sizes)) {
+    TRef r = in;
+    r.sizes = sizes;
+    r.strides = *st;
+    return r;
+  }
+  KILN_ASSIGN_OR_RETURN(TRef c, b.contiguous(in, layer));
+  c.sizes = sizes;
+  c.strides = contiguous_strides_of(sizes);
+  return c;
+}
+
+TRef narrowed(const TRef& in, size_t dim, int64_t start, int64_t size, int64_t step = 1) {
+  TRef r = in;
+  r.buf.offset += start * in.strides[dim] * static_cast<int64_t>(dtype_size(in.dtype));
+  r.sizes[dim] = size;
+  r.strides[dim] *= step;
+  return r;
+}
+
+// `t` broadcast to `sizes` (aligned right; stride 0 on broadcast dims).
+TRef expanded(const TRef& t, const std::vector<int64_t>& sizes) {
+  TRef r = t;
+  r.sizes = sizes;
+  r.strides.assign(sizes.size(), 0);
+  const size_t lead = sizes.size() - t.sizes.size();
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    r.strides[lead + d] = (t.sizes[d] == 1 && sizes[lead + d] != 1) ? 0 : t.strides[d];
+  return r;
+}
+
+// Whether strides lay out `sizes` densely in some dim order (no gaps, no overlap).
+bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expect = 1;
+  for (size_t d : order) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expect) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+
+Status emit_view(Builder& b, const ir::Node& n) {
+  const std::string& layer = n.name;
+  const ir::Value* self = n.operands().empty() ? nullptr : n.operands()[0];
+  if (!self) return internal_error("view without an operand");
+  KILN_ASSIGN_OR_RETURN(TRef in, b.ref(self));
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> out_sizes = static_sizes(out);
+  const size_t rank = in.sizes.size();
+  switch (n.op) {
+    case OpKind::kPermute: {
+      auto dims = ints_arg(n, "dims");
+      if (!dims || dims->size() != rank) return invalid_argument("permute: bad dims");
+      TRef r = in;
+      for (size_t d = 0; d < rank; ++d) {
+        const auto s = static_cast<size_t>(norm_dim((*dims)[d], rank));
+        r.sizes[d] = in.sizes[s];
+        r.strides[d] = in.strides[s];
+      }
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kTranspose:
+    case OpKind::kT: {
+      TRef r = in;
+      if (rank >= 2) {
+        const auto d0 = static_cast<size_t>(n.op == OpKind::kT ? 0 : norm_dim(int_arg(n, "dim0").value_or(0), rank));
+        const auto d1 = static_cast<size_t>(n.op == OpKind::kT ? 1 : norm_dim(int_arg(n, "dim1").value_or(1), rank));
+        std::swap(r.sizes[d0], r.sizes[d1]);
+        std::swap(r.strides[d0], r.strides[d1]);
+      }
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kExpand:
+    case OpKind::kExpandAs: b.bind(out, expanded(in, out_sizes)); return Status::ok();
+    case OpKind::kSelectInt: {
+      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      int64_t idx = int_arg(n, "index").value_or(0);
+      if (idx < 0) idx += in.sizes[d];
+      TRef r = narrowed(in, d, idx, 1);
+      r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
+      r.strides.erase(r.strides.begin() + static_cast<long>(d));
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kSliceTensor:
+    case OpKind::kNarrow: {
+      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      int64_t start = int_arg(n, "start").value_or(0);
+      if (start < 0) start += in.sizes[d];
+      start = std::clamp<int64_t>(start, 0, in.sizes[d]);
+      const int64_t step = n.op == OpKind::kSliceTensor ? int_arg(n, "step").value_or(1) : 1;
+      b.bind(out, narrowed(in, d, start, out_sizes[d], step));
+      return Status::ok();
+    }
+    case OpKind::kSplitTensor:
+    case OpKind::kSplitWithSizes:
+    case OpKind::kChunk:
+    case OpKind::kUnbind: {
+      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      int64_t start = 0;
+      for (const ir::Value* o : n.outputs) {
+        const std::vector<int64_t> os = static_sizes(o);
+        if (n.op == OpKind::kUnbind) {
+          TRef r = narrowed(in, d, start, 1);
+          r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
+          r.strides.erase(r.strides.begin() + static_cast<long>(d));
+          b.bind(o, r);
+          start += 1;
+        } else {
+          b.bind(o, narrowed(in, d, start, os[d]));
+          start += os[d];
+        }
+      }
+      return Status::ok();
+    }
+    default: break;
+  }
+  // view, reshape, flatten, unflatten, squeeze, unsqueeze and identities
+  KILN_ASSIGN_OR_RETURN(TRef r, reshaped(b, in, out_sizes, layer));
+  b.bind(out, r);
+  return Status::ok();
+}
+
+// ---- elementwise
+
+Status emit_program(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,
+                    const std::vector<const ir::Value*>& operands, const ir::Value* out) {
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const DType dt = b.compute_dtype(out->type.dtype);
+  std::vector<TRef> ins;
+  for (const ir::Value* v : operands) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    if (r.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, layer, dt));
+    }
+    ins.push_back(expanded(r, sizes));
+  }
+  // The output takes the layout of a full-size dense operand (channels-last stays channels-last).
+  bool cl = false;
+  for (const TRef& r : ins)
+    if (r.sizes.size() == 4 && dense_layout(r.sizes, r.strides) && r.strides[1] == 1 && r.sizes[1] > 1 &&
+        prod(r.sizes) > r.sizes[1]) {
+      cl = true;
+      break;
+    }
+  TRef o = b.new_tensor(dt, sizes, cl);
+  std::vector<StridedLayout> layouts;
+  std::vector<BufferRef> args{o.buf};
+  for (const TRef& r : ins) {
+    layouts.push_back(r.layout());
+    args.push_back(r.buf);
+  }
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, elementwise_kernel(prog, o.layout(), layouts));
+  KILN_TRY(b.launch(layer, std::move(k), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_elementwise(Builder& b, const ir::Node& n) {
+  if (n.op == OpKind::kFusedElementwise) {
+    const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("inputs"));
+    if (!ins) return internal_error("fused layer without inputs");
+    KILN_ASSIGN_OR_RETURN(engine::ElementwiseProgram prog, engine::ElementwiseProgram::parse(string_arg(n, "program")));
+    return emit_program(b, n.name, prog, {ins->begin(), ins->end()}, n.outputs[0]);
+  }
+  std::vector<ir::Value*> operands;
+  auto instr = engine::elementwise_instr(n, &operands);
+  if (!instr) return unsupported("not an elementwise layer the GPU builder can generate");
+  engine::ElementwiseProgram prog;
+  prog.num_inputs = static_cast<int>(operands.size());
+  prog.instrs.push_back(*instr);
+  return emit_program(b, n.name, prog, {operands.begin(), operands.end()}, n.outputs[0]);
+}
+
+// ---- GEMM
+
+struct MatLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+std::optional<MatLayout> mat_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  if (sc == 1 && (rows == 1 || sr >= cols)) return MatLayout{false, rows == 1 ? cols : sr};
+  if (sr == 1 && (cols == 1 || sc >= rows)) return MatLayout{true, cols == 1 ? rows : sc};
+  return std::nullopt;
+}
+
+// The single batch stride of `t`'s leading dims (those before the last two), or nullopt.
+std::optional<int64_t> batch_stride(const TRef& t) {
+  const size_t nb = t.sizes.size() - 2;
+  int64_t stride = 0, expect = -1;
+  for (size_t d = nb; d-- > 0;) {
+    if (t.sizes[d] == 1) continue;
+    if (expect < 0) {
+      stride = t.strides[d];
+      expect = stride * t.sizes[d];
+      continue;
+    }
+    if (stride == 0 ? t.strides[d] != 0 : t.strides[d] != expect) return std::nullopt;
+    expect = t.strides[d] * t.sizes[d];
+  }
+  return stride;
+}
+
+Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir::Value* out, const TRef* bias,
+                 GemmEpilogue ep, float alpha) {
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const DType dt = b.compute_dtype(out->type.dtype);
+  if (A.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(A, b.contiguous(A, layer, dt));
+  }
+  if (B.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(B, b.contiguous(B, layer, dt));
+  }
+  const size_t rank = sizes.size();
+  const int64_t M = sizes[rank - 2], N = sizes[rank - 1], K = A.sizes.back();
+  std::vector<int64_t> batch(sizes.begin(), sizes.end() - 2);
+  const int64_t nbatch = prod(batch);
+  auto full = [&](const TRef& t, int64_t r, int64_t c) {
+    std::vector<int64_t> s = batch;
+    s.push_back(r);
+    s.push_back(c);
+    return expanded(t, s);
+  };
+  A = full(A, M, K);
+  B = full(B, K, N);
+  TRef C = b.new_tensor(dt, sizes);
+  GemmLaunch g;
+  GemmShape& s = g.shape;
+  s.dtype = dt;
+  s.allow_tf32 = b.allow_tf32();
+  s.n = N;
+  s.k = K;
+  s.alpha = alpha;
+  s.epilogue = ep;
+  s.ldc = N;
+  // Fold the batch into M when B is shared by every batch entry and A's rows run on.
+  auto sb = batch_stride(B);
+  bool folded = false;
+  if (sb && *sb == 0 && nbatch > 1) {
+    std::vector<int64_t> rs(A.sizes.begin(), A.sizes.end() - 1), rst(A.strides.begin(), A.strides.end() - 1);
+    if (A.strides.back() == 1) {
+      if (auto st = view_strides(rs, rst, {nbatch * M})) {
+        s.m = nbatch * M;
+        s.lda = std::max<int64_t>((*st)[0], K);
+        s.trans_a = false;
+        s.batch = 1;
+        folded = true;
+      }
+    }
+  }
+  auto setup = [&](TRef& t, int64_t r, int64_t c, bool& trans, int64_t& ld, int64_t& bs) -> Status {
+    auto ml = mat_layout(r, c, t.strides[t.strides.size() - 2], t.strides.back());
+    auto st = batch_stride(t);
+    if (!ml || !st) {
+      KILN_ASSIGN_OR_RETURN(t, b.contiguous(t, layer));
+      ml = mat_layout(r, c, t.strides[t.strides.size() - 2], t.strides.back());
+      st = batch_stride(t);
+    }
+    trans = ml->trans;
+    ld = ml->ld;
+    bs = *st;
+    return Status::ok();
+  };
+  if (!folded) {
+    s.m = M;
+    s.batch = nbatch;
+    KILN_TRY(setup(A, M, K, s.trans_a, s.lda, s.batch_stride_a));
+    s.batch_stride_c = M * N;
+  }
+  KILN_TRY(setup(B, K, N, s.trans_b, s.ldb, s.batch_stride_b));
+  if (folded) s.batch_stride_b = 0;
+  g.a = A.buf;
+  g.b = B.buf;
+  g.c = C.buf;
+  if (bias) {
+    g.bias = bias->buf;
+    g.has_bias = true;
+  }
+  KILN_TRY(s.validate().with_context(layer));
+  if (bias) {
+    b.add_gemm(layer, g, {&A, &B, &C, bias});
+  } else {
+    b.add_gemm(layer, g, {&A, &B, &C});
+  }
+  b.bind(out, C);
+  return Status::ok();
+}
+
+Status emit_matmul(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const ir::Value *a = nullptr, *w = nullptr;
+  bool w_transposed = false;
+  float alpha = 1.0f;
+  const ir::Value* bias_v = value_arg(n, "kiln_bias");
+  switch (n.op) {
+    case OpKind::kMm:
+    case OpKind::kBmm:
+      a = value_arg(n, "self");
+      w = value_arg(n, "mat2");
+      break;
+    case OpKind::kMatmul:
+      a = value_arg(n, "self");
+      w = value_arg(n, "other");
+      break;
+    case OpKind::kLinear:
+      a = value_arg(n, "input");
+      w = value_arg(n, "weight");
+      w_transposed = true;
+      if (!bias_v) bias_v = value_arg(n, "bias");
+      break;
+    case OpKind::kAddmm:
+      a = value_arg(n, "mat1");
+      w = value_arg(n, "mat2");
+      bias_v = value_arg(n, "self");
+      alpha = static_cast<float>(double_arg(n, "alpha").value_or(1.0));
+      break;
+    default: return internal_error("not a GEMM layer");
+  }
+  if (!a || !w) return internal_error("GEMM layer without operands");
+  KILN_ASSIGN_OR_RETURN(TRef A, b.ref(a));
+  KILN_ASSIGN_OR_RETURN(TRef W, b.ref(w));
+  if (w_transposed) {
+    std::swap(W.sizes[0], W.sizes[1]);
+    std::swap(W.strides[0], W.strides[1]);
+  }
+  GemmEpilogue ep = GemmEpilogue::kNone;
+  std::optional<TRef> bias;
+  if (bias_v) {
+    KILN_ASSIGN_OR_RETURN(TRef br, b.ref(bias_v));
+    if (br.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name, dt));
+    }
+    KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name));
+    bias = br;
+    ep = string_arg(n, "kiln_act") == "relu" ? GemmEpilogue::kBiasRelu : GemmEpilogue::kBias;
+  }
+  return emit_gemm(b, n.name, A, W, out, bias ? &*bias : nullptr, ep, alpha);
+}
+
+// ---- convolution
+
+Status emit_conv(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const bool cl = dt == DType::Float16 || dt == DType::BFloat16;
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "input")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  if (cl) {
+    KILN_ASSIGN_OR_RETURN(x, b.channels_last(x, n.name));
+  } else {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name));
+  }
+  const ir::Value* wv = value_arg(n, "weight");
+  TRef w;
+  if (b.is_constant(wv)) {
+    KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt, cl));
+  } else {
+    KILN_ASSIGN_OR_RETURN(w, b.ref(wv));
+    if (w.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
+    }
+    if (cl) {
+      KILN_ASSIGN_OR_RETURN(w, b.channels_last(w, n.name));
+    } else {
+      KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name));
+    }
+  }
+  const std::vector<int64_t> os = static_sizes(out);
+  ConvLaunch c;
+  ConvShape& s = c.shape;
+  s.dtype = dt;
+  s.allow_tf32 = b.allow_tf32();
+  s.n = x.sizes[0], s.c = x.sizes[1], s.h = x.sizes[2], s.w = x.sizes[3];
+  s.k = w.sizes[0], s.r = w.sizes[2], s.s = w.sizes[3];
+  s.groups = int_arg(n, "groups").value_or(1);
+  auto pair = [&](std::string_view name, int64_t def) {
+    auto v = ints_arg(n, name).value_or(std::vector<int64_t>{def});
+    if (v.empty()) v = {def};
+    return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
+  };
+  std::tie(s.stride_h, s.stride_w) = pair("stride", 1);
+  std::tie(s.pad_h, s.pad_w) = pair("padding", 0);
+  std::tie(s.dilation_h, s.dilation_w) = pair("dilation", 1);
+  s.out_h = os[2];
+  s.out_w = os[3];
+  s.channels_last = cl;
+  TRef y = b.new_tensor(dt, os, cl);
+  std::optional<TRef> bias, z;
+  if (const ir::Value* bv = value_arg(n, "bias")) {
+    KILN_ASSIGN_OR_RETURN(TRef br, b.ref(bv));
+    if (br.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name, dt));
+    }
+    KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name));
+    bias = br;
+    s.has_bias = true;
+    c.bias = br.buf;
+  }
+  if (const ir::Value* zv = value_arg(n, "kiln_residual")) {
+    KILN_ASSIGN_OR_RETURN(TRef zr, b.ref(zv));
+    if (zr.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(zr, b.contiguous(zr, n.name, dt));
+    }
+    if (cl) {
+      KILN_ASSIGN_OR_RETURN(zr, b.channels_last(zr, n.name));
+    } else {
+      KILN_ASSIGN_OR_RETURN(zr, b.contiguous(zr, n.name));
+    }
+    z = zr;
+    s.has_residual = true;
+    c.z = zr.buf;
+  }
+  std::string act = n.op == OpKind::kConvAct ? string_arg(n, "activation") : "";
+  if (string_arg(n, "kiln_act") == "relu") act = "relu";
+  s.act = act == "relu" ? ConvActivation::kRelu : ConvActivation::kNone;
+  c.x = x.buf;
+  c.w = w.buf;
+  c.y = y.buf;
+  KILN_TRY(s.validate().with_context(n.name));
+  b.add_conv(n.name, c, {&x, &w, &y, bias ? &*bias : &y, z ? &*z : &y});
+  if (act.empty() || act == "none" || act == "relu") {
+    b.bind(out, y);
+    return Status::ok();
+  }
+  // Activations cuDNN does not fuse run as a generated kernel on the result.
+  engine::ElementwiseInstr in;
+  in.operands = {0};
+  if (act == "silu") in.op = OpKind::kSilu;
+  else if (act == "sigmoid") in.op = OpKind::kSigmoid;
+  else if (act == "hardswish") in.op = OpKind::kHardswish;
+  else if (act == "gelu" || act == "gelu_tanh") {
+    in.op = OpKind::kGelu;
+    in.mode = act == "gelu" ? "none" : "tanh";
+  } else if (act == "hardtanh") {
+    in.op = OpKind::kHardtanh;
+    in.scalars = {double_arg(n, "min_val").value_or(-1.0), double_arg(n, "max_val").value_or(1.0)};
+  } else {
+    return unsupported("convolution activation '" + act + "'");
+  }
+  engine::ElementwiseProgram prog;
+  prog.num_inputs = 1;
+  prog.instrs.push_back(in);
+  TRef o = b.new_tensor(dt, os, cl);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, elementwise_kernel(prog, o.layout(), {y.layout()}));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, y.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+// ---- rows, reductions, pooling
+
+Status emit_row(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const ir::Value* xv = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(xv));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  const std::vector<int64_t> sizes = static_sizes(out);
+  int64_t cols = sizes.empty() ? 1 : sizes.back();
+  RowOp op = RowOp::kSoftmax;
+  double eps = 0;
+  std::optional<TRef> weight, bias;
+  if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
+    op = n.op == OpKind::kLayerNorm ? RowOp::kLayerNorm : RowOp::kRmsNorm;
+    const auto ns = ints_arg(n, "normalized_shape").value_or(std::vector<int64_t>{});
+    cols = prod(ns);
+    if (auto e = double_arg(n, "eps")) {
+      eps = *e;
+    } else {
+      eps = xv->type.dtype == DType::Float16    ? 0.0009765625
+            : xv->type.dtype == DType::BFloat16 ? 0.0078125
+            : xv->type.dtype == DType::Float64  ? std::numeric_limits<double>::epsilon()
+                                                : std::numeric_limits<float>::epsilon();
+    }
+    for (auto [name, slot] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
+      if (const ir::Value* v = value_arg(n, name)) {
+        KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+        KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+        *slot = r;
+      }
+    }
+  } else if (n.op == OpKind::kLogSoftmax || n.op == OpKind::kLogSoftmaxInternal) {
+    op = RowOp::kLogSoftmax;
+  }
+  const int64_t rows = cols == 0 ? 0 : prod(sizes) / cols;
+  TRef o = b.new_tensor(dt, sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
+  std::vector<BufferRef> args{o.buf, x.buf};
+  if (weight) args.push_back(weight->buf);
+  if (bias) args.push_back(bias->buf);
+  KILN_TRY(b.launch(n.name, std::move(k), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_reduce(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  const size_t rank = x.sizes.size();
+  std::vector<bool> reduced(rank, false);
+  auto dims = ints_arg(n, "dim");
+  if (!dims || dims->empty()) {
+    reduced.assign(rank, true);
+  } else {
+    for (int64_t d : *dims) reduced[static_cast<size_t>(norm_dim(d, rank))] = true;
+  }
+  ReduceDims rd;
+  for (size_t d = 0; d < rank; ++d) {
+    auto& sz = reduced[d] ? rd.reduced_sizes : rd.kept_sizes;
+    auto& st = reduced[d] ? rd.reduced_strides : rd.kept_strides;
+    sz.push_back(x.sizes[d]);
+    st.push_back(x.strides[d]);
+  }
+  ReduceOp op = ReduceOp::kSum;
+  if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
+  if (n.op == OpKind::kAmax) op = ReduceOp::kMax;
+  if (n.op == OpKind::kAmin) op = ReduceOp::kMin;
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(op, dt, rd));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_pool(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  PoolParams p;
+  auto pair = [&](std::string_view name, std::vector<int64_t> def) {
+    auto v = ints_arg(n, name).value_or(def);
+    if (v.empty()) v = def;
+    return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
+  };
+  if (n.op == OpKind::kAdaptiveAvgPool2d || n.op == OpKind::kAdaptiveAvgPool2dInternal) {
+    p.kind = PoolParams::Kind::kAdaptiveAvg;
+  } else {
+    p.kind = n.op == OpKind::kMaxPool2d ? PoolParams::Kind::kMax : PoolParams::Kind::kAvg;
+    std::tie(p.kh, p.kw) = pair("kernel_size", {1});
+    std::tie(p.sh, p.sw) = pair("stride", {p.kh, p.kw});
+    std::tie(p.ph, p.pw) = pair("padding", {0});
+    if (p.kind == PoolParams::Kind::kMax) std::tie(p.dh, p.dw) = pair("dilation", {1});
+    p.count_include_pad = bool_arg(n, "count_include_pad", true);
+    p.divisor_override = int_arg(n, "divisor_override").value_or(0);
+  }
+  const bool cl = x.sizes.size() == 4 && x.strides[1] == 1 && x.sizes[1] > 1;
+  TRef o = b.new_tensor(dt, static_sizes(out), cl);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pool2d_kernel(p, o.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+// ---- attention, gathers, concatenation, casts
+
+Status emit_attention(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  AttentionParams p;
+  TRef q, k, v;
+  for (auto [name, slot] : {std::pair{"query", &q}, std::pair{"key", &k}, std::pair{"value", &v}}) {
+    KILN_ASSIGN_OR_RETURN(*slot, b.ref(value_arg(n, name)));
+    if (slot->dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(*slot, b.contiguous(*slot, n.name, dt));
+    }
+  }
+  p.q = q.layout();
+  p.k = k.layout();
+  p.v = v.layout();
+  std::vector<BufferRef> args;
+  const std::vector<int64_t> os = static_sizes(out);
+  TRef o = b.new_tensor(dt, os);
+  args = {o.buf, q.buf, k.buf, v.buf};
+  if (const ir::Value* mv = value_arg(n, "attn_mask")) {
+    KILN_ASSIGN_OR_RETURN(TRef m, b.ref(mv));
+    if (m.dtype != DType::Bool && m.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(m, b.contiguous(m, n.name, dt));
+    }
+    const std::vector<int64_t> ms{q.sizes[0], q.sizes[1], q.sizes[2], k.sizes[2]};
+    m = expanded(m, ms);
+    p.has_mask = true;
+    p.mask = m.layout();
+    args.push_back(m.buf);
+  }
+  p.causal = bool_arg(n, "is_causal", false);
+  p.scale = double_arg(n, "scale").value_or(1.0 / std::sqrt(static_cast<double>(q.sizes[3])));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel kern, attention_kernel(p));
+  KILN_TRY(b.launch(n.name, std::move(kern), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_gather_rows(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const bool emb = n.op == OpKind::kEmbedding;
+  KILN_ASSIGN_OR_RETURN(TRef table, b.ref(value_arg(n, emb ? "weight" : "self")));
+  KILN_ASSIGN_OR_RETURN(table, b.contiguous(table, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, emb ? "indices" : "index")));
+  KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
+  const int64_t rows = prod(idx.sizes);
+  const int64_t table_rows = table.sizes[0];
+  const int64_t cols = table_rows == 0 ? 0 : prod(table.sizes) / table_rows;
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gather_rows_kernel(dt, idx.dtype, rows, table_rows, cols, code));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, table.buf, idx.buf, b.error_word()}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_gather(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, "index")));
+  const int64_t dim = norm_dim(int_arg(n, "dim").value_or(0), x.sizes.size());
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gather_kernel(o.layout(), x.layout(), idx.layout(), dim, code));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, idx.buf, b.error_word()}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_cat(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!ins) return internal_error("cat without tensors");
+  const std::vector<int64_t> os = static_sizes(out);
+  const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), os.size()));
+  TRef o = b.new_tensor(dt, os);
+  int64_t start = 0;
+  for (const ir::Value* v : *ins) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    if (r.sizes.size() != os.size()) continue;  // legacy empty 1-D operands
+    TRef slice = narrowed(o, d, start, r.sizes[d]);
+    start += r.sizes[d];
+    if (prod(r.sizes) == 0) continue;
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(slice.layout(), r.layout()));
+    KILN_TRY(b.launch(n.name, std::move(k), {slice.buf, r.buf}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_cast(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
+  const DType dt = b.compute_dtype(out->type.dtype);
+  if (x.dtype == dt) {
+    b.bind(out, x);
+    return Status::ok();
+  }
+  TRef o = b.new_tensor(dt, x.sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(o.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+enum class Family {
+  kNone, kView, kIdentity, kElementwise, kGemm, kConv, kRow, kReduce, kPool, kAttention, kGather, kGatherDim, kCat, kCast
+};
+
+Family family(OpKind op) {
+  switch (op) {
+    case OpKind::kView: case OpKind::kUnsafeView: case OpKind::kReshape: case OpKind::kFlatten:
+    case OpKind::kUnflatten: case OpKind::kPermute: case OpKind::kTranspose: case OpKind::kT:
+    case OpKind::kSelectInt: case OpKind::kSliceTensor: case OpKind::kNarrow: case OpKind::kUnsqueeze:
+    case OpKind::kSqueeze: case OpKind::kSqueezeDim: case OpKind::kSqueezeDims: case OpKind::kExpand:
+    case OpKind::kExpandAs: case OpKind::kSplitTensor: case OpKind::kSplitWithSizes: case OpKind::kChunk:
+    case OpKind::kUnbind:
+      return Family::kView;
+    case OpKind::kAlias: case OpKind::kDetach: case OpKind::kLiftFreshCopy: case OpKind::kClone:
+    case OpKind::kContiguous: case OpKind::kDropout:
+      return Family::kIdentity;
+    case OpKind::kTo: case OpKind::kToCopy: case OpKind::kTypeAs: case OpKind::kToDtypeLayout:
+      return Family::kCast;
+    case OpKind::kMm: case OpKind::kBmm: case OpKind::kMatmul: case OpKind::kLinear: case OpKind::kAddmm:
+      return Family::kGemm;
+    case OpKind::kConv2d: case OpKind::kConvolution: case OpKind::kConvAct:
+      return Family::kConv;
+    case OpKind::kLayerNorm: case OpKind::kRmsNorm: case OpKind::kSoftmax: case OpKind::kSoftmaxInternal:
+    case OpKind::kLogSoftmax: case OpKind::kLogSoftmaxInternal:
+      return Family::kRow;
+    case OpKind::kMeanDim: case OpKind::kMean: case OpKind::kSumDimIntList: case OpKind::kSum: case OpKind::kAmax:
+    case OpKind::kAmin:
+      return Family::kReduce;
+    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: case OpKind::kAdaptiveAvgPool2d:
+    case OpKind::kAdaptiveAvgPool2dInternal:
+      return Family::kPool;
+    case OpKind::kAttention: case OpKind::kScaledDotProductAttention:
+      return Family::kAttention;
+    case OpKind::kEmbedding: case OpKind::kIndexSelect:
+      return Family::kGather;
+    case OpKind::kGather:
+      return Family::kGatherDim;
+    case OpKind::kCat:
+      return Family::kCat;
+    case OpKind::kFusedElementwise: case OpKind::kSiluMul:
+      return Family::kElementwise;
+    default: break;
+  }
+  // The ops elementwise programs know.
+  switch (op) {
+    case OpKind::kAddTensor: case OpKind::kAddScalar: case OpKind::kSubTensor: case OpKind::kSubScalar:
+    case OpKind::kRsubScalar: case OpKind::kRsubTensor: case OpKind::kMulTensor: case OpKind::kMulScalar:
+    case OpKind::kDivTensor: case OpKind::kDivScalar: case OpKind::kDivTensorMode: case OpKind::kPowTensorScalar:
+    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
+    case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kSin: case OpKind::kCos: case OpKind::kTanh:
+    case OpKind::kErf: case OpKind::kSigmoid: case OpKind::kRelu: case OpKind::kGelu: case OpKind::kSilu:
+    case OpKind::kHardtanh: case OpKind::kHardswish: case OpKind::kHardsigmoid: case OpKind::kClamp:
+    case OpKind::kClampMin:
+      return Family::kElementwise;
+    default: return Family::kNone;
+  }
+}
+
+bool floating(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+}
+
+}  // namespace
+
+bool cuda_implements(ir::OpKind op) { return family(op) != Family::kNone; }
+
+std::string cuda_refusal(const ir::Node& n) {
+  auto rank = [](const ir::Value* v) { return v ? v->type.sizes.size() : 0; };
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  switch (family(n.op)) {
+    case Family::kElementwise:
+      if (n.op == OpKind::kFusedElementwise) return "";
+      if (!engine::is_fusible_elementwise(n))
+        return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
+      return "";
+    case Family::kIdentity:
+      if (n.op == OpKind::kDropout && bool_arg(n, "train", false)) return "dropout in training mode";
+      return "";
+    case Family::kCast:
+      if (!out || out->kind != ir::ValueKind::kTensor) return "not a tensor cast";
+      return "";
+    case Family::kGemm: {
+      for (const ir::Value* v : n.operands())
+        if (v->kind == ir::ValueKind::kTensor && !floating(v->type.dtype)) return "integer matrix products";
+      const ir::Value* a = value_arg(n, n.op == OpKind::kLinear ? "input" : n.op == OpKind::kAddmm ? "mat1" : "self");
+      const ir::Value* w = value_arg(n, n.op == OpKind::kLinear   ? "weight"
+                                        : n.op == OpKind::kMatmul ? "other"
+                                                                  : "mat2");
+      if (rank(a) < 2 || rank(w) < 2) return "matrix products with a 1-D operand";
+      if (n.op == OpKind::kLinear && rank(w) != 2) return "linear with a weight that is not 2-D";
+      if (n.op == OpKind::kAddmm) {
+        if (double_arg(n, "beta").value_or(1.0) != 1.0) return "addmm with beta != 1";
+        const ir::Value* bias = value_arg(n, "self");
+        if (!bias || rank(bias) > 2 || (rank(bias) == 2 && bias->type.sizes[0].value != 1))
+          return "addmm whose bias is not a row vector";
+      }
+      if (n.op == OpKind::kLinear) {
+        const ir::Value* bias = value_arg(n, "bias");
+        if (bias && rank(bias) != 1) return "linear whose bias is not 1-D";
+      }
+      return "";
+    }
+    case Family::kConv: {
+      const ir::Value* x = value_arg(n, "input");
+      const ir::Value* w = value_arg(n, "weight");
+      if (rank(x) != 4 || rank(w) != 4) return "convolutions other than batched 2-D";
+      if (n.op == OpKind::kConvolution) {
+        if (bool_arg(n, "transposed", false)) return "transposed convolution";
+        for (int64_t p : ints_arg(n, "output_padding").value_or(std::vector<int64_t>{}))
+          if (p != 0) return "convolution with output padding";
+      }
+      if (!is_none(n, "padding") && !ints_arg(n, "padding")) return "convolution padding given as a string";
+      for (const char* a : {"stride", "dilation"})
+        if (!is_none(n, a) && !ints_arg(n, a)) return std::string("convolution ") + a + " that is not a static list";
+      if (!floating(x->type.dtype) || x->type.dtype == DType::Float64) return "convolutions in this dtype";
+      const std::string act = n.op == OpKind::kConvAct ? string_arg(n, "activation") : "";
+      if (!act.empty() && act != "none" && act != "relu" && act != "silu" && act != "sigmoid" && act != "hardswish" &&
+          act != "gelu" && act != "gelu_tanh" && act != "hardtanh")
+        return "convolution activation '" + act + "'";
+      return "";
+    }
+    case Family::kRow: {
+      const ir::Value* x = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
+      if (!x || !floating(x->type.dtype) || !out || out->type.dtype != x->type.dtype)
+        return "row operations in floating types with the input's dtype";
+      if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
+        auto ns = ints_arg(n, "normalized_shape");
+        if (!ns) return "normalized_shape is not a static list";
+        return "";
+      }
+      const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank(x));
+      if (rank(x) > 0 && d != static_cast<int64_t>(rank(x)) - 1) return "softmax over a dim other than the last";
+      if (bool_arg(n, "half_to_float", false)) return "softmax with half_to_float";
+      return "";
+    }
+    case Family::kReduce: {
+      const ir::Value* x = value_arg(n, "self");
+      if (!x || !floating(x->type.dtype)) return "reductions of non-floating tensors";
+      if (!is_none(n, "dtype")) return "reductions with a dtype argument";
+      if (n.find("dim") && !is_none(n, "dim") && !ints_arg(n, "dim")) return "reduction dims that are not a list";
+      return "";
+    }
+    case Family::kPool: {
+      const ir::Value* x = value_arg(n, "self");
+      if (rank(x) != 4 || !floating(x->type.dtype)) return "pooling other than batched 2-D in floating types";
+      return "";
+    }
+    case Family::kAttention: {
+      for (const char* name : {"query", "key", "value"}) {
+        const ir::Value* v = value_arg(n, name);
+        if (rank(v) != 4) return "attention with q, k and v that are not 4-D";
+        if (!floating(v->type.dtype) || v->type.dtype == DType::Float64) return "attention in this dtype";
+        if (v->type.sizes[3].value > 256) return "attention head size above 256";
+      }
+      if (double_arg(n, "dropout_p").value_or(0.0) != 0.0) return "attention with dropout";
+      if (const ir::Value* m = value_arg(n, "attn_mask"); m && rank(m) > 4) return "attention mask of rank > 4";
+      return "";
+    }
+    case Family::kGather: {
+      const ir::Value* idx = value_arg(n, n.op == OpKind::kEmbedding ? "indices" : "index");
+      if (!idx || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32)) return "non-integer indices";
+      if (n.op == OpKind::kIndexSelect) {
+        const ir::Value* x = value_arg(n, "self");
+        if (norm_dim(int_arg(n, "dim").value_or(0), rank(x)) != 0 || rank(idx) != 1)
+          return "index_select along a dim other than 0";
+      }
+      return "";
+    }
+    case Family::kGatherDim: {
+      const ir::Value* idx = value_arg(n, "index");
+      const ir::Value* x = value_arg(n, "self");
+      if (!idx || !x || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
+        return "gather with non-integer indices";
+      if (rank(idx) != rank(x) || rank(x) == 0) return "gather whose index rank differs from the input's";
+      if (bool_arg(n, "sparse_grad", false)) return "gather with sparse_grad";
+      return "";
+    }
+    case Family::kCat: {
+      const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+      if (!ins || !out) return "cat without a tensor list";
+      for (const ir::Value* v : *ins)
+        if (v->type.dtype != out->type.dtype) return "cat of mixed dtypes";
+      return "";
+    }
+    case Family::kView: return "";
+    case Family::kNone: break;
+  }
+  return "no CUDA layer";
+}
+
+Status emit_layer(Builder& b, const ir::Node& n) {
+  switch (family(n.op)) {
+    case Family::kView: return emit_view(b, n);
+    case Family::kIdentity: {
+      KILN_ASSIGN_OR_RETURN(TRef r, b.ref(n.operands()[0]));
+      b.bind(n.outputs[0], r);
+      return Status::ok();
+    }
+    case Family::kCast: return emit_cast(b, n);
+    case Family::kElementwise: return emit_elementwise(b, n);
+    case Family::kGemm: return emit_matmul(b, n);
+    case Family::kConv: return emit_conv(b, n);
+    case Family::kRow: return emit_row(b, n);
+    case Family::kReduce: return emit_reduce(b, n);
+    case Family::kPool: return emit_pool(b, n);
+    case Family::kAttention: return emit_attention(b, n);
+    case Family::kGather: return emit_gather_rows(b, n);
+    case Family::kGatherDim: return emit_gather(b, n);
+    case Family::kCat: return emit_cat(b, n);
+    case Family::kNone: break;
+  }
+  if (ir::op_category(n.op) == ir::OpCategory::kCheck) return Status::ok();
+  return unsupported("the CUDA backend has no layer for " + n.describe());
+}
+
+}  // namespace kiln::cuda

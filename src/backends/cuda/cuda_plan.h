@@ -1,0 +1,103 @@
+// What the CUDA engine builder decides, as load() reads it back from the
+// plan's sections "cuda.plan" (JSON) and "cuda.cubin" (the NVRTC-compiled
+// kernels of the engine, loaded as they are: loading compiles nothing).
+//
+// Memory: one device arena per engine holds every intermediate tensor, the
+// engine's inputs (copied in) and its outputs, at offsets fixed at build
+// time; weights live in device constants converted once at load (dtype for
+// --precision, channels-last order for convolution filters).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/conv.h"
+#include "backends/cuda/gemm.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+constexpr int kArenaRegion = -1;
+
+// Where a tensor's first element lives: the arena (region -1) or device
+// constant `region`, plus a byte offset.
+struct BufferRef {
+  int region = kArenaRegion;
+  int64_t offset = 0;
+  bool operator==(const BufferRef&) const = default;
+};
+
+struct DeviceConstant {
+  std::string name;  // the program weight it is made from
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;
+  bool channels_last = false;  // a 4-D filter stored K x R x S x C
+  int64_t nbytes() const;
+};
+
+// An engine input or output: a contiguous tensor in the arena.
+struct IoSlot {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;
+  int64_t offset = 0;  // in the arena
+  int64_t nbytes() const;
+};
+
+struct KernelLaunch {
+  int kernel = 0;  // index into CudaPlan::kernel_names
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t shared_bytes = 0;
+  std::vector<BufferRef> args;  // device pointers, in the kernel's parameter order
+};
+
+struct GemmLaunch {
+  GemmShape shape;
+  GemmAlgo algo;
+  BufferRef a, b, c, bias;
+  bool has_bias = false;
+};
+
+struct ConvLaunch {
+  ConvShape shape;
+  ConvAlgo algo;
+  BufferRef x, w, bias, z, y;
+};
+
+struct Step {
+  enum class Kind { kKernel, kGemm, kConv } kind = Kind::kKernel;
+  std::string layer;  // the layer it implements, for messages and inspect
+  KernelLaunch kernel;
+  GemmLaunch gemm;
+  ConvLaunch conv;
+};
+
+struct CudaPlan {
+  // The device it was built for; load() refuses another architecture.
+  std::string device_name;
+  std::string arch;  // "sm_90"
+  int sm_count = 0;
+  std::string precision;  // fp32 | tf32 | fp16 | bf16
+  int64_t arena_bytes = 0;
+  int64_t error_offset = 0;  // int32 error word in the arena set by kernels that check indices
+  std::vector<std::string> error_layers;  // error code k (1-based) names layer error_layers[k-1]
+  std::vector<DeviceConstant> constants;
+  std::vector<IoSlot> inputs, outputs;
+  std::vector<std::string> kernel_names;
+  std::vector<Step> steps;
+  std::vector<uint8_t> cubin;
+  size_t workspace_bytes = 0;  // shared cuBLASLt / cuDNN workspace
+
+  std::string to_json() const;
+  // Parses and validates (every reference inside the arena or a constant,
+  // kernel indices, sizes): kFormat naming what is wrong.
+  static Expected<CudaPlan> from_json(std::string_view text, std::span<const uint8_t> cubin);
+  Status validate() const;
+};
+
+}  // namespace kiln::cuda

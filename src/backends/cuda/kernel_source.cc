@@ -1,0 +1,709 @@
+#include "backends/cuda/kernel_source.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace kiln::cuda {
+
+namespace {
+
+using ir::OpKind;
+
+constexpr uint32_t kThreads = 256;
+
+std::string i64s(int64_t v) { return std::to_string(v) + "LL"; }
+
+bool is_float_type(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
+}
+
+// The compute type of a floating storage type.
+std::string compute_type(DType t) { return t == DType::Float64 ? "double" : "float"; }
+
+// An exact literal of `v` in the compute type of `t` (bit patterns keep inf, nan and every digit).
+std::string literal(double v, DType t) {
+  char buf[64];
+  if (t == DType::Float64) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016" PRIx64 "LL)", bits);
+  } else {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", bits);
+  }
+  return buf;
+}
+
+// `v` stored into dtype t and read back (what the CPU kernels do to a Python number
+// they convert to the tensor's dtype first).
+double rounded_to(double v, DType t) {
+  switch (t) {
+    case DType::Float32: return static_cast<float>(v);
+    case DType::Float16: return static_cast<float>(Half(static_cast<float>(v)));
+    case DType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
+uint32_t blocks_for(int64_t n, uint32_t threads = kThreads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<uint32_t>(std::clamp<int64_t>(b, 1, 65535LL * 16));
+}
+
+// Dims of a loop over `sizes` (row-major) with several tensors' strides, with
+// size-1 dims dropped and neighbours merged where every tensor allows it.
+// Result innermost first.
+struct Loop {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides;  // per tensor
+};
+
+Loop coalesce(const std::vector<int64_t>& sizes, const std::vector<const std::vector<int64_t>*>& strides) {
+  Loop loop;
+  loop.strides.resize(strides.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    bool merge = !loop.sizes.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k)
+      merge = (*strides[k])[d] == loop.strides[k].back() * loop.sizes.back();
+    if (merge) {
+      loop.sizes.back() *= sizes[d];
+      continue;
+    }
+    loop.sizes.push_back(sizes[d]);
+    for (size_t k = 0; k < strides.size(); ++k) loop.strides[k].push_back((*strides[k])[d]);
+  }
+  if (loop.sizes.empty()) {
+    loop.sizes = {1};
+    for (auto& s : loop.strides) s = {0};
+  }
+  return loop;
+}
+
+// Code computing offsets o0..o{n-1} of linear index `i` over `loop`.
+std::string offsets_code(const Loop& loop, const std::string& i) {
+  std::ostringstream c;
+  const size_t n = loop.strides.size();
+  for (size_t k = 0; k < n; ++k) c << "    long long o" << k << " = 0;\n";
+  c << "    long long r = " << i << ";\n";
+  for (size_t d = 0; d < loop.sizes.size(); ++d) {
+    const bool last = d + 1 == loop.sizes.size();
+    const std::string idx = last ? "r" : "(r % " + i64s(loop.sizes[d]) + ")";
+    c << "    { long long x = " << idx << ";";
+    for (size_t k = 0; k < n; ++k)
+      if (loop.strides[k][d] != 0) c << " o" << k << " += x * " << i64s(loop.strides[k][d]) << ";";
+    if (!last) c << " r /= " << i64s(loop.sizes[d]) << ";";
+    c << " }\n";
+  }
+  return c.str();
+}
+
+Status check_layout(const StridedLayout& t, const char* what) {
+  if (t.sizes.size() != t.strides.size())
+    return invalid_argument(std::string(what) + ": " + std::to_string(t.sizes.size()) + " sizes but " +
+                            std::to_string(t.strides.size()) + " strides");
+  return Status::ok();
+}
+
+// The expression one instruction computes, in compute type C, reading registers v<k>.
+Expected<std::string> instr_expr(const engine::ElementwiseInstr& in, DType t) {
+  auto reg = [&](size_t k) { return "v" + std::to_string(in.operands.at(k)); };
+  const std::string C = compute_type(t);
+  auto lit = [&](double v) { return literal(v, t); };
+  const std::string a = reg(0);
+  const std::string b = in.operands.size() > 1 ? reg(1) : "";
+  auto alpha_term = [&](const std::string& x) -> std::string {
+    const double al = rounded_to(in.scalars.at(0), t);
+    return al == 1.0 ? x : "(" + lit(al) + " * " + x + ")";
+  };
+  switch (in.op) {
+    case OpKind::kAddTensor: return a + " + " + alpha_term(b);
+    case OpKind::kSubTensor: return a + " - " + alpha_term(b);
+    case OpKind::kAddScalar:
+    case OpKind::kSubScalar:
+    case OpKind::kRsubScalar: {
+      const double k = rounded_to(in.scalars.at(0), t);
+      const double al = rounded_to(in.scalars.at(1), t);
+      const std::string term = al == 1.0 ? lit(k) : lit(static_cast<double>(al * k));
+      if (in.op == OpKind::kAddScalar) return a + " + " + term;
+      if (in.op == OpKind::kSubScalar) return a + " - " + term;
+      return al == 1.0 ? lit(k) + " - " + a : lit(k) + " - " + lit(al) + " * " + a;
+    }
+    case OpKind::kMulTensor: return a + " * " + b;
+    case OpKind::kMulScalar: return a + " * " + lit(in.scalars.at(0));
+    case OpKind::kDivTensor: return a + " / " + b;
+    case OpKind::kDivScalar: return a + " / " + lit(in.scalars.at(0));
+    case OpKind::kPowTensorScalar: {
+      const double e = in.scalars.at(0);
+      if (e == 2.0) return a + " * " + a;
+      if (e == 3.0) return a + " * " + a + " * " + a;
+      if (e == 0.5) return "sqrt(" + a + ")";
+      if (e == -0.5) return C + "(1) / sqrt(" + a + ")";
+      if (e == -1.0) return C + "(1) / " + a;
+      if (e == -2.0) return C + "(1) / (" + a + " * " + a + ")";
+      return "pow(" + a + ", " + lit(rounded_to(e, t)) + ")";
+    }
+    case OpKind::kNeg: return "-" + a;
+    case OpKind::kAbs: return "fabs(" + a + ")";
+    case OpKind::kExp: return "exp(" + a + ")";
+    case OpKind::kLog: return "log(" + a + ")";
+    case OpKind::kSqrt: return "sqrt(" + a + ")";
+    case OpKind::kRsqrt: return C + "(1) / sqrt(" + a + ")";
+    case OpKind::kReciprocal: return C + "(1) / " + a;
+    case OpKind::kSin: return "sin(" + a + ")";
+    case OpKind::kCos: return "cos(" + a + ")";
+    case OpKind::kTanh: return "tanh(" + a + ")";
+    case OpKind::kErf: return "erf(" + a + ")";
+    case OpKind::kSigmoid: return C + "(1) / (" + C + "(1) + exp(-" + a + "))";
+    case OpKind::kSilu: return a + " / (" + C + "(1) + exp(-" + a + "))";
+    case OpKind::kHardswish: return a + " * kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
+    case OpKind::kHardsigmoid: return "kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
+    case OpKind::kSiluMul: return "kiln_round<T>(" + a + " / (" + C + "(1) + exp(-" + a + "))) * " + b;
+    case OpKind::kGelu:
+      if (in.mode == "tanh")
+        return C + "(0.5) * " + a + " * (" + C + "(1) + tanh(" + lit(0.7978845608028654) + " * (" + a + " + " +
+               lit(0.044715) + " * " + a + " * " + a + " * " + a + ")))";
+      return a + " * " + C + "(0.5) * (" + C + "(1) + erf(" + a + " * " + lit(0.7071067811865476) + "))";
+    case OpKind::kRelu: return "kiln_clamp_lo(" + a + ", " + C + "(0))";
+    case OpKind::kClampMin: return "kiln_clamp_lo(" + a + ", " + lit(rounded_to(in.scalars.at(0), t)) + ")";
+    case OpKind::kClamp:
+    case OpKind::kHardtanh: {
+      std::string e = a;
+      if (!std::isinf(in.scalars.at(0)) || in.scalars.at(0) > 0)
+        e = "kiln_clamp_lo(" + e + ", " + lit(rounded_to(in.scalars.at(0), t)) + ")";
+      if (!std::isinf(in.scalars.at(1)) || in.scalars.at(1) < 0)
+        e = "kiln_clamp_hi(" + e + ", " + lit(rounded_to(in.scalars.at(1), t)) + ")";
+      return e;
+    }
+    default: break;
+  }
+  return unsupported(std::string("no CUDA code for elementwise op ") + std::string(ir::op_target(in.op)));
+}
+
+GeneratedKernel launch_1d(std::string source, int64_t n) {
+  GeneratedKernel k;
+  k.source = std::move(source);
+  k.grid = {blocks_for(n), 1, 1};
+  k.block = {kThreads, 1, 1};
+  return k;
+}
+
+}  // namespace
+
+int64_t StridedLayout::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool StridedLayout::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+const std::string& kernel_prelude() {
+  static const std::string prelude = R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+typedef long long i64;
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+__device__ __forceinline__ float kiln_ld(float v) { return v; }
+__device__ __forceinline__ double kiln_ld(double v) { return v; }
+__device__ __forceinline__ float kiln_ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ float kiln_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T kiln_st(float v);
+template <> __device__ __forceinline__ float kiln_st<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half kiln_st<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 kiln_st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T> __device__ __forceinline__ double kiln_st_d(double v) { return v; }
+template <typename T> __device__ __forceinline__ float kiln_round(float v) { return kiln_ld(kiln_st<T>(v)); }
+template <> __device__ __forceinline__ float kiln_round<float>(float v) { return v; }
+template <typename T> __device__ __forceinline__ double kiln_round(double v) { return v; }
+template <typename C> __device__ __forceinline__ C kiln_min(C a, C b) { return a < b ? a : b; }
+template <typename C> __device__ __forceinline__ C kiln_max(C a, C b) { return a > b ? a : b; }
+// clamp as ATen does it: NaN stays NaN, a NaN bound gives NaN.
+template <typename C> __device__ __forceinline__ C kiln_clamp_lo(C a, C lo) { return a != a ? a : (lo != lo ? lo : (a < lo ? lo : a)); }
+template <typename C> __device__ __forceinline__ C kiln_clamp_hi(C a, C hi) { return a != a ? a : (hi != hi ? hi : (a > hi ? hi : a)); }
+// Conversions between any two element types (bool as 0/1), through double for
+// integers and through float for 16-bit floats.
+template <typename D, typename S> __device__ __forceinline__ D kiln_cvt(S v) { return static_cast<D>(v); }
+template <> __device__ __forceinline__ __half kiln_cvt<__half, __half>(__half v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 v) { return v; }
+#define KILN_CVT_FROM16(S) \
+  template <> __device__ __forceinline__ float kiln_cvt<float, S>(S v) { return kiln_ld(v); } \
+  template <> __device__ __forceinline__ double kiln_cvt<double, S>(S v) { return kiln_ld(v); } \
+  template <> __device__ __forceinline__ long long kiln_cvt<long long, S>(S v) { return (long long)kiln_ld(v); } \
+  template <> __device__ __forceinline__ int kiln_cvt<int, S>(S v) { return (int)kiln_ld(v); } \
+  template <> __device__ __forceinline__ bool kiln_cvt<bool, S>(S v) { return kiln_ld(v) != 0.0f; }
+KILN_CVT_FROM16(__half)
+KILN_CVT_FROM16(__nv_bfloat16)
+#define KILN_CVT_TO16(D) \
+  template <> __device__ __forceinline__ D kiln_cvt<D, float>(float v) { return kiln_st<D>(v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, double>(double v) { return kiln_st<D>((float)v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, long long>(long long v) { return kiln_st<D>((float)v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, int>(int v) { return kiln_st<D>((float)v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, bool>(bool v) { return kiln_st<D>(v ? 1.0f : 0.0f); }
+KILN_CVT_TO16(__half)
+KILN_CVT_TO16(__nv_bfloat16)
+template <> __device__ __forceinline__ __half kiln_cvt<__half, __nv_bfloat16>(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
+template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __half>(__half v) { return __float2bfloat16_rn(__half2float(v)); }
+__device__ __forceinline__ float kiln_warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double kiln_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float kiln_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double kiln_warp_max(double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float kiln_warp_min(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double kiln_warp_min(double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmin(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+)";
+  return prelude;
+}
+
+Expected<std::string> device_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return std::string("float");
+    case DType::Float64: return std::string("double");
+    case DType::Float16: return std::string("__half");
+    case DType::BFloat16: return std::string("__nv_bfloat16");
+    case DType::Int64: return std::string("long long");
+    case DType::Int32: return std::string("int");
+    case DType::Int16: return std::string("short");
+    case DType::Int8: return std::string("signed char");
+    case DType::UInt8: return std::string("unsigned char");
+    case DType::Bool: return std::string("bool");
+  }
+  return unsupported("unknown dtype");
+}
+
+Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& program, const StridedLayout& out,
+                                             const std::vector<StridedLayout>& inputs) {
+  KILN_TRY(program.validate());
+  KILN_TRY(check_layout(out, "output"));
+  if (!is_float_type(out.dtype)) return unsupported("elementwise programs compute in floating types");
+  if (inputs.size() != static_cast<size_t>(program.num_inputs))
+    return invalid_argument("the program reads " + std::to_string(program.num_inputs) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  std::vector<const std::vector<int64_t>*> strides{&out.strides};
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_TRY(check_layout(inputs[k], "input"));
+    if (inputs[k].dtype != out.dtype || inputs[k].sizes.size() != out.sizes.size())
+      return invalid_argument("elementwise input " + std::to_string(k) + " does not match the output's dtype and rank");
+    strides.push_back(&inputs[k].strides);
+  }
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  const std::string C = compute_type(out.dtype);
+  const int64_t n = out.numel();
+  const Loop loop = coalesce(out.sizes, strides);
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T << "* __restrict__ out";
+  for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
+  s << ") {\n  typedef " << T << " T;\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, "i");
+  for (size_t k = 0; k < inputs.size(); ++k)
+    s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
+  int reg = program.num_inputs;
+  for (const auto& in : program.instrs) {
+    KILN_ASSIGN_OR_RETURN(std::string e, instr_expr(in, out.dtype));
+    s << "    const " << C << " v" << reg << " = kiln_round<T>((" << C << ")(" << e << "));\n";
+    ++reg;
+  }
+  if (out.dtype == DType::Float64) {
+    s << "    out[o0] = v" << (reg - 1) << ";\n";
+  } else {
+    s << "    out[o0] = kiln_st<T>(v" << (reg - 1) << ");\n";
+  }
+  s << "  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  if (out.sizes != in.sizes) return invalid_argument("a copy needs equal sizes on both sides");
+  KILN_ASSIGN_OR_RETURN(std::string To, device_type_name(out.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string Ti, device_type_name(in.dtype));
+  const int64_t n = out.numel();
+  const Loop loop = coalesce(out.sizes, {&out.strides, &in.strides});
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
+    << "* __restrict__ out, const " << Ti << "* __restrict__ in) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, "i");
+  if (out.dtype == in.dtype) {
+    s << "    out[o0] = in[o1];\n";
+  } else {
+    s << "    out[o0] = kiln_cvt<" << To << ", " << Ti << ">(in[o1]);\n";
+  }
+  s << "  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
+                                     bool has_bias) {
+  if (!is_float_type(dtype)) return unsupported("row kernels compute in floating types");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  const std::string C = compute_type(dtype);
+  // A warp per row for short rows; a block of up to 1024 threads for long ones.
+  const uint32_t threads = cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024);
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in";
+  if (has_weight) s << ", const " << T << "* __restrict__ weight";
+  if (has_bias) s << ", const " << T << "* __restrict__ bias";
+  s << ") {\n";
+  s << "  typedef " << C << " C;\n  const long long N = " << i64s(cols) << ";\n";
+  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T << "* y = out + (long long)blockIdx.x * N;\n";
+  s << "  __shared__ C red[32];\n";
+  // block reduction helper as a lambda-like macro
+  s << "  auto block_reduce = [&](C v, bool is_max) -> C {\n"
+       "    v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);\n"
+       "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+       "    __syncthreads();\n"
+       "    if (lane == 0) red[warp] = v;\n"
+       "    __syncthreads();\n"
+       "    const int nw = (blockDim.x + 31) >> 5;\n"
+       "    C r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -C(INFINITY) : C(0));\n"
+       "    if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);\n"
+       "    if (threadIdx.x == 0) red[0] = r;\n"
+       "    __syncthreads();\n"
+       "    return red[0];\n"
+       "  };\n";
+  switch (op) {
+    case RowOp::kLayerNorm:
+    case RowOp::kRmsNorm: {
+      if (op == RowOp::kLayerNorm) {
+        s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += kiln_ld(x[j]);\n";
+        s << "  const C mean = block_reduce(sum, false) / C(N);\n";
+      } else {
+        s << "  const C mean = 0;\n";
+      }
+      s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = kiln_ld(x[j]) - mean; sq += d * d; }\n";
+      s << "  const C inv = C(1) / sqrt(block_reduce(sq, false) / C(N) + " << literal(eps, dtype) << ");\n";
+      s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
+      s << "    C v = (kiln_ld(x[j]) - mean) * inv;\n";
+      if (has_weight) s << "    v = v * kiln_ld(weight[j]);\n";
+      if (has_bias) s << "    v = v + kiln_ld(bias[j]);\n";
+      s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
+      s << "  }\n";
+      break;
+    }
+    case RowOp::kSoftmax:
+    case RowOp::kLogSoftmax: {
+      s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, kiln_ld(x[j]));\n";
+      s << "  m = block_reduce(m, true);\n";
+      s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += exp(kiln_ld(x[j]) - m);\n";
+      s << "  sum = block_reduce(sum, false);\n";
+      s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
+      if (op == RowOp::kSoftmax) {
+        s << "    const C v = exp(kiln_ld(x[j]) - m) / sum;\n";
+      } else {
+        s << "    const C v = kiln_ld(x[j]) - m - log(sum);\n";
+      }
+      s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
+      s << "  }\n";
+      break;
+    }
+  }
+  s << "}\n";
+  GeneratedKernel k;
+  k.source = s.str();
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
+  return k;
+}
+
+Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {
+  if (!is_float_type(dtype)) return unsupported("reductions on the GPU compute in floating types");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  const std::string C = compute_type(dtype);
+  int64_t n_out = 1, n_red = 1;
+  for (int64_t s : dims.kept_sizes) n_out *= s;
+  for (int64_t s : dims.reduced_sizes) n_red *= s;
+  // One warp per output element.
+  const uint32_t warps_per_block = 8;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << warps_per_block * 32 << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n  typedef " << C << " C;\n";
+  s << "  const long long o = (long long)blockIdx.x * " << warps_per_block << " + (threadIdx.x >> 5);\n";
+  s << "  if (o >= " << i64s(n_out) << ") return;\n  const int lane = threadIdx.x & 31;\n";
+  s << "  long long base = 0;\n  { long long r = o;\n";
+  for (size_t d = dims.kept_sizes.size(); d-- > 0;)
+    s << "    base += (r % " << i64s(dims.kept_sizes[d]) << ") * " << i64s(dims.kept_strides[d]) << "; r /= "
+      << i64s(dims.kept_sizes[d]) << ";\n";
+  s << "  }\n";
+  const bool is_max = op == ReduceOp::kMax, is_min = op == ReduceOp::kMin;
+  s << "  C acc = " << (is_max ? "-C(INFINITY)" : is_min ? "C(INFINITY)" : "C(0)") << ";\n";
+  s << "  bool nan = false;\n";
+  s << "  for (long long j = lane; j < " << i64s(n_red) << "; j += 32) {\n    long long off = base, r = j;\n";
+  for (size_t d = dims.reduced_sizes.size(); d-- > 0;)
+    s << "    off += (r % " << i64s(dims.reduced_sizes[d]) << ") * " << i64s(dims.reduced_strides[d]) << "; r /= "
+      << i64s(dims.reduced_sizes[d]) << ";\n";
+  s << "    const C v = kiln_ld(in[off]);\n";
+  if (is_max || is_min) {
+    s << "    nan = nan || v != v;\n    acc = " << (is_max ? "kiln_max" : "kiln_min") << "(acc, v);\n";
+  } else {
+    s << "    acc += v;\n";
+  }
+  s << "  }\n";
+  if (is_max) s << "  acc = kiln_warp_max(acc);\n";
+  if (is_min) s << "  acc = kiln_warp_min(acc);\n";
+  if (!is_max && !is_min) s << "  acc = kiln_warp_sum(acc);\n";
+  if (is_max || is_min) s << "  nan = __any_sync(0xffffffffu, nan);\n  if (nan) acc = C(NAN);\n";
+  if (op == ReduceOp::kMean) s << "  acc = acc / C(" << n_red << ");\n";
+  s << "  if (lane == 0) out[o] = " << (dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)") << ";\n}\n";
+  GeneratedKernel k;
+  k.source = s.str();
+  k.grid = {blocks_for(n_out, warps_per_block), 1, 1};
+  k.block = {warps_per_block * 32, 1, 1};
+  return k;
+}
+
+Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  if (out.sizes.size() != 4 || in.sizes.size() != 4) return unsupported("pooling takes 4-D [N, C, H, W] tensors");
+  if (!is_float_type(in.dtype) || in.dtype != out.dtype) return unsupported("pooling computes in floating types");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  const std::string C = compute_type(in.dtype);
+  const int64_t N = out.sizes[0], Ch = out.sizes[1], OH = out.sizes[2], OW = out.sizes[3];
+  const int64_t H = in.sizes[2], W = in.sizes[3];
+  const int64_t n = out.numel();
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n  typedef " << C << " C;\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  // Iterate with the channel innermost when the input is channels-last (coalesced reads).
+  const bool channels_inner = in.strides[1] == 1;
+  if (channels_inner) {
+    s << "    long long r = i; const long long c = r % " << Ch << "; r /= " << Ch << "; const long long ow = r % " << OW
+      << "; r /= " << OW << "; const long long oh = r % " << OH << "; const long long b = r / " << OH << ";\n";
+  } else {
+    s << "    long long r = i; const long long ow = r % " << OW << "; r /= " << OW << "; const long long oh = r % " << OH
+      << "; r /= " << OH << "; const long long c = r % " << Ch << "; const long long b = r / " << Ch << ";\n";
+  }
+  (void)N;
+  s << "    const " << T << "* src = in + b * " << i64s(in.strides[0]) << " + c * " << i64s(in.strides[1]) << ";\n";
+  if (p.kind == PoolParams::Kind::kMax) {
+    s << "    C acc = -C(INFINITY); bool nan = false;\n";
+    s << "    for (int y = 0; y < " << p.kh << "; ++y) { const long long h = oh * " << p.sh << " - " << p.ph << " + y * "
+      << p.dh << "; if (h < 0 || h >= " << H << ") continue;\n";
+    s << "      for (int x = 0; x < " << p.kw << "; ++x) { const long long w = ow * " << p.sw << " - " << p.pw
+      << " + x * " << p.dw << "; if (w < 0 || w >= " << W << ") continue;\n";
+    s << "        const C v = kiln_ld(src[h * " << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3])
+      << "]); nan = nan || v != v; acc = kiln_max(acc, v); } }\n";
+    s << "    if (nan) acc = C(NAN);\n";
+  } else if (p.kind == PoolParams::Kind::kAvg) {
+    s << "    C acc = 0; long long cnt = 0;\n";
+    s << "    const long long h0 = oh * " << p.sh << " - " << p.ph << ", w0 = ow * " << p.sw << " - " << p.pw << ";\n";
+    s << "    const long long h1 = min(h0 + " << p.kh << ", (long long)" << H + p.ph << "), w1 = min(w0 + " << p.kw
+      << ", (long long)" << W + p.pw << ");\n";
+    s << "    const long long pool = (h1 - h0) * (w1 - w0);\n";
+    s << "    for (long long h = max(h0, 0LL); h < min(h1, " << i64s(H) << "); ++h)\n";
+    s << "      for (long long w = max(w0, 0LL); w < min(w1, " << i64s(W) << "); ++w) { acc += kiln_ld(src[h * "
+      << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3]) << "]); ++cnt; }\n";
+    if (p.divisor_override > 0) {
+      s << "    acc = acc / C(" << p.divisor_override << ");\n";
+    } else if (p.count_include_pad) {
+      s << "    acc = acc / C(pool);\n";
+    } else {
+      s << "    acc = acc / C(cnt);\n";
+    }
+  } else {
+    s << "    const long long h0 = (oh * " << H << ") / " << OH << ", h1 = ((oh + 1) * " << H << " + " << OH - 1 << ") / "
+      << OH << ";\n";
+    s << "    const long long w0 = (ow * " << W << ") / " << OW << ", w1 = ((ow + 1) * " << W << " + " << OW - 1 << ") / "
+      << OW << ";\n";
+    s << "    C acc = 0;\n    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += kiln_ld(src[h * "
+      << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3]) << "]);\n";
+    s << "    acc = acc / C((h1 - h0) * (w1 - w0));\n";
+  }
+  s << "    out[b * " << i64s(out.strides[0]) << " + c * " << i64s(out.strides[1]) << " + oh * " << i64s(out.strides[2])
+    << " + ow * " << i64s(out.strides[3]) << "] = "
+    << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)") << ";\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
+  for (const StridedLayout* t : {&p.q, &p.k, &p.v})
+    if (t->sizes.size() != 4 || t->strides.size() != 4) return unsupported("attention takes 4-D q, k and v");
+  const DType dt = p.q.dtype;
+  if (!is_float_type(dt) || dt == DType::Float64 || p.k.dtype != dt || p.v.dtype != dt)
+    return unsupported("attention on the GPU takes float32, float16 or bfloat16 q, k and v of one dtype");
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
+  const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2], Ev = p.v.sizes[3];
+  if (p.k.sizes[0] != B || p.v.sizes[0] != B || p.k.sizes[3] != E || p.v.sizes[1] != Hk || p.v.sizes[2] != S ||
+      Hk == 0 || H % Hk != 0)
+    return invalid_argument("attention q, k and v shapes do not fit together");
+  if (E > 256 || Ev > 256) return unsupported("attention head sizes above 256 are not supported on the GPU");
+  if (p.has_mask && (p.mask.sizes.size() != 4 || p.mask.strides.size() != 4))
+    return invalid_argument("the attention mask must be expanded to 4-D");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dt));
+  std::string M = "bool";
+  if (p.has_mask) {
+    KILN_ASSIGN_OR_RETURN(M, device_type_name(p.mask.dtype));
+  }
+  // A warp per query row, kRows rows per block sharing key/value tiles of 32 keys in shared memory.
+  constexpr int kRows = 8, kTile = 32;
+  const int64_t EP = (E + 31) / 32, EVP = (Ev + 31) / 32;  // per-lane register slots
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kRows * 32 << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ q, const " << T << "* __restrict__ k, const " << T
+    << "* __restrict__ v";
+  if (p.has_mask) s << ", const " << M << "* __restrict__ mask";
+  s << ") {\n";
+  s << "  __shared__ float ks[" << kTile << "][" << E + 1 << "];\n  __shared__ float vs[" << kTile << "][" << Ev
+    << "];\n  __shared__ float qs[" << kRows << "][" << E << "];\n";
+  s << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n";
+  s << "  const long long bh = blockIdx.y; const long long b = bh / " << H << ", h = bh % " << H << ", hk = h / "
+    << H / Hk << ";\n";
+  s << "  const long long l = (long long)blockIdx.x * " << kRows << " + warp;\n";
+  s << "  const bool active = l < " << L << ";\n";
+  s << "  if (active) for (int e = lane; e < " << E << "; e += 32) qs[warp][e] = kiln_ld(q[b * " << i64s(p.q.strides[0])
+    << " + h * " << i64s(p.q.strides[1]) << " + l * " << i64s(p.q.strides[2]) << " + e * " << i64s(p.q.strides[3])
+    << "]) * " << literal(p.scale, DType::Float32) << ";\n";
+  s << "  float m = -INFINITY, den = 0.0f;\n  float acc[" << EVP << "];\n  for (int j = 0; j < " << EVP
+    << "; ++j) acc[j] = 0.0f;\n";
+  const std::string kmax = p.causal ? "min((long long)" + std::to_string(S) + ", ((long long)blockIdx.x + 1) * " +
+                                          std::to_string(kRows) + ")"
+                                    : std::to_string(S) + "LL";
+  s << "  const long long kend = " << kmax << ";\n";
+  s << "  for (long long t0 = 0; t0 < kend; t0 += " << kTile << ") {\n";
+  s << "    __syncthreads();\n";
+  s << "    for (int i = threadIdx.x; i < " << kTile * E << "; i += " << kRows * 32 << ") { const int r = i / " << E
+    << ", e = i % " << E << "; const long long t = t0 + r;\n";
+  s << "      ks[r][e] = t < " << S << " ? kiln_ld(k[b * " << i64s(p.k.strides[0]) << " + hk * " << i64s(p.k.strides[1])
+    << " + t * " << i64s(p.k.strides[2]) << " + e * " << i64s(p.k.strides[3]) << "]) : 0.0f; }\n";
+  s << "    for (int i = threadIdx.x; i < " << kTile * Ev << "; i += " << kRows * 32 << ") { const int r = i / " << Ev
+    << ", e = i % " << Ev << "; const long long t = t0 + r;\n";
+  s << "      vs[r][e] = t < " << S << " ? kiln_ld(v[b * " << i64s(p.v.strides[0]) << " + hk * " << i64s(p.v.strides[1])
+    << " + t * " << i64s(p.v.strides[2]) << " + e * " << i64s(p.v.strides[3]) << "]) : 0.0f; }\n";
+  s << "    __syncthreads();\n";
+  s << "    if (!active) continue;\n";
+  s << "    const long long t = t0 + lane;\n    float sc = -INFINITY;\n";
+  s << "    if (t < " << S << ") {\n      float d = 0.0f;\n      for (int e = 0; e < " << E
+    << "; ++e) d += qs[warp][e] * ks[lane][e];\n      sc = d;\n";
+  if (p.causal) s << "      if (t > l) sc = -INFINITY;\n";  // top-left aligned, as PyTorch
+  if (p.has_mask) {
+    s << "      const " << M << " mv = mask[b * " << i64s(p.mask.strides[0]) << " + h * " << i64s(p.mask.strides[1])
+      << " + l * " << i64s(p.mask.strides[2]) << " + t * " << i64s(p.mask.strides[3]) << "];\n";
+    if (p.mask.dtype == DType::Bool) {
+      s << "      if (!mv) sc = -INFINITY;\n";
+    } else {
+      s << "      sc += kiln_ld(mv);\n";
+    }
+  }
+  s << "    }\n";
+  s << "    const float tmax = kiln_warp_max(sc);\n    const float mnew = fmaxf(m, tmax);\n";
+  s << "    if (mnew == -INFINITY) continue;\n";
+  s << "    const float corr = m == -INFINITY ? 0.0f : __expf(m - mnew);\n";
+  s << "    const float pexp = sc == -INFINITY ? 0.0f : __expf(sc - mnew);\n";
+  s << "    den = den * corr + kiln_warp_sum(pexp);\n    m = mnew;\n";
+  s << "    for (int j = 0; j < " << EVP << "; ++j) acc[j] *= corr;\n";
+  s << "    for (int r = 0; r < " << kTile << "; ++r) {\n      const float pr = __shfl_sync(0xffffffffu, pexp, r);\n";
+  s << "      if (pr == 0.0f) continue;\n";
+  s << "      for (int j = 0; j < " << EVP << "; ++j) { const int e = lane + 32 * j; if (e < " << Ev
+    << ") acc[j] += pr * vs[r][e]; }\n    }\n  }\n";
+  s << "  if (!active) return;\n";
+  // A fully masked row gives zeros (PyTorch's safe softmax, as the CPU kernel).
+  s << "  const float inv = den > 0.0f ? 1.0f / den : 0.0f;\n";
+  s << "  " << T << "* o = out + ((b * " << H << " + h) * " << L << " + l) * " << Ev << ";\n";
+  s << "  for (int j = 0; j < " << EVP << "; ++j) { const int e = lane + 32 * j; if (e < " << Ev
+    << ") o[e] = kiln_st<" << T << ">(acc[j] * inv); }\n}\n";
+  GeneratedKernel kern;
+  kern.source = s.str();
+  kern.grid = {static_cast<uint32_t>((L + kRows - 1) / kRows), static_cast<uint32_t>(B * H), 1};
+  kern.block = {kRows * 32, 1, 1};
+  if (B * H > 65535) return unsupported("attention with more than 65535 batch x heads");
+  (void)EP;
+  return kern;
+}
+
+Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int64_t rows, int64_t table_rows,
+                                             int64_t cols, int error_code) {
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  if (index_dtype != DType::Int64 && index_dtype != DType::Int32)
+    return unsupported("row gathers take int64 or int32 indices");
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
+  const int64_t n = rows * cols;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ table, const " << I
+    << "* __restrict__ index, int* error) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    const long long row = i / " << i64s(cols) << ", col = i % " << i64s(cols) << ";\n";
+  s << "    long long ix = (long long)index[row];\n    if (ix < 0) ix += " << i64s(table_rows) << ";\n";
+  s << "    if (ix < 0 || ix >= " << i64s(table_rows) << ") { atomicExch(error, " << error_code
+    << "); out[i] = static_cast<" << T << ">(0); continue; }\n";
+  s << "    out[i] = table[ix * " << i64s(cols) << " + col];\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
+                                        int64_t dim, int error_code) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  KILN_TRY(check_layout(index, "index"));
+  const size_t rank = index.sizes.size();
+  if (out.sizes != index.sizes || in.sizes.size() != rank || dim < 0 || static_cast<size_t>(dim) >= rank)
+    return invalid_argument("gather: output, input and index ranks or sizes do not fit");
+  if (index.dtype != DType::Int64 && index.dtype != DType::Int32) return unsupported("gather takes int64 or int32 indices");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index.dtype));
+  const int64_t n = out.numel();
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << I << "* __restrict__ index, int* error) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    long long r = i, oo = 0, io = 0, xo = 0;\n";
+  for (size_t d = rank; d-- > 0;) {
+    s << "    { const long long c = r % " << i64s(index.sizes[d]) << "; r /= " << i64s(index.sizes[d]) << "; oo += c * "
+      << i64s(out.strides[d]) << "; xo += c * " << i64s(index.strides[d]) << ";";
+    if (static_cast<int64_t>(d) != dim) s << " io += c * " << i64s(in.strides[d]) << ";";
+    s << " }\n";
+  }
+  s << "    long long ix = (long long)index[xo];\n    if (ix < 0) ix += " << i64s(in.sizes[static_cast<size_t>(dim)])
+    << ";\n";
+  s << "    if (ix < 0 || ix >= " << i64s(in.sizes[static_cast<size_t>(dim)]) << ") { atomicExch(error, " << error_code
+    << "); out[oo] = static_cast<" << T << ">(0); continue; }\n";
+  s << "    out[oo] = in[io + ix * " << i64s(in.strides[static_cast<size_t>(dim)]) << "];\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,108 @@
+// CUDA C++ source for the kernels kiln generates per layer. Shapes are static
+// inside an engine, so every size and stride is baked into the source as a
+// constant (the compiler turns index arithmetic into multiplies and shifts),
+// and a kernel's only parameters are its tensors' device pointers, in the
+// order each generator documents. All of an engine's kernels are compiled
+// together with NVRTC when the plan is built (nvrtc_compile.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/elementwise_program.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+// A tensor as a kernel sees it: element type, logical sizes and element strides.
+struct StridedLayout {
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t numel() const;
+  bool is_contiguous() const;
+};
+
+// One generated kernel: `source` defines `extern "C" __global__ void KILN_KERNEL(...)`;
+// the builder renames KILN_KERNEL to a unique name when it joins an engine's kernels.
+struct GeneratedKernel {
+  std::string source;
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t shared_bytes = 0;
+};
+
+// Definitions every generated kernel relies on (types, loads, stores, rounding).
+const std::string& kernel_prelude();
+
+// The C++ element type name used in generated code ("float", "__half", ...).
+Expected<std::string> device_type_name(DType dtype);
+
+// out = program(inputs...), every input broadcast to out's sizes through its
+// strides (stride 0 on broadcast dims). Params: out, then inputs in order.
+// All tensors have out's dtype (float32, float64, float16 or bfloat16).
+Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& program, const StridedLayout& out,
+                                             const std::vector<StridedLayout>& inputs);
+
+// out = in converted to out's dtype (any of kiln's dtypes; bool as 0/1), both of
+// the same logical sizes with their own strides. Params: out, in.
+Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in);
+
+// Per row of `cols` contiguous elements (rows = numel / cols), all contiguous.
+enum class RowOp { kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax };
+// Params: out, in, then weight (if has_weight) and bias (if has_bias), each of
+// length cols in the same dtype. Statistics are computed in float32 (float64 for f64).
+Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
+                                     bool has_bias);
+
+// out[o] = reduce over the reduced index space of in. `kept` and `reduced` give
+// sizes and input strides of the kept (in out's row-major order) and reduced dims.
+// Params: out (contiguous), in.
+enum class ReduceOp { kSum, kMean, kMax, kMin };
+struct ReduceDims {
+  std::vector<int64_t> kept_sizes, kept_strides;
+  std::vector<int64_t> reduced_sizes, reduced_strides;
+};
+Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims);
+
+// 2-D pooling over NCHW-indexed tensors of any strides. Params: out, in.
+struct PoolParams {
+  enum class Kind { kMax, kAvg, kAdaptiveAvg } kind = Kind::kMax;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool count_include_pad = true;
+  int64_t divisor_override = 0;  // 0: none
+};
+Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in);
+
+// Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
+// (H a multiple of Hk: grouped-query heads share a key/value head), optional
+// mask broadcast to [B, H, L, S] through its strides (bool: true keeps; float:
+// added to the scores), causal (keys after the query position masked). Softmax
+// in float32. Params: out ([B, H, L, Ev] contiguous), q, k, v, then mask if any.
+struct AttentionParams {
+  StridedLayout q, k, v;
+  bool has_mask = false;
+  StridedLayout mask;  // sizes [B, H, L, S] (expanded), strides with 0 on broadcast dims
+  bool causal = false;
+  double scale = 1.0;
+};
+Expected<GeneratedKernel> attention_kernel(const AttentionParams& p);
+
+// Rows of a table picked by indices: out[i, :] = table[index[i], :] with `rows`
+// indices (int64 or int32, contiguous) into a contiguous [table_rows, cols]
+// table. An index outside [-table_rows, table_rows) sets *error to `error_code`
+// and writes zeros. Params: out, table, index, error (int32).
+Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int64_t rows, int64_t table_rows,
+                                             int64_t cols, int error_code);
+
+// torch.gather: out[c] = in[c with c[dim] replaced by index[c]] for every
+// coordinate c of index's sizes (out and index share sizes; any strides). An
+// index outside [-in.sizes[dim], in.sizes[dim]) sets *error to error_code and
+// writes zero. Params: out, in, index, error (int32).
+Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
+                                        int64_t dim, int error_code);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,27 @@
+// Compiling generated CUDA C++ to a cubin with NVRTC, at engine build time.
+// Needs no GPU: the target architecture is given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+struct CompiledModule {
+  std::vector<uint8_t> cubin;
+  std::string log;  // NVRTC's messages (warnings)
+  double seconds = 0;
+};
+
+// Compiles `source` for `arch` ("sm_90"). kInternal with NVRTC's log and the
+// numbered source lines around the first error when compilation fails.
+Expected<CompiledModule> compile_cuda_source(const std::string& source, const std::string& arch,
+                                             const std::string& name = "kiln_engine.cu");
+
+// NVRTC's version as "major.minor" (part of an engine's identity).
+std::string nvrtc_version();
+
+}  // namespace kiln::cuda

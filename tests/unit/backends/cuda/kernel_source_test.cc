@@ -1,0 +1,127 @@
+// The generated kernels compile with NVRTC for sm_90 (no GPU needed), and
+// their launch shapes and parameters follow the documented contract.
+#include "backends/cuda/kernel_source.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/cuda/nvrtc_compile.h"
+
+namespace kiln::cuda {
+namespace {
+
+StridedLayout contiguous(DType t, std::vector<int64_t> sizes) {
+  StridedLayout l{t, sizes, std::vector<int64_t>(sizes.size(), 1)};
+  for (size_t d = sizes.size(); d-- > 1;) l.strides[d - 1] = l.strides[d] * sizes[d];
+  return l;
+}
+
+// Joins kernels into one module the way the builder does and compiles it.
+Expected<CompiledModule> compile_all(const std::vector<GeneratedKernel>& ks) {
+  std::string src = kernel_prelude();
+  for (size_t i = 0; i < ks.size(); ++i) {
+    std::string body = ks[i].source;
+    body.replace(body.find("KILN_KERNEL"), 11, "k" + std::to_string(i));
+    src += body;
+  }
+  return compile_cuda_source(src, "sm_90");
+}
+
+TEST(KernelSource, EveryGeneratorCompilesForSm90) {
+  std::vector<GeneratedKernel> ks;
+  // Every op elementwise programs know, in each floating dtype, with a broadcast operand.
+  auto prog = engine::ElementwiseProgram::parse(
+      "inputs 2; %2 = aten.add.Tensor(%0, %1, 2); %3 = aten.sub.Scalar(%2, 0.5, 1); %4 = aten.rsub.Scalar(%3, 1, 1); "
+      "%5 = aten.mul.Tensor(%4, %1); %6 = aten.mul.Scalar(%5, 3); %7 = aten.div.Tensor(%6, %1); "
+      "%8 = aten.div.Scalar(%7, 7); %9 = aten.pow.Tensor_Scalar(%8, 2); %10 = aten.pow.Tensor_Scalar(%9, 1.5); "
+      "%11 = aten.neg.default(%10); %12 = aten.abs.default(%11); %13 = aten.exp.default(%12); "
+      "%14 = aten.log.default(%13); %15 = aten.sqrt.default(%14); %16 = aten.rsqrt.default(%15); "
+      "%17 = aten.reciprocal.default(%16); %18 = aten.sin.default(%17); %19 = aten.cos.default(%18); "
+      "%20 = aten.tanh.default(%19); %21 = aten.erf.default(%20); %22 = aten.sigmoid.default(%21); "
+      "%23 = aten.relu.default(%22); %24 = aten.gelu.default(%23, 'none'); %25 = aten.gelu.default(%24, 'tanh'); "
+      "%26 = aten.silu.default(%25); %27 = aten.hardtanh.default(%26, -1, 1); %28 = aten.hardswish.default(%27); "
+      "%29 = aten.hardsigmoid.default(%28); %30 = aten.clamp.default(%29, -inf, 2); "
+      "%31 = aten.clamp_min.default(%30, 0.25); %32 = kiln.silu_mul(%31, %0)");
+  ASSERT_TRUE(prog.has_value()) << prog.status().message();
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    StridedLayout out = contiguous(t, {4, 8, 16});
+    StridedLayout bcast{t, {4, 8, 16}, {0, 16, 1}};
+    auto k = elementwise_kernel(*prog, out, {out, bcast});
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  for (auto [to, from] : {std::pair{DType::Float16, DType::Float32}, std::pair{DType::Float32, DType::BFloat16},
+                          std::pair{DType::Int64, DType::Float16}, std::pair{DType::Bool, DType::Float32},
+                          std::pair{DType::Float16, DType::Bool}, std::pair{DType::Int64, DType::Int64}}) {
+    StridedLayout in{from, {2, 3, 5}, {1, 2, 6}};  // transposed-ish
+    auto k = copy_kernel(contiguous(to, {2, 3, 5}), in);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  for (RowOp op : {RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kSoftmax, RowOp::kLogSoftmax})
+    for (DType t : {DType::Float32, DType::Float16, DType::Float64}) {
+      auto k = row_kernel(op, t, 10, 768, 1e-5, true, op == RowOp::kLayerNorm);
+      ASSERT_TRUE(k.has_value()) << k.status().message();
+      ks.push_back(*k);
+    }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+    auto k = reduce_kernel(op, DType::Float16, {{2, 64}, {64 * 49, 1}, {7, 7}, {7 * 64, 64}});
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  for (auto kind : {PoolParams::Kind::kMax, PoolParams::Kind::kAvg, PoolParams::Kind::kAdaptiveAvg}) {
+    PoolParams p;
+    p.kind = kind;
+    p.kh = p.kw = 3;
+    p.sh = p.sw = 2;
+    p.ph = p.pw = 1;
+    StridedLayout in{DType::Float16, {2, 8, 16, 16}, {2048, 1, 128, 8}};
+    auto k = pool2d_kernel(p, contiguous(DType::Float16, {2, 8, 8, 8}), in);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  AttentionParams a;
+  a.q = {DType::Float16, {2, 8, 10, 64}, {8 * 640, 64, 512, 1}};
+  a.k = contiguous(DType::Float16, {2, 2, 12, 64});
+  a.v = contiguous(DType::Float16, {2, 2, 12, 32});
+  a.has_mask = true;
+  a.mask = {DType::Bool, {2, 8, 10, 12}, {0, 0, 12, 1}};
+  a.scale = 0.125;
+  auto att = attention_kernel(a);
+  ASSERT_TRUE(att.has_value()) << att.status().message();
+  EXPECT_EQ(att->grid[1], 16u);  // batch x heads
+  ks.push_back(*att);
+  a.has_mask = false;
+  a.causal = true;
+  ks.push_back(*attention_kernel(a));
+  auto g = gather_rows_kernel(DType::BFloat16, DType::Int64, 128, 30522, 768, 1);
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ks.push_back(*g);
+
+  auto gd = gather_kernel(contiguous(DType::Int64, {1, 128}), {DType::Int64, {1, 512}, {512, 1}},
+                          {DType::Int64, {1, 128}, {0, 1}}, 1, 2);
+  ASSERT_TRUE(gd.has_value()) << gd.status().message();
+  ks.push_back(*gd);
+
+  auto m = compile_all(ks);
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  EXPECT_GT(m->cubin.size(), 1000u);
+}
+
+TEST(KernelSourceErrors, NvrtcErrorsShowTheSource) {
+  auto m = compile_cuda_source("extern \"C\" __global__ void f() { undeclared_name(); }\n", "sm_90");
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.status().message().find("undeclared_name"), std::string::npos) << m.status().message();
+}
+
+TEST(KernelSourceErrors, MismatchedOperandsAreRefused) {
+  auto prog = engine::ElementwiseProgram::parse("inputs 1; %1 = aten.relu.default(%0)");
+  ASSERT_TRUE(prog.has_value());
+  auto k = elementwise_kernel(*prog, contiguous(DType::Float32, {4}), {contiguous(DType::Float16, {4})});
+  ASSERT_FALSE(k.has_value());
+  EXPECT_NE(k.status().message().find("dtype"), std::string::npos);
+  auto c = copy_kernel(contiguous(DType::Float32, {4}), contiguous(DType::Float32, {5}));
+  EXPECT_FALSE(c.has_value());
+}
+
+}  // namespace
+}  // namespace kiln::cuda

@@ -1,0 +1,171 @@
+// kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors]
+//                  [--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]
+//
+// Build (compile or load) time, then latency: on a backend with a device of
+// its own the engine alone with inputs resident there (CUDA events), and
+// always end to end from host tensors (wall clock, including copies).
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli.h"
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct Stats {
+  double median = 0, p90 = 0, mean = 0;
+};
+
+Stats stats_of(std::vector<double> ms) {
+  Stats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  s.median = ms[ms.size() / 2];
+  s.p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+  for (double m : ms) s.mean += m;
+  s.mean /= static_cast<double>(ms.size());
+  return s;
+}
+
+// Random inputs when none are given: floats in [-1, 1), integers in [0, 10), never all zeros.
+Tensor random_input(const TensorSpec& spec, std::mt19937& rng) {
+  Shape sizes;
+  for (const std::string& d : spec.dims) {
+    char* end = nullptr;
+    const long long v = std::strtoll(d.c_str(), &end, 10);
+    sizes.push_back(end && *end == '\0' && v >= 0 ? v : 1);  // a symbolic size: its smallest useful value
+  }
+  Tensor t = Tensor::zeros(spec.dtype, sizes);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  Tensor src = Tensor::zeros(DType::Float64, sizes);
+  double* p = src.data<double>();
+  for (int64_t i = 0; i < src.numel(); ++i) p[i] = is_floating(spec.dtype) ? real(rng) : small(rng);
+  t.copy_from(src);
+  return t;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, with({"inputs", "outputs", "iters", "warmup", "json"}, kCompileValued),
+                         kCompileFlags);
+  if (!args) return fail(args.status());
+  if (args->positional.size() != 1)
+    return fail(invalid_argument("usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
+                                 "[--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]"));
+  int iters = 100, warmup = 10;
+  for (auto [name, slot] : {std::pair{"iters", &iters}, std::pair{"warmup", &warmup}}) {
+    if (auto v = args->get(name)) {
+      auto d = parse_double("--" + std::string(name), *v);
+      if (!d) return fail(d.status());
+      if (*d < (std::string(name) == "iters" ? 1 : 0) || *d > 1e6 || *d != static_cast<int>(*d))
+        return fail(invalid_argument("--" + std::string(name) + " needs a whole number, got '" + *v + "'"));
+      *slot = static_cast<int>(*d);
+    }
+  }
+  auto options = load_options(*args, true);
+  if (!options) return fail(options.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto program = load_model(args->positional[0], *args, *options);
+  if (!program) return fail(program.status());
+  const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::vector<Tensor> inputs;
+  if (auto in_path = args->get("inputs")) {
+    auto io = frontend::read_safetensors(*in_path);
+    if (!io) return fail(io.status());
+    for (size_t i = 0; i < (*program)->inputs().size(); ++i) {
+      const Tensor* t = io->find("input." + std::to_string(i));
+      if (!t) return fail(not_found(*in_path + ": no tensor 'input." + std::to_string(i) + "'"));
+      inputs.push_back(*t);
+    }
+  } else {
+    std::mt19937 rng(0);
+    for (const TensorSpec& s : (*program)->inputs()) inputs.push_back(random_input(s, rng));
+  }
+
+  Session session(*program);
+  auto outputs = session.run(inputs);
+  if (!outputs) return fail(outputs.status());
+  if (auto out_path = args->get("outputs")) {
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (size_t j = 0; j < outputs->size(); ++j) named.emplace_back("output." + std::to_string(j), (*outputs)[j]);
+    if (Status s = frontend::write_safetensors(*out_path, named); !s) return fail(s);
+  }
+
+  // End to end from host tensors.
+  for (int i = 0; i < warmup; ++i)
+    if (auto r = session.run(inputs); !r) return fail(r.status());
+  std::vector<double> host_ms;
+  const int host_iters = std::min(iters, 50);
+  for (int i = 0; i < host_iters; ++i) {
+    const auto s = std::chrono::steady_clock::now();
+    if (auto r = session.run(inputs); !r) return fail(r.status());
+    host_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+  }
+  const Stats host = stats_of(host_ms);
+
+  // The engine alone on the device, where the backend has one.
+  std::string timing = "end to end from host tensors (wall clock)";
+  Stats dev = host;
+  auto resident = session.time_resident(inputs, warmup, iters);
+  if (resident) {
+    dev = stats_of(std::vector<double>(resident->begin(), resident->end()));
+    timing = "engine on device-resident inputs (CUDA events)";
+  } else if (resident.status().code() != ErrorCode::kUnsupported) {
+    return fail(resident.status());
+  }
+
+  int engines = 0, fallback_nodes = 0;
+  for (const SegmentInfo& s : (*program)->segments()) {
+    if (s.engine) {
+      ++engines;
+    } else {
+      fallback_nodes += s.num_nodes;
+    }
+  }
+  const int64_t batch = inputs.empty() || inputs[0].dim() == 0 ? 1 : inputs[0].size(0);
+  const double throughput = dev.median > 0 ? 1000.0 * static_cast<double>(batch) / dev.median : 0;
+
+  std::printf("model      %s\n", args->positional[0].c_str());
+  std::printf("device     %s, precision %s\n", (*program)->device().c_str(), options->compile.precision.c_str());
+  std::printf("segments   %d engine(s), %d node(s) in fallback\n", engines, fallback_nodes);
+  std::printf("build      %.3f s\n", build_s);
+  std::printf("latency    median %.4f ms, p90 %.4f ms over %d runs: %s\n", dev.median, dev.p90, iters, timing.c_str());
+  std::printf("end to end median %.4f ms, p90 %.4f ms over %d runs (host tensors in and out)\n", host.median, host.p90,
+              host_iters);
+  std::printf("throughput %.1f samples/s (batch %lld)\n", throughput, static_cast<long long>(batch));
+
+  if (auto json_path = args->get("json")) {
+    nlohmann::json j = {{"model", args->positional[0]},
+                        {"device", (*program)->device()},
+                        {"precision", options->compile.precision},
+                        {"build_s", build_s},
+                        {"median_ms", dev.median},
+                        {"p90_ms", dev.p90},
+                        {"mean_ms", dev.mean},
+                        {"timing", timing},
+                        {"end_to_end_median_ms", host.median},
+                        {"end_to_end_p90_ms", host.p90},
+                        {"throughput_per_s", throughput},
+                        {"batch", batch},
+                        {"iters", iters},
+                        {"warmup", warmup},
+                        {"engines", engines},
+                        {"fallback_nodes", fallback_nodes}};
+    std::ofstream f(*json_path);
+    f << j.dump(2) << "\n";
+    if (!f) return fail(io_error("cannot write " + *json_path));
+  }
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
