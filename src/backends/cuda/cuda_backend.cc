@@ -119,8 +119,46 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
+  // Step by step, checking the error word after each step and printing the
+  // first values of every kernel argument of the step that set it
+  // (KILN_CUDA_DEBUG=1): for finding which layer reads bad data.
+  Status debug_run(cudaStream_t stream) {
+    KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    for (const IoSlot& io : plan.inputs) {
+      int64_t v[4] = {};
+      cudaMemcpy(v, arena.bytes() + io.offset, std::min<size_t>(sizeof v, static_cast<size_t>(io.nbytes())),
+                 cudaMemcpyDeviceToHost);
+      std::fprintf(stderr, "kiln: before step 0, slot '%s' at %lld: %lld %lld %lld %lld\n", io.name.c_str(),
+                   static_cast<long long>(io.offset), (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+    }
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      KILN_TRY(enqueue_step(i, stream));
+      int32_t code = 0;
+      KILN_CUDA_TRY(cudaMemcpyAsync(&code, arena.bytes() + plan.error_offset, 4, cudaMemcpyDeviceToHost, stream));
+      KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+      if (code == 0) continue;
+      const Step& s = plan.steps[i];
+      std::fprintf(stderr, "kiln: step %zu (layer '%s') set error code %d\n", i, s.layer.c_str(), code);
+      for (size_t a = 0; a < kernel_args[i].size(); ++a) {
+        int64_t v[8] = {};
+        cudaMemcpy(v, kernel_args[i][a], sizeof v, cudaMemcpyDeviceToHost);
+        const BufferRef& r = s.kernel.args[a];
+        std::fprintf(stderr, "  arg %zu region %d offset %lld: %lld %lld %lld %lld %lld %lld %lld %lld\n", a, r.region,
+                     static_cast<long long>(r.offset), (long long)v[0], (long long)v[1], (long long)v[2],
+                     (long long)v[3], (long long)v[4], (long long)v[5], (long long)v[6], (long long)v[7]);
+      }
+      for (const IoSlot& io : plan.inputs)
+        std::fprintf(stderr, "  input slot '%s' at %lld, %lld bytes\n", io.name.c_str(), static_cast<long long>(io.offset),
+                     static_cast<long long>(io.nbytes()));
+      break;
+    }
+    return Status::ok();
+  }
+
   // Runs the engine's work on `stream`: replays the captured graph (capturing it first).
   Status launch(cudaStream_t stream) {
+    if (const char* d = std::getenv("KILN_CUDA_DEBUG"); d && std::strcmp(d, "1") == 0) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     if (!graph) {
       KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -138,9 +176,14 @@ struct CudaEngine final : engine::EngineState {
   }
 
   Status upload_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
+    const char* debug = std::getenv("KILN_CUDA_DEBUG");
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IoSlot& slot = plan.inputs[i];
       const Tensor t = inputs[i].contiguous();
+      if (debug && std::strcmp(debug, "1") == 0)
+        std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i,
+                     slot.name.c_str(), t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
+                     static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
       KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
                                     cudaMemcpyHostToDevice, stream));
     }
@@ -254,7 +297,11 @@ class CudaBackend final : public engine::Backend {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) e->use_graphs = false;
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
-    KILN_CUDA_TRY(cudaMemset(e->arena.get(), 0, e->arena.nbytes()));
+    // Zeroed on the engine's own (non-blocking) stream and waited for: a plain
+    // cudaMemset runs on the legacy default stream, which that stream does not
+    // wait for, and could land after the first inputs are copied in.
+    KILN_CUDA_TRY(cudaMemsetAsync(e->arena.get(), 0, e->arena.nbytes(), e->own_stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(e->own_stream));
     KILN_ASSIGN_OR_RETURN(e->workspace, DeviceBuffer::allocate(std::max<size_t>(p.workspace_bytes, 256)));
     for (const DeviceConstant& c : p.constants) {
       auto w = weights(c.name);

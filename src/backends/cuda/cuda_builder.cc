@@ -334,7 +334,10 @@ Expected<CudaPlan> Builder::build() {
       sizes.push_back(d.value);
     }
     TRef slot = new_tensor(v->type.dtype, sizes);
+    // Input slots keep their bytes for the whole run and between runs (the
+    // engine may be replayed on inputs copied in once), so nothing reuses them.
     allocs_[static_cast<size_t>(slot.alloc())].first = -1;
+    allocs_[static_cast<size_t>(slot.alloc())].last = INT_MAX;
     plan_.inputs.push_back({v->name, v->type.dtype, sizes, 0});
     bind(v, slot);
     if (compute_dtype(v->type.dtype) != v->type.dtype) {

@@ -86,19 +86,34 @@ Loop coalesce(const std::vector<int64_t>& sizes, const std::vector<const std::ve
   return loop;
 }
 
-// Code computing offsets o0..o{n-1} of linear index `i` over `loop`.
-std::string offsets_code(const Loop& loop, const std::string& i) {
+// The index type for a loop: 32-bit when every index and offset fits (integer
+// division by the baked-in sizes is much cheaper), else 64-bit.
+std::string index_type(const Loop& loop, int64_t n) {
+  int64_t most = n;
+  for (const auto& st : loop.strides) {
+    int64_t extent = 0;
+    for (size_t d = 0; d < loop.sizes.size(); ++d) extent += (loop.sizes[d] - 1) * (st[d] < 0 ? -st[d] : st[d]);
+    most = std::max(most, extent + 1);
+  }
+  // Headroom for the grid-stride step (at most 2^28 threads) so i never overflows.
+  return most < (int64_t{1} << 31) - (int64_t{1} << 29) ? "int" : "long long";
+}
+
+// Code computing offsets o0..o{n-1} of linear index `i` over `loop`, in type `t`.
+std::string offsets_code(const Loop& loop, const std::string& i, const std::string& t = "long long") {
   std::ostringstream c;
   const size_t n = loop.strides.size();
-  for (size_t k = 0; k < n; ++k) c << "    long long o" << k << " = 0;\n";
-  c << "    long long r = " << i << ";\n";
+  const bool narrow = t == "int";
+  auto lit = [&](int64_t v) { return narrow ? std::to_string(v) : i64s(v); };
+  for (size_t k = 0; k < n; ++k) c << "    " << t << " o" << k << " = 0;\n";
+  c << "    " << t << " r = " << i << ";\n";
   for (size_t d = 0; d < loop.sizes.size(); ++d) {
     const bool last = d + 1 == loop.sizes.size();
-    const std::string idx = last ? "r" : "(r % " + i64s(loop.sizes[d]) + ")";
-    c << "    { long long x = " << idx << ";";
+    const std::string idx = last ? "r" : "(r % " + lit(loop.sizes[d]) + ")";
+    c << "    { " << t << " x = " << idx << ";";
     for (size_t k = 0; k < n; ++k)
-      if (loop.strides[k][d] != 0) c << " o" << k << " += x * " << i64s(loop.strides[k][d]) << ";";
-    if (!last) c << " r /= " << i64s(loop.sizes[d]) << ";";
+      if (loop.strides[k][d] != 0) c << " o" << k << " += x * " << lit(loop.strides[k][d]) << ";";
+    if (!last) c << " r /= " << lit(loop.sizes[d]) << ";";
     c << " }\n";
   }
   return c.str();
@@ -328,9 +343,10 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T << "* __restrict__ out";
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
   s << ") {\n  typedef " << T << " T;\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i");
+  const std::string it = index_type(loop, n);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n
+    << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, "i", it);
   for (size_t k = 0; k < inputs.size(); ++k)
     s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
   int reg = program.num_inputs;
@@ -359,9 +375,10 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
     << "* __restrict__ out, const " << Ti << "* __restrict__ in) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i");
+  const std::string it = index_type(loop, n);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n
+    << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, "i", it);
   if (out.dtype == in.dtype) {
     s << "    out[o0] = in[o1];\n";
   } else {
@@ -671,6 +688,95 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
   s << "    if (ix < 0 || ix >= " << i64s(table_rows) << ") { atomicExch(error, " << error_code
     << "); out[i] = static_cast<" << T << ">(0); continue; }\n";
   s << "    out[i] = table[ix * " << i64s(cols) << " + col];\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
+Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
+                                                   const StridedLayout* mask, bool causal) {
+  if (dtype != DType::Float32 && dtype != DType::Float16 && dtype != DType::BFloat16)
+    return unsupported("attention softmax takes float32, float16 or bfloat16 scores");
+  if (mask && (mask->sizes.size() != 4 || mask->strides.size() != 4))
+    return invalid_argument("the attention mask must be expanded to 4-D");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  std::string M = "bool";
+  if (mask) {
+    KILN_ASSIGN_OR_RETURN(M, device_type_name(mask->dtype));
+  }
+  const uint32_t threads = S <= 256 ? 64 : (S <= 1024 ? 128 : 256);
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in";
+  if (mask) s << ", const " << M << "* __restrict__ mask";
+  s << ") {\n  const long long row = blockIdx.x;\n";
+  s << "  const long long l = row % " << L << ", bh = row / " << L << ", h = bh % " << H << ", b = bh / " << H << ";\n";
+  s << "  (void)h; (void)b; (void)l;\n";
+  s << "  const " << T << "* x = in + row * " << S << "LL;\n  " << T << "* y = out + row * " << S << "LL;\n";
+  s << "  __shared__ float red[32];\n";
+  s << "  auto score = [&](long long j) -> float {\n    float v = kiln_ld(x[j]);\n";
+  if (causal) s << "    if (j > l) return -INFINITY;\n";
+  if (mask) {
+    s << "    const " << M << " mv = mask[b * " << i64s(mask->strides[0]) << " + h * " << i64s(mask->strides[1])
+      << " + l * " << i64s(mask->strides[2]) << " + j * " << i64s(mask->strides[3]) << "];\n";
+    if (mask->dtype == DType::Bool) {
+      s << "    if (!mv) return -INFINITY;\n";
+    } else {
+      s << "    v += kiln_ld(mv);\n";
+    }
+  }
+  s << "    return v;\n  };\n";
+  s << "  auto block_reduce = [&](float v, bool is_max) -> float {\n"
+       "    v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);\n"
+       "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+       "    __syncthreads();\n"
+       "    if (lane == 0) red[warp] = v;\n"
+       "    __syncthreads();\n"
+       "    const int nw = (blockDim.x + 31) >> 5;\n"
+       "    float r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -INFINITY : 0.0f);\n"
+       "    if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);\n"
+       "    if (threadIdx.x == 0) red[0] = r;\n"
+       "    __syncthreads();\n"
+       "    return red[0];\n"
+       "  };\n";
+  s << "  float m = -INFINITY;\n  for (long long j = threadIdx.x; j < " << S
+    << "; j += blockDim.x) m = fmaxf(m, score(j));\n  m = block_reduce(m, true);\n";
+  s << "  float sum = 0.0f;\n  if (m != -INFINITY) for (long long j = threadIdx.x; j < " << S
+    << "; j += blockDim.x) sum += __expf(score(j) - m);\n  sum = block_reduce(sum, false);\n";
+  s << "  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;\n";
+  s << "  for (long long j = threadIdx.x; j < " << S << "; j += blockDim.x) y[j] = kiln_st<" << T
+    << ">(m == -INFINITY ? 0.0f : __expf(score(j) - m) * inv);\n}\n";
+  GeneratedKernel k;
+  k.source = s.str();
+  const int64_t rows = B * H * L;
+  if (rows > 2147483647LL) return unsupported("too many attention rows for one launch");
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  return k;
+}
+
+Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayout& in) {
+  KILN_TRY(check_layout(in, "input"));
+  if (in.sizes.size() != 4) return unsupported("im2col takes a 4-D [N, C, H, W] input");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2], W = in.sizes[3];
+  const int64_t cols = p.r * p.s * C;
+  const int64_t n = N * p.oh * p.ow * cols;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    const long long col = i % " << i64s(cols) << ", row = i / " << i64s(cols) << ";\n";
+  s << "    const long long c = col % " << C << ", rs = col / " << C << ", kx = rs % " << p.s << ", ky = rs / " << p.s
+    << ";\n";
+  s << "    const long long ow = row % " << p.ow << ", t = row / " << p.ow << ", oh = t % " << p.oh << ", b = t / " << p.oh
+    << ";\n";
+  s << "    const long long h = oh * " << p.sh << " - " << p.ph << " + ky * " << p.dh << ", w = ow * " << p.sw << " - "
+    << p.pw << " + kx * " << p.dw << ";\n";
+  s << "    out[i] = (h >= 0 && h < " << H << " && w >= 0 && w < " << W << ") ? in[b * " << i64s(in.strides[0])
+    << " + c * " << i64s(in.strides[1]) << " + h * " << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3])
+    << "] : static_cast<" << T << ">(0);\n";
+  s << "  }\n}\n";
+  (void)N;
   return launch_1d(s.str(), n);
 }
 

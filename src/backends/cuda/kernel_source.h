@@ -98,6 +98,21 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p);
 Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int64_t rows, int64_t table_rows,
                                              int64_t cols, int error_code);
 
+// Softmax over the rows of attention scores [B*H*L, S] (contiguous, dtype of
+// `dtype`), with an optional mask broadcast to [B, H, L, S] through its strides
+// (bool: false masks out; float: added) and causal (top-left aligned) masking;
+// fully masked rows become zeros. float32 inside. Params: out, scores, then mask.
+Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
+                                                   const StridedLayout* mask, bool causal);
+
+// Convolution patches as rows of a matrix: out[(n*OH + oh)*OW + ow][(r*S + s)*C + c] =
+// in[n, c, oh*sh - ph + r*dh, ow*sw - pw + s*dw] (zero outside the image), in of any
+// strides (logical NCHW), out contiguous [N*OH*OW, R*S*C]. Params: out, in.
+struct Im2colParams {
+  int64_t r = 1, s = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, oh = 1, ow = 1;
+};
+Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayout& in);
+
 // torch.gather: out[c] = in[c with c[dim] replaced by index[c]] for every
 // coordinate c of index's sizes (out and index share sizes; any strides). An
 // index outside [-in.sizes[dim], in.sizes[dim]) sets *error to error_code and

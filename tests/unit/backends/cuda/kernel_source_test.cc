@@ -102,6 +102,20 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   ASSERT_TRUE(gd.has_value()) << gd.status().message();
   ks.push_back(*gd);
 
+  const StridedLayout amask{DType::Bool, {2, 8, 10, 12}, {0, 0, 12, 1}};
+  for (const StridedLayout* m : {&amask, static_cast<const StridedLayout*>(nullptr)}) {
+    auto sm = attention_softmax_kernel(DType::Float16, 2, 8, 10, 12, m, m == nullptr);
+    ASSERT_TRUE(sm.has_value()) << sm.status().message();
+    ks.push_back(*sm);
+  }
+  Im2colParams ip;
+  ip.r = ip.s = 3;
+  ip.ph = ip.pw = 1;
+  ip.oh = ip.ow = 16;
+  auto ic = im2col_kernel(ip, {DType::Float16, {1, 8, 16, 16}, {2048, 1, 128, 8}});
+  ASSERT_TRUE(ic.has_value()) << ic.status().message();
+  ks.push_back(*ic);
+
   auto m = compile_all(ks);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   EXPECT_GT(m->cubin.size(), 1000u);
