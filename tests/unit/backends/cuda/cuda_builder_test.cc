@@ -1,0 +1,232 @@
+// The CUDA builder's graph-level decisions, which need no GPU: epilogue
+// folding, per-node capability answers, and the plan's JSON form.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_builder.h"
+#include "ir/printer.h"
+#include "support/network_text.h"
+
+namespace kiln::cuda {
+namespace {
+
+using kiln::testing::network_from;
+
+const ir::Node* only_node(const engine::Network& net, ir::OpKind op) {
+  const ir::Node* found = nullptr;
+  int count = 0;
+  for (const auto& n : net.graph.nodes())
+    if (n->op == op) {
+      found = n.get();
+      ++count;
+    }
+  return count == 1 ? found : nullptr;
+}
+
+TEST(FoldEpilogues, GemmTakesABiasVectorAndReluAndKeepsTheOutputValue) {
+  engine::Network net = network_from(R"(graph(%x: float16[4, 8], %w: float16[8, 16], %b: float16[16]) {
+  %mm: float16[4, 16] = aten.matmul.default(self=%x, other=%w)
+  %a: float16[4, 16] = aten.add.Tensor(self=%mm, other=%b)
+  %r: float16[4, 16] = aten.relu.default(self=%a)
+  return (%r)
+}
+)",
+                                     1, {"w", "b"});
+  const ir::Value* out = net.graph.outputs()[0];
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  ASSERT_EQ(net.graph.nodes().size(), 1u) << ir::print_graph(net.graph);
+  const ir::Node* mm = only_node(net, ir::OpKind::kMatmul);
+  ASSERT_NE(mm, nullptr);
+  EXPECT_NE(mm->find("kiln_bias"), nullptr);
+  const ir::Arg* act = mm->find("kiln_act");
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(std::get<std::string>(*act), "relu");
+  EXPECT_EQ(mm->outputs[0], out);  // the engine output is still the same value
+}
+
+TEST(FoldEpilogues, AddsThatAreNotABiasStay) {
+  // The added operand is an engine input (not a constant), has the wrong length, or the
+  // product has a second user: nothing folds.
+  for (const char* text : {R"(graph(%x: float32[4, 8], %y: float32[16], %w: float32[8, 16]) {
+  %mm: float32[4, 16] = aten.matmul.default(self=%x, other=%w)
+  %a: float32[4, 16] = aten.add.Tensor(self=%mm, other=%y)
+  return (%a)
+}
+)",
+                           R"(graph(%x: float32[4, 8], %y: float32[16], %w: float32[8, 16]) {
+  %mm: float32[4, 16] = aten.matmul.default(self=%x, other=%w)
+  %a: float32[4, 16] = aten.add.Tensor(self=%mm, other=%mm)
+  return (%a)
+}
+)",
+                           R"(graph(%x: float32[4, 8], %y: float32[16], %w: float32[8, 16]) {
+  %mm: float32[4, 16] = aten.matmul.default(self=%x, other=%w)
+  %a: float32[4, 16] = aten.add.Tensor(self=%mm, other=%y)
+  return (%a, %mm)
+}
+)"}) {
+    engine::Network net = network_from(text, 2, {"w"});
+    const size_t before = net.graph.nodes().size();
+    ASSERT_TRUE(fold_epilogues(net).is_ok());
+    EXPECT_EQ(net.graph.nodes().size(), before) << text;
+  }
+}
+
+TEST(FoldEpilogues, ConvolutionTakesAResidualDefinedBeforeIt) {
+  engine::Network net = network_from(R"(graph(%x: float32[1, 4, 6, 6], %w: float32[4, 4, 3, 3], %b: float32[4]) {
+  %c1: float32[1, 4, 6, 6] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  %c2: float32[1, 4, 6, 6] = aten.conv2d.default(input=%c1, weight=%w, bias=%b, padding=[1, 1])
+  %a: float32[1, 4, 6, 6] = aten.add.Tensor(self=%c2, other=%x)
+  %r: float32[1, 4, 6, 6] = aten.relu.default(self=%a)
+  return (%r)
+}
+)",
+                                     1, {"w", "b"});
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  ASSERT_EQ(net.graph.nodes().size(), 2u) << ir::print_graph(net.graph);
+  const ir::Node& last = *net.graph.nodes().back();
+  EXPECT_NE(last.find("kiln_residual"), nullptr);
+  EXPECT_NE(last.find("kiln_act"), nullptr);
+  EXPECT_EQ(last.outputs[0], net.graph.outputs()[0]);
+}
+
+TEST(FoldEpilogues, AResidualComputedAfterTheConvolutionFoldsIntoTheOtherOne) {
+  // add(c1, c2) where c2 comes after c1: c1 cannot read c2, c2 can read c1.
+  engine::Network net = network_from(R"(graph(%x: float32[1, 4, 6, 6], %w: float32[4, 4, 1, 1]) {
+  %c1: float32[1, 4, 6, 6] = aten.conv2d.default(input=%x, weight=%w)
+  %c2: float32[1, 4, 6, 6] = aten.conv2d.default(input=%x, weight=%w)
+  %a: float32[1, 4, 6, 6] = aten.add.Tensor(self=%c1, other=%c2)
+  return (%a)
+}
+)",
+                                     1, {"w"});
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  ASSERT_EQ(net.graph.nodes().size(), 2u);
+  EXPECT_EQ(net.graph.nodes()[0]->find("kiln_residual"), nullptr);
+  EXPECT_NE(net.graph.nodes()[1]->find("kiln_residual"), nullptr);
+}
+
+std::string refusal_of(const char* text) {
+  auto g = ir::parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.status().message();
+  if (!g.has_value() || g->nodes().empty()) return "unparsed";
+  return cuda_refusal(*g->nodes().back());
+}
+
+TEST(NodeRefusal, NamesWhatTheBuilderCannotTake) {
+  EXPECT_NE(refusal_of(R"(graph(%x: float32[4, 8]) {
+  %s: float32[4, 8] = aten.softmax.int(self=%x, dim=0)
+  return (%s)
+}
+)")
+                .find("last"),
+            std::string::npos);
+  EXPECT_NE(refusal_of(R"(graph(%x: float32[4, 8]) {
+  %d: float32[4, 8] = aten.dropout.default(input=%x, p=0.5, train=true)
+  return (%d)
+}
+)")
+                .find("training"),
+            std::string::npos);
+  EXPECT_NE(refusal_of(R"(graph(%x: int64[4, 8]) {
+  %y: int64[4, 8] = aten.add.Tensor(self=%x, other=%x)
+  return (%y)
+}
+)"),
+            "");
+  EXPECT_NE(refusal_of(R"(graph(%x: float32[8], %w: float32[8, 4]) {
+  %y: float32[4] = aten.matmul.default(self=%x, other=%w)
+  return (%y)
+}
+)")
+                .find("1-D"),
+            std::string::npos);
+}
+
+TEST(NodeRefusal, ConvolutionsWithDefaultPaddingAreTaken) {
+  // The exporter leaves out arguments at their defaults (padding, stride, dilation).
+  EXPECT_EQ(refusal_of(R"(graph(%x: float16[1, 4, 6, 6], %w: float16[8, 4, 1, 1]) {
+  %y: float16[1, 8, 6, 6] = aten.conv2d.default(input=%x, weight=%w)
+  return (%y)
+}
+)"),
+            "");
+  EXPECT_EQ(refusal_of(R"(graph(%x: float16[1, 4, 6, 6], %w: float16[8, 4, 3, 3], %b: float16[8]) {
+  %y: float16[1, 8, 3, 3] = kiln.conv_act(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[1, 1], activation="relu")
+  return (%y)
+}
+)"),
+            "");
+}
+
+CudaPlan small_plan() {
+  CudaPlan p;
+  p.device_name = "NVIDIA H200";
+  p.arch = "sm_90";
+  p.sm_count = 132;
+  p.precision = "fp16";
+  p.arena_bytes = 4096;
+  p.error_offset = 0;
+  p.error_layers = {"embedding"};
+  p.constants.push_back({"w", DType::Float16, {8, 16}, false});
+  p.inputs.push_back({"x", DType::Float16, {4, 8}, 256});
+  p.outputs.push_back({"y", DType::Float16, {4, 16}, 512});
+  p.kernel_names = {"kiln_k0"};
+  Step k;
+  k.layer = "relu";
+  k.kernel.kernel = 0;
+  k.kernel.grid = {1, 1, 1};
+  k.kernel.block = {256, 1, 1};
+  k.kernel.args = {{kArenaRegion, 512}, {kArenaRegion, 256}};
+  p.steps.push_back(k);
+  Step g;
+  g.kind = Step::Kind::kGemm;
+  g.layer = "mm";
+  g.gemm.shape.dtype = DType::Float16;
+  g.gemm.shape.m = 4, g.gemm.shape.n = 16, g.gemm.shape.k = 8;
+  g.gemm.shape.lda = 8, g.gemm.shape.ldb = 16, g.gemm.shape.ldc = 16;
+  g.gemm.a = {kArenaRegion, 256};
+  g.gemm.b = {0, 0};
+  g.gemm.c = {kArenaRegion, 512};
+  g.gemm.algo.data[3] = 0xdeadbeefULL;
+  p.steps.push_back(g);
+  return p;
+}
+
+TEST(PlanJson, RoundTripsThroughJson) {
+  const CudaPlan p = small_plan();
+  const std::vector<uint8_t> cubin = {1, 2, 3};
+  auto back = CudaPlan::from_json(p.to_json(), cubin);
+  ASSERT_TRUE(back.has_value()) << back.status().message();
+  EXPECT_EQ(back->to_json(), p.to_json());
+  EXPECT_EQ(back->cubin, cubin);
+  EXPECT_EQ(back->steps[1].gemm.algo.data[3], 0xdeadbeefULL);
+}
+
+TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
+  struct Case {
+    const char* what;
+    void (*damage)(CudaPlan&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"arena offset past the end", [](CudaPlan& p) { p.steps[0].kernel.args[0].offset = 1 << 20; }, "relu"},
+      {"unknown kernel", [](CudaPlan& p) { p.steps[0].kernel.kernel = 7; }, "kernel index"},
+      {"unknown constant", [](CudaPlan& p) { p.steps[1].gemm.b.region = 3; }, "constant 3"},
+      {"slot outside the arena", [](CudaPlan& p) { p.outputs[0].offset = 4000; }, "slot 'y'"},
+      {"error word outside the arena", [](CudaPlan& p) { p.error_offset = 4094; }, "error word"},
+      {"a GEMM that does not fit its shape", [](CudaPlan& p) { p.steps[1].gemm.shape.ldc = 2; }, "ldc"},
+  };
+  for (const Case& c : cases) {
+    CudaPlan p = small_plan();
+    c.damage(p);
+    auto back = CudaPlan::from_json(p.to_json(), {});
+    ASSERT_FALSE(back.has_value()) << c.what;
+    EXPECT_NE(back.status().message().find(c.expect), std::string::npos) << c.what << ": " << back.status().message();
+  }
+  auto bad = CudaPlan::from_json("{\"device\": 3}", {});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kFormat);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
