@@ -45,6 +45,10 @@ struct CompileOptions {
   // activations converted at build time; softmax, normalization statistics
   // and accumulation stay float32). The CPU backend computes as exported.
   std::string precision = "fp32";
+  // Engine cache directory: built plans are stored there and reused by any
+  // later compile (any process) of a segment with the same key; empty: no
+  // cache. The CLI defaults it to the user's cache directory.
+  std::string cache_dir;
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".
@@ -75,6 +79,7 @@ struct SegmentInfo {
   bool engine = false;
   std::string backend;             // engine segments
   size_t plan_bytes = 0;           // engine segments
+  bool from_cache = false;         // engine segments: the plan came from the engine cache
   std::map<std::string, int> ops;  // op target -> nodes in this segment
   int num_nodes = 0;
   int num_inputs = 0, num_outputs = 0;  // values crossing the segment boundary

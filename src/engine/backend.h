@@ -65,6 +65,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual const TargetInfo& target() const = 0;
+  // Everything about where plans are built and run that changes a plan
+  // (device model, compute capability, library versions), for engine cache keys.
+  virtual std::string identity() const { return std::string(name()); }
 
   // Builds an engine plan for `network` (fusion, kernel choice, memory plan)
   // and serializes it. `network` may be rewritten in place (it is consumed).

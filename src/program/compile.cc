@@ -2,6 +2,7 @@
 #include <set>
 
 #include "convert/registry.h"
+#include "engine/plan.h"
 #include "ir/printer.h"
 #include "program/compiled_program.h"
 
@@ -41,6 +42,12 @@ Status canonicalize_module(ir::Module& m) {
     return internal_error("the graph changed shape through its text form");
   m.graph = std::move(g);
   return m.graph.verify();
+}
+
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision) {
+  // Everything that changes the plan; weights do not (plans bind them by name at load).
+  return "kiln " + std::string(KILN_VERSION_STRING) + " engine, backend " + backend.identity() + ", plan format " +
+         std::to_string(engine::kPlanVersion) + ", precision " + precision + "\n" + net.to_text();
 }
 
 Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings) {
@@ -87,7 +94,14 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       engine::BuildOptions bo;
       bo.progress = settings.progress;
       bo.precision = settings.precision;
-      auto plan = backend->build(std::move(*net), bo);
+      auto build = [&]() { return backend->build(std::move(*net), bo); };
+      Expected<std::vector<uint8_t>> plan = std::vector<uint8_t>{};
+      if (settings.cache) {
+        const std::string key = engine_cache_key(*backend, *net, settings.precision);
+        plan = settings.cache->get_or_build(key, build, settings.progress, &r.from_cache);
+      } else {
+        plan = build();
+      }
       if (!plan) return Status(plan.status().code(), "segment " + std::to_string(si) + ": " + plan.status().message());
       r.backend = std::string(backend->name());
       r.plan = std::move(*plan);

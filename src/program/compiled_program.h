@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "ir/graph.h"
 #include "partition/partition.h"
+#include "program/engine_cache.h"
 
 namespace kiln::program {
 
@@ -23,6 +24,7 @@ struct SegmentRecord {
   std::vector<int> inputs;           // value ids in module.graph, bound by position to the engine's inputs
   std::vector<int> outputs;          // value ids in module.graph, bound by position to the engine's outputs
   std::vector<std::string> reasons;  // fallback segments: per node, why it is not in an engine
+  bool from_cache = false;           // engine segments: the plan came from the engine cache (not saved in .kiln)
 };
 
 struct CompiledProgram {
@@ -34,9 +36,17 @@ struct CompiledProgram {
 struct CompileSettings {
   std::string device = "cpu";
   std::string precision = "fp32";  // engine::BuildOptions::precision
+  // Where built plans are looked up and stored (null: build every engine).
+  std::shared_ptr<EngineCache> cache;
   partition::PartitionOptions partition;
   std::function<void(const std::string&)> progress;
 };
+
+// The engine cache key material of `net` built by `backend` (see engine_cache.h):
+// kiln's version, the backend's identity, the plan format version, the
+// precision and the network's full text (layers, edges, attributes, constant
+// names, shapes and dtypes).
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision);
 
 // Backends built into this kiln: "cpu", "null" (and "cuda" where built).
 const engine::BackendRegistry& builtin_backends();

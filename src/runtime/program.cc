@@ -64,6 +64,7 @@ void describe(Program::Impl& im) {
     si.engine = r.kind == partition::SegmentKind::kEngine;
     si.backend = r.backend;
     si.plan_bytes = r.plan.size();
+    si.from_cache = r.from_cache;
     si.num_nodes = static_cast<int>(r.nodes.size());
     si.num_inputs = static_cast<int>(r.inputs.size());
     si.num_outputs = static_cast<int>(r.outputs.size());
@@ -96,6 +97,7 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
   program::CompileSettings cs;
   cs.device = co.device;
   cs.precision = co.precision;
+  if (!co.cache_dir.empty()) cs.cache = program::engine_cache_for(co.cache_dir);
   cs.partition.min_block_size = co.min_block_size;
   cs.partition.fallback_ops = co.fallback_ops;
   cs.partition.require_full_compilation = co.require_full_compilation;

@@ -5,12 +5,13 @@
 #include <iostream>
 
 #include "cli.h"
+#include "program/engine_cache.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
 
-const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision"};
-const std::vector<std::string> kCompileFlags = {"require-full-compilation"};
+const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision", "cache-dir"};
+const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -21,6 +22,12 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
   LoadOptions o;
   CompileOptions& c = o.compile;
   if (auto d = a.get("device")) c.device = *d;
+  if (auto d = a.get("cache-dir")) {
+    if (a.flag("no-cache")) return invalid_argument("--cache-dir and --no-cache contradict each other");
+    c.cache_dir = *d;
+  } else if (!a.flag("no-cache")) {
+    c.cache_dir = program::EngineCache::default_dir();
+  }
   if (auto p = a.get("precision")) {
     if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16")
       return invalid_argument("--precision must be fp32, tf32, fp16 or bf16, got '" + *p + "'");
@@ -72,10 +79,11 @@ int run_compile(int argc, char** argv) {
   if (!program) return fail(program.status());
   if (Status s = (*program)->save(*out); !s) return fail(s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int engines = 0, fallback_nodes = 0;
+  int engines = 0, fallback_nodes = 0, cached = 0;
   size_t plan_bytes = 0;
   for (const SegmentInfo& s : (*program)->segments()) {
     engines += s.engine;
+    cached += s.engine && s.from_cache;
     plan_bytes += s.plan_bytes;
     if (!s.engine) fallback_nodes += s.num_nodes;
   }
@@ -83,6 +91,7 @@ int run_compile(int argc, char** argv) {
               (*program)->segments().size(), engines, plan_bytes, fallback_nodes, secs);
   if (fallback_nodes > 0)
     std::printf("run `kiln inspect %s --partition` to see why each node falls back\n", out->c_str());
+  std::printf("engines: %d built, %d from cache\n", engines - cached, cached);
   return kExitOk;
 }
 

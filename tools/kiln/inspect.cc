@@ -1,9 +1,11 @@
 // kiln inspect MODEL: what the program takes, returns, keeps and computes.
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <set>
 
 #include "cli.h"
+#include "program/engine_cache.h"
 #include "ir/graph.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
@@ -20,10 +22,33 @@ std::string dims(const TensorSpec& s) {
 
 }  // namespace
 
+// kiln inspect --cache DIR: the engine cache's entries and totals.
+int inspect_cache(const std::string& dir) {
+  auto stats = program::EngineCache::inspect(dir);
+  if (!stats) return fail(stats.status());
+  std::printf("engine cache %s: %zu entries, %llu bytes; %lld hits, %lld misses, %lld damaged entries discarded\n",
+              dir.c_str(), stats->entries.size(), static_cast<unsigned long long>(stats->bytes),
+              static_cast<long long>(stats->hits), static_cast<long long>(stats->misses),
+              static_cast<long long>(stats->discarded));
+  if (!stats->entries.empty()) std::printf("%-32s  %12s  %-20s  %6s  %s\n", "key", "bytes", "last use (UTC)", "hits", "what");
+  for (const auto& e : stats->entries) {
+    const std::time_t t = static_cast<std::time_t>(e.last_use / 1000);
+    char when[32] = "-";
+    if (std::tm tm{}; t > 0 && gmtime_r(&t, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    std::printf("%-32s  %12llu  %-20s  %6lld  %s\n", e.key.c_str(), static_cast<unsigned long long>(e.bytes), when,
+                static_cast<long long>(e.hits), e.summary.c_str());
+  }
+  return kExitOk;
+}
+
 int run_inspect(int argc, char** argv) {
-  auto args =
-      parse_args(argc, argv, 2, with({"print-after"}, kCompileValued), with({"print-ir", "partition"}, kCompileFlags));
+  auto args = parse_args(argc, argv, 2, with({"print-after", "cache"}, kCompileValued),
+                         with({"print-ir", "partition"}, kCompileFlags));
   if (!args) return fail(args.status());
+  if (auto dir = args->get("cache")) {
+    if (!args->positional.empty()) return fail(invalid_argument("usage: kiln inspect --cache DIR"));
+    return inspect_cache(*dir);
+  }
   if (args->positional.size() != 1)
     return fail(invalid_argument(
         "usage: kiln inspect MODEL [--partition] [--print-ir] [--print-after PASS] [compile options]"));

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "backends/cuda/cuda_builder.h"
+#include "backends/cuda/nvrtc_compile.h"
 #include "engine/plan.h"
 
 namespace kiln::cuda {
@@ -249,6 +250,13 @@ class CudaBackend final : public engine::Backend {
   }
   std::string_view name() const override { return "cuda"; }
   const engine::TargetInfo& target() const override { return target_; }
+  std::string identity() const override {
+    auto dev = current_device();
+    if (!dev) return "cuda (no device)";
+    return "cuda " + dev->name + " " + dev->arch() + " " + std::to_string(dev->sm_count) + " SMs, cuBLASLt " +
+           std::to_string(cublasLtGetVersion()) + ", cuDNN " + std::to_string(cudnnGetVersion()) + ", NVRTC " +
+           nvrtc_version();
+  }
 
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
     BuildConfig config;
