@@ -226,12 +226,14 @@ Expected<std::vector<uint8_t>> EngineCache::get_or_build(const std::string& key_
         return memory_.front().second;
       }
   }
-  if (options_.dir.empty()) {
+  Status dir_ok = options_.dir.empty() ? Status::ok() : make_dirs(options_.dir);
+  if (options_.dir.empty() || !dir_ok) {
+    // A cache that cannot be used never stops a build: say so and build.
+    if (!dir_ok && progress) progress("engine cache not used: " + dir_ok.message());
     KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build());
     remember(key_material, plan);
     return plan;
   }
-  KILN_TRY(make_dirs(options_.dir));
   const std::string hash = cache_key_hash(key_material);
   std::vector<uint8_t> plan;
   {

@@ -214,6 +214,21 @@ TEST(EngineCache, DamagedEntriesAreDiscardedRebuiltAndReported) {
   fs::remove_all(dir);
 }
 
+TEST(EngineCache, AnUnusableDirectoryNeverStopsABuild) {
+  const std::string file = fresh_dir("not_a_dir");
+  std::ofstream(file) << "a file where the cache directory should be";
+  Counted c;
+  bool hit = true;
+  std::vector<std::string> heard;
+  EngineCache cache({file + "/sub"});
+  auto p = cache.get_or_build("key", c.build("plan"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  EXPECT_FALSE(hit);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_NE(heard[0].find("engine cache not used"), std::string::npos) << heard[0];
+  fs::remove(file);
+}
+
 // Runs `f` in a child process; returns its exit status.
 int in_child(const std::function<int()>& f, pid_t* pid_out = nullptr, bool wait = true) {
   const pid_t pid = ::fork();
