@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct ConformanceCase {
   double atol = 1e-5, rtol = 1e-4;
   size_t engine_inputs = SIZE_MAX;  // graph inputs from this one on are weights (constants bound at load)
 };
+
+// Test names and failure messages show a case by its name.
+inline void PrintTo(const ConformanceCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::vector<ConformanceCase> conformance_cases() {
   const double half = 2e-2;  // float16 results rounded once more than the reference's
