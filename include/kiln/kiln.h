@@ -39,6 +39,14 @@ struct SymbolInfo {
 
 // How a .pt2 program is compiled: partitioned into engine segments for a
 // device's backend and fallback segments that run on the reference kernels.
+// A shape range for one user input: every dimension's smallest, typical (the
+// size engines tune for) and largest value. A dynamic dimension takes the
+// range (overriding the exported one); a static one must equal all three.
+struct ShapeProfile {
+  std::string input;  // user input name
+  std::vector<int64_t> min, opt, max;
+};
+
 struct CompileOptions {
   std::string device = "cpu";  // engine backend: "cpu", "null" (no engines), "cuda" where built
   // Engine precision: "fp32", "tf32", "fp16" or "bf16" (float32 weights and
@@ -49,6 +57,8 @@ struct CompileOptions {
   // later compile (any process) of a segment with the same key; empty: no
   // cache. The CLI defaults it to the user's cache directory.
   std::string cache_dir;
+  // Input shape ranges (kiln compile --shape NAME:MIN,OPT,MAX), one per input.
+  std::vector<ShapeProfile> shapes;
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".

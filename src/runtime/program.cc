@@ -78,6 +78,52 @@ void describe(Program::Impl& im) {
   }
 }
 
+// Narrows (or widens) the ranges of the program's dynamic dimensions to the
+// given profiles; a static dimension must equal min, opt and max.
+Status apply_shape_profiles(ir::Module& m, const std::vector<ShapeProfile>& shapes) {
+  std::set<std::string> seen;
+  for (const ShapeProfile& p : shapes) {
+    if (!seen.insert(p.input).second)
+      return unsupported("--shape " + p.input + ": one profile per input is supported (it was given twice)");
+    const ir::Value* input = nullptr;
+    for (size_t i = 0; i < m.input_specs.size(); ++i)
+      if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput && m.graph.inputs()[i]->name == p.input)
+        input = m.graph.inputs()[i];
+    if (!input) {
+      std::string names;
+      for (size_t i = 0; i < m.input_specs.size(); ++i)
+        if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput)
+          names += (names.empty() ? "" : ", ") + m.graph.inputs()[i]->name;
+      return invalid_argument("--shape " + p.input + ": the program has no input of that name (inputs: " + names + ")");
+    }
+    const auto& dims = input->type.sizes;
+    if (p.min.size() != dims.size() || p.opt.size() != dims.size() || p.max.size() != dims.size())
+      return invalid_argument("--shape " + p.input + ": the input has " + std::to_string(dims.size()) +
+                              " dimensions, the profile gives " + std::to_string(p.min.size()) + "/" +
+                              std::to_string(p.opt.size()) + "/" + std::to_string(p.max.size()));
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const std::string where = "--shape " + p.input + ", dimension " + std::to_string(d);
+      if (!(p.min[d] <= p.opt[d] && p.opt[d] <= p.max[d]) || p.min[d] < 0)
+        return invalid_argument(where + ": needs 0 <= min <= opt <= max, got " + std::to_string(p.min[d]) + ", " +
+                                std::to_string(p.opt[d]) + ", " + std::to_string(p.max[d]));
+      if (dims[d].is_static()) {
+        if (p.min[d] != dims[d].value || p.max[d] != dims[d].value)
+          return invalid_argument(where + " is static (" + std::to_string(dims[d].value) +
+                                  ") in the program; its range must be exactly that, got " + std::to_string(p.min[d]) +
+                                  ".." + std::to_string(p.max[d]));
+        continue;
+      }
+      if (dims[d].expr->kind() != ir::SymExpr::Kind::kSymbol)
+        return unsupported(where + " is the expression " + dims[d].expr->to_string() +
+                           "; give ranges for the dimensions that are plain symbols");
+      const std::string& sym = dims[d].expr->name();
+      auto [it, inserted] = m.symbols.try_emplace(sym, ir::SymbolRange{p.min[d], p.max[d]});
+      if (!inserted) it->second = {p.min[d], p.max[d]};
+    }
+  }
+  return Status::ok();
+}
+
 Expected<program::CompiledProgram> compile_pt2(const std::string& path, const LoadOptions& options) {
   KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
   lowering::PipelineOptions po{options.print_after, options.dump};
@@ -94,6 +140,7 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
     return unsupported(path + ": no CPU kernel for " + list);
   }
   const CompileOptions& co = options.compile;
+  KILN_TRY_CTX(apply_shape_profiles(m, co.shapes), path);
   program::CompileSettings cs;
   cs.device = co.device;
   cs.precision = co.precision;

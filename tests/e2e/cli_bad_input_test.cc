@@ -305,3 +305,36 @@ TEST_F(CliBadInput, TruncatedOrAlteredKilnFileIsRefused) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/resnet_basic_dynbatch.pt2";
+  const fs::path dir = fs::temp_directory_path() / ("kiln_cli_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string out = (dir / "m.kiln").string();
+  fs::create_directories(dir);
+  CliResult bad = kiln_cli("compile " + model + " -o " + out + " --no-cache --shape x:1x3x32x32,2x3x32x32");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("NAME:MIN,OPT,MAX"), std::string::npos) << bad.output;
+  const std::string shape = " --shape x:1x3x32x32,2x3x32x32,4x3x32x32";
+  const std::string cache = " --cache-dir " + (dir / "cache").string();
+  CliResult first = kiln_cli("compile " + model + " -o " + out + shape + cache);
+  EXPECT_EQ(first.code, 0) << first.output;
+  EXPECT_NE(first.output.find("engines: 1 built, 0 from cache"), std::string::npos) << first.output;
+  CliResult second = kiln_cli("compile " + model + " -o " + out + shape + cache);
+  EXPECT_EQ(second.code, 0) << second.output;
+  EXPECT_NE(second.output.find("engines: 0 built, 1 from cache"), std::string::npos) << second.output;
+  CliResult listing = kiln_cli("inspect --cache " + (dir / "cache").string());
+  EXPECT_EQ(listing.code, 0) << listing.output;
+  EXPECT_NE(listing.output.find("1 entries"), std::string::npos) << listing.output;
+  EXPECT_NE(listing.output.find("1 hits, 1 misses"), std::string::npos) << listing.output;
+  // The saved program keeps the profile's range.
+  CliResult info = kiln_cli("inspect " + out);
+  EXPECT_NE(info.output.find("[1, 4]"), std::string::npos) << info.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -10,7 +10,48 @@
 
 namespace kiln::cli {
 
-const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision", "cache-dir"};
+namespace {
+
+// "x:1x3x224x224,8x3x224x224,16x3x224x224" -> {x, min, opt, max}.
+Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
+  const std::string usage = "--shape needs NAME:MIN,OPT,MAX with each shape written like 1x3x224x224, got '" + text + "'";
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return invalid_argument(usage);
+  ShapeProfile p;
+  p.input = text.substr(0, colon);
+  std::vector<std::vector<int64_t>> shapes;
+  std::string rest = text.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t comma = rest.find(',', start);
+    const std::string part = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::vector<int64_t> dims;
+    size_t s = 0;
+    while (s <= part.size()) {
+      const size_t x = part.find('x', s);
+      const std::string num = part.substr(s, x == std::string::npos ? std::string::npos : x - s);
+      if (num.empty() || num.size() > 18 || num.find_first_not_of("0123456789") != std::string::npos)
+        return invalid_argument(usage);
+      dims.push_back(std::stoll(num));
+      if (x == std::string::npos) break;
+      s = x + 1;
+    }
+    shapes.push_back(std::move(dims));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (shapes.size() != 3) return invalid_argument(usage);
+  p.min = shapes[0];
+  p.opt = shapes[1];
+  p.max = shapes[2];
+  return p;
+}
+
+}  // namespace
+
+
+const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision", "cache-dir",
+                                                  "shape"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -27,6 +68,13 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
     c.cache_dir = *d;
   } else if (!a.flag("no-cache")) {
     c.cache_dir = program::EngineCache::default_dir();
+  }
+  if (auto it = a.options.find("shape"); it != a.options.end()) {
+    for (const std::string& text : it->second) {
+      auto profile = parse_shape_profile(text);
+      if (!profile) return profile.status();
+      c.shapes.push_back(std::move(*profile));
+    }
   }
   if (auto p = a.get("precision")) {
     if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16")

@@ -83,6 +83,8 @@ constexpr const char* kUsage =
     "compile options (for a .pt2):\n"
     "  --device cpu|cuda|null       engine backend (null: no engines, everything falls back)\n"
     "  --precision fp32|tf32|fp16|bf16   engine precision (float32 models converted at build time)\n"
+    "  --shape NAME:MIN,OPT,MAX     range of an input's shape, e.g. x:1x3x224x224,8x3x224x224,16x3x224x224\n"
+    "  --cache-dir DIR | --no-cache engine cache (default ~/.cache/kiln); kiln inspect --cache DIR lists it\n"
     "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
     "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
     "  --require-full-compilation   fail if any node would fall back\n";
