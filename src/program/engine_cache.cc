@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,7 +110,8 @@ int64_t now_ms() {
 }
 
 bool is_hash_name(const std::string& s) {
-  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return s.size() == 32 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
@@ -299,7 +300,8 @@ Expected<CacheDirStats> EngineCache::inspect(const std::string& dir) {
 
 std::shared_ptr<EngineCache> engine_cache_for(const std::string& dir) {
   static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<EngineCache>>* caches = new std::map<std::string, std::shared_ptr<EngineCache>>();
+  static std::map<std::string, std::shared_ptr<EngineCache>>* caches =
+      new std::map<std::string, std::shared_ptr<EngineCache>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto& c = (*caches)[dir];
   if (!c) {

@@ -34,7 +34,7 @@
 namespace kiln::program {
 
 struct CacheOptions {
-  std::string dir;                           // disk level; empty: memory only
+  std::string dir;                              // disk level; empty: memory only
   uint64_t max_disk_bytes = uint64_t{4} << 30;  // evict least recently used entries beyond this
   uint64_t max_memory_bytes = uint64_t{512} << 20;
 };

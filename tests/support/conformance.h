@@ -23,8 +23,8 @@ namespace kiln::testing {
 
 struct ConformanceCase {
   std::string name;
-  std::string ir;                 // every graph input is an engine input
-  std::vector<int64_t> modulus;   // per input: 0 for uniform floats in [-1, 1), else integers in [0, modulus)
+  std::string ir;                // every graph input is an engine input
+  std::vector<int64_t> modulus;  // per input: 0 for uniform floats in [-1, 1), else integers in [0, modulus)
   double atol = 1e-5, rtol = 1e-4;
   size_t engine_inputs = SIZE_MAX;  // graph inputs from this one on are weights (constants bound at load)
 };
@@ -35,7 +35,8 @@ inline void PrintTo(const ConformanceCase& c, std::ostream* os) { *os << c.name;
 inline std::vector<ConformanceCase> conformance_cases() {
   const double half = 2e-2;  // float16 results rounded once more than the reference's
   return {
-      {"unary_chain", R"(graph(%x: float32[4, 33]) {
+      {"unary_chain",
+       R"(graph(%x: float32[4, 33]) {
   %a: float32[4, 33] = aten.exp.default(self=%x)
   %b: float32[4, 33] = aten.log.default(self=%a)
   %c: float32[4, 33] = aten.tanh.default(self=%b)
@@ -49,8 +50,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %k: float32[4, 33] = aten.erf.default(self=%j)
   return (%k)
 }
-)", {0}},
-      {"broadcast_binary", R"(graph(%x: float32[2, 3, 8], %y: float32[3, 1], %z: float32[8]) {
+)",
+       {0}},
+      {"broadcast_binary",
+       R"(graph(%x: float32[2, 3, 8], %y: float32[3, 1], %z: float32[8]) {
   %a: float32[2, 3, 8] = aten.mul.Tensor(self=%x, other=%y)
   %b: float32[2, 3, 8] = aten.sub.Tensor(self=%a, other=%z, alpha=2)
   %c: float32[2, 3, 8] = aten.div.Tensor(self=%b, other=3)
@@ -58,90 +61,138 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %e: float32[2, 3, 8] = aten.pow.Tensor_Scalar(self=%d, exponent=2)
   return (%e)
 }
-)", {0, 0, 0}},
-      {"single_relu", R"(graph(%x: float32[5, 7]) {
+)",
+       {0, 0, 0}},
+      {"single_relu",
+       R"(graph(%x: float32[5, 7]) {
   %r: float32[5, 7] = aten.relu.default(self=%x)
   return (%r)
 }
-)", {0}},
-      {"mm_bias_relu", R"(graph(%x: float32[16, 24], %w: float32[24, 40], %b: float32[40]) {
+)",
+       {0}},
+      {"mm_bias_relu",
+       R"(graph(%x: float32[16, 24], %w: float32[24, 40], %b: float32[40]) {
   %mm: float32[16, 40] = aten.mm.default(self=%x, mat2=%w)
   %a: float32[16, 40] = aten.add.Tensor(self=%mm, other=%b)
   %r: float32[16, 40] = aten.relu.default(self=%a)
   return (%r)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"linear", R"(graph(%x: float32[2, 5, 24], %w: float32[40, 24], %b: float32[40]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"linear",
+       R"(graph(%x: float32[2, 5, 24], %w: float32[40, 24], %b: float32[40]) {
   %y: float32[2, 5, 40] = aten.linear.default(input=%x, weight=%w, bias=%b)
   return (%y)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"addmm", R"(graph(%b: float32[40], %x: float32[16, 24], %w: float32[24, 40]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"addmm",
+       R"(graph(%b: float32[40], %x: float32[16, 24], %w: float32[24, 40]) {
   %y: float32[16, 40] = aten.addmm.default(self=%b, mat1=%x, mat2=%w, alpha=0.5)
   return (%y)
 }
-)", {0, 0, 0}},
-      {"bmm_transposed", R"(graph(%x: float32[3, 8, 16], %y: float32[3, 12, 16]) {
+)",
+       {0, 0, 0}},
+      {"bmm_transposed",
+       R"(graph(%x: float32[3, 8, 16], %y: float32[3, 12, 16]) {
   %t: float32[3, 16, 12] = aten.transpose.int(self=%y, dim0=1, dim1=2)
   %z: float32[3, 8, 12] = aten.bmm.default(self=%x, mat2=%t)
   return (%z)
 }
-)", {0, 0}},
-      {"matmul_broadcast_batch", R"(graph(%x: float32[2, 3, 8, 16], %y: float32[3, 16, 4]) {
+)",
+       {0, 0}},
+      {"matmul_broadcast_batch",
+       R"(graph(%x: float32[2, 3, 8, 16], %y: float32[3, 16, 4]) {
   %z: float32[2, 3, 8, 4] = aten.matmul.default(self=%x, other=%y)
   return (%z)
 }
-)", {0, 0}},
-      {"conv3x3_bias_relu_residual", R"(graph(%x: float32[2, 8, 10, 10], %w: float32[8, 8, 3, 3], %b: float32[8]) {
+)",
+       {0, 0}},
+      {"conv3x3_bias_relu_residual",
+       R"(graph(%x: float32[2, 8, 10, 10], %w: float32[8, 8, 3, 3], %b: float32[8]) {
   %c: float32[2, 8, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
   %a: float32[2, 8, 10, 10] = aten.add.Tensor(self=%c, other=%x)
   %r: float32[2, 8, 10, 10] = aten.relu.default(self=%a)
   return (%r)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"conv_strided_grouped", R"(graph(%x: float32[1, 8, 11, 9], %w: float32[12, 2, 3, 3]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"conv_strided_grouped",
+       R"(graph(%x: float32[1, 8, 11, 9], %w: float32[12, 2, 3, 3]) {
   %c: float32[1, 12, 5, 4] = aten.conv2d.default(input=%x, weight=%w, stride=[2, 2], groups=4)
   return (%c)
 }
-)", {0, 0}},
-      {"conv_depthwise", R"(graph(%x: float32[2, 16, 8, 8], %w: float32[16, 1, 3, 3], %b: float32[16]) {
+)",
+       {0, 0}},
+      {"conv_depthwise",
+       R"(graph(%x: float32[2, 16, 8, 8], %w: float32[16, 1, 3, 3], %b: float32[16]) {
   %c: float32[2, 16, 8, 8] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=16)
   return (%c)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"conv1x1", R"(graph(%x: float32[1, 32, 7, 7], %w: float32[64, 32, 1, 1], %b: float32[64]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"conv1x1",
+       R"(graph(%x: float32[1, 32, 7, 7], %w: float32[64, 32, 1, 1], %b: float32[64]) {
   %c: float32[1, 64, 7, 7] = aten.conv2d.default(input=%x, weight=%w, bias=%b)
   return (%c)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"pools", R"(graph(%x: float32[2, 4, 9, 9]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"pools",
+       R"(graph(%x: float32[2, 4, 9, 9]) {
   %m: float32[2, 4, 5, 5] = aten.max_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
   %a: float32[2, 4, 3, 3] = aten.avg_pool2d.default(self=%m, kernel_size=[2, 2], stride=[2, 2], ceil_mode=true, count_include_pad=false)
   %g: float32[2, 4, 2, 2] = aten.adaptive_avg_pool2d.default(self=%m, output_size=[2, 2])
   return (%a, %g)
 }
-)", {0}},
-      {"norms", R"(graph(%x: float32[3, 5, 64], %w: float32[64], %b: float32[64]) {
+)",
+       {0}},
+      {"norms",
+       R"(graph(%x: float32[3, 5, 64], %w: float32[64], %b: float32[64]) {
   %l: float32[3, 5, 64] = aten.layer_norm.default(input=%x, normalized_shape=[64], weight=%w, bias=%b, eps=1e-05)
   %r: float32[3, 5, 64] = aten.rms_norm.default(input=%l, normalized_shape=[64], weight=%w, eps=1e-06)
   return (%r)
 }
-)", {0, 0, 0}, 1e-5, 1e-4, 1},
-      {"softmaxes", R"(graph(%x: float32[6, 100]) {
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"softmaxes",
+       R"(graph(%x: float32[6, 100]) {
   %s: float32[6, 100] = aten.softmax.int(self=%x, dim=-1)
   %l: float32[6, 100] = aten._log_softmax.default(self=%x, dim=1, half_to_float=false)
   return (%s, %l)
 }
-)", {0}},
-      {"reductions", R"(graph(%x: float32[4, 6, 10]) {
+)",
+       {0}},
+      {"reductions",
+       R"(graph(%x: float32[4, 6, 10]) {
   %s: float32[4, 10] = aten.sum.dim_IntList(self=%x, dim=[1])
   %m: float32[4, 1, 1] = aten.mean.dim(self=%x, dim=[1, 2], keepdim=true)
   %a: float32[6] = aten.amax.default(self=%x, dim=[0, 2])
   %b: float32[4, 6] = aten.amin.default(self=%x, dim=[-1])
   return (%s, %m, %a, %b)
 }
-)", {0}},
-      {"embedding_gather", R"(graph(%t: float32[20, 16], %i: int64[3, 5], %p: int64[1, 20]) {
+)",
+       {0}},
+      {"embedding_gather",
+       R"(graph(%t: float32[20, 16], %i: int64[3, 5], %p: int64[1, 20]) {
   %e: float32[3, 5, 16] = aten.embedding.default(weight=%t, indices=%i)
   %s: int64[1, 5] = aten.slice.Tensor(self=%p, dim=1, start=0, end=5)
   %g: int64[1, 5] = aten.gather.default(self=%p, dim=1, index=%s)
@@ -149,8 +200,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %a: float32[3, 5, 16] = aten.add.Tensor(self=%e, other=%f)
   return (%a)
 }
-)", {0, 20, 20}},
-      {"views_and_cat", R"(graph(%x: float32[2, 6, 4], %y: float32[2, 3, 4]) {
+)",
+       {0, 20, 20}},
+      {"views_and_cat",
+       R"(graph(%x: float32[2, 6, 4], %y: float32[2, 3, 4]) {
   %p: float32[4, 6, 2] = aten.permute.default(self=%x, dims=[2, 1, 0])
   %s: float32[4, 3, 2] = aten.slice.Tensor(self=%p, dim=1, start=1, end=6, step=2)
   %t: float32[2, 3, 4] = aten.permute.default(self=%s, dims=[2, 1, 0])
@@ -159,25 +212,35 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %n: float32[12, 4] = aten.neg.default(self=%v)
   return (%n)
 }
-)", {0, 0}},
-      {"attention_bool_mask", R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, 11, 16], %v: float32[2, 4, 11, 8], %m: bool[9, 11]) {
+)",
+       {0, 0}},
+      {"attention_bool_mask",
+       R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, 11, 16], %v: float32[2, 4, 11, 8], %m: bool[9, 11]) {
   %o: float32[2, 4, 9, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
   return (%o)
 }
-)", {0, 0, 0, 2}},
-      {"attention_causal_scaled", R"(graph(%q: float32[1, 2, 12, 32], %k: float32[1, 2, 12, 32], %v: float32[1, 2, 12, 32]) {
+)",
+       {0, 0, 0, 2}},
+      {"attention_causal_scaled",
+       R"(graph(%q: float32[1, 2, 12, 32], %k: float32[1, 2, 12, 32], %v: float32[1, 2, 12, 32]) {
   %o: float32[1, 2, 12, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, scale=0.3)
   return (%o)
 }
-)", {0, 0, 0}},
-      {"float16_mlp", R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
+)",
+       {0, 0, 0}},
+      {"float16_mlp",
+       R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
   %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)
   %a: float16[8, 64] = aten.add.Tensor(self=%mm, other=%b)
   %g: float16[8, 64] = aten.gelu.default(self=%a)
   %s: float16[8, 64] = aten.softmax.int(self=%g, dim=-1)
   return (%s)
 }
-)", {0, 0, 0}, half, half, 1},
+)",
+       {0, 0, 0},
+       half,
+       half,
+       1},
   };
 }
 

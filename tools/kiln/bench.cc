@@ -55,12 +55,13 @@ Tensor random_input(const TensorSpec& spec, std::mt19937& rng) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, with({"inputs", "outputs", "iters", "warmup", "json"}, kCompileValued),
-                         kCompileFlags);
+  auto args =
+      parse_args(argc, argv, 2, with({"inputs", "outputs", "iters", "warmup", "json"}, kCompileValued), kCompileFlags);
   if (!args) return fail(args.status());
   if (args->positional.size() != 1)
-    return fail(invalid_argument("usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
-                                 "[--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]"));
+    return fail(
+        invalid_argument("usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
+                         "[--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]"));
   int iters = 100, warmup = 10;
   for (auto [name, slot] : {std::pair{"iters", &iters}, std::pair{"warmup", &warmup}}) {
     if (auto v = args->get(name)) {

@@ -30,8 +30,8 @@ struct CudaEngine final : engine::EngineState {
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
   cudaStream_t own_stream = nullptr;
-  std::vector<std::optional<GemmOp>> gemms;  // per step
-  std::vector<std::optional<ConvOp>> convs;  // per step
+  std::vector<std::optional<GemmOp>> gemms;     // per step
+  std::vector<std::optional<ConvOp>> convs;     // per step
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers
   cudaGraphExec_t graph = nullptr;
   cudaStream_t graph_stream = nullptr;
@@ -69,25 +69,26 @@ struct CudaEngine final : engine::EngineState {
           std::vector<void*>& args = kernel_args[i];
           std::vector<void*> params(args.size());
           for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
-          const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]),
-                                                 dim3(k.grid[0], k.grid[1], k.grid[2]),
-                                                 dim3(k.block[0], k.block[1], k.block[2]), params.data(),
-                                                 k.shared_bytes, stream);
+          const cudaError_t e =
+              cudaLaunchKernel(reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]),
+                               dim3(k.grid[0], k.grid[1], k.grid[2]), dim3(k.block[0], k.block[1], k.block[2]),
+                               params.data(), k.shared_bytes, stream);
           KILN_TRY(cuda_status(e, "cudaLaunchKernel").with_context("layer '" + s.layer + "'"));
           break;
         }
         case Step::Kind::kGemm: {
           const GemmLaunch& g = s.gemm;
-          KILN_TRY(gemms[i]->run(ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, workspace.get(),
-                                 workspace.nbytes(), stream)
+          KILN_TRY(gemms[i]
+                       ->run(ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, workspace.get(),
+                             workspace.nbytes(), stream)
                        .with_context("layer '" + s.layer + "'"));
           break;
         }
         case Step::Kind::kConv: {
           const ConvLaunch& c = s.conv;
-          KILN_TRY(convs[i]->run(ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
-                                 c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
-                                 workspace.nbytes())
+          KILN_TRY(convs[i]
+                       ->run(ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
+                             c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(), workspace.nbytes())
                        .with_context("layer '" + s.layer + "'"));
           break;
         }
@@ -108,7 +109,8 @@ struct CudaEngine final : engine::EngineState {
       total += ms;
     }
     std::sort(times.rbegin(), times.rend());
-    std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one; slowest:\n", what.c_str(), times.size(), total);
+    std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one; slowest:\n", what.c_str(), times.size(),
+                 total);
     for (size_t k = 0; k < std::min<size_t>(25, times.size()); ++k) {
       const Step& s = plan.steps[times[k].second];
       const char* kind = s.kind == Step::Kind::kGemm ? "gemm" : s.kind == Step::Kind::kConv ? "conv" : "kernel";
@@ -131,7 +133,8 @@ struct CudaEngine final : engine::EngineState {
       cudaMemcpy(v, arena.bytes() + io.offset, std::min<size_t>(sizeof v, static_cast<size_t>(io.nbytes())),
                  cudaMemcpyDeviceToHost);
       std::fprintf(stderr, "kiln: before step 0, slot '%s' at %lld: %lld %lld %lld %lld\n", io.name.c_str(),
-                   static_cast<long long>(io.offset), (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+                   static_cast<long long>(io.offset), (long long)v[0], (long long)v[1], (long long)v[2],
+                   (long long)v[3]);
     }
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       KILN_TRY(enqueue_step(i, stream));
@@ -150,8 +153,8 @@ struct CudaEngine final : engine::EngineState {
                      (long long)v[3], (long long)v[4], (long long)v[5], (long long)v[6], (long long)v[7]);
       }
       for (const IoSlot& io : plan.inputs)
-        std::fprintf(stderr, "  input slot '%s' at %lld, %lld bytes\n", io.name.c_str(), static_cast<long long>(io.offset),
-                     static_cast<long long>(io.nbytes()));
+        std::fprintf(stderr, "  input slot '%s' at %lld, %lld bytes\n", io.name.c_str(),
+                     static_cast<long long>(io.offset), static_cast<long long>(io.nbytes()));
       break;
     }
     return Status::ok();
@@ -182,8 +185,8 @@ struct CudaEngine final : engine::EngineState {
       const IoSlot& slot = plan.inputs[i];
       const Tensor t = inputs[i].contiguous();
       if (debug && std::strcmp(debug, "1") == 0)
-        std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i,
-                     slot.name.c_str(), t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
+        std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i, slot.name.c_str(),
+                     t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
                      static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
       KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
                                     cudaMemcpyHostToDevice, stream));
@@ -291,17 +294,18 @@ class CudaBackend final : public engine::Backend {
       if (name == kPlanSection) json = &data;
       if (name == kCubinSection) cubin = &data;
     }
-    if (!json || !cubin) return format_error(std::string(what) + ": CUDA plan without its cuda.plan/cuda.cubin sections");
+    if (!json || !cubin)
+      return format_error(std::string(what) + ": CUDA plan without its cuda.plan/cuda.cubin sections");
     auto e = std::make_unique<CudaEngine>();
     e->what = std::string(what);
-    KILN_ASSIGN_OR_RETURN(e->plan, CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()),
-                                                                        json->size()),
-                                                       *cubin));
+    KILN_ASSIGN_OR_RETURN(
+        e->plan,
+        CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin));
     const CudaPlan& p = e->plan;
     KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
     if (dev.arch() != p.arch)
-      return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name + "); this device is " +
-                         dev.name + " (" + dev.arch() + "): rebuild it here");
+      return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name +
+                         "); this device is " + dev.name + " (" + dev.arch() + "): rebuild it here");
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) e->use_graphs = false;
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
@@ -394,7 +398,8 @@ class CudaBackend final : public engine::Backend {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     KILN_TRY(status);
-    if (const char* p = std::getenv("KILN_CUDA_PROFILE"); p && std::strcmp(p, "1") == 0) KILN_TRY(e->profile_steps(stream));
+    if (const char* p = std::getenv("KILN_CUDA_PROFILE"); p && std::strcmp(p, "1") == 0)
+      KILN_TRY(e->profile_steps(stream));
     return times;
   }
 

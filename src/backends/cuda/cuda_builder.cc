@@ -298,8 +298,10 @@ Status Builder::tune() {
   KILN_TRY(status);
   plan_.workspace_bytes = 0;
   for (const Step& s : plan_.steps) {
-    if (s.kind == Step::Kind::kGemm) plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.gemm.algo.workspace_bytes);
-    if (s.kind == Step::Kind::kConv) plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.conv.algo.workspace_bytes);
+    if (s.kind == Step::Kind::kGemm)
+      plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.gemm.algo.workspace_bytes);
+    if (s.kind == Step::Kind::kConv)
+      plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.conv.algo.workspace_bytes);
   }
   if (config_.progress)
     config_.progress("timed " + std::to_string(gemms) + " GEMMs and " + std::to_string(convs) + " convolutions in " +

@@ -12,9 +12,9 @@
 
 #include <functional>
 #include <map>
-#include <tuple>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_support.h"

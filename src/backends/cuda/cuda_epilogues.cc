@@ -49,7 +49,8 @@ ir::Value* tensor_arg(const ir::Node& n, std::string_view name) {
 bool same_static_type(const ir::Value* a, const ir::Value* b) {
   if (a->type.dtype != b->type.dtype || a->type.sizes.size() != b->type.sizes.size()) return false;
   for (size_t d = 0; d < a->type.sizes.size(); ++d)
-    if (!a->type.sizes[d].is_static() || !b->type.sizes[d].is_static() || a->type.sizes[d].value != b->type.sizes[d].value)
+    if (!a->type.sizes[d].is_static() || !b->type.sizes[d].is_static() ||
+        a->type.sizes[d].value != b->type.sizes[d].value)
       return false;
   return true;
 }
@@ -99,8 +100,8 @@ Status fold_epilogues(engine::Network& net) {
     Uses u = count_uses(net);
     for (auto& np : net.graph.nodes()) {
       ir::Node& n = *np;
-      const bool gemm = n.op == OpKind::kMatmul || n.op == OpKind::kMm ||
-                        (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
+      const bool gemm =
+          n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
       const bool conv = (n.op == OpKind::kConv2d || n.op == OpKind::kConvolution || n.op == OpKind::kConvAct);
       if (gemm && !n.find("kiln_bias") && !n.find("kiln_act")) {
         ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});

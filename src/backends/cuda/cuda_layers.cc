@@ -4,11 +4,11 @@
 // a cuDNN convolution. cuda_refusal() answers, per node, what the emitters
 // cannot take, so that such nodes fall back instead of failing the build.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 #include "backends/cuda/cuda_builder.h"
 
@@ -495,13 +495,11 @@ bool use_im2col_gemm(const ConvShape& s, DType dt) {
   if (!s.channels_last || s.groups != 1) return false;
   const int64_t esize = static_cast<int64_t>(dtype_size(dt));
   const int64_t m = s.n * s.out_h * s.out_w;
-  const bool pointwise =
-      s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+  const bool pointwise = s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
   const int64_t col_bytes = pointwise ? 0 : m * s.r * s.s * s.c * esize;
   const int64_t out_bytes = m * s.k * esize;
   return m <= 16384 && col_bytes <= kIm2colLimitBytes && (!s.has_residual || out_bytes <= (int64_t{2} << 20));
 }
-
 
 Status emit_conv(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
@@ -669,9 +667,12 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   // Activations cuDNN does not fuse run as a generated kernel on the result.
   engine::ElementwiseInstr in;
   in.operands = {0};
-  if (act == "silu") in.op = OpKind::kSilu;
-  else if (act == "sigmoid") in.op = OpKind::kSigmoid;
-  else if (act == "hardswish") in.op = OpKind::kHardswish;
+  if (act == "silu")
+    in.op = OpKind::kSilu;
+  else if (act == "sigmoid")
+    in.op = OpKind::kSigmoid;
+  else if (act == "hardswish")
+    in.op = OpKind::kHardswish;
   else if (act == "gelu" || act == "gelu_tanh") {
     in.op = OpKind::kGelu;
     in.mode = act == "gelu" ? "none" : "tanh";
@@ -728,8 +729,7 @@ Status emit_row(Builder& b, const ir::Node& n) {
   }
   const int64_t rows = cols == 0 ? 0 : prod(sizes) / cols;
   TRef o = b.new_tensor(dt, sizes);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
-                        row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
   std::vector<BufferRef> args{o.buf, x.buf};
   if (weight) args.push_back(weight->buf);
   if (bias) args.push_back(bias->buf);
@@ -992,59 +992,123 @@ Status emit_cast(Builder& b, const ir::Node& n) {
 }
 
 enum class Family {
-  kNone, kView, kIdentity, kElementwise, kGemm, kConv, kRow, kReduce, kPool, kAttention, kGather, kGatherDim, kCat, kCast
+  kNone,
+  kView,
+  kIdentity,
+  kElementwise,
+  kGemm,
+  kConv,
+  kRow,
+  kReduce,
+  kPool,
+  kAttention,
+  kGather,
+  kGatherDim,
+  kCat,
+  kCast
 };
 
 Family family(OpKind op) {
   switch (op) {
-    case OpKind::kView: case OpKind::kUnsafeView: case OpKind::kReshape: case OpKind::kFlatten:
-    case OpKind::kUnflatten: case OpKind::kPermute: case OpKind::kTranspose: case OpKind::kT:
-    case OpKind::kSelectInt: case OpKind::kSliceTensor: case OpKind::kNarrow: case OpKind::kUnsqueeze:
-    case OpKind::kSqueeze: case OpKind::kSqueezeDim: case OpKind::kSqueezeDims: case OpKind::kExpand:
-    case OpKind::kExpandAs: case OpKind::kSplitTensor: case OpKind::kSplitWithSizes: case OpKind::kChunk:
-    case OpKind::kUnbind:
-      return Family::kView;
-    case OpKind::kAlias: case OpKind::kDetach: case OpKind::kLiftFreshCopy: case OpKind::kClone:
-    case OpKind::kContiguous: case OpKind::kDropout:
-      return Family::kIdentity;
-    case OpKind::kTo: case OpKind::kToCopy: case OpKind::kTypeAs: case OpKind::kToDtypeLayout:
-      return Family::kCast;
-    case OpKind::kMm: case OpKind::kBmm: case OpKind::kMatmul: case OpKind::kLinear: case OpKind::kAddmm:
-      return Family::kGemm;
-    case OpKind::kConv2d: case OpKind::kConvolution: case OpKind::kConvAct:
-      return Family::kConv;
-    case OpKind::kLayerNorm: case OpKind::kRmsNorm: case OpKind::kSoftmax: case OpKind::kSoftmaxInternal:
-    case OpKind::kLogSoftmax: case OpKind::kLogSoftmaxInternal:
-      return Family::kRow;
-    case OpKind::kMeanDim: case OpKind::kMean: case OpKind::kSumDimIntList: case OpKind::kSum: case OpKind::kAmax:
-    case OpKind::kAmin:
-      return Family::kReduce;
-    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: case OpKind::kAdaptiveAvgPool2d:
-    case OpKind::kAdaptiveAvgPool2dInternal:
-      return Family::kPool;
-    case OpKind::kAttention: case OpKind::kScaledDotProductAttention:
-      return Family::kAttention;
-    case OpKind::kEmbedding: case OpKind::kIndexSelect:
-      return Family::kGather;
-    case OpKind::kGather:
-      return Family::kGatherDim;
-    case OpKind::kCat:
-      return Family::kCat;
-    case OpKind::kFusedElementwise: case OpKind::kSiluMul:
-      return Family::kElementwise;
+    case OpKind::kView:
+    case OpKind::kUnsafeView:
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kUnflatten:
+    case OpKind::kPermute:
+    case OpKind::kTranspose:
+    case OpKind::kT:
+    case OpKind::kSelectInt:
+    case OpKind::kSliceTensor:
+    case OpKind::kNarrow:
+    case OpKind::kUnsqueeze:
+    case OpKind::kSqueeze:
+    case OpKind::kSqueezeDim:
+    case OpKind::kSqueezeDims:
+    case OpKind::kExpand:
+    case OpKind::kExpandAs:
+    case OpKind::kSplitTensor:
+    case OpKind::kSplitWithSizes:
+    case OpKind::kChunk:
+    case OpKind::kUnbind: return Family::kView;
+    case OpKind::kAlias:
+    case OpKind::kDetach:
+    case OpKind::kLiftFreshCopy:
+    case OpKind::kClone:
+    case OpKind::kContiguous:
+    case OpKind::kDropout: return Family::kIdentity;
+    case OpKind::kTo:
+    case OpKind::kToCopy:
+    case OpKind::kTypeAs:
+    case OpKind::kToDtypeLayout: return Family::kCast;
+    case OpKind::kMm:
+    case OpKind::kBmm:
+    case OpKind::kMatmul:
+    case OpKind::kLinear:
+    case OpKind::kAddmm: return Family::kGemm;
+    case OpKind::kConv2d:
+    case OpKind::kConvolution:
+    case OpKind::kConvAct: return Family::kConv;
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+    case OpKind::kSoftmax:
+    case OpKind::kSoftmaxInternal:
+    case OpKind::kLogSoftmax:
+    case OpKind::kLogSoftmaxInternal: return Family::kRow;
+    case OpKind::kMeanDim:
+    case OpKind::kMean:
+    case OpKind::kSumDimIntList:
+    case OpKind::kSum:
+    case OpKind::kAmax:
+    case OpKind::kAmin: return Family::kReduce;
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+    case OpKind::kAdaptiveAvgPool2d:
+    case OpKind::kAdaptiveAvgPool2dInternal: return Family::kPool;
+    case OpKind::kAttention:
+    case OpKind::kScaledDotProductAttention: return Family::kAttention;
+    case OpKind::kEmbedding:
+    case OpKind::kIndexSelect: return Family::kGather;
+    case OpKind::kGather: return Family::kGatherDim;
+    case OpKind::kCat: return Family::kCat;
+    case OpKind::kFusedElementwise:
+    case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
   }
   // The ops elementwise programs know.
   switch (op) {
-    case OpKind::kAddTensor: case OpKind::kAddScalar: case OpKind::kSubTensor: case OpKind::kSubScalar:
-    case OpKind::kRsubScalar: case OpKind::kRsubTensor: case OpKind::kMulTensor: case OpKind::kMulScalar:
-    case OpKind::kDivTensor: case OpKind::kDivScalar: case OpKind::kDivTensorMode: case OpKind::kPowTensorScalar:
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
-    case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kSin: case OpKind::kCos: case OpKind::kTanh:
-    case OpKind::kErf: case OpKind::kSigmoid: case OpKind::kRelu: case OpKind::kGelu: case OpKind::kSilu:
-    case OpKind::kHardtanh: case OpKind::kHardswish: case OpKind::kHardsigmoid: case OpKind::kClamp:
-    case OpKind::kClampMin:
-      return Family::kElementwise;
+    case OpKind::kAddTensor:
+    case OpKind::kAddScalar:
+    case OpKind::kSubTensor:
+    case OpKind::kSubScalar:
+    case OpKind::kRsubScalar:
+    case OpKind::kRsubTensor:
+    case OpKind::kMulTensor:
+    case OpKind::kMulScalar:
+    case OpKind::kDivTensor:
+    case OpKind::kDivScalar:
+    case OpKind::kDivTensorMode:
+    case OpKind::kPowTensorScalar:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kReciprocal:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kTanh:
+    case OpKind::kErf:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kGelu:
+    case OpKind::kSilu:
+    case OpKind::kHardtanh:
+    case OpKind::kHardswish:
+    case OpKind::kHardsigmoid:
+    case OpKind::kClamp:
+    case OpKind::kClampMin: return Family::kElementwise;
     default: return Family::kNone;
   }
 }

@@ -26,13 +26,32 @@ std::string dname(DType t) { return std::string(dtype_name(t)); }
 
 json gemm_json(const GemmLaunch& g) {
   const GemmShape& s = g.shape;
-  json j = {{"dtype", dname(s.dtype)}, {"tf32", s.allow_tf32}, {"m", s.m}, {"n", s.n}, {"k", s.k},
-            {"batch", s.batch}, {"trans_a", s.trans_a}, {"trans_b", s.trans_b}, {"lda", s.lda}, {"ldb", s.ldb},
-            {"ldc", s.ldc}, {"sa", s.batch_stride_a}, {"sb", s.batch_stride_b}, {"sc", s.batch_stride_c},
-            {"epilogue", static_cast<int>(s.epilogue)}, {"alpha", s.alpha}, {"beta", s.beta},
-            {"algo", g.algo.data}, {"workspace", g.algo.workspace_bytes}, {"ms", g.algo.measured_ms},
-            {"candidates", g.algo.candidates}, {"a", ref_json(g.a)}, {"b", ref_json(g.b)}, {"c", ref_json(g.c)},
-            {"has_bias", g.has_bias}, {"bias", ref_json(g.bias)}};
+  json j = {{"dtype", dname(s.dtype)},
+            {"tf32", s.allow_tf32},
+            {"m", s.m},
+            {"n", s.n},
+            {"k", s.k},
+            {"batch", s.batch},
+            {"trans_a", s.trans_a},
+            {"trans_b", s.trans_b},
+            {"lda", s.lda},
+            {"ldb", s.ldb},
+            {"ldc", s.ldc},
+            {"sa", s.batch_stride_a},
+            {"sb", s.batch_stride_b},
+            {"sc", s.batch_stride_c},
+            {"epilogue", static_cast<int>(s.epilogue)},
+            {"alpha", s.alpha},
+            {"beta", s.beta},
+            {"algo", g.algo.data},
+            {"workspace", g.algo.workspace_bytes},
+            {"ms", g.algo.measured_ms},
+            {"candidates", g.algo.candidates},
+            {"a", ref_json(g.a)},
+            {"b", ref_json(g.b)},
+            {"c", ref_json(g.c)},
+            {"has_bias", g.has_bias},
+            {"bias", ref_json(g.bias)}};
   return j;
 }
 
@@ -72,12 +91,26 @@ GemmLaunch gemm_from(const json& j) {
 
 json conv_json(const ConvLaunch& c) {
   const ConvShape& s = c.shape;
-  return {{"dtype", dname(s.dtype)}, {"tf32", s.allow_tf32}, {"nchw", {s.n, s.c, s.h, s.w}}, {"krs", {s.k, s.r, s.s}},
-          {"groups", s.groups}, {"stride", {s.stride_h, s.stride_w}}, {"pad", {s.pad_h, s.pad_w}},
-          {"dilation", {s.dilation_h, s.dilation_w}}, {"out", {s.out_h, s.out_w}}, {"channels_last", s.channels_last},
-          {"has_bias", s.has_bias}, {"has_residual", s.has_residual}, {"act", static_cast<int>(s.act)},
-          {"algo", c.algo.algo}, {"workspace", c.algo.workspace_bytes}, {"ms", c.algo.measured_ms},
-          {"x", ref_json(c.x)}, {"w", ref_json(c.w)}, {"bias", ref_json(c.bias)}, {"z", ref_json(c.z)},
+  return {{"dtype", dname(s.dtype)},
+          {"tf32", s.allow_tf32},
+          {"nchw", {s.n, s.c, s.h, s.w}},
+          {"krs", {s.k, s.r, s.s}},
+          {"groups", s.groups},
+          {"stride", {s.stride_h, s.stride_w}},
+          {"pad", {s.pad_h, s.pad_w}},
+          {"dilation", {s.dilation_h, s.dilation_w}},
+          {"out", {s.out_h, s.out_w}},
+          {"channels_last", s.channels_last},
+          {"has_bias", s.has_bias},
+          {"has_residual", s.has_residual},
+          {"act", static_cast<int>(s.act)},
+          {"algo", c.algo.algo},
+          {"workspace", c.algo.workspace_bytes},
+          {"ms", c.algo.measured_ms},
+          {"x", ref_json(c.x)},
+          {"w", ref_json(c.w)},
+          {"bias", ref_json(c.bias)},
+          {"z", ref_json(c.z)},
           {"y", ref_json(c.y)}};
 }
 
@@ -154,8 +187,11 @@ std::string CudaPlan::to_json() const {
       case Step::Kind::kKernel: {
         json args = json::array();
         for (const auto& a : s.kernel.args) args.push_back(ref_json(a));
-        sj["kernel"] = {{"index", s.kernel.kernel}, {"grid", s.kernel.grid}, {"block", s.kernel.block},
-                        {"shared", s.kernel.shared_bytes}, {"args", args}};
+        sj["kernel"] = {{"index", s.kernel.kernel},
+                        {"grid", s.kernel.grid},
+                        {"block", s.kernel.block},
+                        {"shared", s.kernel.shared_bytes},
+                        {"args", args}};
         break;
       }
       case Step::Kind::kGemm: sj["gemm"] = gemm_json(s.gemm); break;

@@ -84,7 +84,7 @@ struct CudaPlan {
   int sm_count = 0;
   std::string precision;  // fp32 | tf32 | fp16 | bf16
   int64_t arena_bytes = 0;
-  int64_t error_offset = 0;  // int32 error word in the arena set by kernels that check indices
+  int64_t error_offset = 0;               // int32 error word in the arena set by kernels that check indices
   std::vector<std::string> error_layers;  // error code k (1-based) names layer error_layers[k-1]
   std::vector<DeviceConstant> constants;
   std::vector<IoSlot> inputs, outputs;

@@ -31,7 +31,7 @@ Status nvrtc_status(nvrtcResult r, const char* what);
 // The device a plan is built for and checked against when it is loaded.
 struct DeviceInfo {
   int ordinal = 0;
-  std::string name;        // "NVIDIA H200"
+  std::string name;          // "NVIDIA H200"
   int major = 0, minor = 0;  // compute capability
   int sm_count = 0;
   size_t global_memory = 0;
@@ -52,7 +52,8 @@ class DeviceBuffer {
   static Expected<DeviceBuffer> allocate(size_t nbytes);
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), nbytes_(std::exchange(o.nbytes_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), nbytes_(std::exchange(o.nbytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       reset();

@@ -177,8 +177,10 @@ Expected<std::string> instr_expr(const engine::ElementwiseInstr& in, DType t) {
     case OpKind::kErf: return "erf(" + a + ")";
     case OpKind::kSigmoid: return C + "(1) / (" + C + "(1) + exp(-" + a + "))";
     case OpKind::kSilu: return a + " / (" + C + "(1) + exp(-" + a + "))";
-    case OpKind::kHardswish: return a + " * kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
-    case OpKind::kHardsigmoid: return "kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
+    case OpKind::kHardswish:
+      return a + " * kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
+    case OpKind::kHardsigmoid:
+      return "kiln_min(kiln_max(" + a + " + " + C + "(3), " + C + "(0)), " + C + "(6)) / " + C + "(6)";
     case OpKind::kSiluMul: return "kiln_round<T>(" + a + " / (" + C + "(1) + exp(-" + a + "))) * " + b;
     case OpKind::kGelu:
       if (in.mode == "tanh")
@@ -344,8 +346,8 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
   s << ") {\n  typedef " << T << " T;\n";
   const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n
-    << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
+    << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, "i", it);
   for (size_t k = 0; k < inputs.size(); ++k)
     s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
@@ -376,8 +378,8 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
     << "* __restrict__ out, const " << Ti << "* __restrict__ in) {\n";
   const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n
-    << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
+    << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, "i", it);
   if (out.dtype == in.dtype) {
     s << "    out[o0] = in[o1];\n";
@@ -402,7 +404,8 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   if (has_bias) s << ", const " << T << "* __restrict__ bias";
   s << ") {\n";
   s << "  typedef " << C << " C;\n  const long long N = " << i64s(cols) << ";\n";
-  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T << "* y = out + (long long)blockIdx.x * N;\n";
+  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
+    << "* y = out + (long long)blockIdx.x * N;\n";
   s << "  __shared__ C red[32];\n";
   // block reduction helper as a lambda-like macro
   s << "  auto block_reduce = [&](C v, bool is_max) -> C {\n"
@@ -427,7 +430,8 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
       } else {
         s << "  const C mean = 0;\n";
       }
-      s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = kiln_ld(x[j]) - mean; sq += d * d; }\n";
+      s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = kiln_ld(x[j]) - mean; "
+           "sq += d * d; }\n";
       s << "  const C inv = C(1) / sqrt(block_reduce(sq, false) / C(N) + " << literal(eps, dtype) << ");\n";
       s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
       s << "    C v = (kiln_ld(x[j]) - mean) * inv;\n";
@@ -439,7 +443,8 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
     }
     case RowOp::kSoftmax:
     case RowOp::kLogSoftmax: {
-      s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, kiln_ld(x[j]));\n";
+      s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, "
+           "kiln_ld(x[j]));\n";
       s << "  m = block_reduce(m, true);\n";
       s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += exp(kiln_ld(x[j]) - m);\n";
       s << "  sum = block_reduce(sum, false);\n";
@@ -479,16 +484,16 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   s << "  if (o >= " << i64s(n_out) << ") return;\n  const int lane = threadIdx.x & 31;\n";
   s << "  long long base = 0;\n  { long long r = o;\n";
   for (size_t d = dims.kept_sizes.size(); d-- > 0;)
-    s << "    base += (r % " << i64s(dims.kept_sizes[d]) << ") * " << i64s(dims.kept_strides[d]) << "; r /= "
-      << i64s(dims.kept_sizes[d]) << ";\n";
+    s << "    base += (r % " << i64s(dims.kept_sizes[d]) << ") * " << i64s(dims.kept_strides[d])
+      << "; r /= " << i64s(dims.kept_sizes[d]) << ";\n";
   s << "  }\n";
   const bool is_max = op == ReduceOp::kMax, is_min = op == ReduceOp::kMin;
   s << "  C acc = " << (is_max ? "-C(INFINITY)" : is_min ? "C(INFINITY)" : "C(0)") << ";\n";
   s << "  bool nan = false;\n";
   s << "  for (long long j = lane; j < " << i64s(n_red) << "; j += 32) {\n    long long off = base, r = j;\n";
   for (size_t d = dims.reduced_sizes.size(); d-- > 0;)
-    s << "    off += (r % " << i64s(dims.reduced_sizes[d]) << ") * " << i64s(dims.reduced_strides[d]) << "; r /= "
-      << i64s(dims.reduced_sizes[d]) << ";\n";
+    s << "    off += (r % " << i64s(dims.reduced_sizes[d]) << ") * " << i64s(dims.reduced_strides[d])
+      << "; r /= " << i64s(dims.reduced_sizes[d]) << ";\n";
   s << "    const C v = kiln_ld(in[off]);\n";
   if (is_max || is_min) {
     s << "    nan = nan || v != v;\n    acc = " << (is_max ? "kiln_max" : "kiln_min") << "(acc, v);\n";
@@ -530,15 +535,15 @@ Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout
     s << "    long long r = i; const long long c = r % " << Ch << "; r /= " << Ch << "; const long long ow = r % " << OW
       << "; r /= " << OW << "; const long long oh = r % " << OH << "; const long long b = r / " << OH << ";\n";
   } else {
-    s << "    long long r = i; const long long ow = r % " << OW << "; r /= " << OW << "; const long long oh = r % " << OH
-      << "; r /= " << OH << "; const long long c = r % " << Ch << "; const long long b = r / " << Ch << ";\n";
+    s << "    long long r = i; const long long ow = r % " << OW << "; r /= " << OW << "; const long long oh = r % "
+      << OH << "; r /= " << OH << "; const long long c = r % " << Ch << "; const long long b = r / " << Ch << ";\n";
   }
   (void)N;
   s << "    const " << T << "* src = in + b * " << i64s(in.strides[0]) << " + c * " << i64s(in.strides[1]) << ";\n";
   if (p.kind == PoolParams::Kind::kMax) {
     s << "    C acc = -C(INFINITY); bool nan = false;\n";
-    s << "    for (int y = 0; y < " << p.kh << "; ++y) { const long long h = oh * " << p.sh << " - " << p.ph << " + y * "
-      << p.dh << "; if (h < 0 || h >= " << H << ") continue;\n";
+    s << "    for (int y = 0; y < " << p.kh << "; ++y) { const long long h = oh * " << p.sh << " - " << p.ph
+      << " + y * " << p.dh << "; if (h < 0 || h >= " << H << ") continue;\n";
     s << "      for (int x = 0; x < " << p.kw << "; ++x) { const long long w = ow * " << p.sw << " - " << p.pw
       << " + x * " << p.dw << "; if (w < 0 || w >= " << W << ") continue;\n";
     s << "        const C v = kiln_ld(src[h * " << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3])
@@ -561,17 +566,18 @@ Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout
       s << "    acc = acc / C(cnt);\n";
     }
   } else {
-    s << "    const long long h0 = (oh * " << H << ") / " << OH << ", h1 = ((oh + 1) * " << H << " + " << OH - 1 << ") / "
-      << OH << ";\n";
-    s << "    const long long w0 = (ow * " << W << ") / " << OW << ", w1 = ((ow + 1) * " << W << " + " << OW - 1 << ") / "
-      << OW << ";\n";
-    s << "    C acc = 0;\n    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += kiln_ld(src[h * "
+    s << "    const long long h0 = (oh * " << H << ") / " << OH << ", h1 = ((oh + 1) * " << H << " + " << OH - 1
+      << ") / " << OH << ";\n";
+    s << "    const long long w0 = (ow * " << W << ") / " << OW << ", w1 = ((ow + 1) * " << W << " + " << OW - 1
+      << ") / " << OW << ";\n";
+    s << "    C acc = 0;\n    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += "
+         "kiln_ld(src[h * "
       << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3]) << "]);\n";
     s << "    acc = acc / C((h1 - h0) * (w1 - w0));\n";
   }
   s << "    out[b * " << i64s(out.strides[0]) << " + c * " << i64s(out.strides[1]) << " + oh * " << i64s(out.strides[2])
-    << " + ow * " << i64s(out.strides[3]) << "] = "
-    << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)") << ";\n  }\n}\n";
+    << " + ow * " << i64s(out.strides[3]) << "] = " << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)")
+    << ";\n  }\n}\n";
   return launch_1d(s.str(), n);
 }
 
@@ -659,8 +665,8 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
   // A fully masked row gives zeros (PyTorch's safe softmax, as the CPU kernel).
   s << "  const float inv = den > 0.0f ? 1.0f / den : 0.0f;\n";
   s << "  " << T << "* o = out + ((b * " << H << " + h) * " << L << " + l) * " << Ev << ";\n";
-  s << "  for (int j = 0; j < " << EVP << "; ++j) { const int e = lane + 32 * j; if (e < " << Ev
-    << ") o[e] = kiln_st<" << T << ">(acc[j] * inv); }\n}\n";
+  s << "  for (int j = 0; j < " << EVP << "; ++j) { const int e = lane + 32 * j; if (e < " << Ev << ") o[e] = kiln_st<"
+    << T << ">(acc[j] * inv); }\n}\n";
   GeneratedKernel kern;
   kern.source = s.str();
   kern.grid = {static_cast<uint32_t>((L + kRows - 1) / kRows), static_cast<uint32_t>(B * H), 1};
@@ -768,8 +774,8 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
   s << "    const long long col = i % " << i64s(cols) << ", row = i / " << i64s(cols) << ";\n";
   s << "    const long long c = col % " << C << ", rs = col / " << C << ", kx = rs % " << p.s << ", ky = rs / " << p.s
     << ";\n";
-  s << "    const long long ow = row % " << p.ow << ", t = row / " << p.ow << ", oh = t % " << p.oh << ", b = t / " << p.oh
-    << ";\n";
+  s << "    const long long ow = row % " << p.ow << ", t = row / " << p.ow << ", oh = t % " << p.oh << ", b = t / "
+    << p.oh << ";\n";
   s << "    const long long h = oh * " << p.sh << " - " << p.ph << " + ky * " << p.dh << ", w = ow * " << p.sw << " - "
     << p.pw << " + kx * " << p.dw << ";\n";
   s << "    out[i] = (h >= 0 && h < " << H << " && w >= 0 && w < " << W << ") ? in[b * " << i64s(in.strides[0])
@@ -788,7 +794,8 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   const size_t rank = index.sizes.size();
   if (out.sizes != index.sizes || in.sizes.size() != rank || dim < 0 || static_cast<size_t>(dim) >= rank)
     return invalid_argument("gather: output, input and index ranks or sizes do not fit");
-  if (index.dtype != DType::Int64 && index.dtype != DType::Int32) return unsupported("gather takes int64 or int32 indices");
+  if (index.dtype != DType::Int64 && index.dtype != DType::Int32)
+    return unsupported("gather takes int64 or int32 indices");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index.dtype));
   const int64_t n = out.numel();

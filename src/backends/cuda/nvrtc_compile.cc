@@ -51,9 +51,10 @@ Expected<CompiledModule> compile_cuda_source(const std::string& source, const st
     // The log names "<name>(LINE): error ..."; show the source around the first error.
     std::string context;
     const std::string key = name + "(";
-    if (size_t at = log.find(key); at != std::string::npos) context = excerpt(source, std::atoi(log.c_str() + at + key.size()));
-    return internal_error("NVRTC could not compile generated kernels for " + arch + ": " +
-                          nvrtcGetErrorString(r) + "\n" + log + (context.empty() ? "" : "\n" + context));
+    if (size_t at = log.find(key); at != std::string::npos)
+      context = excerpt(source, std::atoi(log.c_str() + at + key.size()));
+    return internal_error("NVRTC could not compile generated kernels for " + arch + ": " + nvrtcGetErrorString(r) +
+                          "\n" + log + (context.empty() ? "" : "\n" + context));
   }
   size_t size = 0;
   KILN_TRY(nvrtc_status(nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize"));

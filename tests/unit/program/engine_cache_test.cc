@@ -10,9 +10,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <set>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "backends/cpu/cpu_backend.h"
@@ -200,7 +200,8 @@ TEST(EngineCache, DamagedEntriesAreDiscardedRebuiltAndReported) {
     if (std::string(damage) == "truncate") fs::resize_file(entry, fs::file_size(entry) / 2);
     std::vector<std::string> heard;
     EngineCache fresh({dir});
-    auto p = fresh.get_or_build("key", c.build("the plan"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+    auto p = fresh.get_or_build(
+        "key", c.build("the plan"), [&](const std::string& m) { heard.push_back(m); }, &hit);
     ASSERT_TRUE(p.has_value()) << damage;
     EXPECT_FALSE(hit) << damage;
     EXPECT_EQ(*p, bytes_of("the plan")) << damage;
@@ -221,7 +222,8 @@ TEST(EngineCache, AnUnusableDirectoryNeverStopsABuild) {
   bool hit = true;
   std::vector<std::string> heard;
   EngineCache cache({file + "/sub"});
-  auto p = cache.get_or_build("key", c.build("plan"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+  auto p = cache.get_or_build(
+      "key", c.build("plan"), [&](const std::string& m) { heard.push_back(m); }, &hit);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   EXPECT_FALSE(hit);
   ASSERT_EQ(heard.size(), 1u);
@@ -324,8 +326,7 @@ TEST(EngineCache, NewWeightsReuseThePlanAndGiveTheNewOutputs) {
       for (auto& [name, t] : m->weights)
         if (is_floating(t.dtype()) && name.find("running_var") == std::string::npos) {
           Tensor scaled = t.clone();
-          for (int64_t i = 0; i < scaled.numel(); ++i)
-            scaled.data<float>()[i] = scaled.data<float>()[i] * 0.5f + 0.01f;
+          for (int64_t i = 0; i < scaled.numel(); ++i) scaled.data<float>()[i] = scaled.data<float>()[i] * 0.5f + 0.01f;
           t = scaled;
         }
     KILN_TRY(lowering::run_pipeline(*m, lowering::default_pipeline()));

@@ -1,7 +1,8 @@
 // The per-op conformance suite on the CPU backend (fused, memory-planned
 // engines) against the reference interpreter.
-#include "backends/cpu/cpu_backend.h"
 #include "support/conformance.h"
+
+#include "backends/cpu/cpu_backend.h"
 
 namespace kiln {
 namespace {

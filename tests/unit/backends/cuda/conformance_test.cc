@@ -1,8 +1,9 @@
 // The per-op conformance suite on the CUDA backend against the reference
 // interpreter (GPU only: the tests carry the gpu label and skip elsewhere).
+#include "support/conformance.h"
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_support.h"
-#include "support/conformance.h"
 
 namespace kiln {
 namespace {

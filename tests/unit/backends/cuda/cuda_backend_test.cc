@@ -22,7 +22,8 @@ using kiln::testing::network_from;
 // An embedding whose index input is last read by the first layer: the arena
 // could give its bytes to later layers, so a replay on inputs copied in once
 // would read someone else's data.
-constexpr const char* kEmbedMlp = R"(graph(%ids: int64[2, 8], %table: float32[16, 32], %w: float32[32, 24], %b: float32[24]) {
+constexpr const char* kEmbedMlp =
+    R"(graph(%ids: int64[2, 8], %table: float32[16, 32], %w: float32[32, 24], %b: float32[24]) {
   %e: float32[2, 8, 32] = aten.embedding.default(weight=%table, indices=%ids)
   %m: float32[2, 8, 24] = aten.matmul.default(self=%e, other=%w)
   %a: float32[2, 8, 24] = aten.add.Tensor(self=%m, other=%b)

@@ -1,8 +1,9 @@
 // The CUDA builder's graph-level decisions, which need no GPU: epilogue
 // folding, per-node capability answers, and the plan's JSON form.
+#include "backends/cuda/cuda_builder.h"
+
 #include <gtest/gtest.h>
 
-#include "backends/cuda/cuda_builder.h"
 #include "ir/printer.h"
 #include "support/network_text.h"
 
