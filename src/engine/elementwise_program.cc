@@ -310,6 +310,24 @@ bool is_plain_unary(OpKind op) {
 
 }  // namespace
 
+bool is_elementwise_program_op(OpKind op) {
+  if (is_plain_unary(op) || scalar_form(op) != op) return true;
+  switch (op) {
+    case OpKind::kAddScalar:
+    case OpKind::kSubScalar:
+    case OpKind::kRsubScalar:
+    case OpKind::kMulScalar:
+    case OpKind::kDivScalar:
+    case OpKind::kPowTensorScalar:
+    case OpKind::kClamp:
+    case OpKind::kClampMin:
+    case OpKind::kHardtanh:
+    case OpKind::kGelu:
+    case OpKind::kSiluMul: return true;
+    default: return false;
+  }
+}
+
 std::string ElementwiseProgram::to_text() const {
   std::string s = "inputs ";
   append_int(s, num_inputs);

@@ -68,6 +68,10 @@ struct ElementwiseProgram {
   bool operator==(const ElementwiseProgram&) const = default;
 };
 
+// Whether elementwise programs know `op` at all (is_fusible_elementwise then
+// decides for a node: dtypes and argument kinds).
+bool is_elementwise_program_op(ir::OpKind op);
+
 // `node` as an instruction, or nullopt when it cannot become one (see
 // is_fusible_elementwise). The instruction's operands index
 // `tensor_operands`, which receives the node's tensor operands in the order

@@ -35,7 +35,8 @@ struct CudaEngine final : engine::EngineState {
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers
   cudaGraphExec_t graph = nullptr;
   cudaStream_t graph_stream = nullptr;
-  bool use_graphs = true;
+  // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
+  bool use_graphs = true, debug = false, profile = false;
   std::mutex mutex;
 
   ~CudaEngine() override {
@@ -162,7 +163,7 @@ struct CudaEngine final : engine::EngineState {
 
   // Runs the engine's work on `stream`: replays the captured graph (capturing it first).
   Status launch(cudaStream_t stream) {
-    if (const char* d = std::getenv("KILN_CUDA_DEBUG"); d && std::strcmp(d, "1") == 0) return debug_run(stream);
+    if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     if (!graph) {
       KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -180,11 +181,10 @@ struct CudaEngine final : engine::EngineState {
   }
 
   Status upload_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
-    const char* debug = std::getenv("KILN_CUDA_DEBUG");
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IoSlot& slot = plan.inputs[i];
       const Tensor t = inputs[i].contiguous();
-      if (debug && std::strcmp(debug, "1") == 0)
+      if (debug)
         std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i, slot.name.c_str(),
                      t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
                      static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
@@ -306,7 +306,13 @@ class CudaBackend final : public engine::Backend {
     if (dev.arch() != p.arch)
       return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name +
                          "); this device is " + dev.name + " (" + dev.arch() + "): rebuild it here");
-    if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) e->use_graphs = false;
+    auto env_is = [](const char* name, const char* value) {
+      const char* v = std::getenv(name);
+      return v && std::strcmp(v, value) == 0;
+    };
+    e->use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+    e->debug = env_is("KILN_CUDA_DEBUG", "1");
+    e->profile = env_is("KILN_CUDA_PROFILE", "1");
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
     // Zeroed on the engine's own (non-blocking) stream and waited for: a plain
@@ -381,25 +387,9 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(e->upload_inputs(inputs, stream));
     for (int i = 0; i < warmup; ++i) KILN_TRY(e->launch(stream));
     KILN_TRY(e->check_error_word(stream));
-    cudaEvent_t start = nullptr, stop = nullptr;
-    KILN_CUDA_TRY(cudaEventCreate(&start));
-    KILN_CUDA_TRY(cudaEventCreate(&stop));
-    std::vector<float> times;
-    Status status;
-    for (int i = 0; i < iters && status.is_ok(); ++i) {
-      status = cuda_status(cudaEventRecord(start, stream), "cudaEventRecord");
-      if (status) status = e->launch(stream);
-      if (status) status = cuda_status(cudaEventRecord(stop, stream), "cudaEventRecord");
-      if (status) status = cuda_status(cudaEventSynchronize(stop), "cudaEventSynchronize");
-      float ms = 0;
-      if (status) status = cuda_status(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-      times.push_back(ms);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    KILN_TRY(status);
-    if (const char* p = std::getenv("KILN_CUDA_PROFILE"); p && std::strcmp(p, "1") == 0)
-      KILN_TRY(e->profile_steps(stream));
+    KILN_ASSIGN_OR_RETURN(std::vector<float> times,
+                          time_each_on_stream(stream, 0, iters, [&] { return e->launch(stream); }));
+    if (e->profile) KILN_TRY(e->profile_steps(stream));
     return times;
   }
 

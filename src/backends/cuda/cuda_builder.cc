@@ -114,22 +114,25 @@ Status Builder::launch(const std::string& layer, GeneratedKernel k, const std::v
   return Status::ok();
 }
 
-void Builder::add_gemm(const std::string& layer, const GemmLaunch& g, std::initializer_list<const TRef*> uses) {
+void Builder::add_step(Step s, std::initializer_list<const TRef*> uses) {
   for (const TRef* t : uses) touch(*t);
+  plan_.steps.push_back(std::move(s));
+}
+
+void Builder::add_gemm(const std::string& layer, const GemmLaunch& g, std::initializer_list<const TRef*> uses) {
   Step s;
   s.kind = Step::Kind::kGemm;
   s.layer = layer;
   s.gemm = g;
-  plan_.steps.push_back(std::move(s));
+  add_step(std::move(s), uses);
 }
 
 void Builder::add_conv(const std::string& layer, const ConvLaunch& c, std::initializer_list<const TRef*> uses) {
-  for (const TRef* t : uses) touch(*t);
   Step s;
   s.kind = Step::Kind::kConv;
   s.layer = layer;
   s.conv = c;
-  plan_.steps.push_back(std::move(s));
+  add_step(std::move(s), uses);
 }
 
 Expected<TRef> Builder::contiguous(const TRef& t, const std::string& layer, std::optional<DType> to) {

@@ -79,6 +79,7 @@ class Builder {
     int64_t offset = -1;
   };
   void touch(const TRef& t);
+  void add_step(Step s, std::initializer_list<const TRef*> uses);
   Status plan_memory();
   void resolve(BufferRef& r) const;
   Status compile_kernels();

@@ -94,6 +94,16 @@ bool is_constant(const engine::Network& net, const ir::Value* v) {
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
+  // `n` takes `operand` as argument `arg` and `add`'s output, then a ReLU that is the only user.
+  auto fold = [&net](ir::Node& n, const char* arg, ir::Value* operand, ir::Node* add) {
+    n.args.push_back({arg, operand});
+    absorb(net, n, add);
+    Uses u = count_uses(net);
+    if (ir::Node* relu = sole_user(u, n, {OpKind::kRelu})) {
+      n.args.push_back({"kiln_act", std::string("relu")});
+      absorb(net, n, relu);
+    }
+  };
   bool changed = true;
   while (changed) {
     changed = false;
@@ -120,24 +130,15 @@ Status fold_epilogues(engine::Network& net) {
         if (!ok || bias->type.sizes.empty() || bias->type.sizes.back().value != os.back().value ||
             numel != os.back().value || !same_static_type(add->outputs[0], n.outputs[0]))
           continue;
-        n.args.push_back({"kiln_bias", bias});
-        absorb(net, n, add);
+        fold(n, "kiln_bias", bias, add);
         changed = true;
-        u = count_uses(net);
-        if (ir::Node* relu = sole_user(u, n, {OpKind::kRelu})) {
-          n.args.push_back({"kiln_act", std::string("relu")});
-          absorb(net, n, relu);
-        }
         break;
       }
       if (conv && !n.find("kiln_residual")) {
-        if (n.op == OpKind::kConvAct) {
+        if (n.op == OpKind::kConvAct) {  // the residual comes before the activation: only "none" folds
           const ir::Arg* act = n.find("activation");
           const auto* s = act ? std::get_if<std::string>(act) : nullptr;
-          if (!s || *s != "relu") {
-            if (!s || *s != "none") continue;
-          }
-          if (s && *s == "relu") continue;  // the residual comes before the activation
+          if (!s || *s != "none") continue;
         }
         if (const ir::Arg* tr = n.find("transposed"); tr && std::get_if<bool>(tr) && *std::get_if<bool>(tr)) continue;
         if (n.find("kiln_act")) continue;
@@ -149,14 +150,8 @@ Status fold_epilogues(engine::Network& net) {
         if (!z || z == n.outputs[0] || !same_static_type(z, n.outputs[0]) ||
             !same_static_type(add->outputs[0], n.outputs[0]) || !defined_before(net, z, &n))
           continue;
-        n.args.push_back({"kiln_residual", z});
-        absorb(net, n, add);
+        fold(n, "kiln_residual", z, add);
         changed = true;
-        u = count_uses(net);
-        if (ir::Node* relu = sole_user(u, n, {OpKind::kRelu})) {
-          n.args.push_back({"kiln_act", std::string("relu")});
-          absorb(net, n, relu);
-        }
         break;
       }
     }

@@ -1075,42 +1075,7 @@ Family family(OpKind op) {
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
   }
-  // The ops elementwise programs know.
-  switch (op) {
-    case OpKind::kAddTensor:
-    case OpKind::kAddScalar:
-    case OpKind::kSubTensor:
-    case OpKind::kSubScalar:
-    case OpKind::kRsubScalar:
-    case OpKind::kRsubTensor:
-    case OpKind::kMulTensor:
-    case OpKind::kMulScalar:
-    case OpKind::kDivTensor:
-    case OpKind::kDivScalar:
-    case OpKind::kDivTensorMode:
-    case OpKind::kPowTensorScalar:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kReciprocal:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kTanh:
-    case OpKind::kErf:
-    case OpKind::kSigmoid:
-    case OpKind::kRelu:
-    case OpKind::kGelu:
-    case OpKind::kSilu:
-    case OpKind::kHardtanh:
-    case OpKind::kHardswish:
-    case OpKind::kHardsigmoid:
-    case OpKind::kClamp:
-    case OpKind::kClampMin: return Family::kElementwise;
-    default: return Family::kNone;
-  }
+  return engine::is_elementwise_program_op(op) ? Family::kElementwise : Family::kNone;
 }
 
 bool floating(DType t) {

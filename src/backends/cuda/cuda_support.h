@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "kiln/status.h"
@@ -73,8 +74,12 @@ class DeviceBuffer {
   size_t nbytes_ = 0;
 };
 
-// A CUDA event pair timing work on a stream; used by the builder's tactic timing.
-// Returns the median time in milliseconds of `reps` runs of `fn` after `warmup` runs.
+// A CUDA event pair timing work on a stream (tactic timing, benchmarks).
+// The milliseconds of each of `reps` runs of `fn` (a Status-returning
+// enqueue) after `warmup` untimed runs.
+template <typename Fn>
+Expected<std::vector<float>> time_each_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& fn);
+// Their median.
 template <typename Fn>
 Expected<float> time_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& fn);
 

@@ -2,12 +2,13 @@
 #pragma once
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace kiln::cuda {
 
 template <typename Fn>
-Expected<float> time_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
+Expected<std::vector<float>> time_each_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
   for (int i = 0; i < warmup; ++i) KILN_TRY(fn());
   cudaEvent_t start = nullptr, stop = nullptr;
   KILN_CUDA_TRY(cudaEventCreate(&start));
@@ -29,6 +30,13 @@ Expected<float> time_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& f
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   KILN_TRY(status);
+  return times;
+}
+
+template <typename Fn>
+Expected<float> time_on_stream(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
+  KILN_ASSIGN_OR_RETURN(std::vector<float> times, time_each_on_stream(stream, warmup, reps, std::forward<Fn>(fn)));
+  if (times.empty()) return invalid_argument("time_on_stream needs at least one timed run");
   std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
   return times[times.size() / 2];
 }

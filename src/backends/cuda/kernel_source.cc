@@ -302,6 +302,20 @@ __device__ __forceinline__ double kiln_warp_min(double v) {
   for (int o = 16; o > 0; o >>= 1) v = fmin(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// The sum or maximum of v over the block, returned to every thread; red: 32 shared slots.
+template <typename C> __device__ __forceinline__ C kiln_block_reduce(C v, bool is_max, C* red) {
+  v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  const int nw = (blockDim.x + 31) >> 5;
+  C r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -C(INFINITY) : C(0));
+  if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);
+  if (threadIdx.x == 0) red[0] = r;
+  __syncthreads();
+  return red[0];
+}
 )";
   return prelude;
 }
@@ -408,19 +422,7 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
     << "* y = out + (long long)blockIdx.x * N;\n";
   s << "  __shared__ C red[32];\n";
   // block reduction helper as a lambda-like macro
-  s << "  auto block_reduce = [&](C v, bool is_max) -> C {\n"
-       "    v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);\n"
-       "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-       "    __syncthreads();\n"
-       "    if (lane == 0) red[warp] = v;\n"
-       "    __syncthreads();\n"
-       "    const int nw = (blockDim.x + 31) >> 5;\n"
-       "    C r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -C(INFINITY) : C(0));\n"
-       "    if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);\n"
-       "    if (threadIdx.x == 0) red[0] = r;\n"
-       "    __syncthreads();\n"
-       "    return red[0];\n"
-       "  };\n";
+  s << "  auto block_reduce = [&](C v, bool is_max) -> C { return kiln_block_reduce(v, is_max, red); };\n";
   switch (op) {
     case RowOp::kLayerNorm:
     case RowOp::kRmsNorm: {
@@ -730,19 +732,7 @@ Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64
     }
   }
   s << "    return v;\n  };\n";
-  s << "  auto block_reduce = [&](float v, bool is_max) -> float {\n"
-       "    v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);\n"
-       "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-       "    __syncthreads();\n"
-       "    if (lane == 0) red[warp] = v;\n"
-       "    __syncthreads();\n"
-       "    const int nw = (blockDim.x + 31) >> 5;\n"
-       "    float r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -INFINITY : 0.0f);\n"
-       "    if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);\n"
-       "    if (threadIdx.x == 0) red[0] = r;\n"
-       "    __syncthreads();\n"
-       "    return red[0];\n"
-       "  };\n";
+  s << "  auto block_reduce = [&](float v, bool is_max) -> float { return kiln_block_reduce(v, is_max, red); };\n";
   s << "  float m = -INFINITY;\n  for (long long j = threadIdx.x; j < " << S
     << "; j += blockDim.x) m = fmaxf(m, score(j));\n  m = block_reduce(m, true);\n";
   s << "  float sum = 0.0f;\n  if (m != -INFINITY) for (long long j = threadIdx.x; j < " << S
