@@ -626,6 +626,47 @@ def build_llama_decode():
     )
 
 
+LLAMA_GENERATE_PROMPT = [7, 42, 13]
+LLAMA_GENERATE_NEW_TOKENS = 20
+
+
+@fixture("llama_generate")
+def build_llama_generate():
+    """Greedy decoding: the prompt, then each step feeds the argmax of the previous logits."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+
+    lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    max_cache_len = 32
+    # The greedy tokens come from a separate copy, so the exported module's caches start empty.
+    probe = _static_cache_module(copy.deepcopy(lm), max_cache_len)
+    tokens = list(LLAMA_GENERATE_PROMPT)
+    with torch.no_grad():
+        for k in range(len(LLAMA_GENERATE_PROMPT) + LLAMA_GENERATE_NEW_TOKENS - 1):
+            logits = probe(torch.tensor([[tokens[k]]]), torch.tensor([k]))
+            if k + 1 >= len(tokens):
+                tokens.append(int(logits[0, -1].argmax()))
+    model = _static_cache_module(lm, max_cache_len)
+    steps = [(torch.tensor([[t]]), torch.tensor([k])) for k, t in enumerate(tokens)]
+    return Fixture(
+        "llama_generate",
+        "Llama decode step with a static KV cache of 32 (transformers ExecuTorch integration), called "
+        f"greedily: prompt {LLAMA_GENERATE_PROMPT}, then {LLAMA_GENERATE_NEW_TOKENS} tokens, each the argmax "
+        "of the previous step's logits (step k feeds token k at position k; the generated tokens are "
+        "step<k>.input.0 for k >= 3 and the argmax of the last step's output)",
+        "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
+        + ", batch_size=1, max_cache_len=32)",
+        model,
+        steps[0],
+        steps=steps,
+        make_reference=_llama_decode_reference,
+        strict=True,
+        notes=["greedy tokens computed by the eager module in float32 before export; "
+               f"prompt {LLAMA_GENERATE_PROMPT}, generated {tokens[len(LLAMA_GENERATE_PROMPT):]}"],
+    )
+
+
 # --------------------------------------------------------------------------
 # Custom modules
 # --------------------------------------------------------------------------

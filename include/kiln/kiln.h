@@ -75,6 +75,10 @@ struct LoadOptions {
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
   // Used when the file is a .pt2 (a .kiln file is already compiled).
   CompileOptions compile;
+  // false: engine plans are not loaded onto their device until the first
+  // run (for compiling to a file or inspecting); a plan that cannot be
+  // loaded then fails that run.
+  bool load_engines = true;
 };
 
 // A node that runs on the reference kernels instead of an engine, and why.
@@ -123,6 +127,10 @@ class Program {
   const std::vector<SymbolInfo>& symbols() const;  // dynamic dimensions and their ranges
   // Names of buffers the program writes (each becomes a buffer_mutation).
   const std::vector<std::string>& mutated_buffers() const;
+  // Whether an engine writes buffer `fqn` in place (its plan aliases the
+  // engine output to the buffer's input); false for a buffer whose new value
+  // is copied back after the call, or one the program does not write.
+  bool buffer_updated_in_place(std::string_view fqn) const;
   // Op target -> number of nodes, after lowering.
   std::map<std::string, int> op_histogram() const;
   std::string dialect() const;        // "TRAINING" or "ATEN" as exported
@@ -151,15 +159,23 @@ class Session {
 
   // Runs the program on user inputs given in signature order and returns the
   // user outputs. Inputs are checked (count, dtype, rank, sizes, dynamic
-  // ranges) before anything runs. Buffers change only when the whole call
-  // succeeds; a failed call leaves the session as it was.
+  // ranges) before anything runs. Buffers copied back change only when the
+  // whole call succeeds. Buffers an engine updates in place (KV caches, see
+  // Program::buffer_updated_in_place) are written as that engine runs: after
+  // a call that fails later on, they hold the rows that call wrote.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
 
   // Current value of buffer `fqn`.
   Expected<Tensor> buffer(std::string_view fqn) const;
-  // Replaces buffer `fqn` (same dtype and shape).
+  // Copies `value` into buffer `fqn` (same dtype and shape).
   Status set_buffer(std::string_view fqn, const Tensor& value);
-  // Restores every buffer to its initial value from the program.
+  // Makes the caller's tensor the memory of buffer `fqn` (same dtype and
+  // shape, contiguous, not shared with another buffer): engines update it in
+  // place or the runtime copies the new value into it; the caller keeps it
+  // alive and sees every update. Its current contents are the buffer's value.
+  Status bind_buffer(std::string_view fqn, const Tensor& memory);
+  // Restores every buffer to its initial value from the program (into the
+  // memory it has, bound or not).
   void reset();
 
   const Program& program() const { return *program_; }

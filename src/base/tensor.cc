@@ -231,11 +231,18 @@ Tensor Tensor::reshape(Shape sizes) const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  // Gather src into a contiguous, converted buffer, then scatter into this layout.
+  // Gather src into a contiguous, converted buffer, then scatter into this
+  // layout; two contiguous tensors (that do not overlap) convert in one pass.
   visit_dtype(dtype_, [&](auto dst_tag) {
     using D = decltype(dst_tag);
     visit_dtype(src.dtype_, [&](auto src_tag) {
       using S = decltype(src_tag);
+      if (is_contiguous() && src.is_contiguous() && src.numel() == numel() && storage_ != src.storage_) {
+        const S* sp = src.data<S>();
+        D* dp = data<D>();
+        for (int64_t i = 0, n = numel(); i < n; ++i) dp[i] = convert_value<D>(sp[i]);
+        return;
+      }
       std::vector<D> tmp;
       tmp.reserve(static_cast<size_t>(src.numel()));
       const S* sp = reinterpret_cast<const S*>(src.storage_->data());

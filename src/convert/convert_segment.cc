@@ -8,7 +8,7 @@ Expected<engine::Network> convert_segment(const ir::Module& m, const partition::
                                           const ConverterRegistry& registry, const engine::TargetInfo& target) {
   if (segment.kind != partition::SegmentKind::kEngine) return internal_error("convert_segment: not an engine segment");
   engine::Network net;
-  ConversionContext ctx(net);
+  ConversionContext ctx(net, m);
 
   std::map<const ir::Value*, size_t> input_index;
   for (size_t i = 0; i < m.graph.inputs().size(); ++i) input_index[m.graph.inputs()[i]] = i;

@@ -28,6 +28,58 @@ Status convert_as_identity(const ir::Node& node, ConversionContext& ctx) {
   return Status::ok();
 }
 
+// index_copy into a KV cache buffer becomes kiln.cache_write (written in
+// place, the engine output aliasing the cache input) when the node at hand is
+// eligible; otherwise an ordinary index_copy whose result is copied back.
+Status convert_index_copy(const ir::Node& node, ConversionContext& ctx) {
+  const ir::Arg* self = node.find("self");
+  const ir::Arg* dim = node.find("dim");
+  const auto* cache = self ? std::get_if<ir::Value*>(self) : nullptr;
+  const auto* d = dim ? std::get_if<int64_t>(dim) : nullptr;
+  if (cache == nullptr || d == nullptr || node.outputs.size() != 1 ||
+      !in_place_write_refusal(node, *cache, *d, ctx).empty())
+    return convert_as_layer(node, ctx);
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::NamedArg> args, ctx.map_args(node));
+  KILN_ASSIGN_OR_RETURN(ir::Node * layer, ctx.add_layer(ir::OpKind::kCacheWrite, std::move(args), node));
+  (void)layer;
+  return Status::ok();
+}
+
+// index_put(cache, [None, None, positions], values) — the form the ATen
+// dialect gives a KV-cache write — becomes kiln.cache_write when eligible:
+// one int64 position index on dim 2 of a 4-d cache, values exactly the rows
+// written (no broadcast), no accumulation.
+Status convert_index_put(const ir::Node& node, ConversionContext& ctx) {
+  const ir::Arg* self = node.find("self");
+  const ir::Arg* indices = node.find("indices");
+  const ir::Arg* values = node.find("values");
+  const ir::Arg* accumulate = node.find("accumulate");
+  const auto* cache = self ? std::get_if<ir::Value*>(self) : nullptr;
+  const auto* idx = indices ? std::get_if<std::vector<std::optional<ir::Value*>>>(indices) : nullptr;
+  const auto* src = values ? std::get_if<ir::Value*>(values) : nullptr;
+  const bool accumulates = accumulate && std::get_if<bool>(accumulate) && *std::get_if<bool>(accumulate);
+  const bool position_index = idx && idx->size() == 3 && !(*idx)[0] && !(*idx)[1] && (*idx)[2] &&
+                              (*(*idx)[2])->type.dtype == DType::Int64 && (*(*idx)[2])->type.sizes.size() == 1;
+  if (!cache || !src || !position_index || accumulates || node.outputs.size() != 1 ||
+      (*src)->type.dtype != (*cache)->type.dtype || (*src)->type.sizes.size() != 4)
+    return convert_as_layer(node, ctx);
+  const ir::Value* pos = *(*idx)[2];
+  const auto& cs = (*cache)->type.sizes;
+  const auto& vs = (*src)->type.sizes;
+  auto same = [](const ir::Dim& a, const ir::Dim& b) { return a.to_string() == b.to_string(); };
+  if (!(same(vs[0], cs[0]) && same(vs[1], cs[1]) && same(vs[3], cs[3]) && same(vs[2], pos->type.sizes[0])))
+    return convert_as_layer(node, ctx);
+  if (!in_place_write_refusal(node, *cache, 2, ctx).empty()) return convert_as_layer(node, ctx);
+  ir::Value* c = ctx.value(*cache);
+  ir::Value* p = ctx.value(pos);
+  ir::Value* v = ctx.value(*src);
+  if (!c || !p || !v) return internal_error(node.describe() + ": an operand is not available in the engine");
+  std::vector<ir::NamedArg> args = {{"self", c}, {"dim", int64_t{2}}, {"index", p}, {"source", v}};
+  KILN_ASSIGN_OR_RETURN(ir::Node * layer, ctx.add_layer(ir::OpKind::kCacheWrite, std::move(args), node));
+  (void)layer;
+  return Status::ok();
+}
+
 Capability never(const char* why) { return Capability::no(why); }
 
 Capability check_nonzero(const ir::Node&, const engine::TargetInfo&) {
@@ -37,7 +89,7 @@ Capability check_item(const ir::Node&, const engine::TargetInfo&) {
   return never("reads a tensor element on the host (.item()); the result steers shapes or control flow");
 }
 Capability check_engine_internal(const ir::Node&, const engine::TargetInfo&) {
-  return never("an engine-internal layer, made by engine builders only");
+  return never("an engine-internal layer, made by converters and engine builders only");
 }
 
 bool bool_attr(const ir::Node& n, std::string_view name, bool fallback) {
@@ -81,6 +133,9 @@ void register_builtin_converters(ConverterRegistry& r) {
   r.add({ir::OpKind::kLocalScalarDense, check_item, convert_as_layer});
   r.add({ir::OpKind::kIndexTensor, check_boolean_index, convert_as_layer});
   r.add({ir::OpKind::kFusedElementwise, check_engine_internal, convert_as_layer});
+  r.add({ir::OpKind::kCacheWrite, check_engine_internal, convert_as_layer});
+  r.add({ir::OpKind::kIndexCopy, nullptr, convert_index_copy});
+  r.add({ir::OpKind::kIndexPut, nullptr, convert_index_put});
   r.add({ir::OpKind::kDropout, check_dropout, convert_as_identity});
   r.add({ir::OpKind::kDetach, nullptr, convert_as_identity});
   r.add({ir::OpKind::kLiftFreshCopy, nullptr, convert_as_identity});

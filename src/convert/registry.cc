@@ -10,6 +10,50 @@ ir::Value* ConversionContext::value(const ir::Value* v) const {
   return it == map_.end() ? nullptr : it->second;
 }
 
+bool ConversionContext::is_engine_input(const ir::Value* v) const {
+  const ir::Value* in = value(v);
+  if (in == nullptr) return false;
+  for (size_t i = 0; i < net_.num_inputs && i < net_.graph.inputs().size(); ++i)
+    if (net_.graph.inputs()[i] == in) return true;
+  return false;
+}
+
+int ConversionContext::readers(const ir::Value* v) const {
+  if (readers_.empty()) {
+    for (const auto& n : module_.graph.nodes())
+      for (const ir::Value* x : n->operands()) ++readers_[x];
+    for (const ir::Value* x : module_.graph.outputs()) ++readers_[x];
+  }
+  auto it = readers_.find(v);
+  return it == readers_.end() ? 0 : it->second;
+}
+
+std::string in_place_write_refusal(const ir::Node& node, const ir::Value* cache, int64_t dim,
+                                   const ConversionContext& ctx) {
+  const ir::Module& m = ctx.module();
+  const auto& sizes = cache->type.sizes;
+  if (sizes.size() != 4)
+    return "the cache is " + std::to_string(sizes.size()) + "-d, not [batch, heads, max_seq, head_dim]";
+  if (dim < 0) dim += 4;
+  if (dim != 2) return "written along dim " + std::to_string(dim) + ", not along the sequence (dim 2)";
+  if (!sizes[0].is_static()) return "the cache's batch size " + sizes[0].to_string() + " is dynamic";
+  if (!sizes[2].is_static()) return "the cache's length " + sizes[2].to_string() + " is dynamic";
+  std::string buffer;
+  for (size_t i = 0; i < m.graph.inputs().size() && i < m.input_specs.size(); ++i)
+    if (m.graph.inputs()[i] == cache && m.input_specs[i].kind == ir::InputSpec::Kind::kBuffer)
+      buffer = m.input_specs[i].target;
+  if (buffer.empty()) return "'" + cache->name + "' is not a mutable buffer of the program";
+  bool result_is_new_value = false;
+  for (size_t i = 0; i < m.graph.outputs().size() && i < m.output_specs.size(); ++i)
+    if (m.graph.outputs()[i] == node.outputs[0] && m.output_specs[i].kind == ir::OutputSpec::Kind::kBufferMutation &&
+        m.output_specs[i].target == buffer)
+      result_is_new_value = true;
+  if (!result_is_new_value) return "the result is not the new value of buffer '" + buffer + "'";
+  if (ctx.readers(cache) != 1) return "the old value of buffer '" + buffer + "' is read elsewhere";
+  if (!ctx.is_engine_input(cache)) return "buffer '" + buffer + "' is not a direct input of the engine";
+  return "";
+}
+
 Expected<std::vector<ir::NamedArg>> ConversionContext::map_args(const ir::Node& node) const {
   std::vector<ir::NamedArg> args = node.args;
   Status missing;

@@ -19,8 +19,16 @@ using partition::Capability;
 // network's, positionally (never by name).
 class ConversionContext {
  public:
-  explicit ConversionContext(engine::Network& net) : net_(net) {}
+  // `module`: the program the segment comes from (its signature says which
+  // graph inputs are buffers and which outputs are their new values).
+  ConversionContext(engine::Network& net, const ir::Module& module) : net_(net), module_(module) {}
   engine::Network& network() { return net_; }
+  const ir::Module& module() const { return module_; }
+  // Whether program value `v` is one of the engine's inputs (bound per call,
+  // not a constant and not computed inside the engine).
+  bool is_engine_input(const ir::Value* v) const;
+  // How many nodes of the program read `v`, plus one if it is a program output.
+  int readers(const ir::Value* v) const;
   // The network value standing for program value `v` (null when unmapped).
   ir::Value* value(const ir::Value* v) const;
   void map(const ir::Value* from, ir::Value* to) { map_[from] = to; }
@@ -33,8 +41,19 @@ class ConversionContext {
 
  private:
   engine::Network& net_;
+  const ir::Module& module_;
   std::map<const ir::Value*, ir::Value*> map_;
+  mutable std::map<const ir::Value*, int> readers_;  // filled on first use
 };
+
+// Why `node`, which writes new rows into the 4-d cache `cache` along `dim`
+// (index_copy and the like), cannot become an in-place kiln.cache_write, or
+// an empty string when it can: the cache must be a mutable buffer of the
+// program [batch, heads, max_seq, head_dim] with static batch and max_seq,
+// written along dim 2, a direct input of the engine, read by nothing but this
+// node, and the node's result must be the buffer's new value.
+std::string in_place_write_refusal(const ir::Node& node, const ir::Value* cache, int64_t dim,
+                                   const ConversionContext& ctx);
 
 using CapabilityCheck = Capability (*)(const ir::Node& node, const engine::TargetInfo& target);
 using ConvertFn = Status (*)(const ir::Node& node, ConversionContext& ctx);

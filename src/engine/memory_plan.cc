@@ -24,7 +24,8 @@ int64_t align_up(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment
 
 // Whether a layer's outputs may share memory with its first tensor operand.
 bool may_alias_operand(const ir::Node& n) {
-  return ir::op_category(n.op) == ir::OpCategory::kView || n.op == ir::OpKind::kPyGetitem;
+  return ir::op_category(n.op) == ir::OpCategory::kView || n.op == ir::OpKind::kPyGetitem ||
+         n.op == ir::OpKind::kCacheWrite;  // its result is its cache operand's memory
 }
 
 }  // namespace

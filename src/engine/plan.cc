@@ -1,5 +1,6 @@
 #include "engine/plan.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/json_fields.h"
@@ -25,6 +26,33 @@ Expected<json> parse_json_section(const SectionFile& f, std::string_view name, s
 Status canonicalize(Network& net) {
   KILN_ASSIGN_OR_RETURN(net.graph, ir::renumbered(net.graph));
   return net.verify();
+}
+
+Expected<std::vector<PlanAlias>> in_place_aliases(const Network& net) {
+  const ir::Graph& g = net.graph;
+  std::vector<PlanAlias> aliases;
+  for (const auto& n : g.nodes()) {
+    if (n->op != ir::OpKind::kCacheWrite) continue;
+    const ir::Arg* self = n->find("self");
+    const auto* cache = self ? std::get_if<ir::Value*>(self) : nullptr;
+    int input = -1, output = -1;
+    for (size_t i = 0; cache && i < net.num_inputs && i < g.inputs().size(); ++i)
+      if (g.inputs()[i] == *cache) input = static_cast<int>(i);
+    for (size_t o = 0; o < g.outputs().size(); ++o)
+      if (g.outputs()[o] == n->outputs[0]) {
+        if (output >= 0) return internal_error(n->describe() + ": its result is two engine outputs");
+        output = static_cast<int>(o);
+      }
+    if (input < 0)
+      return internal_error(n->describe() + ": writes in place into something that is not an engine input");
+    if (output < 0) return internal_error(n->describe() + ": its result is not an engine output");
+    for (const PlanAlias& a : aliases)
+      if (a.input == input)
+        return internal_error(n->describe() + ": a second in-place write into engine input " + std::to_string(input));
+    aliases.push_back({output, input});
+  }
+  std::sort(aliases.begin(), aliases.end(), [](const PlanAlias& a, const PlanAlias& b) { return a.output < b.output; });
+  return aliases;
 }
 
 std::vector<uint8_t> serialize_plan(const EnginePlan& plan) {
@@ -90,6 +118,11 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
     PlanAlias pa{static_cast<int>(out), static_cast<int>(in)};
     plan.aliases.push_back(pa);
   }
+
+  auto expected = in_place_aliases(plan.network);
+  if (!expected || *expected != plan.aliases)
+    return format_error(w + ": the alias map does not match the plan's in-place layers" +
+                        (expected ? std::string() : ": " + expected.status().message()));
 
   KILN_ASSIGN_OR_RETURN(json mem, parse_json_section(f, "memory", what));
   JsonFields r(mem, w + ": memory plan");

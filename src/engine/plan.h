@@ -27,6 +27,7 @@ constexpr uint32_t kPlanVersion = 1;
 struct PlanAlias {
   int output = 0;  // engine output index
   int input = 0;   // engine input index it is written into, in place
+  bool operator==(const PlanAlias&) const = default;
 };
 
 struct EnginePlan {
@@ -36,6 +37,13 @@ struct EnginePlan {
   std::vector<PlanAlias> aliases;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> extra;  // backend sections, names "<backend>.<what>"
 };
+
+// The in-place writes of `net`: every engine output made by a
+// kiln.cache_write layer, with the engine input (the caller's cache) it
+// writes into. kInternal when a cache_write does not write into an engine
+// input or its result is not an engine output (the write would be lost or
+// land in the engine's own memory).
+Expected<std::vector<PlanAlias>> in_place_aliases(const Network& net);
 
 // Rebuilds the network's graph through its text form so that value ids are
 // dense and equal to those a loaded plan will have (memory plans index by id).

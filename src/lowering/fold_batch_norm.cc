@@ -95,10 +95,14 @@ bool fold_into_convolution(PatternContext& ctx, ir::Node& bn_node, const EvalBat
   if (out_channels != static_cast<int64_t>(bn.scale.size()) || !is_floating(weight->dtype())) return false;
   if (bias && bias->numel() != out_channels) return false;
 
-  Tensor w = Tensor::zeros(DType::Float64, weight->sizes());
+  // One conversion pass, then a scale per output channel (a fresh tensor: the weight itself stays as it is).
+  Tensor w = weight->dtype() == DType::Float64 ? weight->clone() : weight->to(DType::Float64);
   const int64_t per_channel = out_channels == 0 ? 0 : weight->numel() / out_channels;
-  for (int64_t i = 0; i < weight->numel(); ++i)
-    w.data<double>()[i] = weight->value_at(i) * bn.scale[static_cast<size_t>(i / per_channel)];
+  double* wp = w.data<double>();
+  for (int64_t o = 0; o < out_channels; ++o) {
+    const double k = bn.scale[static_cast<size_t>(o)];
+    for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) wp[i] *= k;
+  }
   Tensor b = Tensor::zeros(DType::Float64, {out_channels});
   for (int64_t o = 0; o < out_channels; ++o) {
     const auto c = static_cast<size_t>(o);

@@ -1,6 +1,7 @@
 #include "lowering/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "ir/printer.h"
 
@@ -33,7 +34,11 @@ const std::vector<PassInfo>& default_pipeline() {
 
 Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const PipelineOptions& options) {
   for (const PassInfo& p : passes) {
+    const auto start = std::chrono::steady_clock::now();
     KILN_TRY_CTX(p.run(m), "pass '" + p.name + "'");
+    if (options.timed)
+      options.timed(p.name,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     const auto& pa = options.print_after;
     if (options.dump &&
         (std::find(pa.begin(), pa.end(), p.name) != pa.end() || std::find(pa.begin(), pa.end(), "all") != pa.end()))

@@ -22,6 +22,8 @@ struct PipelineOptions {
   // Pass names after which `dump` receives the printed IR ("all" for every pass).
   std::vector<std::string> print_after;
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
+  // Receives each pass's wall time in milliseconds (may be empty).
+  std::function<void(const std::string& pass, double ms)> timed;
 };
 
 // Runs `passes` in order; an error names the pass that failed.

@@ -1,3 +1,4 @@
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -85,20 +86,29 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
     r.reasons = s.reasons;
     if (s.kind == partition::SegmentKind::kEngine) {
       ++built;
-      if (settings.progress)
-        settings.progress("building engine " + std::to_string(built) + "/" + std::to_string(engines) + " (segment " +
-                          std::to_string(si) + ", " + std::to_string(s.nodes.size()) + " nodes) for " +
-                          backend->name().data());
+      const std::string what = "engine " + std::to_string(built) + "/" + std::to_string(engines) + " (segment " +
+                               std::to_string(si) + ", " + std::to_string(s.nodes.size()) + " nodes) for " +
+                               std::string(backend->name());
       auto net = convert::convert_segment(m, s, converters, target);
       if (!net) return Status(net.status().code(), "segment " + std::to_string(si) + ": " + net.status().message());
       engine::BuildOptions bo;
       bo.progress = settings.progress;
       bo.precision = settings.precision;
-      auto build = [&]() { return backend->build(std::move(*net), bo); };
+      auto build = [&]() {
+        if (settings.progress) settings.progress("building " + what);
+        return backend->build(std::move(*net), bo);
+      };
       Expected<std::vector<uint8_t>> plan = std::vector<uint8_t>{};
       if (settings.cache) {
+        const auto start = std::chrono::steady_clock::now();
         const std::string key = engine_cache_key(*backend, *net, settings.precision);
         plan = settings.cache->get_or_build(key, build, settings.progress, &r.from_cache);
+        if (plan && r.from_cache && settings.progress)
+          settings.progress(what + " from the engine cache in " +
+                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::steady_clock::now() - start)
+                                               .count()) +
+                            " ms");
       } else {
         plan = build();
       }
@@ -109,6 +119,8 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
     p.segments.push_back(std::move(r));
   }
   p.module = std::move(m);
+  // The post-build check: every mutated buffer is written in place or copied back.
+  KILN_TRY(classify_buffer_writes(p, "the compiled program").status());
   return p;
 }
 

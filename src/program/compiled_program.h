@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend.h"
@@ -47,6 +48,20 @@ struct CompileSettings {
 // precision and the network's full text (layers, edges, attributes, constant
 // names, shapes and dtypes).
 std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision);
+
+// How one mutated buffer gets its new value (invariant 3 of the design).
+struct BufferWrite {
+  std::string buffer;     // fqn
+  int output = 0;         // index of its buffer_mutation among the graph outputs
+  int segment = -1;       // the segment computing the new value (-1: the buffer is returned unchanged)
+  bool in_place = false;  // an engine writes it into the buffer's memory (plan alias); else copied back
+};
+
+// Every buffer mutation of `p`, in output order, classified from the engines'
+// alias maps. kFormat (naming `what` and the segment) when an engine writes
+// in place into something that is not that buffer, or a new value is computed
+// by no segment: nothing is silently dropped.
+Expected<std::vector<BufferWrite>> classify_buffer_writes(const CompiledProgram& p, std::string_view what);
 
 // Backends built into this kiln: "cpu", "null" (and "cuda" where built).
 const engine::BackendRegistry& builtin_backends();

@@ -8,7 +8,8 @@ namespace kiln::runtime {
 
 using partition::SegmentKind;
 
-Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram p, std::string_view what) {
+Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram p, std::string_view what,
+                                                       bool load_engines) {
   auto e = std::unique_ptr<Executable>(new Executable());
   const ir::Graph& g = p.module.graph;
   const std::string w(what);
@@ -31,17 +32,8 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
       if (backend == nullptr)
         return unsupported(where + ": the engine was built for backend '" + s.backend +
                            "', which this kiln does not have");
-      const ir::Module& m = p.module;
-      engine::WeightLookup weights = [&m](const std::string& name) -> Expected<Tensor> {
-        auto it = m.weights.find(name);
-        if (it == m.weights.end()) return not_found("the program has no weight '" + name + "'");
-        return it->second;
-      };
-      KILN_ASSIGN_OR_RETURN(engine::EngineHandle h, backend->load(s.plan, weights, where));
-      e->engines_.push_back(std::make_unique<engine::Engine>(backend, h));
       for (int v : s.outputs) available[static_cast<size_t>(v)] = true;
     } else {
-      e->engines_.push_back(nullptr);
       std::vector<bool> produced(nv, false);
       for (int ni : s.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
@@ -69,8 +61,39 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
   for (size_t v = 0; v < nv; ++v)
     if (last_reader[v] >= 0 && static_cast<size_t>(last_reader[v]) < p.segments.size())
       e->release_after_[static_cast<size_t>(last_reader[v])].push_back(static_cast<int>(v));
+  KILN_ASSIGN_OR_RETURN(e->buffer_writes_, program::classify_buffer_writes(p, w));
   e->p_ = std::move(p);
+  e->what_ = w;
+  if (load_engines) KILN_TRY(e->ensure_engines());
   return e;
+}
+
+Status Executable::ensure_engines() const {
+  std::call_once(engines_once_, [this] {
+    const ir::Module& m = p_.module;
+    engine::WeightLookup weights = [&m](const std::string& name) -> Expected<Tensor> {
+      auto it = m.weights.find(name);
+      if (it == m.weights.end()) return not_found("the program has no weight '" + name + "'");
+      return it->second;
+    };
+    std::vector<std::unique_ptr<engine::Engine>> engines;
+    for (size_t si = 0; si < p_.segments.size(); ++si) {
+      const program::SegmentRecord& s = p_.segments[si];
+      if (s.kind != SegmentKind::kEngine) {
+        engines.push_back(nullptr);
+        continue;
+      }
+      const engine::Backend* backend = program::builtin_backends().find(s.backend);  // checked by load()
+      auto h = backend->load(s.plan, weights, what_ + ", segment " + std::to_string(si));
+      if (!h) {
+        engines_status_ = h.status();
+        return;
+      }
+      engines.push_back(std::make_unique<engine::Engine>(backend, *h));
+    }
+    engines_ = std::move(engines);
+  });
+  return engines_status_;
 }
 
 Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs, void* stream) const {
@@ -78,6 +101,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   if (graph_inputs.size() != g.inputs().size())
     return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(graph_inputs.size()));
+  KILN_TRY(ensure_engines());
   std::vector<cpu::RtValue> env(g.num_values());
   for (size_t i = 0; i < graph_inputs.size(); ++i)
     env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
@@ -110,7 +134,8 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
 }
 
 Expected<std::vector<float>> Executable::time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup,
-                                                        int iters) const {
+                                                       int iters) const {
+  KILN_TRY(ensure_engines());
   if (p_.segments.size() != 1 || !engines_[0])
     return unsupported("timing on the device alone needs a program that is one engine segment; this one has " +
                        std::to_string(p_.segments.size()) + " segments");

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -18,7 +20,11 @@ class Executable {
   // Loads every engine plan with its backend and checks the dataflow: each
   // segment reads only graph inputs and values that earlier segments (or its
   // own earlier nodes) produce, and every graph output is produced.
-  static Expected<std::unique_ptr<Executable>> load(program::CompiledProgram p, std::string_view what);
+  // With `load_engines` false the plans are not deserialized yet (a compile
+  // that only writes the program to a file, an inspection); the first run
+  // loads them, and a plan that fails to load fails that run.
+  static Expected<std::unique_ptr<Executable>> load(program::CompiledProgram p, std::string_view what,
+                                                    bool load_engines = true);
 
   // `graph_inputs` parallel to the module's graph inputs; returns the values
   // of its graph outputs. `stream` is handed to every engine.
@@ -28,11 +34,20 @@ class Executable {
   // its inputs resident on the engine's device (engine::Backend::time_resident).
   Expected<std::vector<float>> time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup, int iters) const;
   const program::CompiledProgram& program() const { return p_; }
+  // Every buffer mutation, in graph output order: written in place by an engine or copied back.
+  const std::vector<program::BufferWrite>& buffer_writes() const { return buffer_writes_; }
   program::CompiledProgram& program() { return p_; }
 
  private:
+  // Loads every engine plan once (thread-safe); the status of that one attempt.
+  Status ensure_engines() const;
+
   program::CompiledProgram p_;
-  std::vector<std::unique_ptr<engine::Engine>> engines_;  // per segment; null for fallback segments
+  std::vector<program::BufferWrite> buffer_writes_;
+  std::string what_;
+  mutable std::once_flag engines_once_;
+  mutable Status engines_status_;
+  mutable std::vector<std::unique_ptr<engine::Engine>> engines_;  // per segment; null for fallback segments
   std::vector<std::vector<int>> release_after_;           // per segment: value ids no later segment reads
 };
 

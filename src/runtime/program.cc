@@ -1,3 +1,4 @@
+#include <chrono>
 #include <set>
 
 #include "backends/cpu/kernel.h"
@@ -125,9 +126,24 @@ Status apply_shape_profiles(ir::Module& m, const std::vector<ShapeProfile>& shap
 }
 
 Expected<program::CompiledProgram> compile_pt2(const std::string& path, const LoadOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+  };
+  auto start = Clock::now();
   KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
-  lowering::PipelineOptions po{options.print_after, options.dump};
+  const std::string read_ms = ms_since(start);
+  start = Clock::now();
+  std::string slow;  // passes that took a noticeable part of it
+  lowering::PipelineOptions po{options.print_after, options.dump, [&slow](const std::string& pass, double ms) {
+                                 if (ms >= 10)
+                                   slow += (slow.empty() ? "" : ", ") + pass + " " +
+                                           std::to_string(static_cast<int>(ms)) + " ms";
+                               }};
   KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
+  if (options.compile.progress)
+    options.compile.progress("read in " + read_ms + " ms, lowered in " + ms_since(start) + " ms" +
+                             (slow.empty() ? "" : " (" + slow + ")"));
 
   // Every op must have a kernel (fallback runs on them): say which ones do not, with their nodes.
   auto missing = runtime::nodes_without_kernel(m.graph, cpu::cpu_kernels());
@@ -165,7 +181,7 @@ Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, 
   }
   std::shared_ptr<Program> p(new Program());
   Impl& im = *p->impl_;
-  KILN_ASSIGN_OR_RETURN(im.exec, runtime::Executable::load(std::move(compiled), path));
+  KILN_ASSIGN_OR_RETURN(im.exec, runtime::Executable::load(std::move(compiled), path, options.load_engines));
   describe(im);
   return std::shared_ptr<const Program>(std::move(p));
 }
@@ -197,6 +213,11 @@ const std::vector<TensorSpec>& Program::buffers() const { return impl_->buffers;
 const std::vector<TensorSpec>& Program::weights() const { return impl_->weights; }
 const std::vector<SymbolInfo>& Program::symbols() const { return impl_->symbols; }
 const std::vector<std::string>& Program::mutated_buffers() const { return impl_->mutated; }
+bool Program::buffer_updated_in_place(std::string_view fqn) const {
+  for (const program::BufferWrite& w : impl_->exec->buffer_writes())
+    if (w.buffer == fqn) return w.in_place;
+  return false;
+}
 std::string Program::dialect() const { return impl_->module().dialect; }
 std::string Program::torch_version() const { return impl_->module().torch_version; }
 const std::string& Program::source() const { return impl_->module().source; }

@@ -1,3 +1,5 @@
+#include <set>
+
 #include "backends/cpu/kernel.h"
 #include "kiln/kiln.h"
 #include "runtime/interpreter.h"
@@ -75,10 +77,32 @@ Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& de
 Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) { reset(); }
 
 void Session::reset() {
-  buffers_.clear();
   const ir::Module& m = program_->impl_->module();
-  for (const ir::InputSpec& s : m.input_specs)
-    if (s.kind == ir::InputSpec::Kind::kBuffer) buffers_[s.target] = m.weights.at(s.target).clone();
+  for (const ir::InputSpec& s : m.input_specs) {
+    if (s.kind != ir::InputSpec::Kind::kBuffer) continue;
+    const Tensor& initial = m.weights.at(s.target);
+    auto it = buffers_.find(s.target);
+    if (it == buffers_.end())
+      buffers_[s.target] = initial.clone();
+    else
+      it->second.copy_from(initial);  // into the memory it has (the caller's, when bound)
+  }
+}
+
+Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
+  auto it = buffers_.find(fqn);
+  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  if (!memory.defined() || memory.dtype() != it->second.dtype() || memory.sizes() != it->second.sizes())
+    return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
+                            (memory.defined() ? memory.type_string() : std::string("an undefined tensor")));
+  if (!memory.is_contiguous())
+    return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor must be contiguous");
+  for (const auto& [name, t] : buffers_)
+    if (name != fqn && t.storage() == memory.storage())
+      return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor shares memory with buffer '" + name +
+                              "'");
+  it->second = memory;
+  return Status::ok();
 }
 
 Expected<Tensor> Session::buffer(std::string_view fqn) const {
@@ -98,7 +122,7 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   if (value.dtype() != it->second.dtype() || value.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
                             value.type_string());
-  it->second = value.clone();
+  it->second.copy_from(value);  // into the memory it has (the caller's, when bound)
   return Status::ok();
 }
 
@@ -145,7 +169,11 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
   KILN_TRY(check_inputs(m, user_decl, inputs));
   KILN_ASSIGN_OR_RETURN(auto results, program_->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
 
-  // Commit only after the whole call succeeded.
+  // Commit the copy-back buffers only after the whole call succeeded (the
+  // in-place ones were written by their engines as the call ran).
+  std::set<size_t> in_place;
+  for (const program::BufferWrite& w : program_->impl_->exec->buffer_writes())
+    if (w.in_place) in_place.insert(static_cast<size_t>(w.output));
   std::vector<Tensor> user_outputs;
   std::vector<std::pair<std::string, Tensor>> new_buffers;
   for (size_t i = 0; i < m.output_specs.size(); ++i) {
@@ -164,7 +192,13 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
       if (t->sizes() != old.sizes())
         return internal_error("the new value of buffer '" + s.target + "' is " + t->type_string() + ", the buffer is " +
                               old.type_string());
-      new_buffers.emplace_back(s.target, t->to(old.dtype()).contiguous());
+      if (in_place.count(i)) {  // the engine wrote it where it lies
+        if (t->storage() != old.storage())
+          return internal_error("buffer '" + s.target + "' should have been written in place by its engine");
+        continue;
+      }
+      // Copied back below; a value that shares the buffer's memory is copied out first.
+      new_buffers.emplace_back(s.target, t->storage() == old.storage() ? t->clone() : *t);
     } else {
       // A mutated user input: write into the caller's tensor, as eager PyTorch does.
       for (size_t k = 0; k < user_decl.size(); ++k)
@@ -174,7 +208,7 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
         }
     }
   }
-  for (auto& [name, t] : new_buffers) buffers_[name] = std::move(t);
+  for (auto& [name, t] : new_buffers) buffers_.at(name).copy_from(t);  // into the buffer's own memory
   return user_outputs;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -45,6 +46,8 @@ class CliBadInput : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
+    // Each test gets its own engine cache: never the user's, never one that an earlier test warmed.
+    ::setenv("KILN_CACHE_DIR", (dir_ / "engine-cache").c_str(), 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -334,6 +337,65 @@ TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
   CliResult info = kiln_cli("inspect " + out);
   EXPECT_NE(info.output.find("[1, 4]"), std::string::npos) << info.output;
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The greedy tokens PyTorch produced for the fixture: the inputs of the steps
+// after the prompt, then the argmax of the last step's logits.
+std::vector<int64_t> pytorch_greedy_tokens(size_t prompt_len) {
+  auto io = frontend::read_safetensors(std::string(KILN_SOURCE_DIR) +
+                                       "/tests/fixtures/torch2.11/llama_generate.io.safetensors");
+  EXPECT_TRUE(io.has_value());
+  std::vector<int64_t> tokens;
+  int k = 0;
+  for (; io.has_value() && io->find("step" + std::to_string(k) + ".input.0"); ++k)
+    if (static_cast<size_t>(k) >= prompt_len)
+      tokens.push_back(io->find("step" + std::to_string(k) + ".input.0")->item_int());
+  const Tensor* last = io.has_value() ? io->find("step" + std::to_string(k - 1) + ".output.0") : nullptr;
+  EXPECT_NE(last, nullptr);
+  if (last) {
+    const int64_t vocab = last->size(2);
+    int64_t best = 0;
+    for (int64_t v = 1; v < vocab; ++v)
+      if (last->value_at(v) > last->value_at(best)) best = v;
+    tokens.push_back(best);
+  }
+  return tokens;
+}
+
+TEST(CliGenerate, GreedyTokensMatchPyTorchInBothDialects) {
+  const std::vector<int64_t> want = pytorch_greedy_tokens(3);
+  ASSERT_GE(want.size(), 16u);
+  std::string list;
+  for (int64_t t : want) list += (list.empty() ? "" : ",") + std::to_string(t);
+  for (const char* model : {"llama_generate.pt2", "llama_generate.aten.pt2"}) {
+    CliResult r = kiln_cli("generate " + std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/" + model +
+                           " --prompt-ids 7,42,13 --max-new-tokens " + std::to_string(want.size()) + " --no-cache");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("tokens: " + list + "\n"), std::string::npos) << model << "\n" << r.output;
+    EXPECT_NE(r.output.find("tokens/s"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CliGenerate, BadRequestsExitTwoNamingTheProblem) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+  CliResult r = kiln_cli("generate " + dir + "llama_generate.pt2 --prompt-ids 7,x --max-new-tokens 2 --no-cache");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'x' is not a token id"), std::string::npos) << r.output;
+  r = kiln_cli("generate " + dir + "llama_generate.pt2 --prompt-ids 7,42,13 --max-new-tokens 40 --no-cache");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("hold 32 positions"), std::string::npos) << r.output;
+  r = kiln_cli("generate " + dir + "resnet_basic.pt2 --prompt-ids 1 --max-new-tokens 2 --no-cache");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("needs a decoder step"), std::string::npos) << r.output;
+  r = kiln_cli("generate " + dir + "llama_generate.pt2 --max-new-tokens 2 --no-cache");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("usage: kiln generate"), std::string::npos) << r.output;
 }
 
 }  // namespace

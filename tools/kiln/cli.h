@@ -55,5 +55,6 @@ int run_check(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_generate(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "cli.h"
-#include "program/engine_cache.h"
 #include "kiln/kiln.h"
+#include "program/engine_cache.h"
 
 namespace kiln::cli {
 
@@ -14,7 +14,8 @@ namespace {
 
 // "x:1x3x224x224,8x3x224x224,16x3x224x224" -> {x, min, opt, max}.
 Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
-  const std::string usage = "--shape needs NAME:MIN,OPT,MAX with each shape written like 1x3x224x224, got '" + text + "'";
+  const std::string usage =
+      "--shape needs NAME:MIN,OPT,MAX with each shape written like 1x3x224x224, got '" + text + "'";
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) return invalid_argument(usage);
   ShapeProfile p;
@@ -49,9 +50,8 @@ Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
 
 }  // namespace
 
-
-const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision", "cache-dir",
-                                                  "shape"};
+const std::vector<std::string> kCompileValued = {"device",    "min-block-size", "fallback-ops",
+                                                 "precision", "cache-dir",      "shape"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -121,11 +121,17 @@ int run_compile(int argc, char** argv) {
     return fail(invalid_argument("usage: kiln compile MODEL.pt2 -o OUT.kiln [compile options]"));
   auto options = load_options(*args, true);
   if (!options) return fail(options.status());
+  options->load_engines = false;  // written to a file, not run here
   const auto start = std::chrono::steady_clock::now();
   std::fprintf(stderr, "kiln: compiling %s for %s\n", args->positional[0].c_str(), options->compile.device.c_str());
   auto program = load_model(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
+  const auto save_start = std::chrono::steady_clock::now();
   if (Status s = (*program)->save(*out); !s) return fail(s);
+  std::fprintf(stderr, "kiln: saved in %lld ms\n",
+               static_cast<long long>(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - save_start)
+                       .count()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int engines = 0, fallback_nodes = 0, cached = 0;
   size_t plan_bytes = 0;

@@ -5,10 +5,10 @@
 #include <set>
 
 #include "cli.h"
-#include "program/engine_cache.h"
 #include "ir/graph.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
+#include "program/engine_cache.h"
 
 namespace kiln::cli {
 
@@ -30,7 +30,8 @@ int inspect_cache(const std::string& dir) {
               dir.c_str(), stats->entries.size(), static_cast<unsigned long long>(stats->bytes),
               static_cast<long long>(stats->hits), static_cast<long long>(stats->misses),
               static_cast<long long>(stats->discarded));
-  if (!stats->entries.empty()) std::printf("%-32s  %12s  %-20s  %6s  %s\n", "key", "bytes", "last use (UTC)", "hits", "what");
+  if (!stats->entries.empty())
+    std::printf("%-32s  %12s  %-20s  %6s  %s\n", "key", "bytes", "last use (UTC)", "hits", "what");
   for (const auto& e : stats->entries) {
     const std::time_t t = static_cast<std::time_t>(e.last_use / 1000);
     char when[32] = "-";
@@ -55,6 +56,7 @@ int run_inspect(int argc, char** argv) {
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
   LoadOptions opts = *options;
+  opts.load_engines = false;
   if (auto it = args->options.find("print-after"); it != args->options.end()) {
     opts.print_after = it->second;
     opts.dump = [](const std::string& pass, const std::string& text) {
@@ -74,7 +76,9 @@ int run_inspect(int argc, char** argv) {
   std::printf("buffers (%zu)\n", p.buffers().size());
   for (const auto& s : p.buffers())
     std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(),
-                mutated.count(s.name) ? "written by the program" : "read only");
+                !mutated.count(s.name)              ? "read only"
+                : p.buffer_updated_in_place(s.name) ? "written in place by its engine (aliased)"
+                                                    : "written, copied back after each call");
   size_t bytes = 0;
   for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
   std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);

@@ -78,6 +78,9 @@ constexpr const char* kUsage =
     "  inspect MODEL [--partition] [--print-ir] [--print-after PASS|all] [COMPILE OPTIONS]\n"
     "      inputs, outputs, buffers, dynamic dimensions, the op histogram; --partition\n"
     "      lists every segment and why each fallback node is not in an engine\n"
+    "  generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [COMPILE OPTIONS]\n"
+    "      greedy decoding with a decoder step (token ids [1, T], cache positions [T] -> logits)\n"
+    "      whose KV caches are buffers; prints the new token ids and the time per token\n"
     "\n"
     "MODEL is a .pt2 archive (compiled on the fly) or a .kiln program.\n"
     "compile options (for a .pt2):\n"
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return kiln::cli::run_run(argc, argv);
   if (cmd == "inspect") return kiln::cli::run_inspect(argc, argv);
   if (cmd == "bench") return kiln::cli::run_bench(argc, argv);
+  if (cmd == "generate") return kiln::cli::run_generate(argc, argv);
   std::cerr << "kiln: error: unknown command '" << cmd << "'\n" << kUsage;
   return kiln::cli::kExitError;
 }

@@ -111,6 +111,7 @@ class CpuBackend final : public engine::Backend {
     EnginePlan plan;
     plan.backend = "cpu";
     plan.memory = engine::plan_memory(net, writes_into_arena);
+    KILN_ASSIGN_OR_RETURN(plan.aliases, engine::in_place_aliases(net));
     if (options.progress)
       options.progress(std::to_string(before) + " layers -> " + std::to_string(net.graph.nodes().size()) +
                        " after fusion, arena " + std::to_string(plan.memory.arena_bytes) + " bytes");

@@ -1,6 +1,7 @@
 // Scatter kernels: the functional forms of writing through a view
 // (select_scatter, slice_scatter, as_strided_scatter) and of index_copy /
-// index_put. Each returns a fresh tensor: a copy of self with src written in.
+// index_put. Each returns a fresh tensor: a copy of self with src written in,
+// except cache_write, the engine layer that writes into self in place.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -104,41 +105,58 @@ Status as_strided_scatter(KernelArgs& a) {
   return Status::ok();
 }
 
-// index_copy(self, dim, index, source): out[..., index[i], ...] = source[..., i, ...] along dim.
-Status index_copy(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+// Writes source[..., i, ...] into out[..., index[i], ...] along `self`'s dim
+// (out is self itself or a copy of it), checking shapes and every index first.
+Status index_copy_into(const KernelArgs& a, const char* op, const Tensor& self, const Tensor& out) {
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
   KILN_ASSIGN_OR_RETURN(Tensor source, a.tensor("source"));
   KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
-  if (index.dim() > 1) return a.error("index_copy: index should have dimension 1 or 0, got " + index.type_string());
-  if (index.dtype() != DType::Int64) return a.error("index_copy: expected an int64 index, got " + index.type_string());
+  const std::string o(op);
+  if (index.dim() > 1) return a.error(o + ": index should have dimension 1 or 0, got " + index.type_string());
+  if (index.dtype() != DType::Int64) return a.error(o + ": expected an int64 index, got " + index.type_string());
   if (source.dtype() != self.dtype())
-    return a.error("index_copy: self and source must have the same dtype, got self " + self.type_string() +
-                   " and source " + source.type_string());
+    return a.error(o + ": self and source must have the same dtype, got self " + self.type_string() + " and source " +
+                   source.type_string());
   // Treat 0-d self/source as 1-d of one element.
-  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? t.as_strided({1}, {1}, t.storage_offset()) : t; };
-  Tensor out = cast_copy(self, self.dtype());
+  auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; };
   Tensor dst = as_1d(out), src = as_1d(source);
   if (dst.dim() != src.dim())
-    return a.error("index_copy: source " + source.type_string() + " and self " + self.type_string() +
+    return a.error(o + ": source " + source.type_string() + " and self " + self.type_string() +
                    " must have the same number of dimensions");
   const int64_t n = index.numel();
   if (src.size(d) != n)
-    return a.error("index_copy: number of indices (" + std::to_string(n) + ") should be equal to source.size(" +
+    return a.error(o + ": number of indices (" + std::to_string(n) + ") should be equal to source.size(" +
                    std::to_string(d) + ") (" + std::to_string(src.size(d)) + ")");
   for (int64_t k = 0; k < dst.dim(); ++k)
     if (k != d && dst.size(k) != src.size(k))
-      return a.error("index_copy: source " + source.type_string() + " and self " + self.type_string() +
+      return a.error(o + ": source " + source.type_string() + " and self " + self.type_string() +
                      " must have the same slice shapes (mismatch at dimension " + std::to_string(k) + ")");
   Tensor ix = cast_copy(index, DType::Int64);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {  // every index checked before anything is written
     const int64_t v = ix.data<int64_t>()[i];
     if (v < 0 || v >= dst.size(d))
-      return a.error("index_copy: index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(d) +
+      return a.error(o + ": index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(d) +
                      " with size " + std::to_string(dst.size(d)));
-    copy_into(select_view(dst, d, v), select_view(src, d, i));
   }
+  for (int64_t i = 0; i < n; ++i) copy_into(select_view(dst, d, ix.data<int64_t>()[i]), select_view(src, d, i));
+  return Status::ok();
+}
+
+// index_copy(self, dim, index, source): out[..., index[i], ...] = source[..., i, ...] along dim.
+Status index_copy(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  Tensor out = cast_copy(self, self.dtype());
+  KILN_TRY(index_copy_into(a, "index_copy", self, out));
   a.set_output(0, out);
+  return Status::ok();
+}
+
+// cache_write(self, dim, index, source): index_copy written into self itself,
+// which is also the result (the engine input it aliases is the caller's cache).
+Status cache_write(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_TRY(index_copy_into(a, "cache_write", self, self));
+  a.set_output(0, self);
   return Status::ok();
 }
 
@@ -185,6 +203,7 @@ void register_scatter_kernels(KernelRegistry& r) {
   r.add(OpKind::kSliceScatter, &slice_scatter);
   r.add(OpKind::kAsStridedScatter, &as_strided_scatter);
   r.add(OpKind::kIndexCopy, &index_copy);
+  r.add(OpKind::kCacheWrite, &cache_write);
   r.add(OpKind::kIndexPut, &index_put);
 }
 

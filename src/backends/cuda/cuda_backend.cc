@@ -23,6 +23,7 @@ constexpr const char* kCubinSection = "cuda.cubin";
 struct CudaEngine final : engine::EngineState {
   std::string what;
   CudaPlan plan;
+  std::vector<int> alias_input;  // per engine output: the engine input it is written into in place, or -1
   DeviceBuffer arena, workspace;
   std::vector<DeviceBuffer> constants;
   cudaLibrary_t library = nullptr;
@@ -219,7 +220,7 @@ struct CudaEngine final : engine::EngineState {
     const std::string layer = code > 0 && static_cast<size_t>(code) <= plan.error_layers.size()
                                   ? plan.error_layers[static_cast<size_t>(code - 1)]
                                   : "unknown";
-    return invalid_argument(what + ": layer '" + layer + "': an index is out of range of the table it selects from");
+    return invalid_argument(what + ": layer '" + layer + "': an index is out of range of the dimension it indexes");
   }
 };
 
@@ -277,6 +278,7 @@ class CudaBackend final : public engine::Backend {
     engine::EnginePlan plan;
     plan.backend = "cuda";
     plan.memory = engine::plan_memory(net, [](const ir::Node&) { return false; });
+    KILN_ASSIGN_OR_RETURN(plan.aliases, engine::in_place_aliases(net));
     net.kernels.assign(net.graph.nodes().size(), "cuda");
     plan.network = std::move(net);
     const std::string json = cp.to_json();
@@ -298,10 +300,20 @@ class CudaBackend final : public engine::Backend {
       return format_error(std::string(what) + ": CUDA plan without its cuda.plan/cuda.cubin sections");
     auto e = std::make_unique<CudaEngine>();
     e->what = std::string(what);
+    e->alias_input.assign(ep.network.graph.outputs().size(), -1);
+    for (const engine::PlanAlias& a : ep.aliases) e->alias_input[static_cast<size_t>(a.output)] = a.input;
     KILN_ASSIGN_OR_RETURN(
         e->plan,
         CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin));
     const CudaPlan& p = e->plan;
+    if (p.outputs.size() != e->alias_input.size() || p.inputs.size() != ep.network.num_inputs)
+      return format_error(e->what + ": the CUDA plan's input and output slots do not match the layer graph");
+    for (size_t o = 0; o < p.outputs.size(); ++o)
+      if (const int in = e->alias_input[o];
+          in >= 0 && (p.outputs[o].offset != p.inputs[static_cast<size_t>(in)].offset ||
+                      p.outputs[o].nbytes() != p.inputs[static_cast<size_t>(in)].nbytes()))
+        return format_error(e->what + ": output " + std::to_string(o) + " is written in place into input " +
+                            std::to_string(in) + " but the plan gives it another slot");
     KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
     if (dev.arch() != p.arch)
       return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name +
@@ -366,14 +378,26 @@ class CudaBackend final : public engine::Backend {
     cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : e->own_stream;
     KILN_TRY(e->upload_inputs(inputs, stream));
     KILN_TRY(e->launch(stream).with_context(e->what));
+    KILN_TRY(e->check_error_word(stream));  // before anything reaches the caller's memory
     outputs.clear();
-    for (const IoSlot& s : e->plan.outputs) {
-      Tensor t = Tensor::empty(s.dtype, s.sizes);
+    for (size_t o = 0; o < e->plan.outputs.size(); ++o) {
+      const IoSlot& s = e->plan.outputs[o];
+      Tensor t;
+      if (const int in = o < e->alias_input.size() ? e->alias_input[o] : -1; in >= 0) {
+        t = inputs[static_cast<size_t>(in)];  // written in place: the caller's own tensor
+        if (!t.is_contiguous())
+          return invalid_argument(e->what + ": input " + std::to_string(in) + " ('" +
+                                  e->plan.inputs[static_cast<size_t>(in)].name +
+                                  "') is written in place and must be contiguous");
+      } else {
+        t = Tensor::empty(s.dtype, s.sizes);
+      }
       KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
                                     cudaMemcpyDeviceToHost, stream));
       outputs.push_back(std::move(t));
     }
-    return e->check_error_word(stream);
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    return Status::ok();
   }
 
   void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngine*>(handle); }

@@ -314,12 +314,18 @@ Status Builder::tune() {
   return Status::ok();
 }
 
+std::optional<TRef> Builder::input_slot(const ir::Value* v) const {
+  if (v == nullptr || static_cast<size_t>(v->id) >= input_slots_.size()) return std::nullopt;
+  return input_slots_[static_cast<size_t>(v->id)];
+}
+
 Expected<CudaPlan> Builder::build() {
   plan_.device_name = config_.device.name;
   plan_.arch = config_.device.arch();
   plan_.sm_count = config_.device.sm_count;
   plan_.precision = config_.precision;
   refs_.assign(net_.graph.num_values(), std::nullopt);
+  input_slots_.assign(net_.graph.num_values(), std::nullopt);
   {
     Alloc err;
     err.bytes = 4;
@@ -345,6 +351,7 @@ Expected<CudaPlan> Builder::build() {
     allocs_[static_cast<size_t>(slot.alloc())].last = INT_MAX;
     plan_.inputs.push_back({v->name, v->type.dtype, sizes, 0});
     bind(v, slot);
+    input_slots_[static_cast<size_t>(v->id)] = slot;
     if (compute_dtype(v->type.dtype) != v->type.dtype) {
       KILN_ASSIGN_OR_RETURN(TRef cast, contiguous(slot, "input %" + v->name, compute_dtype(v->type.dtype)));
       bind(v, cast);
@@ -355,6 +362,18 @@ Expected<CudaPlan> Builder::build() {
   std::vector<int> used_as_output;
   for (const ir::Value* v : net_.graph.outputs()) {
     KILN_ASSIGN_OR_RETURN(TRef r, ref(v));
+    if (v->producer && v->producer->op == ir::OpKind::kCacheWrite) {
+      // Written in place: the engine output is the cache's input slot itself (the plan's alias).
+      const ir::Arg* self = v->producer->find("self");
+      const auto* cache = self ? std::get_if<ir::Value*>(self) : nullptr;
+      std::optional<TRef> slot = cache ? input_slot(*cache) : std::nullopt;
+      if (!slot) return internal_error(v->producer->describe() + ": writes into something that is not an engine input");
+      std::vector<int64_t> sizes;
+      for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.value);
+      plan_.outputs.push_back({v->name, v->type.dtype, sizes, 0});
+      plan_.outputs.back().offset = slot->buf.region;  // resolved below
+      continue;
+    }
     std::vector<int64_t> sizes;
     for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.value);
     const int a = r.alloc();

@@ -58,6 +58,9 @@ class Builder {
   DType compute_dtype(DType t) const;
   bool allow_tf32() const { return config_.precision == "tf32"; }
   Expected<TRef> ref(const ir::Value* v);
+  // The device slot an engine input is copied into, in its IR dtype (before
+  // any precision cast); nullopt for anything that is not an engine input.
+  std::optional<TRef> input_slot(const ir::Value* v) const;
   void bind(const ir::Value* v, TRef r);
   TRef new_tensor(DType dtype, const std::vector<int64_t>& sizes, bool channels_last = false);
   Status launch(const std::string& layer, GeneratedKernel k, const std::vector<BufferRef>& args);
@@ -89,6 +92,7 @@ class Builder {
   BuildConfig config_;
   CudaPlan plan_;
   std::vector<std::optional<TRef>> refs_;
+  std::vector<std::optional<TRef>> input_slots_;  // by value id
   std::vector<Alloc> allocs_;
   std::vector<std::string> kernel_sources_;
   std::map<std::string, int> kernel_index_;

@@ -954,6 +954,49 @@ Status emit_gather(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// index_copy (into a copy of self) and kiln.cache_write (into the engine
+// input slot of self itself: the caller's cache, written in place).
+Status emit_index_copy(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const ir::Value* self = value_arg(n, "self");
+  const bool in_place = n.op == OpKind::kCacheWrite;
+  const size_t rank = std::max<size_t>(1, self->type.sizes.size());
+  const int64_t dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
+  TRef dst;
+  if (in_place) {
+    std::optional<TRef> slot = b.input_slot(self);
+    if (!slot) return internal_error("writes in place into '" + self->name + "', which is not an engine input");
+    dst = *slot;
+  } else {
+    KILN_ASSIGN_OR_RETURN(TRef x, b.ref(self));
+    dst = b.new_tensor(b.compute_dtype(out->type.dtype), static_sizes(out));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
+    KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
+  }
+  KILN_ASSIGN_OR_RETURN(TRef src, b.ref(value_arg(n, "source")));
+  KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, dst.dtype));
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, "index")));
+  KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
+  std::vector<int64_t> sizes = src.sizes, dsizes = dst.sizes;
+  if (sizes.empty()) sizes = {1};
+  if (dsizes.empty()) dsizes = {1};
+  if (sizes.size() != rank || dsizes.size() != rank || prod(idx.sizes) != sizes[static_cast<size_t>(dim)])
+    return invalid_argument("index_copy: source, self and index do not fit together");
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(
+      GeneratedKernel k,
+      index_copy_kernel(dst.dtype, idx.dtype, prod(sizes, 0, static_cast<size_t>(dim)), sizes[static_cast<size_t>(dim)],
+                        prod(sizes, static_cast<size_t>(dim) + 1), dsizes[static_cast<size_t>(dim)], code));
+  KILN_TRY(b.launch(n.name, std::move(k), {dst.buf, src.buf, idx.buf, b.error_word()}));
+  if (in_place && b.compute_dtype(dst.dtype) != dst.dtype) {
+    KILN_ASSIGN_OR_RETURN(TRef cast, b.contiguous(dst, n.name, b.compute_dtype(dst.dtype)));
+    b.bind(out, cast);
+  } else {
+    b.bind(out, dst);
+  }
+  return Status::ok();
+}
+
 Status emit_cat(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
@@ -1005,7 +1048,8 @@ enum class Family {
   kGather,
   kGatherDim,
   kCat,
-  kCast
+  kCast,
+  kIndexCopy
 };
 
 Family family(OpKind op) {
@@ -1071,6 +1115,8 @@ Family family(OpKind op) {
     case OpKind::kIndexSelect: return Family::kGather;
     case OpKind::kGather: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
+    case OpKind::kIndexCopy:
+    case OpKind::kCacheWrite: return Family::kIndexCopy;
     case OpKind::kFusedElementwise:
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
@@ -1204,6 +1250,17 @@ std::string cuda_refusal(const ir::Node& n) {
         if (v->type.dtype != out->type.dtype) return "cat of mixed dtypes";
       return "";
     }
+    case Family::kIndexCopy: {
+      const ir::Value* idx = value_arg(n, "index");
+      const ir::Value* x = value_arg(n, "self");
+      const ir::Value* src = value_arg(n, "source");
+      if (!idx || !x || !src || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
+        return "index_copy with non-integer indices";
+      if (rank(idx) > 1) return "index_copy with a multi-dimensional index";
+      if (src->type.dtype != x->type.dtype) return "index_copy of mixed dtypes";
+      if (rank(src) != rank(x)) return "index_copy whose source rank differs from self's";
+      return "";
+    }
     case Family::kView: return "";
     case Family::kNone: break;
   }
@@ -1229,6 +1286,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);
     case Family::kCat: return emit_cat(b, n);
+    case Family::kIndexCopy: return emit_index_copy(b, n);
     case Family::kNone: break;
   }
   if (ir::op_category(n.op) == ir::OpCategory::kCheck) return Status::ok();

@@ -699,6 +699,27 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
   return launch_1d(s.str(), n);
 }
 
+Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count, int64_t inner,
+                                            int64_t out_dim, int error_code) {
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  if (index_dtype != DType::Int64 && index_dtype != DType::Int32)
+    return unsupported("index_copy takes int64 or int32 indices");
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
+  const int64_t n = outer * count * inner;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ src, const " << I
+    << "* __restrict__ index, int* error) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    const long long in = i % " << i64s(inner) << ", t = i / " << i64s(inner) << ", j = t % " << i64s(count)
+    << ", o = t / " << i64s(count) << ";\n";
+  s << "    const long long ix = (long long)index[j];\n";
+  s << "    if (ix < 0 || ix >= " << i64s(out_dim) << ") { atomicExch(error, " << error_code << "); continue; }\n";
+  s << "    out[(o * " << i64s(out_dim) << " + ix) * " << i64s(inner) << " + in] = src[i];\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
 Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
                                                    const StridedLayout* mask, bool causal) {
   if (dtype != DType::Float32 && dtype != DType::Float16 && dtype != DType::BFloat16)

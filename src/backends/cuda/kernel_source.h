@@ -120,4 +120,12 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
                                         int64_t dim, int error_code);
 
+// index_copy's scatter: out[o, index[j], i] = src[o, j, i] with src viewed as
+// [outer, count, inner] (contiguous) and out as [outer, out_dim, inner]
+// (contiguous); index has `count` int64 or int32 entries. An index outside
+// [0, out_dim) sets *error to error_code and writes nothing for that row.
+// Params: out, src, index, error (int32).
+Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count,
+                                            int64_t inner, int64_t out_dim, int error_code);
+
 }  // namespace kiln::cuda

@@ -19,24 +19,26 @@ using nlohmann::json;
 
 bool computes(const ir::Node& n) { return ir::op_category(n.op) == ir::OpCategory::kCompute; }
 
-// One engine input x, two constants; an output that is a view, another that
-// could be written into x in place.
+// One engine input x, three constants; an output that is a view, another
+// written into x in place.
 EnginePlan small_plan() {
   EnginePlan plan;
   plan.backend = "cpu";
-  auto g = ir::parse_graph(R"(graph(%x: float32[2, 4], %w: float32[4, 4], %b: float32[4]) {
+  auto g = ir::parse_graph(R"(graph(%x: float32[2, 4], %w: float32[4, 4], %b: float32[4], %i: int64[1]) {
   %mm: float32[2, 4] = aten.mm.default(self=%x, mat2=%w)
   %a: float32[2, 4] = aten.add.Tensor(self=%mm, other=%b)
   %r: float32[2, 4] = aten.relu.default(self=%a)
   %v: float32[8] = aten.view.default(self=%r, size=[8])
-  return (%v, %a)
+  %s: float32[1, 4] = aten.slice.Tensor(self=%a, dim=0, start=0, end=1, step=1)
+  %c: float32[2, 4] = kiln.cache_write(self=%x, dim=0, index=%i, source=%s)
+  return (%v, %c)
 }
 )");
   EXPECT_TRUE(g.has_value()) << g.status().message();
   if (g.has_value()) plan.network.graph = std::move(*g);
   plan.network.num_inputs = 1;
-  plan.network.constant_names = {"fc.weight", "fc.bias"};
-  plan.network.kernels = {"test.gemm", "test.add", "test.relu", "test.view"};
+  plan.network.constant_names = {"fc.weight", "fc.bias", "row"};
+  plan.network.kernels = {"test.gemm", "test.add", "test.relu", "test.view", "test.view", "test.cache_write"};
   plan.memory = plan_memory(plan.network, computes);
   plan.aliases = {{1, 0}};
   plan.extra = {{"cpu.blob", {0, 1, 2, 255, 7}}, {"cpu.empty", {}}};

@@ -1,0 +1,199 @@
+// kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [compile options]
+//
+// Greedy decoding with a decoder step exported the way transformers' ExecuTorch
+// recipe does it (TorchExportableModuleWithStaticCache): inputs token ids
+// int64 [1, T] and cache positions int64 [T], output 0 the logits [1, T, vocab];
+// the KV caches are buffers of the program and live in one session. A step
+// whose T is a dynamic dimension takes the whole prompt in one call; a static
+// T of 1 takes it token by token. Each new token is the argmax of the last
+// logits row (the first maximum, as torch.argmax).
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+namespace {
+
+Expected<std::vector<int64_t>> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0)
+      return invalid_argument("--prompt-ids: '" + item + "' is not a token id (a non-negative integer)");
+    ids.push_back(v);
+    start = comma + 1;
+  }
+  return ids;
+}
+
+Expected<int64_t> parse_count(const std::string& option, const std::string& text) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || v < 0)
+    return invalid_argument("--" + option + ": '" + text + "' is not a non-negative integer");
+  return v;
+}
+
+// The step's shape: how many tokens one call takes (1, or up to `max_tokens` when dynamic).
+struct StepShape {
+  bool dynamic = false;
+  int64_t max_tokens = 1;
+};
+
+Expected<StepShape> step_shape(const Program& p) {
+  const auto& in = p.inputs();
+  const std::string want =
+      "a decoder step with inputs token ids int64 [1, T] and cache positions int64 [T] (transformers' "
+      "TorchExportableModuleWithStaticCache)";
+  if (in.size() != 2 || in[0].dtype != DType::Int64 || in[1].dtype != DType::Int64 || in[0].dims.size() != 2 ||
+      in[1].dims.size() != 1 || in[0].dims[0] != "1" || in[0].dims[1] != in[1].dims[0])
+    return invalid_argument("kiln generate needs " + want + "; " + p.source() + " takes " + std::to_string(in.size()) +
+                            " inputs of another form");
+  if (p.outputs().empty() || p.outputs()[0].dims.size() != 3)
+    return invalid_argument("kiln generate needs " + want + " whose first output is the logits [1, T, vocab]");
+  StepShape s;
+  const std::string& t = in[0].dims[1];
+  if (t == "1") return s;
+  for (const SymbolInfo& sym : p.symbols())
+    if (sym.name == t) {
+      s.dynamic = true;
+      s.max_tokens = sym.max;
+      return s;
+    }
+  return invalid_argument("kiln generate needs a step of one token or a dynamic number of tokens; the token ids of " +
+                          p.source() + " are [1, " + t + "]");
+}
+
+// The positions the KV caches hold: dim 2 of the 4-d buffers ([batch, heads, max_seq, head_dim]).
+int64_t cache_capacity(const Program& p) {
+  int64_t cap = -1;
+  for (const TensorSpec& b : p.buffers())
+    if (b.dims.size() == 4) {
+      try {
+        const int64_t n = std::stoll(b.dims[2]);
+        cap = cap < 0 ? n : std::min(cap, n);
+      } catch (...) {
+      }
+    }
+  return cap;
+}
+
+Tensor ids_tensor(const std::vector<int64_t>& ids, size_t from, size_t count, bool positions) {
+  Tensor t = positions ? Tensor::zeros(DType::Int64, {static_cast<int64_t>(count)})
+                       : Tensor::zeros(DType::Int64, {1, static_cast<int64_t>(count)});
+  for (size_t i = 0; i < count; ++i) t.data<int64_t>()[i] = positions ? static_cast<int64_t>(from + i) : ids[from + i];
+  return t;
+}
+
+// argmax over the last row of logits [1, T, vocab]: the first maximum.
+int64_t last_row_argmax(const Tensor& logits) {
+  const int64_t vocab = logits.size(2);
+  const int64_t row = (logits.size(1) - 1) * vocab;
+  int64_t best = 0;
+  double best_v = logits.value_at(row);
+  for (int64_t v = 1; v < vocab; ++v) {
+    const double x = logits.value_at(row + v);
+    if (x > best_v) {
+      best_v = x;
+      best = v;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  auto args =
+      parse_args(argc, argv, 2, with({"prompt-ids", "max-new-tokens", "eos-id"}, kCompileValued), kCompileFlags);
+  if (!args) return fail(args.status());
+  if (args->positional.size() != 1 || !args->get("prompt-ids") || !args->get("max-new-tokens"))
+    return fail(invalid_argument(
+        "usage: kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [compile options]"));
+  auto prompt = parse_ids(*args->get("prompt-ids"));
+  if (!prompt) return fail(prompt.status());
+  auto max_new = parse_count("max-new-tokens", *args->get("max-new-tokens"));
+  if (!max_new) return fail(max_new.status());
+  std::optional<int64_t> eos;
+  if (auto e = args->get("eos-id")) {
+    auto v = parse_count("eos-id", *e);
+    if (!v) return fail(v.status());
+    eos = *v;
+  }
+  auto options = load_options(*args, false);
+  if (!options) return fail(options.status());
+  auto program = load_model(args->positional[0], *args, *options);
+  if (!program) return fail(program.status());
+  const Program& p = **program;
+  auto shape = step_shape(p);
+  if (!shape) return fail(shape.status());
+  const int64_t capacity = cache_capacity(p);
+  const int64_t needed = static_cast<int64_t>(prompt->size()) + *max_new - (*max_new > 0 ? 1 : 0);
+  if (capacity >= 0 && needed > capacity)
+    return fail(invalid_argument("the program's KV caches hold " + std::to_string(capacity) + " positions; " +
+                                 std::to_string(prompt->size()) + " prompt tokens and " + std::to_string(*max_new) +
+                                 " new tokens need " + std::to_string(needed)));
+
+  Session session(*program);
+  std::vector<int64_t> tokens = *prompt;
+  int64_t next = -1;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  // The prompt: in chunks as large as the step takes.
+  for (size_t at = 0; at < prompt->size();) {
+    const size_t n =
+        std::min<size_t>(prompt->size() - at, static_cast<size_t>(std::max<int64_t>(1, shape->max_tokens)));
+    auto out = session.run({ids_tensor(tokens, at, n, false), ids_tensor(tokens, at, n, true)});
+    if (!out)
+      return fail(out.status().with_context("prompt tokens " + std::to_string(at) + ".." + std::to_string(at + n - 1)));
+    next = last_row_argmax((*out)[0]);
+    at += n;
+  }
+  const auto t1 = Clock::now();
+  std::vector<int64_t> generated;
+  for (int64_t k = 0; k < *max_new; ++k) {
+    generated.push_back(next);
+    tokens.push_back(next);
+    if ((eos && next == *eos) || k + 1 == *max_new) break;
+    auto out =
+        session.run({ids_tensor(tokens, tokens.size() - 1, 1, false), ids_tensor(tokens, tokens.size() - 1, 1, true)});
+    if (!out) return fail(out.status().with_context("generated token " + std::to_string(k + 1)));
+    next = last_row_argmax((*out)[0]);
+  }
+  const auto t2 = Clock::now();
+  std::string list;
+  for (int64_t t : generated) list += (list.empty() ? "" : ",") + std::to_string(t);
+  std::printf("tokens: %s\n", list.c_str());
+  const double prompt_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const double decode_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  const size_t steps = generated.empty() ? 0 : generated.size() - 1;  // decode calls after the prompt
+  std::printf("prompt: %zu tokens in %.2f ms; decode: %zu steps in %.2f ms", prompt->size(), prompt_ms, steps,
+              decode_ms);
+  if (steps > 0)
+    std::printf(", %.2f ms per token, %.1f tokens/s", decode_ms / static_cast<double>(steps),
+                1000.0 * static_cast<double>(steps) / decode_ms);
+  std::printf("\n");
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
