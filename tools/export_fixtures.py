@@ -667,6 +667,31 @@ def build_llama_generate():
     )
 
 
+@fixture("llama_prefill")
+def build_llama_prefill():
+    """The prefill method of llama_generate's model: the whole prompt in one call."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed_for("llama_generate"))  # the same weights as llama_generate
+    lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    model = _static_cache_module(lm, max_cache_len=32)
+    n = len(LLAMA_GENERATE_PROMPT)
+    call = (torch.tensor([LLAMA_GENERATE_PROMPT]), torch.arange(n))
+    return Fixture(
+        "llama_prefill",
+        f"llama_generate's model (same weights) exported for prefill: input_ids [1,{n}] and cache_position [{n}] "
+        f"take the prompt {LLAMA_GENERATE_PROMPT} in one call and fill the KV caches (static cache 32); output "
+        f"logits [1,{n},100]. With llama_generate as the decode method, one program prefills and decodes",
+        "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
+        + ", batch_size=1, max_cache_len=32)",
+        model,
+        call,
+        steps=[call],
+        make_reference=_llama_decode_reference,
+        strict=True,
+    )
+
+
 # --------------------------------------------------------------------------
 # Custom modules
 # --------------------------------------------------------------------------

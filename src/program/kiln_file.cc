@@ -73,15 +73,18 @@ Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p) {
   }
   j["segments"] = segments;
 
-  // Weights: one contiguous, aligned copy each, in name order.
-  std::vector<uint8_t> blob;
+  // Weights: one contiguous, aligned copy each, in name order, in a blob sized once.
+  auto aligned = [](size_t n) { return (n + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment; };
+  size_t total = 0;
+  for (const auto& [name, t] : m.weights) total = aligned(total) + t.nbytes();
+  std::vector<uint8_t> blob(total);
   json weights = json::array();
+  size_t cursor = 0;
   for (const auto& [name, t] : m.weights) {
     Tensor c = t.contiguous();
-    blob.resize((blob.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment);
-    const size_t offset = blob.size();
-    const auto* data = static_cast<const uint8_t*>(c.raw_data());
-    if (c.nbytes() > 0) blob.insert(blob.end(), data, data + c.nbytes());
+    const size_t offset = aligned(cursor);
+    if (c.nbytes() > 0) std::memcpy(blob.data() + offset, c.raw_data(), c.nbytes());
+    cursor = offset + c.nbytes();
     weights.push_back({{"name", name},
                        {"dtype", std::string(dtype_name(c.dtype()))},
                        {"sizes", c.sizes()},
