@@ -22,6 +22,9 @@ namespace kiln {
 namespace ir {
 struct Module;
 }
+namespace program {
+struct CompiledMethod;
+}
 
 // One input, output or buffer of a program.
 struct TensorSpec {
@@ -110,8 +113,27 @@ class Program {
   // section, node or tensor at fault.
   static Expected<std::shared_ptr<const Program>> load(const std::string& path, const LoadOptions& options = {});
 
-  // Writes the compiled program as a .kiln file (weights once, engine plans,
-  // signature, buffers' initial values). Atomic: a failed save leaves no file.
+  // One program of several methods, each compiled from its own .pt2 (e.g. a
+  // decoder's prefill and decode exported from one model). Methods share
+  // buffers by name (one dtype, shape and initial value each) and keep
+  // parameters of equal bytes once; a session runs any method in any order
+  // on the same state.
+  struct MethodFile {
+    std::string name;  // "prefill"
+    std::string path;  // "prefill.pt2"
+  };
+  static Expected<std::shared_ptr<const Program>> load_methods(const std::vector<MethodFile>& files,
+                                                               const LoadOptions& options = {});
+
+  // The methods in order ("forward" for a program from one .pt2). Everything
+  // else this class answers is about the first; method() gives the others.
+  std::vector<std::string> method_names() const;
+  // Method `name` (this program for the first), owned by this program; null when absent.
+  const Program* method(std::string_view name) const;
+
+  // Writes the compiled program, every method, as a .kiln file (weights once,
+  // engine plans, signatures, buffers' initial values). Atomic: a failed
+  // save leaves no file.
   Status save(const std::string& path) const;
 
   // The segments in execution order (engines and fallback).
@@ -142,6 +164,8 @@ class Program {
 
  private:
   Program();
+  static Expected<std::shared_ptr<const Program>> assemble(std::vector<program::CompiledMethod> methods,
+                                                           const std::string& what, bool load_engines);
 
  public:
   struct Impl;  // defined inside the library only
@@ -164,6 +188,8 @@ class Session {
   // Program::buffer_updated_in_place) are written as that engine runs: after
   // a call that fails later on, they hold the rows that call wrote.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // Runs method `method` of the program on the session's state.
+  Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
 
   // Current value of buffer `fqn`.
   Expected<Tensor> buffer(std::string_view fqn) const;

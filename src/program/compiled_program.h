@@ -34,6 +34,13 @@ struct CompiledProgram {
   std::vector<SegmentRecord> segments;
 };
 
+// One named entry point of a program: "forward" for a single exported
+// program; prefill and decode for a decoder compiled from two exports.
+struct CompiledMethod {
+  std::string name;
+  CompiledProgram program;
+};
+
 struct CompileSettings {
   std::string device = "cpu";
   std::string precision = "fp32";  // engine::BuildOptions::precision

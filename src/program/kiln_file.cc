@@ -1,5 +1,6 @@
 #include "program/kiln_file.h"
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -41,7 +42,47 @@ Expected<ir::OutputSpec::Kind> output_kind(const std::string& s) {
 
 }  // namespace
 
-Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p) {
+namespace {
+
+// Where each weight lies in the shared weights section: a name another method
+// already stored with the same dtype, sizes and bytes is stored once.
+class WeightBlob {
+ public:
+  // Offset of `t` (stored under `name`) in the blob.
+  size_t place(const std::string& name, const Tensor& t) {
+    Tensor c = t.contiguous();
+    for (const Entry& e : entries_)
+      if (e.name == name && e.tensor.dtype() == c.dtype() && e.tensor.sizes() == c.sizes() &&
+          (c.nbytes() == 0 || std::memcmp(e.tensor.raw_data(), c.raw_data(), c.nbytes()) == 0))
+        return e.offset;
+    const size_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    size_ = offset + c.nbytes();
+    entries_.push_back({name, c, offset});
+    return offset;
+  }
+  // The blob, sized once.
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> blob(size_);
+    for (const Entry& e : entries_)
+      if (e.tensor.nbytes() > 0) std::memcpy(blob.data() + e.offset, e.tensor.raw_data(), e.tensor.nbytes());
+    return blob;
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    Tensor tensor;
+    size_t offset;
+  };
+  std::vector<Entry> entries_;
+  size_t size_ = 0;
+};
+
+// Section names of method k: method 0 uses the plain names (a single-method
+// file has no other), method k > 0 prefixes them with "method<k>.".
+std::string section_prefix(size_t k) { return k == 0 ? std::string() : "method" + std::to_string(k) + "."; }
+
+json method_json(const CompiledProgram& p, const std::string& prefix, WeightBlob& blob) {
   const ir::Module& m = p.module;
   json j;
   j["format"] = "kiln program";
@@ -68,43 +109,64 @@ Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p) {
                {"outputs", s.outputs},
                {"reasons", s.reasons},
                {"backend", s.backend}};
-    if (s.kind == partition::SegmentKind::kEngine) js["plan"] = "plan." + std::to_string(i);
+    if (s.kind == partition::SegmentKind::kEngine) js["plan"] = prefix + "plan." + std::to_string(i);
     segments.push_back(js);
   }
   j["segments"] = segments;
 
-  // Weights: one contiguous, aligned copy each, in name order, in a blob sized once.
-  auto aligned = [](size_t n) { return (n + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment; };
-  size_t total = 0;
-  for (const auto& [name, t] : m.weights) total = aligned(total) + t.nbytes();
-  std::vector<uint8_t> blob(total);
   json weights = json::array();
-  size_t cursor = 0;
-  for (const auto& [name, t] : m.weights) {
-    Tensor c = t.contiguous();
-    const size_t offset = aligned(cursor);
-    if (c.nbytes() > 0) std::memcpy(blob.data() + offset, c.raw_data(), c.nbytes());
-    cursor = offset + c.nbytes();
+  for (const auto& [name, t] : m.weights)
     weights.push_back({{"name", name},
-                       {"dtype", std::string(dtype_name(c.dtype()))},
-                       {"sizes", c.sizes()},
-                       {"offset", offset},
-                       {"nbytes", c.nbytes()}});
-  }
+                       {"dtype", std::string(dtype_name(t.dtype()))},
+                       {"sizes", t.sizes()},
+                       {"offset", blob.place(name, t)},
+                       {"nbytes", t.nbytes()}});
   j["weights"] = weights;
+  return j;
+}
 
+}  // namespace
+
+Expected<std::vector<uint8_t>> serialize_program(std::span<const MethodRef> methods) {
+  if (methods.empty()) return invalid_argument("a program has at least one method");
+  std::set<std::string> names;
+  for (const MethodRef& mr : methods)
+    if (mr.name.empty() || !names.insert(mr.name).second)
+      return invalid_argument("method name '" + mr.name + "' is empty or given twice");
+  WeightBlob blob;
   SectionFileWriter w(kProgramMagic, kProgramVersion);
-  KILN_TRY(w.add("program", bytes_of(j.dump(1))));
-  KILN_TRY(w.add("graph", bytes_of(ir::print_graph(m.graph))));
-  KILN_TRY(w.add("weights", std::move(blob)));
-  for (size_t i = 0; i < p.segments.size(); ++i)
-    if (p.segments[i].kind == partition::SegmentKind::kEngine)
-      KILN_TRY(w.add("plan." + std::to_string(i), std::span<const uint8_t>(p.segments[i].plan)));
+  for (size_t k = 0; k < methods.size(); ++k) {
+    const CompiledProgram& p = *methods[k].program;
+    const std::string prefix = section_prefix(k);
+    json j = method_json(p, prefix, blob);
+    j["method"] = methods[k].name;
+    if (k == 0) {
+      json all = json::array();
+      for (const MethodRef& mr : methods) all.push_back(mr.name);
+      j["methods"] = all;
+    }
+    KILN_TRY(w.add(prefix + "program", bytes_of(j.dump(1))));
+    KILN_TRY(w.add(prefix + "graph", bytes_of(ir::print_graph(p.module.graph))));
+    for (size_t i = 0; i < p.segments.size(); ++i)
+      if (p.segments[i].kind == partition::SegmentKind::kEngine)
+        KILN_TRY(w.add(prefix + "plan." + std::to_string(i), std::span<const uint8_t>(p.segments[i].plan)));
+  }
+  KILN_TRY(w.add("weights", blob.bytes()));
   return w.finish();
 }
 
+Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p) {
+  const MethodRef one{"forward", &p};
+  return serialize_program(std::span<const MethodRef>(&one, 1));
+}
+
 Status save_program(const CompiledProgram& p, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(p));
+  const MethodRef one{"forward", &p};
+  return save_program(std::span<const MethodRef>(&one, 1), path);
+}
+
+Status save_program(std::span<const MethodRef> methods, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(methods));
   // Write next to the target and rename, so a failed write never leaves a half file.
   const std::string tmp = path + ".partial";
   {
@@ -120,17 +182,25 @@ Status save_program(const CompiledProgram& p, const std::string& path) {
   return Status::ok();
 }
 
-Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const std::shared_ptr<void>& keeper,
-                                        std::string_view what) {
-  const std::string w(what);
-  KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kProgramMagic, kProgramVersion, what));
-  auto jb_section = f.section("program");
+namespace {
+
+// Parses method `k` (its sections carry section_prefix(k)) of the program file `f`.
+Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std::shared_ptr<void>& keeper,
+                                      const std::string& file_what) {
+  const std::string prefix = section_prefix(k);
+  const std::string w = k == 0 ? file_what : file_what + ", method " + std::to_string(k);
+  auto jb_section = f.section(prefix + "program");
   if (!jb_section) return format_error(jb_section.status().message());
   std::span<const uint8_t> jb = *jb_section;
-  KILN_ASSIGN_OR_RETURN(json j, parse_json_object(jb, w + ": section 'program'"));
+  KILN_ASSIGN_OR_RETURN(json j, parse_json_object(jb, w + ": section '" + prefix + "program'"));
   Reader r(j, w + ": program");
 
-  CompiledProgram p;
+  CompiledMethod cm;
+  cm.name = "forward";
+  if (j.contains("method")) {
+    KILN_ASSIGN_OR_RETURN(cm.name, r.string("method"));
+  }
+  CompiledProgram& p = cm.program;
   ir::Module& m = p.module;
   KILN_ASSIGN_OR_RETURN(std::string format, r.string("format"));
   if (format != "kiln program") return format_error(w + ": not a kiln program (format '" + format + "')");
@@ -139,7 +209,7 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const st
   KILN_ASSIGN_OR_RETURN(m.dialect, r.string("dialect"));
   KILN_ASSIGN_OR_RETURN(p.device, r.string("device"));
 
-  auto gb_section = f.section("graph");
+  auto gb_section = f.section(prefix + "graph");
   if (!gb_section) return format_error(gb_section.status().message());
   std::span<const uint8_t> gb = *gb_section;
   auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(gb.data()), gb.size()));
@@ -276,6 +346,8 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const st
     s.outputs.assign(outs.begin(), outs.end());
     if (s.kind == partition::SegmentKind::kEngine) {
       KILN_ASSIGN_OR_RETURN(std::string plan_name, rs.string("plan"));
+      if (plan_name.rfind(prefix + "plan.", 0) != 0)
+        return format_error(rs.where() + ": plan section '" + plan_name + "' belongs to another method");
       auto plan = f.section(plan_name);
       if (!plan) return format_error(rs.where() + ": " + plan.status().message());
       s.plan.assign(plan->begin(), plan->end());
@@ -288,8 +360,53 @@ Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const st
   for (int n = 0; n < num_nodes; ++n)
     if (owner[static_cast<size_t>(n)] == -1)
       return format_error(w + ": node '" + m.graph.nodes()[static_cast<size_t>(n)]->name + "' is in no segment");
-  m.source = m.source.empty() ? w : m.source;
-  return p;
+  m.source = m.source.empty() ? file_what : m.source;
+  return cm;
+}
+
+}  // namespace
+
+Expected<std::vector<CompiledMethod>> parse_program_methods(std::span<const uint8_t> bytes,
+                                                            const std::shared_ptr<void>& keeper,
+                                                            std::string_view what) {
+  const std::string w(what);
+  KILN_ASSIGN_OR_RETURN(SectionFile f, SectionFile::parse(bytes, kProgramMagic, kProgramVersion, what));
+  std::vector<CompiledMethod> methods;
+  KILN_ASSIGN_OR_RETURN(CompiledMethod first, parse_method(f, 0, keeper, w));
+  // The method list lives in method 0's JSON (absent in a single-method file).
+  auto jb = f.section("program");
+  if (!jb) return format_error(jb.status().message());
+  KILN_ASSIGN_OR_RETURN(json j, parse_json_object(*jb, w + ": section 'program'"));
+  std::vector<std::string> names{first.name};
+  if (j.contains("methods")) {
+    Reader r(j, w + ": program");
+    KILN_ASSIGN_OR_RETURN(names, r.strings("methods"));
+    if (names.empty() || names[0] != first.name)
+      return format_error(w + ": the method list does not start with method 0 ('" + first.name + "')");
+    if (names.size() > 4096) return format_error(w + ": " + std::to_string(names.size()) + " methods is too many");
+  }
+  methods.push_back(std::move(first));
+  std::set<std::string> seen{methods[0].name};
+  for (size_t k = 1; k < names.size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(CompiledMethod m, parse_method(f, k, keeper, w));
+    if (m.name != names[k])
+      return format_error(w + ": method " + std::to_string(k) + " is named '" + m.name + "', the list says '" +
+                          names[k] + "'");
+    if (!seen.insert(m.name).second) return format_error(w + ": method '" + m.name + "' appears twice");
+    methods.push_back(std::move(m));
+  }
+  return methods;
+}
+
+Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const std::shared_ptr<void>& keeper,
+                                        std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(std::vector<CompiledMethod> methods, parse_program_methods(bytes, keeper, what));
+  return std::move(methods[0].program);
+}
+
+Expected<std::vector<CompiledMethod>> load_program_methods(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
+  return parse_program_methods(file->bytes(), file, path);
 }
 
 Expected<CompiledProgram> load_program(const std::string& path) {

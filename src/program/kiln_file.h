@@ -10,10 +10,16 @@
 //   weights   every weight and buffer initial value the program uses, once,
 //             each contiguous and 64-byte aligned
 //   plan.<i>  the engine plan of segment i
+// A program with several methods (prefill and decode, ...) holds method 0 as
+// above, its "program" JSON naming every method ("methods"), and method k > 0
+// in sections "method<k>.program", "method<k>.graph" and "method<k>.plan.<i>".
+// All methods share the one weights section: a weight of the same name,
+// dtype, sizes and bytes is stored once.
 // Every offset, size, count and reference is checked on load; weights are
 // borrowed from the mapped file, not copied.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "program/compiled_program.h"
@@ -23,14 +29,28 @@ namespace kiln::program {
 constexpr std::string_view kProgramMagic = "KILNPROG";
 constexpr uint32_t kProgramVersion = 1;
 
+// A method to save: its name and its compiled program.
+struct MethodRef {
+  std::string name;
+  const CompiledProgram* program = nullptr;
+};
+
+// One method, named "forward".
 Expected<std::vector<uint8_t>> serialize_program(const CompiledProgram& p);
+Expected<std::vector<uint8_t>> serialize_program(std::span<const MethodRef> methods);
 Status save_program(const CompiledProgram& p, const std::string& path);
+Status save_program(std::span<const MethodRef> methods, const std::string& path);
 
 // Parses and validates a .kiln image. `keeper` keeps `bytes` alive for the
 // weights borrowed from it (null: weights are copied). `what` names the file.
 Expected<CompiledProgram> parse_program(std::span<const uint8_t> bytes, const std::shared_ptr<void>& keeper,
                                         std::string_view what);
 Expected<CompiledProgram> load_program(const std::string& path);
+// Every method of a .kiln image, in file order (method 0 first).
+Expected<std::vector<CompiledMethod>> parse_program_methods(std::span<const uint8_t> bytes,
+                                                            const std::shared_ptr<void>& keeper,
+                                                            std::string_view what);
+Expected<std::vector<CompiledMethod>> load_program_methods(const std::string& path);
 
 // Whether the file at `path` starts with the .kiln magic.
 bool looks_like_program_file(const std::string& path);

@@ -1,4 +1,6 @@
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <set>
 
 #include "backends/cpu/kernel.h"
@@ -172,21 +174,126 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
 
 }  // namespace
 
-Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
-  program::CompiledProgram compiled;
-  if (program::looks_like_program_file(path)) {
-    KILN_ASSIGN_OR_RETURN(compiled, program::load_program(path));
-  } else {
-    KILN_ASSIGN_OR_RETURN(compiled, compile_pt2(path, options));
+namespace {
+
+std::string type_text(const Tensor& t) { return t.type_string(); }
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+// Methods share state and weights by name: a buffer must have one dtype,
+// shape and initial value in every method that has it; a parameter or buffer
+// of equal bytes is kept once in memory (constants folded per method may
+// differ under one name and stay apart).
+Status share_by_name(std::vector<program::CompiledMethod>& methods, const std::string& what) {
+  std::map<std::string, std::pair<Tensor, std::string>> first;  // fqn -> (tensor, method)
+  for (program::CompiledMethod& cm : methods) {
+    ir::Module& m = cm.program.module;
+    for (const ir::InputSpec& s : m.input_specs) {
+      if (s.kind != ir::InputSpec::Kind::kBuffer && s.kind != ir::InputSpec::Kind::kParameter) continue;
+      Tensor& t = m.weights.at(s.target);
+      auto [it, inserted] = first.try_emplace(s.target, t, cm.name);
+      if (inserted) continue;
+      const Tensor& other = it->second.first;
+      if (same_bytes(t, other)) {
+        t = other;  // one copy in memory
+        continue;
+      }
+      if (s.kind == ir::InputSpec::Kind::kBuffer)
+        return invalid_argument(
+            what + ": buffer '" + s.target + "' is " + type_text(t) + " in method '" + cm.name + "' and " +
+            type_text(other) + " in method '" + it->second.second + "'" +
+            (t.dtype() == other.dtype() && t.sizes() == other.sizes() ? " with other initial values" : "") +
+            "; methods share buffers by name");
+    }
   }
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<Program::Impl>> make_impl(program::CompiledMethod cm, const std::string& what,
+                                                   bool load_engines) {
+  auto im = std::make_unique<Program::Impl>();
+  im->method_name = cm.name;
+  KILN_ASSIGN_OR_RETURN(im->exec, runtime::Executable::load(std::move(cm.program), what, load_engines));
+  describe(*im);
+  return im;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::CompiledMethod> methods,
+                                                           const std::string& what, bool load_engines) {
+  if (methods.empty()) return invalid_argument(what + ": a program has at least one method");
+  KILN_TRY(share_by_name(methods, what));
   std::shared_ptr<Program> p(new Program());
-  Impl& im = *p->impl_;
-  KILN_ASSIGN_OR_RETURN(im.exec, runtime::Executable::load(std::move(compiled), path, options.load_engines));
-  describe(im);
+  for (size_t k = 0; k < methods.size(); ++k) {
+    const std::string w = methods.size() == 1 ? what : what + ", method '" + methods[k].name + "'";
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Impl> im, make_impl(std::move(methods[k]), w, load_engines));
+    if (k == 0) {
+      p->impl_ = std::move(im);
+    } else {
+      std::unique_ptr<Program> other(new Program());
+      other->impl_ = std::move(im);
+      p->impl_->others.push_back(std::move(other));
+    }
+  }
   return std::shared_ptr<const Program>(std::move(p));
 }
 
-Status Program::save(const std::string& path) const { return program::save_program(impl_->exec->program(), path); }
+Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
+  std::vector<program::CompiledMethod> methods;
+  if (program::looks_like_program_file(path)) {
+    KILN_ASSIGN_OR_RETURN(methods, program::load_program_methods(path));
+  } else {
+    program::CompiledMethod cm;
+    cm.name = "forward";
+    KILN_ASSIGN_OR_RETURN(cm.program, compile_pt2(path, options));
+    methods.push_back(std::move(cm));
+  }
+  return assemble(std::move(methods), path, options.load_engines);
+}
+
+Expected<std::shared_ptr<const Program>> Program::load_methods(const std::vector<MethodFile>& files,
+                                                               const LoadOptions& options) {
+  if (files.empty()) return invalid_argument("give at least one method");
+  std::vector<program::CompiledMethod> methods;
+  std::string what;
+  for (const MethodFile& f : files) {
+    if (f.name.empty()) return invalid_argument(f.path + ": the method needs a name");
+    for (const program::CompiledMethod& m : methods)
+      if (m.name == f.name) return invalid_argument("method '" + f.name + "' is given twice");
+    if (program::looks_like_program_file(f.path))
+      return invalid_argument(f.path + ": methods are compiled from .pt2 files (this is a compiled .kiln program)");
+    program::CompiledMethod cm;
+    cm.name = f.name;
+    KILN_ASSIGN_OR_RETURN(cm.program, compile_pt2(f.path, options));
+    methods.push_back(std::move(cm));
+    what += (what.empty() ? "" : " + ") + f.path;
+  }
+  return assemble(std::move(methods), what, options.load_engines);
+}
+
+Status Program::save(const std::string& path) const {
+  std::vector<program::MethodRef> refs{{impl_->method_name, &impl_->exec->program()}};
+  for (const auto& o : impl_->others) refs.push_back({o->impl_->method_name, &o->impl_->exec->program()});
+  return program::save_program(refs, path);
+}
+
+std::vector<std::string> Program::method_names() const {
+  std::vector<std::string> names{impl_->method_name};
+  for (const auto& o : impl_->others) names.push_back(o->impl_->method_name);
+  return names;
+}
+
+const Program* Program::method(std::string_view name) const {
+  if (name == impl_->method_name) return this;
+  for (const auto& o : impl_->others)
+    if (o->impl_->method_name == name) return o.get();
+  return nullptr;
+}
 
 const std::vector<SegmentInfo>& Program::segments() const { return impl_->segments; }
 const std::string& Program::device() const { return impl_->exec->program().device; }

@@ -12,6 +12,9 @@
 namespace kiln {
 
 struct Program::Impl {
+  std::string method_name = "forward";
+  // The program's other methods (each a Program of one method); empty in those.
+  std::vector<std::unique_ptr<Program>> others;
   std::unique_ptr<runtime::Executable> exec;  // compiled program with engines loaded
   const ir::Module& module() const { return exec->program().module; }
   std::vector<TensorSpec> inputs, outputs, buffers, weights;

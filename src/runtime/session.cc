@@ -77,15 +77,19 @@ Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& de
 Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) { reset(); }
 
 void Session::reset() {
-  const ir::Module& m = program_->impl_->module();
-  for (const ir::InputSpec& s : m.input_specs) {
-    if (s.kind != ir::InputSpec::Kind::kBuffer) continue;
-    const Tensor& initial = m.weights.at(s.target);
-    auto it = buffers_.find(s.target);
-    if (it == buffers_.end())
-      buffers_[s.target] = initial.clone();
-    else
-      it->second.copy_from(initial);  // into the memory it has (the caller's, when bound)
+  // Every method's buffers: methods share them by name (Program checked that they agree).
+  std::set<std::string> done;
+  for (const std::string& name : program_->method_names()) {
+    const ir::Module& m = program_->method(name)->impl_->module();
+    for (const ir::InputSpec& s : m.input_specs) {
+      if (s.kind != ir::InputSpec::Kind::kBuffer || !done.insert(s.target).second) continue;
+      const Tensor& initial = m.weights.at(s.target);
+      auto it = buffers_.find(s.target);
+      if (it == buffers_.end())
+        buffers_[s.target] = initial.clone();
+      else
+        it->second.copy_from(initial);  // into the memory it has (the caller's, when bound)
+    }
   }
 }
 
@@ -114,7 +118,10 @@ Expected<Tensor> Session::buffer(std::string_view fqn) const {
 Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   auto it = buffers_.find(fqn);
   if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
-  if (program_->impl_->unread_buffers.count(fqn))
+  bool read = false;
+  for (const std::string& name : program_->method_names())
+    read = read || !program_->method(name)->impl_->unread_buffers.count(fqn);
+  if (!read)
     return invalid_argument("buffer '" + std::string(fqn) +
                             "' is not read by the compiled program: it was folded into the weights when compiling "
                             "(read-only buffers such as batch-norm statistics are frozen), so setting it would "
@@ -158,7 +165,17 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  const ir::Module& m = program_->impl_->module();
+  return run(program_->impl_->method_name, inputs);
+}
+
+Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::vector<Tensor>& inputs) {
+  const Program* p = program_->method(method);
+  if (p == nullptr) {
+    std::string names;
+    for (const std::string& n : program_->method_names()) names += (names.empty() ? "" : ", ") + n;
+    return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
+  }
+  const ir::Module& m = p->impl_->module();
   std::vector<const ir::Value*> user_decl;
   std::vector<size_t> user_pos;
   for (size_t i = 0; i < m.input_specs.size(); ++i)
@@ -167,12 +184,12 @@ Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
       user_pos.push_back(i);
     }
   KILN_TRY(check_inputs(m, user_decl, inputs));
-  KILN_ASSIGN_OR_RETURN(auto results, program_->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
+  KILN_ASSIGN_OR_RETURN(auto results, p->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran).
   std::set<size_t> in_place;
-  for (const program::BufferWrite& w : program_->impl_->exec->buffer_writes())
+  for (const program::BufferWrite& w : p->impl_->exec->buffer_writes())
     if (w.in_place) in_place.insert(static_cast<size_t>(w.output));
   std::vector<Tensor> user_outputs;
   std::vector<std::pair<std::string, Tensor>> new_buffers;

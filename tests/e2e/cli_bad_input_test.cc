@@ -398,5 +398,37 @@ TEST(CliGenerate, BadRequestsExitTwoNamingTheProblem) {
   EXPECT_NE(r.output.find("usage: kiln generate"), std::string::npos) << r.output;
 }
 
+// kiln compile A.pt2 B.pt2 --method prefill --method decode: one program;
+// inspect lists both methods; generate prefills and decodes with it.
+TEST(CliGenerate, PrefillAndDecodeMethodsInOneProgram) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("kiln_llm_" + std::to_string(::getpid()) + ".kiln")).string();
+  CliResult r = kiln_cli("compile " + dir + "llama_prefill.pt2 " + dir +
+                         "llama_generate.pt2 --method prefill --method decode -o " + out + " --no-cache");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(methods prefill, decode)"), std::string::npos) << r.output;
+  r = kiln_cli("inspect " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("methods (2): prefill, decode"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("== method decode"), std::string::npos) << r.output;
+  const std::vector<int64_t> want = pytorch_greedy_tokens(3);
+  std::string list;
+  for (int64_t t : want) list += (list.empty() ? "" : ",") + std::to_string(t);
+  r = kiln_cli("generate " + out + " --prompt-ids 7,42,13 --max-new-tokens " + std::to_string(want.size()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokens: " + list + "\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(method prefill)"), std::string::npos) << r.output;
+  r = kiln_cli("check " + out + " " + dir + "llama_prefill.io.safetensors --method prefill");
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = kiln_cli("check " + out + " " + dir + "llama_prefill.io.safetensors --method sideways");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no method 'sideways' (methods: prefill, decode)"), std::string::npos) << r.output;
+  r = kiln_cli("compile " + dir + "llama_prefill.pt2 " + dir + "llama_generate.pt2 --method prefill -o " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("2 models need 2 --method names"), std::string::npos) << r.output;
+  std::filesystem::remove(out);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -42,8 +42,11 @@ extern const std::vector<std::string> kCompileFlags;
 // Load options from those; `progress` prints build progress to stderr.
 Expected<LoadOptions> load_options(const Args& a, bool progress);
 // Loads MODEL (.pt2 compiled with the options, or .kiln); a .kiln built for
-// another device than an explicit --device is refused.
+// another device than an explicit --device is refused; --method NAME picks
+// one method of a program that has several.
 Expected<std::shared_ptr<const Program>> load_model(const std::string& path, const Args& a, LoadOptions options);
+// Loads MODEL with every method (load_model narrows to --method NAME when given).
+Expected<std::shared_ptr<const Program>> load_program(const std::string& path, const Args& a, LoadOptions options);
 // Concatenates lists for parse_args.
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b);
 

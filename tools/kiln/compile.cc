@@ -50,8 +50,8 @@ Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
 
 }  // namespace
 
-const std::vector<std::string> kCompileValued = {"device",    "min-block-size", "fallback-ops",
-                                                 "precision", "cache-dir",      "shape"};
+const std::vector<std::string> kCompileValued = {"device",    "min-block-size", "fallback-ops", "precision",
+                                                 "cache-dir", "shape",          "method"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -105,7 +105,7 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
   return o;
 }
 
-Expected<std::shared_ptr<const Program>> load_model(const std::string& path, const Args& a, LoadOptions options) {
+Expected<std::shared_ptr<const Program>> load_program(const std::string& path, const Args& a, LoadOptions options) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, Program::load(path, options));
   if (auto d = a.get("device"); d && *d != p->device())
     return invalid_argument(path + " was compiled for device '" + p->device() + "', not '" + *d +
@@ -113,18 +113,51 @@ Expected<std::shared_ptr<const Program>> load_model(const std::string& path, con
   return p;
 }
 
+Expected<std::shared_ptr<const Program>> load_model(const std::string& path, const Args& a, LoadOptions options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, load_program(path, a, std::move(options)));
+  auto name = a.get("method");
+  if (!name) return p;
+  const Program* m = p->method(*name);
+  if (m == nullptr) {
+    std::string names;
+    for (const std::string& n : p->method_names()) names += (names.empty() ? "" : ", ") + n;
+    return invalid_argument(path + " has no method '" + *name + "' (methods: " + names + ")");
+  }
+  return std::shared_ptr<const Program>(p, m);  // keeps the whole program alive
+}
+
 int run_compile(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, with({"output"}, kCompileValued), kCompileFlags);
   if (!args) return fail(args.status());
   auto out = args->get("output");
-  if (args->positional.size() != 1 || !out)
-    return fail(invalid_argument("usage: kiln compile MODEL.pt2 -o OUT.kiln [compile options]"));
+  if (args->positional.empty() || !out)
+    return fail(invalid_argument(
+        "usage: kiln compile MODEL.pt2 -o OUT.kiln [compile options]\n"
+        "       kiln compile A.pt2 B.pt2 --method a --method b -o OUT.kiln   (one program of several methods)"));
+  std::vector<std::string> method_names;
+  if (auto it = args->options.find("method"); it != args->options.end()) method_names = it->second;
+  if (args->positional.size() > 1 && method_names.size() != args->positional.size())
+    return fail(invalid_argument("kiln compile: " + std::to_string(args->positional.size()) + " models need " +
+                                 std::to_string(args->positional.size()) +
+                                 " --method names (one per model, in order), got " +
+                                 std::to_string(method_names.size())));
+  if (args->positional.size() == 1 && method_names.size() > 1)
+    return fail(invalid_argument("kiln compile: one model takes at most one --method name"));
   auto options = load_options(*args, true);
   if (!options) return fail(options.status());
   options->load_engines = false;  // written to a file, not run here
   const auto start = std::chrono::steady_clock::now();
-  std::fprintf(stderr, "kiln: compiling %s for %s\n", args->positional[0].c_str(), options->compile.device.c_str());
-  auto program = load_model(args->positional[0], *args, *options);
+  std::string models;
+  for (const std::string& m : args->positional) models += (models.empty() ? "" : " + ") + m;
+  std::fprintf(stderr, "kiln: compiling %s for %s\n", models.c_str(), options->compile.device.c_str());
+  Expected<std::shared_ptr<const Program>> program = std::shared_ptr<const Program>();
+  if (!method_names.empty()) {
+    std::vector<Program::MethodFile> files;
+    for (size_t i = 0; i < args->positional.size(); ++i) files.push_back({method_names[i], args->positional[i]});
+    program = Program::load_methods(files, *options);
+  } else {
+    program = load_program(args->positional[0], *args, *options);
+  }
   if (!program) return fail(program.status());
   const auto save_start = std::chrono::steady_clock::now();
   if (Status s = (*program)->save(*out); !s) return fail(s);
@@ -134,15 +167,22 @@ int run_compile(int argc, char** argv) {
                        .count()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int engines = 0, fallback_nodes = 0, cached = 0;
-  size_t plan_bytes = 0;
-  for (const SegmentInfo& s : (*program)->segments()) {
-    engines += s.engine;
-    cached += s.engine && s.from_cache;
-    plan_bytes += s.plan_bytes;
-    if (!s.engine) fallback_nodes += s.num_nodes;
-  }
-  std::printf("wrote %s: %zu segments (%d engines, %zu bytes of plans), %d nodes in fallback, %.2f s\n", out->c_str(),
-              (*program)->segments().size(), engines, plan_bytes, fallback_nodes, secs);
+  size_t plan_bytes = 0, segments = 0;
+  const std::vector<std::string> names = (*program)->method_names();
+  for (const std::string& name : names)
+    for (const SegmentInfo& s : (*program)->method(name)->segments()) {
+      ++segments;
+      engines += s.engine;
+      cached += s.engine && s.from_cache;
+      plan_bytes += s.plan_bytes;
+      if (!s.engine) fallback_nodes += s.num_nodes;
+    }
+  std::string methods;
+  if (names.size() > 1)
+    for (const std::string& n : names) methods += (methods.empty() ? " (methods " : ", ") + n;
+  if (!methods.empty()) methods += ")";
+  std::printf("wrote %s%s: %zu segments (%d engines, %zu bytes of plans), %d nodes in fallback, %.2f s\n", out->c_str(),
+              methods.c_str(), segments, engines, plan_bytes, fallback_nodes, secs);
   if (fallback_nodes > 0)
     std::printf("run `kiln inspect %s --partition` to see why each node falls back\n", out->c_str());
   std::printf("engines: %d built, %d from cache\n", engines - cached, cached);

@@ -1,5 +1,8 @@
-// kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [compile options]
+// kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [--method M] [compile options]
 //
+// The decode step is method M, else the method named "decode", else the
+// first. A method named "prefill" (of a program compiled from several
+// exports) takes the prompt when it fits its token count.
 // Greedy decoding with a decoder step exported the way transformers' ExecuTorch
 // recipe does it (TorchExportableModuleWithStaticCache): inputs token ids
 // int64 [1, T] and cache positions int64 [T], output 0 the logits [1, T, vocab];
@@ -73,15 +76,19 @@ Expected<StepShape> step_shape(const Program& p) {
     return invalid_argument("kiln generate needs " + want + " whose first output is the logits [1, T, vocab]");
   StepShape s;
   const std::string& t = in[0].dims[1];
-  if (t == "1") return s;
+  if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos) {
+    s.max_tokens = std::stoll(t);  // static: exactly this many tokens per call
+    return s;
+  }
   for (const SymbolInfo& sym : p.symbols())
     if (sym.name == t) {
       s.dynamic = true;
       s.max_tokens = sym.max;
       return s;
     }
-  return invalid_argument("kiln generate needs a step of one token or a dynamic number of tokens; the token ids of " +
-                          p.source() + " are [1, " + t + "]");
+  return invalid_argument(
+      "kiln generate needs a step whose token count is a number or a dynamic dimension; the token ids of " +
+      p.source() + " are [1, " + t + "]");
 }
 
 // The positions the KV caches hold: dim 2 of the 4-d buffers ([batch, heads, max_seq, head_dim]).
@@ -142,11 +149,37 @@ int run_generate(int argc, char** argv) {
   }
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
-  auto program = load_model(args->positional[0], *args, *options);
+  auto program = load_program(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
-  const Program& p = **program;
+  std::string decode = (*program)->method_names()[0];
+  if (auto m = args->get("method")) {
+    decode = *m;
+  } else if ((*program)->method("decode")) {
+    decode = "decode";
+  }
+  const Program* dp = (*program)->method(decode);
+  if (dp == nullptr) return fail(invalid_argument(args->positional[0] + " has no method '" + decode + "'"));
+  const Program& p = *dp;
   auto shape = step_shape(p);
   if (!shape) return fail(shape.status());
+  if (!shape->dynamic && shape->max_tokens != 1)
+    return fail(invalid_argument("the decode step (method '" + decode + "') takes " +
+                                 std::to_string(shape->max_tokens) + " tokens per call; it must take one"));
+  // The prompt goes through "prefill" when that method takes it whole.
+  std::string prompt_method = decode;
+  StepShape prompt_shape = *shape;
+  prompt_shape.max_tokens = shape->dynamic ? shape->max_tokens : 1;
+  if (const Program* pp = (*program)->method("prefill"); pp && pp != dp) {
+    auto ps = step_shape(*pp);
+    if (!ps) return fail(ps.status().with_context("method 'prefill'"));
+    const bool fits = ps->dynamic ? static_cast<int64_t>(prompt->size()) <= ps->max_tokens
+                                  : static_cast<int64_t>(prompt->size()) == ps->max_tokens;
+    if (fits) {
+      prompt_method = "prefill";
+      prompt_shape = *ps;
+      prompt_shape.max_tokens = static_cast<int64_t>(prompt->size());
+    }
+  }
   const int64_t capacity = cache_capacity(p);
   const int64_t needed = static_cast<int64_t>(prompt->size()) + *max_new - (*max_new > 0 ? 1 : 0);
   if (capacity >= 0 && needed > capacity)
@@ -154,7 +187,7 @@ int run_generate(int argc, char** argv) {
                                  std::to_string(prompt->size()) + " prompt tokens and " + std::to_string(*max_new) +
                                  " new tokens need " + std::to_string(needed)));
 
-  Session session(*program);
+  Session session(*program);  // one state for every method
   std::vector<int64_t> tokens = *prompt;
   int64_t next = -1;
   using Clock = std::chrono::steady_clock;
@@ -162,8 +195,8 @@ int run_generate(int argc, char** argv) {
   // The prompt: in chunks as large as the step takes.
   for (size_t at = 0; at < prompt->size();) {
     const size_t n =
-        std::min<size_t>(prompt->size() - at, static_cast<size_t>(std::max<int64_t>(1, shape->max_tokens)));
-    auto out = session.run({ids_tensor(tokens, at, n, false), ids_tensor(tokens, at, n, true)});
+        std::min<size_t>(prompt->size() - at, static_cast<size_t>(std::max<int64_t>(1, prompt_shape.max_tokens)));
+    auto out = session.run(prompt_method, {ids_tensor(tokens, at, n, false), ids_tensor(tokens, at, n, true)});
     if (!out)
       return fail(out.status().with_context("prompt tokens " + std::to_string(at) + ".." + std::to_string(at + n - 1)));
     next = last_row_argmax((*out)[0]);
@@ -175,8 +208,8 @@ int run_generate(int argc, char** argv) {
     generated.push_back(next);
     tokens.push_back(next);
     if ((eos && next == *eos) || k + 1 == *max_new) break;
-    auto out =
-        session.run({ids_tensor(tokens, tokens.size() - 1, 1, false), ids_tensor(tokens, tokens.size() - 1, 1, true)});
+    auto out = session.run(
+        decode, {ids_tensor(tokens, tokens.size() - 1, 1, false), ids_tensor(tokens, tokens.size() - 1, 1, true)});
     if (!out) return fail(out.status().with_context("generated token " + std::to_string(k + 1)));
     next = last_row_argmax((*out)[0]);
   }
@@ -187,8 +220,8 @@ int run_generate(int argc, char** argv) {
   const double prompt_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const double decode_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   const size_t steps = generated.empty() ? 0 : generated.size() - 1;  // decode calls after the prompt
-  std::printf("prompt: %zu tokens in %.2f ms; decode: %zu steps in %.2f ms", prompt->size(), prompt_ms, steps,
-              decode_ms);
+  std::printf("prompt: %zu tokens in %.2f ms (method %s); decode: %zu steps in %.2f ms", prompt->size(), prompt_ms,
+              prompt_method.c_str(), steps, decode_ms);
   if (steps > 0)
     std::printf(", %.2f ms per token, %.1f tokens/s", decode_ms / static_cast<double>(steps),
                 1000.0 * static_cast<double>(steps) / decode_ms);

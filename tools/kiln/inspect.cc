@@ -65,38 +65,49 @@ int run_inspect(int argc, char** argv) {
   }
   auto loaded = load_model(args->positional[0], *args, opts);
   if (!loaded) return fail(loaded.status());
-  const Program& p = **loaded;
-  std::printf("program %s\n", p.source().c_str());
-  std::printf("  exported by torch %s, %s dialect\n", p.torch_version().c_str(), p.dialect().c_str());
-  std::printf("inputs (%zu)\n", p.inputs().size());
-  for (const auto& s : p.inputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
-  std::printf("outputs (%zu)\n", p.outputs().size());
-  for (const auto& s : p.outputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
-  std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
-  std::printf("buffers (%zu)\n", p.buffers().size());
-  for (const auto& s : p.buffers())
-    std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(),
-                !mutated.count(s.name)              ? "read only"
-                : p.buffer_updated_in_place(s.name) ? "written in place by its engine (aliased)"
-                                                    : "written, copied back after each call");
-  size_t bytes = 0;
-  for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
-  std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);
-  std::printf("dynamic dimensions (%zu)\n", p.symbols().size());
-  for (const auto& s : p.symbols())
-    std::printf("  %-8s [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
-                s.max == INT64_MAX ? "inf" : std::to_string(s.max).c_str());
-  auto hist = p.op_histogram();
-  int total = 0;
-  for (const auto& [op, n] : hist) total += n;
-  std::printf("ops after lowering (%d nodes, %zu kinds)\n", total, hist.size());
-  for (const auto& [op, n] : hist) std::printf("  %5d  %s\n", n, op.c_str());
-  int engines = 0;
-  for (const auto& seg : p.segments()) engines += seg.engine;
-  std::printf("segments: %zu (%d engine, %zu fallback) on device %s\n", p.segments().size(), engines,
-              p.segments().size() - static_cast<size_t>(engines), p.device().c_str());
-  if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
-  if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
+  const Program& whole = **loaded;
+  const std::vector<std::string> names = whole.method_names();
+  if (names.size() > 1 && !args->get("method")) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::printf("methods (%zu): %s (buffers are shared by name)\n", names.size(), list.c_str());
+  }
+  const bool each = names.size() > 1 && !args->get("method");
+  for (const std::string& name : each ? names : std::vector<std::string>{names[0]}) {
+    const Program& p = each ? *whole.method(name) : whole;
+    if (each) std::printf("\n== method %s\n", name.c_str());
+    std::printf("program %s\n", p.source().c_str());
+    std::printf("  exported by torch %s, %s dialect\n", p.torch_version().c_str(), p.dialect().c_str());
+    std::printf("inputs (%zu)\n", p.inputs().size());
+    for (const auto& s : p.inputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
+    std::printf("outputs (%zu)\n", p.outputs().size());
+    for (const auto& s : p.outputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
+    std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
+    std::printf("buffers (%zu)\n", p.buffers().size());
+    for (const auto& s : p.buffers())
+      std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(),
+                  !mutated.count(s.name)              ? "read only"
+                  : p.buffer_updated_in_place(s.name) ? "written in place by its engine (aliased)"
+                                                      : "written, copied back after each call");
+    size_t bytes = 0;
+    for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
+    std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);
+    std::printf("dynamic dimensions (%zu)\n", p.symbols().size());
+    for (const auto& s : p.symbols())
+      std::printf("  %-8s [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
+                  s.max == INT64_MAX ? "inf" : std::to_string(s.max).c_str());
+    auto hist = p.op_histogram();
+    int total = 0;
+    for (const auto& [op, n] : hist) total += n;
+    std::printf("ops after lowering (%d nodes, %zu kinds)\n", total, hist.size());
+    for (const auto& [op, n] : hist) std::printf("  %5d  %s\n", n, op.c_str());
+    int engines = 0;
+    for (const auto& seg : p.segments()) engines += seg.engine;
+    std::printf("segments: %zu (%d engine, %zu fallback) on device %s\n", p.segments().size(), engines,
+                p.segments().size() - static_cast<size_t>(engines), p.device().c_str());
+    if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
+    if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
+  }
   return kExitOk;
 }
 

@@ -65,7 +65,9 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  compile MODEL.pt2 -o OUT.kiln [COMPILE OPTIONS]\n"
-    "      lower, partition and build engines; write the program as a .kiln file\n"
+    "  compile A.pt2 B.pt2 --method a --method b -o OUT.kiln [COMPILE OPTIONS]\n"
+    "      lower, partition and build engines; write the program (one method per model,\n"
+    "      sharing buffers by name) as a .kiln file\n"
     "  check MODEL IO.safetensors [COMPILE OPTIONS] [--rtol R] [--atol A] [--verbose]\n"
     "      run MODEL on the inputs recorded in IO and compare with the recorded outputs;\n"
     "      exit 0 when all match, 1 on a mismatch, 2 on an error\n"
@@ -90,7 +92,8 @@ constexpr const char* kUsage =
     "  --cache-dir DIR | --no-cache engine cache (default ~/.cache/kiln); kiln inspect --cache DIR lists it\n"
     "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
     "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
-    "  --require-full-compilation   fail if any node would fall back\n";
+    "  --require-full-compilation   fail if any node would fall back\n"
+    "  --method NAME                the method of a multi-method program to run, check, bench or inspect\n";
 
 }  // namespace
 
