@@ -697,6 +697,46 @@ def build_llama_prefill():
 # --------------------------------------------------------------------------
 
 
+class CacheWrites(nn.Module):
+    """Buffers written every way a cache is written; some in place, some not."""
+
+    def __init__(self, dim=4, heads=2, max_seq=8):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("kv", torch.zeros(1, heads, max_seq, dim))  # index_copy_ along dim 2
+        self.register_buffer("kv_put", torch.zeros(1, heads, max_seq, dim))  # kv_put[:, :, pos] = ...
+        self.register_buffer("kv3", torch.zeros(heads, max_seq, dim))  # a 3-d cache
+        self.register_buffer("kv_dim1", torch.zeros(1, max_seq, heads, dim))  # written along dim 1
+        self.register_buffer("kv_slice", torch.zeros(1, heads, max_seq, dim))  # a slice read and written
+
+    def forward(self, x, pos):  # x [1, heads, n, dim], pos int64 [n]
+        y = self.proj(x)
+        self.kv.index_copy_(2, pos, y)
+        self.kv_put[:, :, pos] = y * 2
+        self.kv3.index_copy_(1, pos, y[0])
+        self.kv_dim1.index_copy_(1, pos, y.transpose(1, 2))
+        n = x.shape[2]
+        self.kv_slice[:, :, 0:n] = self.kv_slice[:, :, 0:n] + y
+        return (self.kv * self.kv_put).sum(2) + self.kv3.sum(1) + self.kv_dim1.sum(1) + self.kv_slice.sum(2)
+
+
+@fixture("cache_writes")
+def build_cache_writes():
+    g = torch.Generator().manual_seed(11)
+    steps = [(torch.randn(1, 2, 2, 4, generator=g), torch.tensor(p)) for p in ([0, 1], [2, 3], [6, 4])]
+    return Fixture(
+        "cache_writes",
+        "buffers written each way a KV cache is written, three calls at positions [0,1], [2,3], [6,4]: "
+        "kv [1,2,8,4] by index_copy_ along dim 2 and kv_put [1,2,8,4] by kv_put[:, :, pos] = y (both eligible "
+        "for an in-place write), kv3 [2,8,4] (3-d), kv_dim1 [1,8,2,4] (written along dim 1) and kv_slice "
+        "(a slice read and written back), all copied back; the output reads every buffer",
+        "custom module (tools/export_fixtures.py CacheWrites)",
+        CacheWrites().eval(),
+        steps[0],
+        steps=steps,
+    )
+
+
 class KVCacheAttention(nn.Module):
     """One attention block with a persistent KV cache written by index_copy_."""
 

@@ -61,19 +61,41 @@ Status convert_index_put(const ir::Node& node, ConversionContext& ctx) {
   const bool position_index = idx && idx->size() == 3 && !(*idx)[0] && !(*idx)[1] && (*idx)[2] &&
                               (*(*idx)[2])->type.dtype == DType::Int64 && (*(*idx)[2])->type.sizes.size() == 1;
   if (!cache || !src || !position_index || accumulates || node.outputs.size() != 1 ||
-      (*src)->type.dtype != (*cache)->type.dtype || (*src)->type.sizes.size() != 4)
+      (*src)->type.dtype != (*cache)->type.dtype || (*cache)->type.sizes.size() != 4)
     return convert_as_layer(node, ctx);
   const ir::Value* pos = *(*idx)[2];
   const auto& cs = (*cache)->type.sizes;
   const auto& vs = (*src)->type.sizes;
+  // The rows written, [B, H, n, D]: values must be exactly that, or that without leading 1s
+  // (torch's cache[:, :, pos] = v gives v as [H, n, D] when B is 1).
+  std::vector<ir::Dim> rows = {cs[0], cs[1], pos->type.sizes[0], cs[3]};
   auto same = [](const ir::Dim& a, const ir::Dim& b) { return a.to_string() == b.to_string(); };
-  if (!(same(vs[0], cs[0]) && same(vs[1], cs[1]) && same(vs[3], cs[3]) && same(vs[2], pos->type.sizes[0])))
-    return convert_as_layer(node, ctx);
-  if (!in_place_write_refusal(node, *cache, 2, ctx).empty()) return convert_as_layer(node, ctx);
+  bool fits = vs.size() <= 4 && !vs.empty();
+  for (size_t d = 0; fits && d < 4; ++d) {
+    const size_t from_end = 3 - d;
+    if (from_end < vs.size())
+      fits = same(vs[vs.size() - 1 - from_end], rows[d]);
+    else
+      fits = rows[d].is_static() && rows[d].value == 1;
+  }
+  if (!fits || !in_place_write_refusal(node, *cache, 2, ctx).empty()) return convert_as_layer(node, ctx);
   ir::Value* c = ctx.value(*cache);
   ir::Value* p = ctx.value(pos);
   ir::Value* v = ctx.value(*src);
   if (!c || !p || !v) return internal_error(node.describe() + ": an operand is not available in the engine");
+  if (vs.size() != 4) {  // give the rows their four dims
+    std::vector<int64_t> shape;
+    for (const ir::Dim& d : rows) {
+      if (!d.is_static()) return convert_as_layer(node, ctx);
+      shape.push_back(d.value);
+    }
+    ir::TensorType t = (*src)->type;
+    t.sizes = rows;
+    ir::Node* r =
+        ctx.network().graph.add_node(ir::OpKind::kReshape, node.name + "_rows", {{"self", v}, {"shape", shape}},
+                                     {{v->name + "_rows", t}}, ir::ValueKind::kTensor);
+    v = r->outputs[0];
+  }
   std::vector<ir::NamedArg> args = {{"self", c}, {"dim", int64_t{2}}, {"index", p}, {"source", v}};
   KILN_ASSIGN_OR_RETURN(ir::Node * layer, ctx.add_layer(ir::OpKind::kCacheWrite, std::move(args), node));
   (void)layer;

@@ -241,6 +241,19 @@ inline std::vector<ConformanceCase> conformance_cases() {
        half,
        half,
        1},
+      {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
+       R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
+  %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)
+  %p2: int64[1] = aten.sub.Tensor(self=%p1, other=%len, alpha=2)
+  %p3: int64[1] = aten.mul.Scalar(self=%p2, other=3)
+  %n: int64[] = aten.add.Scalar(self=%len, other=1)
+  %c: int64[] = aten.copy.default(self=%len, src=%n)
+  %d: float32[1, 2, 1, 4] = aten.to.device(self=%x, device=device("cpu"), dtype=dtype.float32)
+  %w: float32[1, 2, 6, 4] = aten.index_copy.default(self=%cache, dim=2, index=%pos, source=%d)
+  return (%p3, %c, %w)
+}
+)",
+       {5, 4, 0, 0}},
   };
 }
 

@@ -299,7 +299,68 @@ Status emit_program(Builder& b, const std::string& layer, const engine::Elementw
   return Status::ok();
 }
 
+// add/sub/mul of int64 or int32 tensors (positions, counters): torch's wrapping integer arithmetic.
+Status emit_integer_binary(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const char op = (n.op == OpKind::kAddTensor || n.op == OpKind::kAddScalar)   ? '+'
+                  : (n.op == OpKind::kSubTensor || n.op == OpKind::kSubScalar) ? '-'
+                                                                               : '*';
+  KILN_ASSIGN_OR_RETURN(TRef a, b.ref(value_arg(n, "self")));
+  std::optional<TRef> rhs;
+  int64_t scalar = 0;
+  if (const ir::Value* other = value_arg(n, "other")) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(other));
+    rhs = expanded(r, sizes);
+  } else {
+    scalar = int_arg(n, "other").value_or(0);
+  }
+  const int64_t alpha = int_arg(n, "alpha").value_or(1);
+  TRef o = b.new_tensor(out->type.dtype, sizes);
+  const StridedLayout rl = rhs ? rhs->layout() : StridedLayout{};
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, integer_binary_kernel(op, o.layout(), expanded(a, sizes).layout(),
+                                                                 rhs ? &rl : nullptr, scalar, alpha));
+  std::vector<BufferRef> args{o.buf, a.buf};
+  if (rhs) args.push_back(rhs->buf);
+  KILN_TRY(b.launch(n.name, std::move(k), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+bool integer_binary(const ir::Node& n) {
+  switch (n.op) {
+    case OpKind::kAddTensor:
+    case OpKind::kSubTensor:
+    case OpKind::kMulTensor:
+    case OpKind::kAddScalar:
+    case OpKind::kSubScalar:
+    case OpKind::kMulScalar: break;
+    default: return false;
+  }
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!out || (out->type.dtype != DType::Int64 && out->type.dtype != DType::Int32)) return false;
+  for (const ir::Value* v : n.operands())
+    if (v->kind != ir::ValueKind::kTensor || v->type.dtype != out->type.dtype) return false;
+  const ir::Arg* other = n.find("other");
+  if (other && !std::get_if<ir::Value*>(other) && !std::get_if<int64_t>(other)) return false;  // a float scalar
+  const ir::Arg* alpha = n.find("alpha");
+  return !alpha || std::get_if<int64_t>(alpha);
+}
+
+// copy(self, src): src broadcast to self's sizes in self's dtype (the functional form of self.copy_(src)).
+Status emit_copy_into(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  KILN_ASSIGN_OR_RETURN(TRef src, b.ref(value_arg(n, "src")));
+  TRef o = b.new_tensor(b.compute_dtype(out->type.dtype), sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(o.layout(), expanded(src, sizes).layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, src.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 Status emit_elementwise(Builder& b, const ir::Node& n) {
+  if (integer_binary(n)) return emit_integer_binary(b, n);
   if (n.op == OpKind::kFusedElementwise) {
     const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("inputs"));
     if (!ins) return internal_error("fused layer without inputs");
@@ -1049,7 +1110,8 @@ enum class Family {
   kGatherDim,
   kCat,
   kCast,
-  kIndexCopy
+  kIndexCopy,
+  kCopyInto
 };
 
 Family family(OpKind op) {
@@ -1084,7 +1146,9 @@ Family family(OpKind op) {
     case OpKind::kTo:
     case OpKind::kToCopy:
     case OpKind::kTypeAs:
-    case OpKind::kToDtypeLayout: return Family::kCast;
+    case OpKind::kToDtypeLayout:
+    case OpKind::kToDevice: return Family::kCast;
+    case OpKind::kCopy: return Family::kCopyInto;
     case OpKind::kMm:
     case OpKind::kBmm:
     case OpKind::kMatmul:
@@ -1137,7 +1201,7 @@ std::string cuda_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   switch (family(n.op)) {
     case Family::kElementwise:
-      if (n.op == OpKind::kFusedElementwise) return "";
+      if (n.op == OpKind::kFusedElementwise || integer_binary(n)) return "";
       if (!engine::is_fusible_elementwise(n))
         return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
       return "";
@@ -1261,6 +1325,12 @@ std::string cuda_refusal(const ir::Node& n) {
       if (rank(src) != rank(x)) return "index_copy whose source rank differs from self's";
       return "";
     }
+    case Family::kCopyInto: {
+      const ir::Value* src = value_arg(n, "src");
+      if (!src || !out || src->kind != ir::ValueKind::kTensor || rank(src) > rank(out))
+        return "copy from something that does not broadcast to self";
+      return "";
+    }
     case Family::kView: return "";
     case Family::kNone: break;
   }
@@ -1287,6 +1357,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kGatherDim: return emit_gather(b, n);
     case Family::kCat: return emit_cat(b, n);
     case Family::kIndexCopy: return emit_index_copy(b, n);
+    case Family::kCopyInto: return emit_copy_into(b, n);
     case Family::kNone: break;
   }
   if (ir::op_category(n.op) == ir::OpCategory::kCheck) return Status::ok();

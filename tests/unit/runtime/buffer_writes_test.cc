@@ -92,6 +92,20 @@ TEST(BufferWrites, AliasedCopiedBackAndUserOutputsInOneEngine) {
   }
 }
 
+// Every way a cache is written, in one module: index_copy_ and cache[:, :, pos] = v
+// in place; a 3-d cache, a write along dim 1 and a slice read and written back copied back.
+TEST(BufferWrites, EachWayOfWritingACacheInBothDialects) {
+  for (const char* model : {"cache_writes.pt2", "cache_writes.aten.pt2"}) {
+    auto p = Program::load(kFixtures + model);
+    ASSERT_TRUE(p.has_value()) << p.status().message();
+    EXPECT_TRUE((*p)->buffer_updated_in_place("kv")) << model;
+    EXPECT_TRUE((*p)->buffer_updated_in_place("kv_put")) << model;
+    for (const char* fqn : {"kv3", "kv_dim1", "kv_slice"})
+      EXPECT_FALSE((*p)->buffer_updated_in_place(fqn)) << model << " " << fqn;
+    run_steps_with_bound_buffers(model, "cache_writes.io.safetensors", 1e-5);
+  }
+}
+
 // A state shifted each step (cat + copy_) and a step counter: copied back.
 TEST(BufferWrites, ShiftedStateAndCounterAreCopiedBack) {
   auto p = Program::load(kFixtures + "conv_state.pt2");

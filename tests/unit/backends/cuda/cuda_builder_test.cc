@@ -128,8 +128,15 @@ TEST(NodeRefusal, NamesWhatTheBuilderCannotTake) {
 )")
                 .find("training"),
             std::string::npos);
-  EXPECT_NE(refusal_of(R"(graph(%x: int64[4, 8]) {
+  // Integer add/sub/mul (positions, counters) are taken; other integer arithmetic is not.
+  EXPECT_EQ(refusal_of(R"(graph(%x: int64[4, 8]) {
   %y: int64[4, 8] = aten.add.Tensor(self=%x, other=%x)
+  return (%y)
+}
+)"),
+            "");
+  EXPECT_NE(refusal_of(R"(graph(%x: int64[4, 8]) {
+  %y: int64[4, 8] = aten.neg.default(self=%x)
   return (%y)
 }
 )"),

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Decode step of a Llama-3.2-1B-shaped model: kiln beside eager PyTorch and
+torch.compile(mode="reduce-overhead"), in one process run on one GPU.
+
+The model: hidden 2048, 16 layers, 32 heads, 8 KV heads (head_dim 64),
+intermediate 8192, vocabulary 128256, bfloat16, random weights, a static KV
+cache of 1024 positions, batch 1, wrapped by transformers' ExecuTorch recipe
+(TorchExportableModuleWithStaticCache: token ids [1,1] and cache position [1]
+in, logits out, the caches as buffers). PyTorch runs that step module on the
+GPU; kiln compiles the same module exported with torch.export (on the CPU,
+as the fixtures are) for --device cuda.
+
+Times per token are medians of CUDA-event timings (PyTorch) and of kiln bench
+(CUDA events around the engine with its inputs and caches resident on the
+device), plus kiln generate end to end (host tensors copied in and out every
+call). The memory-bandwidth floor is the bytes one step must read (weights
+once and the KV cache) at 4.8 TB/s.
+
+    python3 bench/llm_decode.py --kiln build/kiln --out bench/results
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def log(msg: str) -> None:
+    print(f"[llm] {msg}", flush=True)
+
+
+def config(args):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=4096,
+        rope_theta=500000.0, tie_word_embeddings=True, attn_implementation="sdpa", use_cache=True,
+    )
+
+
+def step_module(lm, cache_len: int):
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    lm.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static",
+        cache_config={"batch_size": 1, "max_cache_len": cache_len},
+    )
+    inner = TorchExportableModuleWithStaticCache(lm, batch_size=1, max_cache_len=cache_len)
+
+    class Step(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, cache_position):
+            return self.inner(input_ids=input_ids, cache_position=cache_position)
+
+    return Step(inner).eval()
+
+
+def time_steps(fn, steps: int, warmup: int) -> list[float]:
+    times = []
+    with torch.no_grad():
+        for k in range(warmup + steps):
+            ids = torch.tensor([[(k * 7919) % 128256]], device="cuda")
+            pos = torch.tensor([k % 1000], device="cuda")
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(ids, pos)
+            end.record()
+            torch.cuda.synchronize()
+            if k >= warmup:
+                times.append(start.elapsed_time(end))
+    return times
+
+
+def run(cmd: list[str], log_path: Path, timeout: int) -> subprocess.CompletedProcess:
+    log(" ".join(cmd))
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    log_path.write_text(f"$ {' '.join(cmd)}\nrc={p.returncode} ({time.time() - t0:.1f} s)\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
+    return p
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", default="build/kiln")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--workdir", help="where the .pt2 and logs go (default: a temporary directory)")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--cache", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=64, help="timed decode steps per system")
+    ap.add_argument("--skip-torch-compile", action="store_true")
+    ap.add_argument("--commit", default=os.environ.get("KILN_COMMIT", "unknown"))
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln_llm_"))
+    work.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    row: dict = {"layers": args.layers, "cache": args.cache, "commit": args.commit,
+                 "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        lm = LlamaForCausalLM(config(args)).to(torch.bfloat16).eval()
+    params = sum(p.numel() for p in lm.parameters())
+    kv_bytes = 2 * args.layers * 8 * args.cache * 64 * 2
+    floor_ms = (params * 2 + kv_bytes) / 4.8e12 * 1e3
+    row.update(params=params, floor_ms=floor_ms)
+    log(f"{params / 1e9:.2f} B parameters; floor {floor_ms:.3f} ms at 4.8 TB/s")
+
+    step = step_module(lm, args.cache)
+    row["eager_ms"] = statistics.median(time_steps(step, args.steps, 5))
+    log(f"eager {row['eager_ms']:.3f} ms/token")
+    if not args.skip_torch_compile:
+        try:
+            t0 = time.time()
+            fresh = step_module(lm, args.cache)
+            compiled = torch.compile(fresh, mode="reduce-overhead")
+            times = time_steps(compiled, args.steps, 10)
+            row["compile_ro_ms"] = statistics.median(times)
+            row["compile_ro_s"] = time.time() - t0
+            log(f"torch.compile reduce-overhead {row['compile_ro_ms']:.3f} ms/token")
+        except Exception as e:  # keep the other columns
+            row["compile_ro_error"] = f"{type(e).__name__}: {e}"[:300]
+            log(row["compile_ro_error"])
+
+    # Export on the CPU (no device-typed weights in the archive).
+    t0 = time.time()
+    cpu_lm = lm.to("cpu")
+    del step
+    torch.cuda.empty_cache()
+    cpu_step = step_module(cpu_lm, args.cache)
+    with torch.no_grad():  # as the fixtures: no grad-mode switches in the graph
+        ep = torch.export.export(cpu_step, (torch.tensor([[1]]), torch.tensor([0])), strict=True)
+    pt2 = work / "llama1b_decode.pt2"
+    torch.export.save(ep, str(pt2))
+    row["export_s"] = time.time() - t0
+    log(f"exported in {row['export_s']:.1f} s ({pt2.stat().st_size / 2**30:.2f} GiB)")
+
+    from safetensors.torch import save_file
+
+    inputs = work / "step.in.safetensors"
+    save_file({"input.0": torch.tensor([[42]]), "input.1": torch.tensor([7])}, str(inputs))
+    kiln = work / "llama1b_decode.kiln"
+    p = run([args.kiln, "compile", str(pt2), "-o", str(kiln), "--device", "cuda", "--no-cache"], work / "compile.log", 900)
+    row["kiln_compile_rc"] = p.returncode
+    if p.returncode == 0:
+        row["kiln_compile_tail"] = (p.stdout + p.stderr).strip().splitlines()[-6:]
+        p = run([args.kiln, "inspect", str(kiln), "--partition"], work / "inspect.log", 300)
+        row["kiln_segments"] = [l for l in p.stdout.splitlines() if l.startswith("segment")][:12]
+        p = run([args.kiln, "bench", str(kiln), "--device", "cuda", "--inputs", str(inputs), "--iters",
+                 str(args.steps), "--json", str(work / "bench.json")], work / "bench.log", 600)
+        row["kiln_bench_rc"] = p.returncode
+        if p.returncode == 0:
+            row["kiln_bench"] = json.loads((work / "bench.json").read_text())
+        p = run([args.kiln, "generate", str(kiln), "--device", "cuda", "--prompt-ids", "1,2,3", "--max-new-tokens",
+                 "33"], work / "generate.log", 600)
+        row["kiln_generate"] = (p.stdout + p.stderr).strip().splitlines()[-2:]
+    else:
+        row["kiln_compile_error"] = (p.stdout + p.stderr).strip().splitlines()[-3:]
+
+    stamp = time.strftime("%Y-%m-%d")
+    (out / f"{stamp}-llm-decode.json").write_text(json.dumps(row, indent=1, default=str) + "\n")
+    print(json.dumps(row, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
