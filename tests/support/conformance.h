@@ -250,10 +250,14 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %c: int64[] = aten.copy.default(self=%len, src=%n)
   %d: float32[1, 2, 1, 4] = aten.to.device(self=%x, device=device("cpu"), dtype=dtype.float32)
   %w: float32[1, 2, 6, 4] = aten.index_copy.default(self=%cache, dim=2, index=%pos, source=%d)
-  return (%p3, %c, %w)
+  %v: float32[2, 1, 4] = aten.view.default(self=%x, size=[2, 1, 4])
+  %u: float32[1, 2, 6, 4] = aten.index_put.default(self=%w, indices=?[None, None, %p1], values=%v, accumulate=false)
+  %le: bool[1] = aten.le.Tensor(self=%p3, other=%pos)
+  %gt: bool[] = aten.gt.Scalar(self=%len, other=2)
+  return (%p3, %c, %w, %u, %le, %gt)
 }
 )",
-       {5, 4, 0, 0}},
+       {5, 1, 0, 0}},
   };
 }
 

@@ -299,13 +299,50 @@ Status emit_program(Builder& b, const std::string& layer, const engine::Elementw
   return Status::ok();
 }
 
-// add/sub/mul of int64 or int32 tensors (positions, counters): torch's wrapping integer arithmetic.
+// The operator of an integer add/sub/mul or comparison layer, or an empty string.
+std::string integer_operator(OpKind op) {
+  switch (op) {
+    case OpKind::kAddTensor:
+    case OpKind::kAddScalar: return "+";
+    case OpKind::kSubTensor:
+    case OpKind::kSubScalar: return "-";
+    case OpKind::kMulTensor:
+    case OpKind::kMulScalar: return "*";
+    case OpKind::kLtTensor:
+    case OpKind::kLtScalar: return "<";
+    case OpKind::kLeTensor:
+    case OpKind::kLeScalar: return "<=";
+    case OpKind::kGtTensor:
+    case OpKind::kGtScalar: return ">";
+    case OpKind::kGeTensor:
+    case OpKind::kGeScalar: return ">=";
+    case OpKind::kEqTensor:
+    case OpKind::kEqScalar: return "==";
+    case OpKind::kNeTensor:
+    case OpKind::kNeScalar: return "!=";
+    default: return "";
+  }
+}
+
+// Whether `n` is integer arithmetic or an integer comparison (positions, counters, masks from positions).
+bool integer_binary(const ir::Node& n) {
+  const std::string op = integer_operator(n.op);
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  const ir::Value* a = value_arg(n, "self");
+  if (op.empty() || !out || !a || (a->type.dtype != DType::Int64 && a->type.dtype != DType::Int32)) return false;
+  const bool compare = op != "+" && op != "-" && op != "*";
+  if (out->type.dtype != (compare ? DType::Bool : a->type.dtype)) return false;
+  for (const ir::Value* v : n.operands())
+    if (v->kind != ir::ValueKind::kTensor || v->type.dtype != a->type.dtype) return false;
+  const ir::Arg* other = n.find("other");
+  if (other && !std::get_if<ir::Value*>(other) && !std::get_if<int64_t>(other)) return false;  // a float scalar
+  const ir::Arg* alpha = n.find("alpha");
+  return !alpha || std::get_if<int64_t>(alpha);
+}
+
 Status emit_integer_binary(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const std::vector<int64_t> sizes = static_sizes(out);
-  const char op = (n.op == OpKind::kAddTensor || n.op == OpKind::kAddScalar)   ? '+'
-                  : (n.op == OpKind::kSubTensor || n.op == OpKind::kSubScalar) ? '-'
-                                                                               : '*';
   KILN_ASSIGN_OR_RETURN(TRef a, b.ref(value_arg(n, "self")));
   std::optional<TRef> rhs;
   int64_t scalar = 0;
@@ -318,33 +355,14 @@ Status emit_integer_binary(Builder& b, const ir::Node& n) {
   const int64_t alpha = int_arg(n, "alpha").value_or(1);
   TRef o = b.new_tensor(out->type.dtype, sizes);
   const StridedLayout rl = rhs ? rhs->layout() : StridedLayout{};
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, integer_binary_kernel(op, o.layout(), expanded(a, sizes).layout(),
-                                                                 rhs ? &rl : nullptr, scalar, alpha));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        integer_binary_kernel(integer_operator(n.op), o.layout(), expanded(a, sizes).layout(),
+                                              rhs ? &rl : nullptr, scalar, alpha));
   std::vector<BufferRef> args{o.buf, a.buf};
   if (rhs) args.push_back(rhs->buf);
   KILN_TRY(b.launch(n.name, std::move(k), args));
   b.bind(out, o);
   return Status::ok();
-}
-
-bool integer_binary(const ir::Node& n) {
-  switch (n.op) {
-    case OpKind::kAddTensor:
-    case OpKind::kSubTensor:
-    case OpKind::kMulTensor:
-    case OpKind::kAddScalar:
-    case OpKind::kSubScalar:
-    case OpKind::kMulScalar: break;
-    default: return false;
-  }
-  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
-  if (!out || (out->type.dtype != DType::Int64 && out->type.dtype != DType::Int32)) return false;
-  for (const ir::Value* v : n.operands())
-    if (v->kind != ir::ValueKind::kTensor || v->type.dtype != out->type.dtype) return false;
-  const ir::Arg* other = n.find("other");
-  if (other && !std::get_if<ir::Value*>(other) && !std::get_if<int64_t>(other)) return false;  // a float scalar
-  const ir::Arg* alpha = n.find("alpha");
-  return !alpha || std::get_if<int64_t>(alpha);
 }
 
 // copy(self, src): src broadcast to self's sizes in self's dtype (the functional form of self.copy_(src)).
@@ -1015,39 +1033,81 @@ Status emit_gather(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// index_copy (into a copy of self) and kiln.cache_write (into the engine
-// input slot of self itself: the caller's cache, written in place).
+// A write of rows at positions along one dim: index_copy, kiln.cache_write, or
+// index_put with one position index (Nones before it) and values that are the
+// rows, perhaps without leading 1s (torch's x[:, :, pos] = v).
+struct IndexWrite {
+  const ir::Value* self = nullptr;
+  const ir::Value* index = nullptr;
+  const ir::Value* source = nullptr;
+  int64_t dim = 0;
+  std::vector<int64_t> rows;  // the source's sizes as written: self's with dim's size the index count
+};
+
+std::optional<IndexWrite> index_write(const ir::Node& n) {
+  IndexWrite w;
+  w.self = value_arg(n, "self");
+  if (!w.self || n.outputs.size() != 1) return std::nullopt;
+  const size_t rank = std::max<size_t>(1, w.self->type.sizes.size());
+  if (n.op == OpKind::kIndexPut) {
+    const auto* idx = std::get_if<std::vector<std::optional<ir::Value*>>>(n.find("indices"));
+    const ir::Arg* acc = n.find("accumulate");
+    if (!idx || idx->empty() || (acc && std::get_if<bool>(acc) && *std::get_if<bool>(acc))) return std::nullopt;
+    for (size_t k = 0; k + 1 < idx->size(); ++k)
+      if ((*idx)[k]) return std::nullopt;
+    if (!idx->back() || idx->size() > rank) return std::nullopt;
+    w.index = *idx->back();
+    w.dim = static_cast<int64_t>(idx->size()) - 1;
+    w.source = value_arg(n, "values");
+  } else {
+    w.index = value_arg(n, "index");
+    w.source = value_arg(n, "source");
+    w.dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
+  }
+  if (!w.index || !w.source || w.index->type.sizes.size() > 1 || w.dim < 0 || w.dim >= static_cast<int64_t>(rank))
+    return std::nullopt;
+  w.rows = w.self->type.sizes.empty() ? std::vector<int64_t>{1} : static_sizes(w.self);
+  w.rows[static_cast<size_t>(w.dim)] = w.index->type.sizes.empty() ? 1 : w.index->type.sizes[0].value;
+  // The source: exactly the rows, or the rows without leading 1s.
+  std::vector<int64_t> src = static_sizes(w.source);
+  if (src.empty()) src = {1};
+  if (src.size() > w.rows.size()) return std::nullopt;
+  const size_t lead = w.rows.size() - src.size();
+  for (size_t d = 0; d < w.rows.size(); ++d)
+    if (d < lead ? w.rows[d] != 1 : w.rows[d] != src[d - lead]) return std::nullopt;
+  return w;
+}
+
+// index_copy / index_put (into a copy of self) and kiln.cache_write (into the
+// engine input slot of self itself: the caller's cache, written in place).
 Status emit_index_copy(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
-  const ir::Value* self = value_arg(n, "self");
+  std::optional<IndexWrite> w = index_write(n);
+  if (!w) return unsupported("not a write of rows at positions");
   const bool in_place = n.op == OpKind::kCacheWrite;
-  const size_t rank = std::max<size_t>(1, self->type.sizes.size());
-  const int64_t dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
   TRef dst;
   if (in_place) {
-    std::optional<TRef> slot = b.input_slot(self);
-    if (!slot) return internal_error("writes in place into '" + self->name + "', which is not an engine input");
+    std::optional<TRef> slot = b.input_slot(w->self);
+    if (!slot) return internal_error("writes in place into '" + w->self->name + "', which is not an engine input");
     dst = *slot;
   } else {
-    KILN_ASSIGN_OR_RETURN(TRef x, b.ref(self));
+    KILN_ASSIGN_OR_RETURN(TRef x, b.ref(w->self));
     dst = b.new_tensor(b.compute_dtype(out->type.dtype), static_sizes(out));
     KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
     KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
   }
-  KILN_ASSIGN_OR_RETURN(TRef src, b.ref(value_arg(n, "source")));
+  KILN_ASSIGN_OR_RETURN(TRef src, b.ref(w->source));
   KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, dst.dtype));
-  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, "index")));
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(w->index));
   KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
-  std::vector<int64_t> sizes = src.sizes, dsizes = dst.sizes;
-  if (sizes.empty()) sizes = {1};
-  if (dsizes.empty()) dsizes = {1};
-  if (sizes.size() != rank || dsizes.size() != rank || prod(idx.sizes) != sizes[static_cast<size_t>(dim)])
-    return invalid_argument("index_copy: source, self and index do not fit together");
+  const std::vector<int64_t>& rows = w->rows;
+  const std::vector<int64_t> dsizes = dst.sizes.empty() ? std::vector<int64_t>{1} : dst.sizes;
+  const auto d = static_cast<size_t>(w->dim);
+  if (dsizes.size() != rows.size() || prod(src.sizes) != prod(rows) || prod(idx.sizes) != rows[d])
+    return invalid_argument("the rows written, self and the index do not fit together");
   const int code = b.add_error_layer(n.name);
-  KILN_ASSIGN_OR_RETURN(
-      GeneratedKernel k,
-      index_copy_kernel(dst.dtype, idx.dtype, prod(sizes, 0, static_cast<size_t>(dim)), sizes[static_cast<size_t>(dim)],
-                        prod(sizes, static_cast<size_t>(dim) + 1), dsizes[static_cast<size_t>(dim)], code));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, index_copy_kernel(dst.dtype, idx.dtype, prod(rows, 0, d), rows[d],
+                                                             prod(rows, d + 1), dsizes[d], code));
   KILN_TRY(b.launch(n.name, std::move(k), {dst.buf, src.buf, idx.buf, b.error_word()}));
   if (in_place && b.compute_dtype(dst.dtype) != dst.dtype) {
     KILN_ASSIGN_OR_RETURN(TRef cast, b.contiguous(dst, n.name, b.compute_dtype(dst.dtype)));
@@ -1180,6 +1240,7 @@ Family family(OpKind op) {
     case OpKind::kGather: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
     case OpKind::kIndexCopy:
+    case OpKind::kIndexPut:
     case OpKind::kCacheWrite: return Family::kIndexCopy;
     case OpKind::kFusedElementwise:
     case OpKind::kSiluMul: return Family::kElementwise;
@@ -1315,14 +1376,11 @@ std::string cuda_refusal(const ir::Node& n) {
       return "";
     }
     case Family::kIndexCopy: {
-      const ir::Value* idx = value_arg(n, "index");
-      const ir::Value* x = value_arg(n, "self");
-      const ir::Value* src = value_arg(n, "source");
-      if (!idx || !x || !src || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
-        return "index_copy with non-integer indices";
-      if (rank(idx) > 1) return "index_copy with a multi-dimensional index";
-      if (src->type.dtype != x->type.dtype) return "index_copy of mixed dtypes";
-      if (rank(src) != rank(x)) return "index_copy whose source rank differs from self's";
+      std::optional<IndexWrite> w = index_write(n);
+      if (!w) return "index writes other than rows at positions along one dim (one position index, Nones before it)";
+      if (w->index->type.dtype != DType::Int64 && w->index->type.dtype != DType::Int32)
+        return "index writes with non-integer indices";
+      if (w->source->type.dtype != w->self->type.dtype) return "index writes of mixed dtypes";
       return "";
     }
     case Family::kCopyInto: {

@@ -380,34 +380,44 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   return launch_1d(s.str(), n);
 }
 
-Expected<GeneratedKernel> integer_binary_kernel(char op, const StridedLayout& out, const StridedLayout& a,
+Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
                                                 const StridedLayout* b, int64_t scalar, int64_t alpha) {
-  if (op != '+' && op != '-' && op != '*') return unsupported(std::string("integer operator '") + op + "'");
+  const bool arith = op == "+" || op == "-" || op == "*";
+  const bool compare = op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=";
+  if (!arith && !compare) return unsupported("integer operator '" + op + "'");
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(a, "input"));
   if (b) KILN_TRY(check_layout(*b, "input"));
-  for (const StridedLayout* l : {&out, &a, b})
-    if (l && ((l->dtype != DType::Int64 && l->dtype != DType::Int32) || l->dtype != out.dtype || l->sizes != out.sizes))
-      return invalid_argument("integer arithmetic takes int64 or int32 tensors of the output's dtype and sizes");
+  for (const StridedLayout* l : {&a, b})
+    if (l && ((l->dtype != DType::Int64 && l->dtype != DType::Int32) || l->dtype != a.dtype || l->sizes != out.sizes))
+      return invalid_argument("integer operations take int64 or int32 tensors of one dtype and the output's sizes");
+  if (arith ? out.dtype != a.dtype : out.dtype != DType::Bool)
+    return invalid_argument("integer arithmetic gives its inputs' dtype, comparisons give bool");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(a.dtype));
   std::vector<const std::vector<int64_t>*> strides{&out.strides, &a.strides};
   if (b) strides.push_back(&b->strides);
   const int64_t n = out.numel();
   const Loop loop = coalesce(out.sizes, strides);
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ a";
-  if (b) s << ", const " << T << "* __restrict__ b";
+    << "* __restrict__ out, const " << I << "* __restrict__ a";
+  if (b) s << ", const " << I << "* __restrict__ b";
   s << ") {\n";
   const std::string it = index_type(loop, n);
   s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
     << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, "i", it);
-  // Wrapping arithmetic, as torch's integer tensors do: unsigned inside.
-  const std::string U = out.dtype == DType::Int64 ? "unsigned long long" : "unsigned int";
-  const std::string rhs = b ? "(" + U + ")b[o2]" : "(" + U + ")(" + i64s(scalar) + ")";
-  const std::string scaled = op == '*' ? rhs : "(" + rhs + " * (" + U + ")(" + i64s(alpha) + "))";
-  s << "    out[o0] = (" << T << ")((" << U << ")a[o1] " << op << " " << scaled << ");\n  }\n}\n";
+  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + i64s(scalar) + "LL)";
+  if (compare) {
+    s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
+  } else {
+    // Wrapping arithmetic, as torch's integer tensors do: unsigned inside.
+    const std::string U = a.dtype == DType::Int64 ? "unsigned long long" : "unsigned int";
+    const std::string r = "(" + U + ")" + rhs;
+    const std::string scaled = op == "*" ? r : "(" + r + " * (" + U + ")(" + i64s(alpha) + "LL))";
+    s << "    out[o0] = (" << T << ")((" << U << ")a[o1] " << op << " " << scaled << ");\n  }\n}\n";
+  }
   return launch_1d(s.str(), n);
 }
 

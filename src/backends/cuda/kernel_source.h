@@ -120,12 +120,14 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
                                         int64_t dim, int error_code);
 
-// Integer arithmetic out = a OP b (OP '+', '-' or '*'), with b times `alpha`
-// for '+' and '-' (torch's add/sub); a and b are int64 or int32 layouts of
-// out's sizes (broadcast through zero strides) or, with `b_scalar`, the
-// constant `scalar` in b's place. Params: out, a[, b].
-Expected<GeneratedKernel> integer_binary_kernel(char op, const StridedLayout& out, const StridedLayout& a,
-                                                const StridedLayout* b, int64_t scalar, int64_t alpha);
+// Integer arithmetic out = a OP b (OP "+", "-" or "*", wrapping, with b times
+// `alpha` for + and -: torch's add/sub) or comparison (OP "<", "<=", ">",
+// ">=", "==" or "!=", out bool); a and b are int64 or int32 layouts of one
+// dtype and out's sizes (broadcast through zero strides), or without b the
+// constant `scalar` in its place. Params: out, a[, b].
+Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out,
+                                                const StridedLayout& a, const StridedLayout* b, int64_t scalar,
+                                                int64_t alpha);
 
 // index_copy's scatter: out[o, index[j], i] = src[o, j, i] with src viewed as
 // [outer, count, inner] (contiguous) and out as [outer, out_dim, inner]
