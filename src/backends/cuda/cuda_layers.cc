@@ -1242,6 +1242,18 @@ Family family(OpKind op) {
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:
     case OpKind::kCacheWrite: return Family::kIndexCopy;
+    case OpKind::kLtTensor:
+    case OpKind::kLtScalar:
+    case OpKind::kLeTensor:
+    case OpKind::kLeScalar:
+    case OpKind::kGtTensor:
+    case OpKind::kGtScalar:
+    case OpKind::kGeTensor:
+    case OpKind::kGeScalar:
+    case OpKind::kEqTensor:
+    case OpKind::kEqScalar:
+    case OpKind::kNeTensor:
+    case OpKind::kNeScalar: return Family::kElementwise;  // integer ones here; floating ones if fusible
     case OpKind::kFusedElementwise:
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;

@@ -408,14 +408,14 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
   s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
     << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, "i", it);
-  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + i64s(scalar) + "LL)";
+  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + i64s(scalar) + ")";
   if (compare) {
     s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
   } else {
     // Wrapping arithmetic, as torch's integer tensors do: unsigned inside.
     const std::string U = a.dtype == DType::Int64 ? "unsigned long long" : "unsigned int";
     const std::string r = "(" + U + ")" + rhs;
-    const std::string scaled = op == "*" ? r : "(" + r + " * (" + U + ")(" + i64s(alpha) + "LL))";
+    const std::string scaled = op == "*" ? r : "(" + r + " * (" + U + ")(" + i64s(alpha) + "))";
     s << "    out[o0] = (" << T << ")((" << U << ")a[o1] " << op << " " << scaled << ");\n  }\n}\n";
   }
   return launch_1d(s.str(), n);

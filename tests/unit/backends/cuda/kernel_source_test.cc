@@ -116,6 +116,23 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   ASSERT_TRUE(ic.has_value()) << ic.status().message();
   ks.push_back(*ic);
 
+  // Row writes (index_copy, KV caches) and integer arithmetic and comparisons (positions, counters).
+  auto w = index_copy_kernel(DType::BFloat16, DType::Int64, 8, 2, 64, 1024, 3);
+  ASSERT_TRUE(w.has_value()) << w.status().message();
+  ks.push_back(*w);
+  const StridedLayout pos = contiguous(DType::Int64, {1, 4});
+  const StridedLayout len{DType::Int64, {1, 4}, {0, 0}};
+  for (const char* op : {"+", "-", "*", "<=", "=="}) {
+    const bool cmp = op[0] == '<' || op[0] == '=';
+    const StridedLayout out = contiguous(cmp ? DType::Bool : DType::Int64, {1, 4});
+    auto k = integer_binary_kernel(op, out, pos, &len, 0, 2);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+    auto ks2 = integer_binary_kernel(op, out, pos, nullptr, -7, 1);
+    ASSERT_TRUE(ks2.has_value()) << ks2.status().message();
+    ks.push_back(*ks2);
+  }
+
   auto m = compile_all(ks);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   EXPECT_GT(m->cubin.size(), 1000u);
