@@ -128,6 +128,15 @@ Expected<Tensor> load_weight(const Archive& a, const std::string& folder, const 
 
 Expected<ir::Module> load_pt2(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path));
+  return load_pt2_archive(std::move(zip), path);
+}
+
+Expected<ir::Module> parse_pt2(std::shared_ptr<Storage> bytes, const std::string& display_name) {
+  KILN_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::from_bytes(std::move(bytes), display_name));
+  return load_pt2_archive(std::move(zip), display_name);
+}
+
+Expected<ir::Module> load_pt2_archive(ZipArchive zip, const std::string& path) {
   if (zip.entries().empty()) return format_error(path + ": the archive is empty");
   const std::string& first = zip.entries().front().name;
   std::string root = first.find('/') == std::string::npos ? "" : first.substr(0, first.find('/') + 1);

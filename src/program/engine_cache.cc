@@ -160,6 +160,17 @@ void EngineCache::remember(const std::string& key_material, std::vector<uint8_t>
   }
 }
 
+Expected<std::vector<uint8_t>> parse_cache_entry(std::span<const uint8_t> bytes, std::string_view key_material,
+                                                 std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(SectionFile file, SectionFile::parse(bytes, kMagic, kVersion, what));
+  auto key = file.section("key");
+  auto plan = file.section("plan");
+  if (!key || !plan) return format_error(std::string(what) + ": missing key or plan section");
+  if (key->size() != key_material.size() || !std::equal(key->begin(), key->end(), key_material.begin()))
+    return format_error(std::string(what) + ": its key differs from this segment's (a hash collision)");
+  return std::vector<uint8_t>(plan->begin(), plan->end());
+}
+
 Expected<std::vector<uint8_t>> EngineCache::read_entry(const std::string& hash, const std::string& key_material,
                                                        const std::function<void(const std::string&)>& progress) {
   const std::string path = options_.dir + "/" + hash + kEntrySuffix;
@@ -171,14 +182,9 @@ Expected<std::vector<uint8_t>> EngineCache::read_entry(const std::string& hash, 
     count("discarded");
     return not_found("discarded");
   };
-  auto file = SectionFile::parse(*bytes, kMagic, kVersion, path);
-  if (!file) return discard(file.status().message());
-  auto key = file->section("key");
-  auto plan = file->section("plan");
-  if (!key || !plan) return discard("missing key or plan section");
-  if (key->size() != key_material.size() || !std::equal(key->begin(), key->end(), key_material.begin()))
-    return discard("its key differs from this segment's (a hash collision)");
-  std::vector<uint8_t> out(plan->begin(), plan->end());
+  auto parsed = parse_cache_entry(*bytes, key_material, path);
+  if (!parsed) return discard(parsed.status().message());
+  std::vector<uint8_t> out = std::move(*parsed);
   const std::string use_path = options_.dir + "/" + hash + kUseSuffix;
   nlohmann::json use = read_json(use_path);
   use["hits"] = json_int(use, "hits") + 1;

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ struct CacheDirStats {
 
 // The 128-bit hash naming a key, as 32 hex digits.
 std::string cache_key_hash(std::string_view key_material);
+
+// The plan stored in a cache entry's bytes, when the entry is whole (section
+// file checks, checksums) and holds exactly `key_material`; kFormat naming
+// `what` otherwise.
+Expected<std::vector<uint8_t>> parse_cache_entry(std::span<const uint8_t> bytes, std::string_view key_material,
+                                                 std::string_view what);
 
 class EngineCache {
  public:

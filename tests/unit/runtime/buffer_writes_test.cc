@@ -12,6 +12,7 @@
 #include "frontend/safetensors.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
+#include "support/tensor_diff.h"
 #include "program/compiled_program.h"
 #include "runtime/executable.h"
 
@@ -20,12 +21,7 @@ namespace {
 
 const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return INFINITY;
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.value_at(i) - b.value_at(i)));
-  return m;
-}
+using kiln::testing::max_abs_diff;
 
 // Runs every step of a stateful fixture on one session whose mutated buffers
 // are the caller's own tensors, and checks outputs and final buffer values.

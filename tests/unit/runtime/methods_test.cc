@@ -10,18 +10,14 @@
 #include "frontend/safetensors.h"
 #include "ir/graph.h"
 #include "kiln/kiln.h"
+#include "support/tensor_diff.h"
 
 namespace kiln {
 namespace {
 
 const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return INFINITY;
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.value_at(i) - b.value_at(i)));
-  return m;
-}
+using kiln::testing::max_abs_diff;
 
 std::shared_ptr<const Program> prefill_and_decode(const std::string& decode = "llama_generate.pt2") {
   LoadOptions o;

@@ -6,6 +6,7 @@
 
 #include "frontend/safetensors.h"
 #include "kiln/kiln.h"
+#include "support/tensor_diff.h"
 
 namespace kiln {
 namespace {
@@ -24,11 +25,7 @@ frontend::SafetensorsFile io(const std::string& name) {
   return std::move(*f);
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.value_at(i) - b.value_at(i)));
-  return m;
-}
+using kiln::testing::max_abs_diff;
 
 TEST(Session, BuffersCarryOverBetweenCallsInBothDialects) {
   for (const char* model : {"conv_state.pt2", "conv_state.aten.pt2"}) {
