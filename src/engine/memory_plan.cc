@@ -115,9 +115,11 @@ Status MemoryPlan::validate(const Network& net) const {
     return format_error("memory plan covers " + std::to_string(offset.size()) + " values, the network has " +
                         std::to_string(nv));
   if (arena_bytes < 0) return format_error("memory plan: negative arena size");
+  int64_t unshared = 0;  // the arena never needs more than every placed value apart
   for (size_t v = 0; v < nv; ++v) {
     if (offset[v] == -1) continue;
     auto bytes = static_bytes(*net.graph.value(v));
+    if (bytes && *bytes <= (int64_t{1} << 50)) unshared += align_up(*bytes);
     if (offset[v] < 0 || !bytes || offset[v] > arena_bytes || *bytes > arena_bytes - offset[v] ||
         offset[v] % kArenaAlignment != 0)
       return format_error("memory plan: value '" + net.graph.value(v)->name + "' placed at offset " +
@@ -125,6 +127,9 @@ Status MemoryPlan::validate(const Network& net) const {
                           " bytes");
     if (last_use[v] < MemoryPlan::kNeverUsed) return format_error("memory plan: bad last use");
   }
+  if (arena_bytes > unshared)
+    return format_error("memory plan: an arena of " + std::to_string(arena_bytes) +
+                        " bytes for values that need at most " + std::to_string(unshared));
   return Status::ok();
 }
 

@@ -258,6 +258,10 @@ TEST_F(EnginePlanStructure, MemoryPlanThatDoesNotFitTheLayers) {
   mem = memory_;
   mem["last_use"] = {1, 2};
   expect_refused(rebuild(bytes_, {{"memory", mem.dump()}}), "memory plan");
+  // An arena larger than all its values apart would be an allocation sized by the file alone.
+  mem = memory_;
+  mem["arena_bytes"] = int64_t{1} << 41;
+  expect_refused(rebuild(bytes_, {{"memory", mem.dump()}}), "need at most");
   expect_refused(rebuild(bytes_, {{"memory", "not json"}}), "memory");
 }
 
