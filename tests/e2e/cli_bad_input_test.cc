@@ -380,6 +380,16 @@ TEST(CliGenerate, GreedyTokensMatchPyTorchInBothDialects) {
     EXPECT_NE(r.output.find("tokens: " + list + "\n"), std::string::npos) << model << "\n" << r.output;
     EXPECT_NE(r.output.find("tokens/s"), std::string::npos) << r.output;
   }
+  // Decoding stops at the end-of-sequence token, which is printed.
+  CliResult r = kiln_cli("generate " + std::string(KILN_SOURCE_DIR) +
+                         "/tests/fixtures/torch2.11/llama_generate.pt2 --prompt-ids 7,42,13 --max-new-tokens 20 "
+                         "--eos-id " +
+                         std::to_string(want[2]) + " --no-cache");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokens: " + std::to_string(want[0]) + "," + std::to_string(want[1]) + "," +
+                          std::to_string(want[2]) + "\n"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(CliGenerate, BadRequestsExitTwoNamingTheProblem) {
