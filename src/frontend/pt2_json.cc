@@ -480,6 +480,8 @@ Expected<ir::Module> parse_exported_program_json(std::string_view json_text, con
     root = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& e) {
     return format_error(display_name + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    return format_error(display_name + ": malformed JSON: " + e.what());
   }
   try {
     return build_module(root, display_name);

@@ -58,6 +58,8 @@ Expected<std::map<std::string, PayloadMeta>> read_payload_config(const Archive& 
     j = json::parse(text);
   } catch (const json::parse_error& err) {
     return format_error(a.where(rel) + ": malformed JSON at byte " + std::to_string(err.byte));
+  } catch (const json::exception& err) {  // e.g. a number too large for a double
+    return format_error(a.where(rel) + ": malformed JSON: " + err.what());
   }
   const json& cfg = j.is_object() && j.contains("config") ? j["config"] : json();
   if (!cfg.is_object()) return format_error(a.where(rel) + ": expected {\"config\": {...}}");

@@ -73,6 +73,11 @@ TEST(Pt2Loader, JsonErrorsNameTheSource) {
   auto no_graph = parse_exported_program_json(R"({"schema_version": {"major": 8, "minor": 17}})", "g.json");
   ASSERT_FALSE(no_graph.has_value());
   EXPECT_NE(no_graph.status().message().find("missing graph"), std::string::npos);
+  // A number too large for a double is an error, not an escaping exception (found by fuzz_pt2_json).
+  auto huge = parse_exported_program_json(R"({"schema_version": {"major": 1e5555555555555555555}})", "n.json");
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_EQ(huge.status().code(), ErrorCode::kFormat);
+  EXPECT_NE(huge.status().message().find("n.json: malformed JSON"), std::string::npos) << huge.status().message();
 }
 
 TEST(Pt2Loader, NotAnArchive) {
