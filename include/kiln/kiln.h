@@ -191,7 +191,9 @@ class Session {
   // Runs method `method` of the program on the session's state.
   Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
 
-  // Current value of buffer `fqn`.
+  // Buffer `fqn`: the session's own memory (or the caller's, when bound), so
+  // later calls update what this returns, as a module's buffer in PyTorch;
+  // clone() it to keep the value of this moment.
   Expected<Tensor> buffer(std::string_view fqn) const;
   // Copies `value` into buffer `fqn` (same dtype and shape).
   Status set_buffer(std::string_view fqn, const Tensor& value);
