@@ -62,6 +62,9 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
     if (last_reader[v] >= 0 && static_cast<size_t>(last_reader[v]) < p.segments.size())
       e->release_after_[static_cast<size_t>(last_reader[v])].push_back(static_cast<int>(v));
   KILN_ASSIGN_OR_RETURN(e->buffer_writes_, program::classify_buffer_writes(p, w));
+  e->written_in_place_.assign(g.outputs().size(), false);
+  for (const program::BufferWrite& bw : e->buffer_writes_)
+    if (bw.in_place) e->written_in_place_[static_cast<size_t>(bw.output)] = true;
   e->p_ = std::move(p);
   e->what_ = w;
   if (load_engines) KILN_TRY(e->ensure_engines());

@@ -36,6 +36,8 @@ class Executable {
   const program::CompiledProgram& program() const { return p_; }
   // Every buffer mutation, in graph output order: written in place by an engine or copied back.
   const std::vector<program::BufferWrite>& buffer_writes() const { return buffer_writes_; }
+  // Per graph output: whether an engine writes it in place into its buffer (no copy-back).
+  const std::vector<bool>& written_in_place() const { return written_in_place_; }
   program::CompiledProgram& program() { return p_; }
 
  private:
@@ -44,11 +46,12 @@ class Executable {
 
   program::CompiledProgram p_;
   std::vector<program::BufferWrite> buffer_writes_;
+  std::vector<bool> written_in_place_;  // derived from buffer_writes_ at load
   std::string what_;
   mutable std::once_flag engines_once_;
   mutable Status engines_status_;
   mutable std::vector<std::unique_ptr<engine::Engine>> engines_;  // per segment; null for fallback segments
-  std::vector<std::vector<int>> release_after_;           // per segment: value ids no later segment reads
+  std::vector<std::vector<int>> release_after_;                   // per segment: value ids no later segment reads
 };
 
 }  // namespace kiln::runtime

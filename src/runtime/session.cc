@@ -188,9 +188,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran).
-  std::set<size_t> in_place;
-  for (const program::BufferWrite& w : p->impl_->exec->buffer_writes())
-    if (w.in_place) in_place.insert(static_cast<size_t>(w.output));
+  const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
   std::vector<Tensor> user_outputs;
   std::vector<std::pair<std::string, Tensor>> new_buffers;
   for (size_t i = 0; i < m.output_specs.size(); ++i) {
@@ -209,7 +207,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       if (t->sizes() != old.sizes())
         return internal_error("the new value of buffer '" + s.target + "' is " + t->type_string() + ", the buffer is " +
                               old.type_string());
-      if (in_place.count(i)) {  // the engine wrote it where it lies
+      if (in_place[i]) {  // the engine wrote it where it lies
         if (t->storage() != old.storage())
           return internal_error("buffer '" + s.target + "' should have been written in place by its engine");
         continue;
