@@ -26,22 +26,58 @@ enum class ErrorCode {
 
 const char* error_code_name(ErrorCode code);
 
+// Why a file or blob was refused. Every kFormat error carries one, so that a
+// caller (or a test) can tell "this archive is cut short" from "this archive
+// names an entry twice" without reading the message. kMalformed is the rest:
+// bad syntax, a missing or mistyped field, a value out of its allowed set.
+enum class FileFault {
+  kNone = 0,           // not a format error
+  kMalformed,          // syntax, missing or mistyped field, value not allowed
+  kBadMagic,           // not the kind of file it claims to be
+  kBadVersion,         // a container version kiln does not read
+  kSchemaVersion,      // a schema (export, plan, program) version kiln does not read
+  kTruncated,          // the data ends inside a declared record or entry
+  kOutOfBounds,        // an offset or size points past the end of what holds it
+  kOverlap,            // ranges that must be disjoint overlap, or a range's end overflows
+  kSizeOverflow,       // a product of sizes (elements, bytes) overflows
+  kSizeMismatch,       // element count times element size differs from the bytes given
+  kUnknownDtype,       // a dtype name or code kiln does not know
+  kUnknownOp,          // an operator or layer kind kiln does not know
+  kDanglingReference,  // a reference (value, tensor, entry, section) to nothing
+  kDuplicateName,      // one name declared twice
+  kPathEscape,         // a path that would leave the archive or directory root
+  kChecksumMismatch,   // stored and computed checksums differ
+};
+
+// Short name of a fault, e.g. "truncated" (used in messages and tests).
+const char* file_fault_name(FileFault fault);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(ErrorCode code, std::string message)
+      : code_(code), fault_(code == ErrorCode::kFormat ? FileFault::kMalformed : FileFault::kNone),
+        message_(std::move(message)) {}
+  // A format error of a named kind.
+  Status(FileFault fault, std::string message)
+      : code_(ErrorCode::kFormat), fault_(fault == FileFault::kNone ? FileFault::kMalformed : fault),
+        message_(std::move(message)) {}
 
   static Status ok() { return {}; }
 
   bool is_ok() const { return code_ == ErrorCode::kOk; }
   explicit operator bool() const { return is_ok(); }
   ErrorCode code() const { return code_; }
+  // For a format error, what was wrong with the file; kNone otherwise.
+  FileFault fault() const { return fault_; }
   const std::string& message() const { return message_; }
 
   // Prefixes the message with where the error happened: "context: message".
   Status with_context(const std::string& context) const& {
     if (is_ok()) return *this;
-    return {code_, context + ": " + message_};
+    Status s = *this;
+    s.message_ = context + ": " + message_;
+    return s;
   }
   Status with_context(const std::string& context) && {
     if (is_ok()) return std::move(*this);
@@ -53,15 +89,22 @@ class [[nodiscard]] Status {
 
  private:
   ErrorCode code_ = ErrorCode::kOk;
+  FileFault fault_ = FileFault::kNone;
   std::string message_;
 };
 
 inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
 inline Status format_error(std::string m) { return {ErrorCode::kFormat, std::move(m)}; }
+inline Status format_error(FileFault fault, std::string m) { return {fault, std::move(m)}; }
 inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
 inline Status io_error(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
 inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+
+// `s` as a format error, for an error found while reading a file: a format
+// error keeps its fault, a missing thing (kNotFound) becomes a dangling
+// reference, anything else is malformed. A non-empty `context` goes in front.
+Status as_format_error(const Status& s, const std::string& context = {});
 
 // Either a value or a non-ok Status.
 template <typename T>

@@ -109,7 +109,10 @@ class Parser {
   Status parse(uint32_t* version, std::vector<ParsedSection>* sections) const;
 
  private:
-  Status error(const std::string& message) const { return format_error(std::string(what_) + ": " + message); }
+  Status error(FileFault fault, const std::string& message) const {
+    return format_error(fault, std::string(what_) + ": " + message);
+  }
+  Status error(const std::string& message) const { return error(FileFault::kMalformed, message); }
   const uint8_t* at(uint64_t offset) const { return b_.data() + offset; }
 
   Status check_magic() const;
@@ -135,13 +138,13 @@ Status Parser::check_magic() const {
   } else if (found.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
     msg += "; it looks like a zip archive, such as a PyTorch .pt2 export";
   }
-  return error(msg);
+  return error(FileFault::kBadMagic, msg);
 }
 
 Status Parser::check_version(uint32_t version) const {
-  if (version == 0) return error("format version 0 at offset " + std::to_string(kVersionAt) + " is not valid");
+  if (version == 0) return error(FileFault::kBadVersion, "format version 0 at offset " + std::to_string(kVersionAt) + " is not valid");
   if (version > max_version_)
-    return unsupported(std::string(what_) + ": " + kind_name(magic_) + " format version " + std::to_string(version) +
+    return format_error(FileFault::kBadVersion, std::string(what_) + ": " + kind_name(magic_) + " format version " + std::to_string(version) +
                        " is newer than this kiln reads (up to version " + std::to_string(max_version_) +
                        "); the file needs a newer kiln");
   return Status::ok();
@@ -153,17 +156,18 @@ Status Parser::check_size_and_checksum() const {
   const uint64_t size = b_.size();
   const uint64_t declared = get_u64(at(kFileSizeAt));
   if (declared != size)
-    return error("header (offset " + std::to_string(kFileSizeAt) + ") declares " + std::to_string(declared) +
+    return error(declared > size ? FileFault::kTruncated : FileFault::kSizeMismatch,
+                 "header (offset " + std::to_string(kFileSizeAt) + ") declares " + std::to_string(declared) +
                  " bytes but the file has " + std::to_string(size) + " bytes" +
                  (declared > size ? ": it is truncated" : ": it has bytes after its end"));
   const uint64_t trailer = size - kTrailerSize;
   if (std::memcmp(at(trailer), magic_.data(), kMagicSize) != 0)
-    return error("no trailer: the last " + std::to_string(kTrailerSize) + " bytes (offset " + std::to_string(trailer) +
+    return error(FileFault::kTruncated, "no trailer: the last " + std::to_string(kTrailerSize) + " bytes (offset " + std::to_string(trailer) +
                  ") do not start with '" + printable(magic_) + "'; the file is corrupt or cut short");
   const uint32_t stored = get_u32(at(trailer + kTrailerCrcAt));
   const uint32_t actual = crc32(b_.first(static_cast<size_t>(trailer + kTrailerCrcAt)));
   if (stored != actual)
-    return error("CRC-32 of the file is " + hex(actual) + " but its trailer (offset " +
+    return error(FileFault::kChecksumMismatch, "CRC-32 of the file is " + hex(actual) + " but its trailer (offset " +
                  std::to_string(trailer + kTrailerCrcAt) + ") records " + hex(stored) + "; the file is corrupt");
   if (!all_zero(b_.subspan(kHeaderReservedAt, kHeaderSize - kHeaderReservedAt)))
     return error("reserved header bytes at offsets " + std::to_string(kHeaderReservedAt) + ".." +
@@ -193,15 +197,15 @@ Expected<ParsedSection> Parser::read_entry(uint32_t index, uint64_t table_end, u
   const std::string placed = section + " at offset " + std::to_string(offset) + " with size " + std::to_string(size);
   if (offset % kAlignment != 0) return error(placed + " does not start at a multiple of " + std::to_string(kAlignment));
   if (offset < table_end)
-    return error(placed + " starts inside the header and section table, which end at offset " +
+    return error(FileFault::kOverlap, placed + " starts inside the header and section table, which end at offset " +
                  std::to_string(table_end));
   if (offset > data_end || size > data_end - offset)
-    return error(placed + " runs past the end of the section data at offset " + std::to_string(data_end) +
+    return error(FileFault::kOutOfBounds, placed + " runs past the end of the section data at offset " + std::to_string(data_end) +
                  " (the file is " + std::to_string(b_.size()) + " bytes)");
   const uint32_t stored = get_u32(at(e + kEntryCrcAt));
   const uint32_t actual = crc32(b_.subspan(static_cast<size_t>(offset), static_cast<size_t>(size)));
   if (stored != actual)
-    return error(placed + " has CRC-32 " + hex(actual) + " but its table entry records " + hex(stored) +
+    return error(FileFault::kChecksumMismatch, placed + " has CRC-32 " + hex(actual) + " but its table entry records " + hex(stored) +
                  "; the section is corrupt");
   return ParsedSection{std::move(name), offset, size};
 }
@@ -214,7 +218,7 @@ Status Parser::check_unique(const std::vector<ParsedSection>& sections) const {
   });
   for (size_t k = 1; k < order.size(); ++k) {
     if (sections[order[k - 1]].name == sections[order[k]].name)
-      return error("section name '" + sections[order[k]].name + "' appears twice (table entries " +
+      return error(FileFault::kDuplicateName, "section name '" + sections[order[k]].name + "' appears twice (table entries " +
                    std::to_string(order[k - 1]) + " and " + std::to_string(order[k]) + ")");
   }
   return Status::ok();
@@ -232,7 +236,7 @@ Status Parser::check_disjoint(const std::vector<ParsedSection>& sections) const 
     const ParsedSection& a = *order[k - 1];
     const ParsedSection& b = *order[k];
     if (a.offset + a.size > b.offset)
-      return error("section '" + b.name + "' at offset " + std::to_string(b.offset) + " overlaps section '" + a.name +
+      return error(FileFault::kOverlap, "section '" + b.name + "' at offset " + std::to_string(b.offset) + " overlaps section '" + a.name +
                    "', which runs from offset " + std::to_string(a.offset) + " to " +
                    std::to_string(a.offset + a.size));
   }
@@ -244,7 +248,7 @@ Status Parser::parse(uint32_t* version, std::vector<ParsedSection>* sections) co
   // Say "not a ..." when the magic is wrong, however short the file.
   if (b_.size() >= kMagicSize) KILN_TRY(check_magic());
   if (b_.size() < kMinSize)
-    return error("file is " + std::to_string(b_.size()) + " bytes, too small to be a " + kind_name(magic_) +
+    return error(FileFault::kTruncated, "file is " + std::to_string(b_.size()) + " bytes, too small to be a " + kind_name(magic_) +
                  " (at least " + std::to_string(kMinSize) + ": a " + std::to_string(kHeaderSize) +
                  "-byte header and a " + std::to_string(kTrailerSize) + "-byte trailer)");
   *version = get_u32(at(kVersionAt));
@@ -256,7 +260,7 @@ Status Parser::parse(uint32_t* version, std::vector<ParsedSection>* sections) co
   const uint32_t count = get_u32(at(kCountAt));
   const uint64_t max_count = (data_end - kHeaderSize) / kEntrySize;
   if (count > max_count)
-    return error("header (offset " + std::to_string(kCountAt) + ") declares " + std::to_string(count) +
+    return error(FileFault::kOutOfBounds, "header (offset " + std::to_string(kCountAt) + ") declares " + std::to_string(count) +
                  " sections, but a file of " + std::to_string(b_.size()) + " bytes has room for at most " +
                  std::to_string(max_count) + " table entries of " + std::to_string(kEntrySize) + " bytes");
   const uint64_t table_end = kHeaderSize + kEntrySize * count;

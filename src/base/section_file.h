@@ -100,9 +100,10 @@ class SectionFile {
   //   max_version: the newest format version the caller understands (>= 1).
   //   what: names the file in messages: a path, or e.g. "engine plan for segment 2".
   // Errors: kFormat for a malformed file, saying what is wrong and at which
-  // byte offset or section; kUnsupported for a file whose version is newer
-  // than max_version (it needs a newer kiln); kInvalidArgument for a bad
-  // magic or max_version argument.
+  // byte offset or section, with its fault (kBadMagic, kBadVersion for a file
+  // newer than max_version, which needs a newer kiln, kTruncated,
+  // kChecksumMismatch, ...); kInvalidArgument for a bad magic or max_version
+  // argument.
   static Expected<SectionFile> parse(std::span<const uint8_t> bytes, std::string_view magic, uint32_t max_version,
                                      std::string_view what);
 

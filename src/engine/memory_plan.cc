@@ -122,13 +122,13 @@ Status MemoryPlan::validate(const Network& net) const {
     if (bytes && *bytes <= (int64_t{1} << 50)) unshared += align_up(*bytes);
     if (offset[v] < 0 || !bytes || offset[v] > arena_bytes || *bytes > arena_bytes - offset[v] ||
         offset[v] % kArenaAlignment != 0)
-      return format_error("memory plan: value '" + net.graph.value(v)->name + "' placed at offset " +
+      return format_error(FileFault::kOutOfBounds, "memory plan: value '" + net.graph.value(v)->name + "' placed at offset " +
                           std::to_string(offset[v]) + " does not fit an arena of " + std::to_string(arena_bytes) +
                           " bytes");
     if (last_use[v] < MemoryPlan::kNeverUsed) return format_error("memory plan: bad last use");
   }
   if (arena_bytes > unshared)
-    return format_error("memory plan: an arena of " + std::to_string(arena_bytes) +
+    return format_error(FileFault::kOutOfBounds, "memory plan: an arena of " + std::to_string(arena_bytes) +
                         " bytes for values that need at most " + std::to_string(unshared));
   return Status::ok();
 }

@@ -17,7 +17,7 @@ std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()
 
 Expected<json> parse_json_section(const SectionFile& f, std::string_view name, std::string_view what) {
   auto section = f.section(name);
-  if (!section) return format_error(section.status().message());
+  if (!section) return as_format_error(section.status());
   return parse_json_object(*section, std::string(what) + ": section '" + std::string(name) + "'");
 }
 
@@ -90,10 +90,10 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
     return format_error(w + ": plan was built by backend '" + plan.backend + "', not '" + std::string(backend) + "'");
 
   auto layers_section = f.section("layers");
-  if (!layers_section) return format_error(layers_section.status().message());
+  if (!layers_section) return as_format_error(layers_section.status());
   std::span<const uint8_t> layers = *layers_section;
   auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(layers.data()), layers.size()));
-  if (!g) return format_error(w + ": layer graph: " + g.status().message());
+  if (!g) return as_format_error(g.status(), w + ": layer graph");
   plan.network.graph = std::move(*g);
 
   KILN_ASSIGN_OR_RETURN(int64_t num_inputs, m.integer("num_inputs"));
@@ -103,7 +103,7 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   plan.network.num_inputs = static_cast<size_t>(num_inputs);
   KILN_ASSIGN_OR_RETURN(plan.network.constant_names, m.strings("constants"));
   KILN_ASSIGN_OR_RETURN(plan.network.kernels, m.strings("kernels"));
-  if (Status s = plan.network.verify(); !s) return format_error(w + ": " + s.message());
+  if (Status s = plan.network.verify(); !s) return as_format_error(s, w);
 
   KILN_ASSIGN_OR_RETURN(const json* aliases, m.array("aliases"));
   const size_t num_outputs = plan.network.graph.outputs().size();
@@ -131,7 +131,7 @@ Expected<EnginePlan> deserialize_plan(std::span<const uint8_t> bytes, std::strin
   KILN_ASSIGN_OR_RETURN(plan.memory.offset, r.ints("offset"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> last_use, r.ints("last_use"));
   for (int64_t u : last_use) plan.memory.last_use.push_back(static_cast<int>(std::clamp<int64_t>(u, -2, INT_MAX)));
-  if (Status s = plan.memory.validate(plan.network); !s) return format_error(w + ": " + s.message());
+  if (Status s = plan.memory.validate(plan.network); !s) return as_format_error(s, w);
 
   const std::string prefix = plan.backend + ".";
   for (const std::string& name : f.names()) {

@@ -20,8 +20,11 @@ class Reader {
  public:
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
+  Status error(FileFault fault, const std::string& where, const std::string& what) const {
+    return format_error(fault, source_ + ": " + where + ": " + what);
+  }
   Status error(const std::string& where, const std::string& what) const {
-    return format_error(source_ + ": " + where + ": " + what);
+    return error(FileFault::kMalformed, where, what);
   }
 
   const std::string& source() const { return source_; }
@@ -92,7 +95,7 @@ Expected<ir::TensorType> parse_tensor_meta(const Reader& r, const json& j, const
   ir::TensorType t;
   KILN_ASSIGN_OR_RETURN(int64_t code, get_int(r, field(j, "dtype"), where + ".dtype"));
   auto dt = dtype_from_pt2_code(code);
-  if (!dt) return r.error(where, "unknown or unsupported dtype code " + std::to_string(code));
+  if (!dt) return r.error(FileFault::kUnknownDtype, where, "unknown or unsupported dtype code " + std::to_string(code));
   t.dtype = *dt;
   const json& sizes = field(j, "sizes");
   if (!sizes.is_array()) return r.error(where, "tensor meta without sizes");
@@ -116,13 +119,13 @@ struct GraphBuilder {
 
   Expected<ir::Value*> lookup(const std::string& name, const std::string& where) const {
     auto it = values.find(name);
-    if (it == values.end()) return r.error(where, "reference to undefined value '" + name + "'");
+    if (it == values.end()) return r.error(FileFault::kDanglingReference, where, "reference to undefined value '" + name + "'");
     return it->second;
   }
 
   Expected<ir::Value*> define(const std::string& name, ir::ValueKind kind, ir::Node* producer, int index,
                               const std::string& where) {
-    if (values.count(name)) return r.error(where, "value '" + name + "' is defined twice");
+    if (values.count(name)) return r.error(FileFault::kDuplicateName, where, "value '" + name + "' is defined twice");
     ir::TensorType t;
     if (auto it = tensor_meta.find(name); it != tensor_meta.end()) t = it->second;
     ir::Value* v = producer ? g.add_value(name, kind, t) : g.add_input(name, kind, t);
@@ -226,7 +229,7 @@ struct GraphBuilder {
       if (k == "as_scalar_type") {
         KILN_ASSIGN_OR_RETURN(int64_t code, get_int(r, p, where));
         auto dt = dtype_from_pt2_code(code);
-        if (!dt) return r.error(where, "unknown or unsupported dtype code " + std::to_string(code));
+        if (!dt) return r.error(FileFault::kUnknownDtype, where, "unknown or unsupported dtype code " + std::to_string(code));
         return ir::Arg(*dt);
       }
       if (k == "as_memory_format" || k == "as_layout") {
@@ -277,7 +280,7 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
   if (sv.is_object()) {
     int64_t major = field(sv, "major").is_number_integer() ? field(sv, "major").get<int64_t>() : -1;
     if (major != kSchemaMajor)
-      return unsupported(source + ": schema version " + std::to_string(major) + " is not supported (kiln reads " +
+      return format_error(FileFault::kSchemaVersion, source + ": schema version " + std::to_string(major) + " is not supported (kiln reads " +
                          std::to_string(kSchemaMajor) + ".x); re-export with PyTorch 2.9 or newer");
   }
   if (field(root, "torch_version").is_string()) m.torch_version = field(root, "torch_version").get<std::string>();

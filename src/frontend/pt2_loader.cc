@@ -38,7 +38,7 @@ Status check_layout(const ZipArchive& zip, const std::string& root) {
     return unsupported(zip.path() + ": this is a .pt2 archive from PyTorch 2.7 or older, whose weights are pickled; "
                                     "kiln never unpickles. Re-save it with torch.export.save under PyTorch 2.9 or newer");
   if (!zip.find(root + "archive_format"))
-    return format_error(zip.path() + ": not a torch.export archive (no '" + root + "archive_format' entry)");
+    return format_error(FileFault::kBadMagic, zip.path() + ": not a torch.export archive (no '" + root + "archive_format' entry)");
   return Status::ok();
 }
 
@@ -89,12 +89,12 @@ Expected<Tensor> load_weight(const Archive& a, const std::string& folder, const 
   if (p.use_pickle)
     return unsupported(where + " is a pickled tensor subclass; kiln never unpickles (save plain tensors instead)");
   if (p.path_name.find('/') != std::string::npos || p.path_name.find("..") != std::string::npos)
-    return format_error(where + ": path_name '" + p.path_name + "' escapes the " + folder + " folder");
+    return format_error(FileFault::kPathEscape, where + ": path_name '" + p.path_name + "' escapes the " + folder + " folder");
   const json& tm = p.tensor_meta;
   if (!tm.is_object()) return format_error(where + ": missing tensor_meta");
   if (!tm.contains("dtype") || !tm["dtype"].is_number_integer()) return format_error(where + ": tensor_meta without dtype");
   auto dt = dtype_from_pt2_code(tm["dtype"].get<int64_t>());
-  if (!dt) return format_error(where + ": unknown or unsupported dtype code " + std::to_string(tm["dtype"].get<int64_t>()));
+  if (!dt) return format_error(FileFault::kUnknownDtype, where + ": unknown or unsupported dtype code " + std::to_string(tm["dtype"].get<int64_t>()));
   Shape sizes, strides;
   if (!tm.contains("sizes") || !tm["sizes"].is_array() || !tm.contains("strides") || !tm["strides"].is_array())
     return format_error(where + ": tensor_meta without sizes or strides");
@@ -117,7 +117,7 @@ Expected<Tensor> load_weight(const Archive& a, const std::string& folder, const 
     if (!e) return not_found(where + ": blob '" + a.root + rel + "' is missing from the archive");
     KILN_ASSIGN_OR_RETURN(auto st, a.zip.storage(*e));
     if (st->nbytes() % dtype_size(*dt) != 0)
-      return format_error(where + ": blob '" + a.root + rel + "' holds " + std::to_string(st->nbytes()) +
+      return format_error(FileFault::kSizeMismatch, where + ": blob '" + a.root + rel + "' holds " + std::to_string(st->nbytes()) +
                           " bytes, not a whole number of " + std::string(dtype_name(*dt)) + " elements");
     it = storages.emplace(rel, std::move(st)).first;
   }
@@ -146,10 +146,10 @@ Expected<ir::Module> load_pt2_archive(ZipArchive zip, const std::string& path) {
   Archive a{zip, root};
 
   KILN_ASSIGN_OR_RETURN(std::string_view fmt, a.text("archive_format"));
-  if (fmt != "pt2") return format_error(a.where("archive_format") + ": expected 'pt2', found '" + std::string(fmt.substr(0, 20)) + "'");
+  if (fmt != "pt2") return format_error(FileFault::kBadMagic, a.where("archive_format") + ": expected 'pt2', found '" + std::string(fmt.substr(0, 20)) + "'");
   if (a.find("archive_version")) {
     KILN_ASSIGN_OR_RETURN(std::string_view ver, a.text("archive_version"));
-    if (ver != "0") return unsupported(a.where("archive_version") + ": archive version '" + std::string(ver.substr(0, 20)) + "' is not supported (kiln reads 0)");
+    if (ver != "0") return format_error(FileFault::kBadVersion, a.where("archive_version") + ": archive version '" + std::string(ver.substr(0, 20)) + "' is not supported (kiln reads 0)");
   }
   if (a.find("byteorder")) {
     KILN_ASSIGN_OR_RETURN(std::string_view bo, a.text("byteorder"));

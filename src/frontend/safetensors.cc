@@ -146,9 +146,15 @@ class Parser {
  public:
   explicit Parser(const std::string& name) : name_(name) {}
 
-  Status error(const std::string& what) const { return format_error("safetensors '" + name_ + "': " + what); }
+  Status error(FileFault fault, const std::string& what) const {
+    return format_error(fault, "safetensors '" + name_ + "': " + what);
+  }
+  Status error(const std::string& what) const { return error(FileFault::kMalformed, what); }
+  Status tensor_error(FileFault fault, const std::string& tensor, const std::string& what) const {
+    return error(fault, "tensor '" + tensor + "': " + what);
+  }
   Status tensor_error(const std::string& tensor, const std::string& what) const {
-    return error("tensor '" + tensor + "': " + what);
+    return tensor_error(FileFault::kMalformed, tensor, what);
   }
 
   Expected<Json> parse_header(std::string_view text) const {
@@ -165,7 +171,7 @@ class Parser {
                    *builder.error_);
     if (builder.too_deep_) return error("the JSON header nests more than " + std::to_string(kMaxJsonDepth) + " deep");
     if (builder.duplicate_)
-      return error("the JSON header repeats the key '" + *builder.duplicate_ + "' in " + builder.duplicate_in_);
+      return error(FileFault::kDuplicateName, "the JSON header repeats the key '" + *builder.duplicate_ + "' in " + builder.duplicate_in_);
     if (!ok) return error("cannot parse the JSON header");
     if (!root.is_object()) return error("the JSON header is a " + std::string(root.type_name()) + ", not an object");
     return root;
@@ -201,7 +207,7 @@ class Parser {
       if (is_known_foreign_dtype(dts))
         return Status(unsupported("safetensors '" + name_ + "': tensor '" + name + "': dtype " + dts +
                                   " is not supported by kiln"));
-      return tensor_error(name, "unknown dtype \"" + dts + "\"");
+      return tensor_error(FileFault::kUnknownDtype, name, "unknown dtype \"" + dts + "\"");
     }
     r.dtype = *dtype;
     for (const Json& d : *sh) {
@@ -212,7 +218,7 @@ class Parser {
     Expected<int64_t> numel = checked_numel(r.shape);
     const uint64_t item = dtype_size(r.dtype);
     if (!numel || static_cast<uint64_t>(*numel) > std::numeric_limits<uint64_t>::max() / item)
-      return tensor_error(name, "shape " + shape_to_string(r.shape) + " has too many elements");
+      return tensor_error(FileFault::kSizeOverflow, name, "shape " + shape_to_string(r.shape) + " has too many elements");
     const uint64_t nbytes = static_cast<uint64_t>(*numel) * item;
 
     std::optional<int64_t> begin = as_index((*offs)[0]);
@@ -222,12 +228,12 @@ class Parser {
     r.begin = static_cast<uint64_t>(*begin);
     r.end = static_cast<uint64_t>(*end);
     const std::string range = "data_offsets [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + "]";
-    if (r.end < r.begin) return tensor_error(name, range + " end before they begin");
+    if (r.end < r.begin) return tensor_error(FileFault::kOverlap, name, range + " end before they begin");
     if (r.end > data_size)
-      return tensor_error(name,
+      return tensor_error(FileFault::kOutOfBounds, name,
                           range + " run past the end of the data section (" + std::to_string(data_size) + " bytes)");
     if (r.end - r.begin != nbytes)
-      return tensor_error(name, range + " hold " + std::to_string(r.end - r.begin) + " bytes but " + std::string(dts) +
+      return tensor_error(FileFault::kSizeMismatch, name, range + " hold " + std::to_string(r.end - r.begin) + " bytes but " + std::string(dts) +
                                     shape_to_string(r.shape) + " needs " + std::to_string(nbytes));
     return r;
   }
@@ -355,14 +361,14 @@ Expected<SafetensorsFile> parse_safetensors(std::shared_ptr<Storage> bytes, cons
   if (bytes == nullptr) return invalid_argument("safetensors '" + display_name + "': no bytes given");
   const uint64_t total = bytes->nbytes();
   if (total < 8)
-    return parser.error("file is " + std::to_string(total) + " bytes, too small for the 8-byte header length");
+    return parser.error(FileFault::kTruncated, "file is " + std::to_string(total) + " bytes, too small for the 8-byte header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes->data(), 8);
   if (header_len > kMaxHeaderBytes)
     return parser.error("header length " + std::to_string(header_len) + " exceeds the limit of " +
                         std::to_string(kMaxHeaderBytes) + " bytes");
   if (header_len > total - 8)
-    return parser.error("header length " + std::to_string(header_len) + " runs past the end of the file (" +
+    return parser.error(FileFault::kOutOfBounds, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                         std::to_string(total) + " bytes)");
   const std::string_view text(reinterpret_cast<const char*>(bytes->data()) + 8, static_cast<size_t>(header_len));
   const uint64_t data_start = 8 + header_len;
@@ -390,7 +396,7 @@ Expected<SafetensorsFile> parse_safetensors(std::shared_ptr<Storage> bytes, cons
   for (const Record& r : records) {
     if (r.begin == r.end) continue;
     if (reacher != nullptr && r.begin < reach)
-      return parser.tensor_error(r.name, "bytes [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+      return parser.tensor_error(FileFault::kOverlap, r.name, "bytes [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                              ") overlap those of tensor '" + reacher->name + "' [" +
                                              std::to_string(reacher->begin) + ", " + std::to_string(reacher->end) +
                                              ")");

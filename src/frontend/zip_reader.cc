@@ -85,10 +85,16 @@ class Parser {
     uint64_t limit = 0;  // the central directory must end at or before this byte
   };
 
-  Status error(const std::string& what) const { return format_error("zip '" + path_ + "': " + what); }
+  Status error(FileFault fault, const std::string& what) const {
+    return format_error(fault, "zip '" + path_ + "': " + what);
+  }
+  Status error(const std::string& what) const { return error(FileFault::kMalformed, what); }
+  Status entry_error(FileFault fault, const std::string& name, uint64_t record, const std::string& what) const {
+    return error(fault, "entry '" + printable(name) + "' (central directory record at byte " +
+                            std::to_string(record) + "): " + what);
+  }
   Status entry_error(const std::string& name, uint64_t record, const std::string& what) const {
-    return error("entry '" + printable(name) + "' (central directory record at byte " + std::to_string(record) +
-                 "): " + what);
+    return entry_error(FileFault::kMalformed, name, record, what);
   }
 
   Expected<uint64_t> find_eocd() const;
@@ -105,7 +111,7 @@ class Parser {
 // so that a comment containing the signature cannot mislead.
 Expected<uint64_t> Parser::find_eocd() const {
   if (b_.size() < kEocdSize)
-    return error("file is " + std::to_string(b_.size()) +
+    return error(FileFault::kTruncated, "file is " + std::to_string(b_.size()) +
                  " bytes, too small to be a zip archive (its end record alone is 22 bytes)");
   const uint64_t last = b_.size() - kEocdSize;
   const uint64_t first = last > kMaxCommentLength ? last - kMaxCommentLength : 0;
@@ -117,7 +123,7 @@ Expected<uint64_t> Parser::find_eocd() const {
     if (!fitting && pos + kEocdSize + comment <= b_.size()) fitting = pos;
   }
   if (fitting) return *fitting;
-  return error("no end-of-central-directory record in the last " + std::to_string(b_.size() - first) +
+  return error(FileFault::kBadMagic, "no end-of-central-directory record in the last " + std::to_string(b_.size() - first) +
                " bytes: not a zip archive, or truncated");
 }
 
@@ -149,13 +155,13 @@ Expected<Parser::Directory> Parser::read_directory_location(uint64_t eocd) const
                                 std::to_string(total_disks) + " disks)" + loc_at));
     const uint64_t rec = b_.u64(loc + 8);
     if (rec > loc || loc - rec < kEocd64MinSize)
-      return error("zip64 end record offset " + std::to_string(rec) + " leaves no room for its " +
+      return error(FileFault::kOutOfBounds, "zip64 end record offset " + std::to_string(rec) + " leaves no room for its " +
                    std::to_string(kEocd64MinSize) + " bytes before the locator" + loc_at);
     if (b_.u32(rec) != kEocd64Sig)
-      return error("bad zip64 end record signature " + hex(b_.u32(rec)) + " at byte " + std::to_string(rec) + loc_at);
+      return error(FileFault::kBadMagic, "bad zip64 end record signature " + hex(b_.u32(rec)) + " at byte " + std::to_string(rec) + loc_at);
     const uint64_t rec_size = b_.u64(rec + 4);
     if (rec_size < kEocd64MinSize - 12 || rec_size > loc - rec - 12)
-      return error("zip64 end record at byte " + std::to_string(rec) + " claims " + std::to_string(rec_size) +
+      return error(FileFault::kOutOfBounds, "zip64 end record at byte " + std::to_string(rec) + " claims " + std::to_string(rec_size) +
                    " bytes, which do not fit between it and the locator at byte " + std::to_string(loc));
     if (b_.u32(rec + 16) != 0 || b_.u32(rec + 20) != 0)
       return Status(unsupported("zip '" + path_ +
@@ -179,22 +185,22 @@ Expected<Parser::Directory> Parser::read_directory_location(uint64_t eocd) const
   }
 
   if (dir.offset > dir.limit || dir.size > dir.limit - dir.offset)
-    return error("central directory [" + std::to_string(dir.offset) + ", +" + std::to_string(dir.size) +
+    return error(FileFault::kOutOfBounds, "central directory [" + std::to_string(dir.offset) + ", +" + std::to_string(dir.size) +
                  ") runs past its end record at byte " + std::to_string(dir.limit));
   // Each central record is at least 46 bytes: this bounds the count before
   // anything is allocated from it.
   if (dir.count > dir.size / kCentralHeaderSize)
-    return error("central directory of " + std::to_string(dir.size) + " bytes at byte " + std::to_string(dir.offset) +
+    return error(FileFault::kOutOfBounds, "central directory of " + std::to_string(dir.size) + " bytes at byte " + std::to_string(dir.offset) +
                  " cannot hold the " + std::to_string(dir.count) + " entries the end record claims");
   return dir;
 }
 
 Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, uint64_t* next) const {
   if (cd_end - pos < kCentralHeaderSize)
-    return error("central directory record at byte " + std::to_string(pos) +
+    return error(FileFault::kTruncated, "central directory record at byte " + std::to_string(pos) +
                  " is truncated by the end of the directory at byte " + std::to_string(cd_end));
   if (b_.u32(pos) != kCentralHeaderSig)
-    return error("bad central directory record signature " + hex(b_.u32(pos)) + " at byte " + std::to_string(pos));
+    return error(FileFault::kBadMagic, "bad central directory record signature " + hex(b_.u32(pos)) + " at byte " + std::to_string(pos));
   const uint16_t flags = b_.u16(pos + 8);
   const uint16_t method = b_.u16(pos + 10);
   const uint32_t crc = b_.u32(pos + 16);
@@ -208,14 +214,14 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
 
   const uint64_t record_len = kCentralHeaderSize + name_len + extra_len + comment_len;
   if (cd_end - pos < record_len)
-    return error("central directory record at byte " + std::to_string(pos) + " (" + std::to_string(record_len) +
+    return error(FileFault::kOutOfBounds, "central directory record at byte " + std::to_string(pos) + " (" + std::to_string(record_len) +
                  " bytes with its name, extra field and comment) runs past the end of the directory at byte " +
                  std::to_string(cd_end));
   *next = pos + record_len;
 
   const std::string name(b_.str(pos + kCentralHeaderSize, name_len));
   if (std::string why = unsafe_name_reason(name); !why.empty())
-    return entry_error(name, pos, "unsafe entry name: " + why);
+    return entry_error(FileFault::kPathEscape, name, pos, "unsafe entry name: " + why);
   if (flags & 0x0041u)
     return Status(unsupported("zip '" + path_ + "': entry '" + printable(name) +
                               "' (central directory record at byte " + std::to_string(pos) +
@@ -230,7 +236,7 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
     const uint16_t id = b_.u16(off);
     const uint16_t len = b_.u16(off + 2);
     if (extra + extra_len - off - 4 < len)
-      return entry_error(name, pos,
+      return entry_error(FileFault::kOutOfBounds, name, pos,
                          "extra field record " + hex(id) + " at byte " + std::to_string(off) + " claims " +
                              std::to_string(len) + " bytes, past the end of the extra field");
     if (id == kZip64ExtraId && !found64) {
@@ -240,7 +246,7 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
       auto take = [&](uint64_t& field, uint64_t marker, uint64_t width, const char* what) -> Status {
         if (field != marker) return Status::ok();
         if (end - p < width)
-          return entry_error(name, pos,
+          return entry_error(FileFault::kTruncated, name, pos,
                              std::string("zip64 extra field at byte ") + std::to_string(off) + " (" +
                                  std::to_string(len) + " bytes) lacks the " + what +
                                  " that the record marks as stored there");
@@ -262,7 +268,7 @@ Expected<ZipEntry> Parser::read_central_record(uint64_t pos, uint64_t cd_end, ui
     return Status(unsupported("zip '" + path_ + "': entry '" + printable(name) + "' starts on disk " +
                               std::to_string(disk) + "; multi-disk archives are not supported"));
   if (method == 0 && csize != usize)
-    return entry_error(name, pos,
+    return entry_error(FileFault::kSizeMismatch, name, pos,
                        "stored entry has compressed size " + std::to_string(csize) + " but uncompressed size " +
                            std::to_string(usize));
   return ZipEntry{name, local, 0, usize, csize, method, crc};
@@ -275,17 +281,17 @@ Status Parser::locate_data(ZipEntry& e, uint64_t record, const Directory& dir) c
   const uint64_t lh = e.local_header_offset;
   const std::string at = "local header at byte " + std::to_string(lh);
   if (lh > dir.offset || dir.offset - lh < kLocalHeaderSize)
-    return entry_error(e.name, record,
+    return entry_error(FileFault::kOutOfBounds, e.name, record,
                        at + " does not lie before the central directory at byte " + std::to_string(dir.offset));
   if (b_.u32(lh) != kLocalHeaderSig)
-    return entry_error(e.name, record,
+    return entry_error(FileFault::kBadMagic, e.name, record,
                        "bad local header signature " + hex(b_.u32(lh)) + " at byte " + std::to_string(lh));
   const uint16_t method = b_.u16(lh + 8);
   const uint16_t name_len = b_.u16(lh + 26);
   const uint16_t extra_len = b_.u16(lh + 28);
   const uint64_t data = lh + kLocalHeaderSize + name_len + extra_len;  // cannot overflow: lh < file size
   if (data > dir.offset)
-    return entry_error(e.name, record,
+    return entry_error(FileFault::kOverlap, e.name, record,
                        at + " with its name and extra field (" + std::to_string(data - lh) +
                            " bytes) runs into the central directory at byte " + std::to_string(dir.offset));
   if (b_.str(lh + kLocalHeaderSize, name_len) != e.name)
@@ -297,7 +303,7 @@ Status Parser::locate_data(ZipEntry& e, uint64_t record, const Directory& dir) c
                        at + " gives method " + std::to_string(method) + " but the central directory gives " +
                            std::to_string(e.method));
   if (e.compressed_size > dir.offset - data)
-    return entry_error(e.name, record,
+    return entry_error(FileFault::kOutOfBounds, e.name, record,
                        "data of " + std::to_string(e.compressed_size) + " bytes at byte " + std::to_string(data) +
                            " runs past the start of the central directory at byte " + std::to_string(dir.offset));
   e.data_offset = data;
@@ -336,7 +342,7 @@ Expected<std::vector<ZipEntry>> Parser::parse() {
     const ZipEntry& a = entries[order[k - 1]];
     const ZipEntry& b = entries[order[k]];
     if (a.data_offset + a.compressed_size > b.local_header_offset)
-      return entry_error(b.name, records[order[k]],
+      return entry_error(FileFault::kOverlap, b.name, records[order[k]],
                          "local header at byte " + std::to_string(b.local_header_offset) + " overlaps entry '" +
                              printable(a.name) + "', whose data runs from byte " + std::to_string(a.data_offset) +
                              " to " + std::to_string(a.data_offset + a.compressed_size));
@@ -369,7 +375,7 @@ Expected<ZipArchive> ZipArchive::from_bytes(std::shared_ptr<Storage> bytes, std:
     const ZipEntry& a = es[z.by_name_[k - 1]];
     const ZipEntry& b = es[z.by_name_[k]];
     if (a.name == b.name)
-      return format_error("zip '" + z.path_ + "': entry name '" + printable(a.name) +
+      return format_error(FileFault::kDuplicateName, "zip '" + z.path_ + "': entry name '" + printable(a.name) +
                           "' appears twice (local headers at bytes " +
                           std::to_string(std::min(a.local_header_offset, b.local_header_offset)) + " and " +
                           std::to_string(std::max(a.local_header_offset, b.local_header_offset)) + ")");
@@ -400,7 +406,7 @@ Expected<std::span<const uint8_t>> ZipArchive::read(const ZipEntry& e, bool veri
   if (verify_crc) {
     const uint32_t got = crc32(data);
     if (got != e.crc32)
-      return format_error("zip '" + path_ + "': entry '" + printable(e.name) + "' (data at byte " +
+      return format_error(FileFault::kChecksumMismatch, "zip '" + path_ + "': entry '" + printable(e.name) + "' (data at byte " +
                           std::to_string(e.data_offset) + ", " + std::to_string(e.size) + " bytes) has CRC-32 " +
                           hex(got) + " but the central directory records " + hex(e.crc32) + ": the archive is corrupt");
   }

@@ -142,7 +142,7 @@ class Parser {
         KILN_ASSIGN_OR_RETURN(std::string n, value_name());
         KILN_TRY(expect(':'));
         KILN_ASSIGN_OR_RETURN(auto ty, type());
-        if (values_.count(n)) return error("value %" + n + " defined twice");
+        if (values_.count(n)) return error(FileFault::kDuplicateName, "value %" + n + " defined twice");
         values_[n] = g_.add_input(n, ty.first, ty.second);
       } while (eat(','));
       KILN_TRY(expect(')'));
@@ -184,7 +184,7 @@ class Parser {
     }
     std::string target = word(".");
     auto op = op_from_target(target);
-    if (!op) return error("unknown op '" + target + "'");
+    if (!op) return error(FileFault::kUnknownOp, "unknown op '" + target + "'");
     KILN_TRY(expect('('));
     std::vector<NamedArg> args;
     if (!eat(')')) {
@@ -200,7 +200,7 @@ class Parser {
     Node* n = g_.add_node(*op, outs.empty() ? target : outs[0].first, std::move(args), {});
     int idx = 0;
     for (auto& [name, ty] : outs) {
-      if (values_.count(name)) return error("value %" + name + " defined twice");
+      if (values_.count(name)) return error(FileFault::kDuplicateName, "value %" + name + " defined twice");
       Value* v = g_.add_value(name, ty.first, ty.second);
       v->producer = n;
       v->output_index = idx++;
@@ -250,7 +250,7 @@ class Parser {
     if (w == "nan") return Arg(NAN);
     if (w.starts_with("dtype.")) {
       auto d = dtype_from_name(w.substr(6));
-      if (!d) return error("unknown dtype '" + w + "'");
+      if (!d) return error(FileFault::kUnknownDtype, "unknown dtype '" + w + "'");
       return Arg(*d);
     }
     if (w == "device") {
@@ -352,7 +352,7 @@ class Parser {
     if (w == "symfloat") return std::pair{ValueKind::kSymFloat, TensorType{}};
     if (w == "symbool") return std::pair{ValueKind::kSymBool, TensorType{}};
     auto d = dtype_from_name(w);
-    if (!d) return error("unknown type '" + w + "'");
+    if (!d) return error(FileFault::kUnknownDtype, "unknown type '" + w + "'");
     TensorType t;
     t.dtype = *d;
     KILN_TRY(expect('['));
@@ -389,7 +389,7 @@ class Parser {
   Expected<Value*> use() {
     KILN_ASSIGN_OR_RETURN(std::string n, value_name());
     auto it = values_.find(n);
-    if (it == values_.end()) return error("use of undefined value %" + n);
+    if (it == values_.end()) return error(FileFault::kDanglingReference, "use of undefined value %" + n);
     return it->second;
   }
 
@@ -452,7 +452,8 @@ class Parser {
     if (!eat(c)) return error(std::string("expected '") + c + "'");
     return Status::ok();
   }
-  Status error(const std::string& what) const {
+  Status error(const std::string& what) const { return error(FileFault::kMalformed, what); }
+  Status error(FileFault fault, const std::string& what) const {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < p_ && i < t_.size(); ++i) {
       if (t_[i] == '\n') {
@@ -462,7 +463,7 @@ class Parser {
         ++col;
       }
     }
-    return format_error("IR text line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
+    return format_error(fault, "IR text line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
   }
 
   std::string_view t_;

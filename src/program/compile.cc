@@ -90,7 +90,7 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
                                std::to_string(si) + ", " + std::to_string(s.nodes.size()) + " nodes) for " +
                                std::string(backend->name());
       auto net = convert::convert_segment(m, s, converters, target);
-      if (!net) return Status(net.status().code(), "segment " + std::to_string(si) + ": " + net.status().message());
+      if (!net) return std::move(net).status().with_context("segment " + std::to_string(si));
       engine::BuildOptions bo;
       bo.progress = settings.progress;
       bo.precision = settings.precision;
@@ -112,7 +112,7 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       } else {
         plan = build();
       }
-      if (!plan) return Status(plan.status().code(), "segment " + std::to_string(si) + ": " + plan.status().message());
+      if (!plan) return std::move(plan).status().with_context("segment " + std::to_string(si));
       r.backend = std::string(backend->name());
       r.plan = std::move(*plan);
     }

@@ -165,7 +165,7 @@ Expected<std::vector<uint8_t>> parse_cache_entry(std::span<const uint8_t> bytes,
   KILN_ASSIGN_OR_RETURN(SectionFile file, SectionFile::parse(bytes, kMagic, kVersion, what));
   auto key = file.section("key");
   auto plan = file.section("plan");
-  if (!key || !plan) return format_error(std::string(what) + ": missing key or plan section");
+  if (!key || !plan) return format_error(FileFault::kDanglingReference, std::string(what) + ": missing key or plan section");
   if (key->size() != key_material.size() || !std::equal(key->begin(), key->end(), key_material.begin()))
     return format_error(std::string(what) + ": its key differs from this segment's (a hash collision)");
   return std::vector<uint8_t>(plan->begin(), plan->end());

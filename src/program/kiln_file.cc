@@ -190,7 +190,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
   const std::string prefix = section_prefix(k);
   const std::string w = k == 0 ? file_what : file_what + ", method " + std::to_string(k);
   auto jb_section = f.section(prefix + "program");
-  if (!jb_section) return format_error(jb_section.status().message());
+  if (!jb_section) return as_format_error(jb_section.status());
   std::span<const uint8_t> jb = *jb_section;
   KILN_ASSIGN_OR_RETURN(json j, parse_json_object(jb, w + ": section '" + prefix + "program'"));
   Reader r(j, w + ": program");
@@ -203,19 +203,19 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
   CompiledProgram& p = cm.program;
   ir::Module& m = p.module;
   KILN_ASSIGN_OR_RETURN(std::string format, r.string("format"));
-  if (format != "kiln program") return format_error(w + ": not a kiln program (format '" + format + "')");
+  if (format != "kiln program") return format_error(FileFault::kBadMagic, w + ": not a kiln program (format '" + format + "')");
   KILN_ASSIGN_OR_RETURN(m.source, r.string("source"));
   KILN_ASSIGN_OR_RETURN(m.torch_version, r.string("torch_version"));
   KILN_ASSIGN_OR_RETURN(m.dialect, r.string("dialect"));
   KILN_ASSIGN_OR_RETURN(p.device, r.string("device"));
 
   auto gb_section = f.section(prefix + "graph");
-  if (!gb_section) return format_error(gb_section.status().message());
+  if (!gb_section) return as_format_error(gb_section.status());
   std::span<const uint8_t> gb = *gb_section;
   auto g = ir::parse_graph(std::string_view(reinterpret_cast<const char*>(gb.data()), gb.size()));
-  if (!g) return format_error(w + ": graph: " + g.status().message());
+  if (!g) return as_format_error(g.status(), w + ": graph");
   m.graph = std::move(*g);
-  if (Status s = m.graph.verify(); !s) return format_error(w + ": graph: " + s.message());
+  if (Status s = m.graph.verify(); !s) return as_format_error(s, w + ": graph");
 
   KILN_ASSIGN_OR_RETURN(const json* inputs, r.array("inputs"));
   for (const json& ji : *inputs) {
@@ -223,7 +223,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     KILN_ASSIGN_OR_RETURN(std::string kind, ri.string("kind"));
     KILN_ASSIGN_OR_RETURN(std::string target, ri.string("target"));
     auto k = input_kind(kind);
-    if (!k) return format_error(ri.where() + ": " + k.status().message());
+    if (!k) return as_format_error(k.status(), ri.where());
     m.input_specs.push_back({*k, target, true});
   }
   KILN_ASSIGN_OR_RETURN(const json* outputs, r.array("outputs"));
@@ -232,7 +232,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     KILN_ASSIGN_OR_RETURN(std::string kind, ro.string("kind"));
     KILN_ASSIGN_OR_RETURN(std::string target, ro.string("target"));
     auto k = output_kind(kind);
-    if (!k) return format_error(ro.where() + ": " + k.status().message());
+    if (!k) return as_format_error(k.status(), ro.where());
     m.output_specs.push_back({*k, target});
   }
   if (m.input_specs.size() != m.graph.inputs().size() || m.output_specs.size() != m.graph.outputs().size())
@@ -251,7 +251,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
 
   // Weights, borrowed from the file's bytes.
   auto blob_section = f.section("weights");
-  if (!blob_section) return format_error(blob_section.status().message());
+  if (!blob_section) return as_format_error(blob_section.status());
   std::span<const uint8_t> blob = *blob_section;
   KILN_ASSIGN_OR_RETURN(const json* weights, r.array("weights"));
   for (const json& jw : *weights) {
@@ -263,20 +263,20 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     KILN_ASSIGN_OR_RETURN(int64_t offset, rn.integer("offset"));
     KILN_ASSIGN_OR_RETURN(int64_t nbytes, rn.integer("nbytes"));
     auto dtype = dtype_from_name(dtype_s);
-    if (!dtype) return format_error(rn.where() + ": unknown dtype '" + dtype_s + "'");
-    if (m.weights.count(name)) return format_error(rn.where() + ": listed twice");
+    if (!dtype) return format_error(FileFault::kUnknownDtype, rn.where() + ": unknown dtype '" + dtype_s + "'");
+    if (m.weights.count(name)) return format_error(FileFault::kDuplicateName, rn.where() + ": listed twice");
     if (sizes.size() > 64) return format_error(rn.where() + ": too many dimensions");
     uint64_t numel = 1;
     for (int64_t s : sizes) {
       if (s < 0 || (s != 0 && numel > UINT64_MAX / static_cast<uint64_t>(s)))
-        return format_error(rn.where() + ": bad sizes");
+        return format_error(FileFault::kSizeOverflow, rn.where() + ": sizes overflow or are negative");
       numel *= static_cast<uint64_t>(s);
     }
     if (numel > UINT64_MAX / 16 || numel * dtype_size(*dtype) != static_cast<uint64_t>(nbytes))
-      return format_error(rn.where() + ": " + std::to_string(nbytes) + " bytes do not hold its sizes");
+      return format_error(FileFault::kSizeMismatch, rn.where() + ": " + std::to_string(nbytes) + " bytes do not hold its sizes");
     if (offset < 0 || static_cast<uint64_t>(offset) > blob.size() ||
         static_cast<uint64_t>(nbytes) > blob.size() - static_cast<uint64_t>(offset))
-      return format_error(rn.where() + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
+      return format_error(FileFault::kOutOfBounds, rn.where() + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
                           ") lie outside the weights section (" + std::to_string(blob.size()) + " bytes)");
     if (offset % static_cast<int64_t>(dtype_size(*dtype)) != 0)
       return format_error(rn.where() + ": offset " + std::to_string(offset) + " is not aligned to its dtype");
@@ -291,7 +291,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     Shape strides(sizes.size(), 1);
     for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
     auto t = Tensor::from_storage(storage, *dtype, sizes, strides, 0);
-    if (!t) return format_error(rn.where() + ": " + t.status().message());
+    if (!t) return as_format_error(t.status(), rn.where());
     m.weights[name] = std::move(*t);
   }
   // Every weight, constant and buffer the graph takes is there, with its declared type.
@@ -300,7 +300,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     if (s.kind == ir::InputSpec::Kind::kUserInput) continue;
     auto it = m.weights.find(s.target);
     const ir::Value* v = m.graph.inputs()[i];
-    if (it == m.weights.end()) return format_error(w + ": weight '" + s.target + "' is missing");
+    if (it == m.weights.end()) return format_error(FileFault::kDanglingReference, w + ": weight '" + s.target + "' is missing");
     bool same = it->second.dtype() == v->type.dtype && it->second.dim() == static_cast<int64_t>(v->type.sizes.size());
     for (size_t d = 0; same && d < v->type.sizes.size(); ++d)
       same = !v->type.sizes[d].is_static() || v->type.sizes[d].value == it->second.sizes()[d];
@@ -331,7 +331,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     KILN_ASSIGN_OR_RETURN(s.reasons, rs.strings("reasons"));
     for (int64_t n : nodes) {
       if (n < 0 || n >= num_nodes)
-        return format_error(rs.where() + ": node index " + std::to_string(n) + " out of range");
+        return format_error(FileFault::kDanglingReference, rs.where() + ": node index " + std::to_string(n) + " out of range");
       if (owner[static_cast<size_t>(n)] != -1)
         return format_error(rs.where() + ": node " + std::to_string(n) + " is also in segment " +
                             std::to_string(owner[static_cast<size_t>(n)]));
@@ -341,7 +341,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     for (auto* list : {&ins, &outs})
       for (int64_t v : *list)
         if (v < 0 || v >= num_values)
-          return format_error(rs.where() + ": value id " + std::to_string(v) + " out of range");
+          return format_error(FileFault::kDanglingReference, rs.where() + ": value id " + std::to_string(v) + " out of range");
     s.inputs.assign(ins.begin(), ins.end());
     s.outputs.assign(outs.begin(), outs.end());
     if (s.kind == partition::SegmentKind::kEngine) {
@@ -349,7 +349,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
       if (plan_name.rfind(prefix + "plan.", 0) != 0)
         return format_error(rs.where() + ": plan section '" + plan_name + "' belongs to another method");
       auto plan = f.section(plan_name);
-      if (!plan) return format_error(rs.where() + ": " + plan.status().message());
+      if (!plan) return as_format_error(plan.status(), rs.where());
       s.plan.assign(plan->begin(), plan->end());
     } else if (s.reasons.size() != s.nodes.size()) {
       return format_error(rs.where() + ": " + std::to_string(s.reasons.size()) + " fallback reasons for " +
@@ -375,7 +375,7 @@ Expected<std::vector<CompiledMethod>> parse_program_methods(std::span<const uint
   KILN_ASSIGN_OR_RETURN(CompiledMethod first, parse_method(f, 0, keeper, w));
   // The method list lives in method 0's JSON (absent in a single-method file).
   auto jb = f.section("program");
-  if (!jb) return format_error(jb.status().message());
+  if (!jb) return as_format_error(jb.status());
   KILN_ASSIGN_OR_RETURN(json j, parse_json_object(*jb, w + ": section 'program'"));
   std::vector<std::string> names{first.name};
   if (j.contains("methods")) {
@@ -392,7 +392,7 @@ Expected<std::vector<CompiledMethod>> parse_program_methods(std::span<const uint
     if (m.name != names[k])
       return format_error(w + ": method " + std::to_string(k) + " is named '" + m.name + "', the list says '" +
                           names[k] + "'");
-    if (!seen.insert(m.name).second) return format_error(w + ": method '" + m.name + "' appears twice");
+    if (!seen.insert(m.name).second) return format_error(FileFault::kDuplicateName, w + ": method '" + m.name + "' appears twice");
     methods.push_back(std::move(m));
   }
   return methods;

@@ -52,7 +52,10 @@ Expected<double> parse_double(const std::string& option, const std::string& text
 }
 
 int fail(const Status& s) {
-  std::cerr << "kiln: error: " << s.message() << "\n";
+  // A broken file says how it is broken first, e.g. "kiln: error: truncated: model.kiln: ...".
+  std::cerr << "kiln: error: ";
+  if (s.code() == ErrorCode::kFormat && s.fault() != FileFault::kMalformed) std::cerr << file_fault_name(s.fault()) << ": ";
+  std::cerr << s.message() << "\n";
   return kExitError;
 }
 

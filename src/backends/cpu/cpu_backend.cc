@@ -129,7 +129,7 @@ class CpuBackend final : public engine::Backend {
       const std::string& name = plan.network.constant_names[i];
       const ir::Value& v = *g.inputs()[plan.network.num_inputs + i];
       auto t = weights(name);
-      if (!t) return format_error(e->what + ": constant '" + name + "': " + t.status().message());
+      if (!t) return as_format_error(t.status(), e->what + ": constant '" + name + "'");
       auto bound = bind_input(v, *t, plan.network.num_inputs + i, e->what);
       if (!bound)
         return format_error(e->what + ": constant '" + name + "' does not match the plan: " + bound.status().message());
@@ -140,14 +140,14 @@ class CpuBackend final : public engine::Backend {
     for (size_t i = 0; i < nodes.size(); ++i) {
       const ir::Node& n = *nodes[i];
       KernelFn fn = cpu_kernels().find(n.op);
-      if (!fn) return format_error(e->what + ": layer " + n.describe() + " has no CPU kernel");
+      if (!fn) return format_error(FileFault::kUnknownOp, e->what + ": layer " + n.describe() + " has no CPU kernel");
       e->kernels.push_back(fn);
       if (n.op == ir::OpKind::kFusedElementwise) {
         const ir::Arg* p = n.find("program");
         const auto* text = p ? std::get_if<std::string>(p) : nullptr;
         if (!text) return format_error(e->what + ": fused layer " + n.describe() + " has no program");
         auto prog = engine::ElementwiseProgram::parse(*text);
-        if (!prog) return format_error(e->what + ": fused layer " + n.describe() + ": " + prog.status().message());
+        if (!prog) return as_format_error(prog.status(), e->what + ": fused layer " + n.describe());
         e->fused.push_back(std::move(*prog));
       } else {
         e->fused.push_back(std::nullopt);
@@ -198,7 +198,7 @@ class CpuBackend final : public engine::Backend {
     }
     if (!status) {
       e->give_back(std::move(arena));
-      return Status(status.code(), e->what + ": " + status.message());
+      return std::move(status).with_context(e->what);
     }
     outputs.clear();
     for (const ir::Value* v : g.outputs()) outputs.push_back(rt_value_to_tensor(env[static_cast<size_t>(v->id)]));

@@ -259,14 +259,14 @@ Status CudaPlan::validate() const {
     if (nbytes < 0) return format_error("CUDA plan: " + where + ": negative size");
     if (r.region == kArenaRegion) {
       if (r.offset < 0 || r.offset > arena_bytes || nbytes > arena_bytes - r.offset)
-        return format_error("CUDA plan: " + where + ": arena offset " + std::to_string(r.offset) +
+        return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": arena offset " + std::to_string(r.offset) +
                             " is outside the arena of " + std::to_string(arena_bytes) + " bytes");
       return Status::ok();
     }
     if (r.region < 0 || static_cast<size_t>(r.region) >= constants.size())
-      return format_error("CUDA plan: " + where + ": constant " + std::to_string(r.region) + " does not exist");
+      return format_error(FileFault::kDanglingReference, "CUDA plan: " + where + ": constant " + std::to_string(r.region) + " does not exist");
     if (r.offset < 0 || r.offset > constants[static_cast<size_t>(r.region)].nbytes())
-      return format_error("CUDA plan: " + where + ": offset past the end of constant '" +
+      return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": offset past the end of constant '" +
                           constants[static_cast<size_t>(r.region)].name + "'");
     return Status::ok();
   };
@@ -287,7 +287,7 @@ Status CudaPlan::validate() const {
     switch (s.kind) {
       case Step::Kind::kKernel:
         if (s.kernel.kernel < 0 || static_cast<size_t>(s.kernel.kernel) >= kernel_names.size())
-          return format_error("CUDA plan: " + where + ": kernel index out of range");
+          return format_error(FileFault::kDanglingReference, "CUDA plan: " + where + ": kernel index out of range");
         for (uint32_t g : s.kernel.grid)
           if (g == 0) return format_error("CUDA plan: " + where + ": empty grid");
         if (s.kernel.block[0] * s.kernel.block[1] * s.kernel.block[2] > 1024 || s.kernel.block[0] == 0)

@@ -214,12 +214,10 @@ TEST(SectionFile, EveryFlippedByteIsRefused) {
       bad[pos] ^= mask;
       auto f = parse(bad);
       ASSERT_FALSE(f) << "accepted a file with byte " << pos << " xor " << int{mask};
-      // Only a version that reads as newer is "unsupported"; all else is malformed.
+      // Every flip is a format error; only one in the version field reads as a bad version.
       const bool in_version = pos >= 8 && pos < 12;
-      if (f.status().code() != ErrorCode::kFormat) {
-        EXPECT_TRUE(in_version && f.status().code() == ErrorCode::kUnsupported)
-            << pos << ": " << f.status().to_string();
-      }
+      EXPECT_EQ(f.status().code(), ErrorCode::kFormat) << pos << ": " << f.status().to_string();
+      if (f.status().fault() == FileFault::kBadVersion) EXPECT_TRUE(in_version) << pos << ": " << f.status().to_string();
     }
   }
 }
@@ -244,9 +242,10 @@ TEST(SectionFile, WrongMagicSaysWhatTheFileIsNot) {
 TEST(SectionFile, NewerVersionNeedsNewerKiln) {
   const std::vector<uint8_t> b = small_file(kProg, 3);
   auto f = parse(b, 2);
-  expect_error(f.status(), ErrorCode::kUnsupported, "newer kiln");
-  expect_error(f.status(), ErrorCode::kUnsupported, "model.kiln");
-  expect_error(f.status(), ErrorCode::kUnsupported, "version 3");
+  expect_error(f.status(), ErrorCode::kFormat, "newer kiln");
+  expect_error(f.status(), ErrorCode::kFormat, "model.kiln");
+  expect_error(f.status(), ErrorCode::kFormat, "version 3");
+  EXPECT_EQ(f.status().fault(), FileFault::kBadVersion);
 }
 
 TEST(SectionFile, VersionZeroIsRefused) {
