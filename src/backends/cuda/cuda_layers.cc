@@ -500,6 +500,29 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
     g.has_bias = true;
   }
   KILN_TRY(s.validate().with_context(layer));
+  // A few rows against a weight stored as rows of k (a decoder's one token
+  // through a linear layer): a generated matrix-vector kernel streams the
+  // weight at memory bandwidth, where cuBLASLt's GEMM tiles waste most of it.
+  GemvShape gv;
+  gv.dtype = dt;
+  gv.m = s.m;
+  gv.n = s.n;
+  gv.k = s.k;
+  gv.lda = s.lda;
+  gv.ldw = s.ldb;
+  gv.ldc = s.ldc;
+  gv.alpha = s.alpha;
+  gv.has_bias = bias != nullptr;
+  gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
+  if (s.batch == 1 && !s.trans_a && s.trans_b && s.beta == 0.0f && !s.allow_tf32 && A.buf.offset % 16 == 0 &&
+      B.buf.offset % 16 == 0 && gemv_fits(gv)) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gemv_kernel(gv));
+    std::vector<BufferRef> args{C.buf, A.buf, B.buf};
+    if (bias) args.push_back(bias->buf);
+    KILN_TRY(b.launch(layer + " gemv", std::move(k), args));
+    b.bind(out, C);
+    return Status::ok();
+  }
   if (bias) {
     b.add_gemm(layer, g, {&A, &B, &C, bias});
   } else {

@@ -871,4 +871,72 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   return launch_1d(s.str(), n);
 }
 
+bool gemv_fits(const GemvShape& s) {
+  if (s.dtype != DType::Float32 && s.dtype != DType::Float16 && s.dtype != DType::BFloat16) return false;
+  const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));
+  if (s.m < 1 || s.m > kGemvMaxRows || s.n < 1 || s.k < vec) return false;
+  if (s.k % vec != 0 || s.lda % vec != 0 || s.ldw % vec != 0 || s.lda < s.k || s.ldw < s.k || s.ldc < s.n) return false;
+  if (s.activation != "none" && s.activation != "relu" && s.activation != "gelu") return false;
+  if (!std::isfinite(s.alpha)) return false;
+  return s.n <= (int64_t{1} << 31) / 8 && s.k <= (int64_t{1} << 30);
+}
+
+Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
+  if (!gemv_fits(s)) return invalid_argument("gemv_kernel: shape or dtype it does not take");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(s.dtype));
+  constexpr int kWarps = 8;
+  const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));
+  const int64_t kv = s.k / vec;  // 16-byte vectors per row
+  // Split k among the warps of a block until there are blocks enough to fill
+  // the device (about two per SM of a large GPU), keeping 32 vectors per warp.
+  int split = 1;
+  while (split < kWarps && (s.n * split + kWarps - 1) / kWarps < 264 && kv >= 64 * split) split *= 2;
+  const int cols = kWarps / split;
+  std::ostringstream o;
+  char alpha_text[32];
+  std::snprintf(alpha_text, sizeof alpha_text, "%.9g", static_cast<double>(s.alpha));
+  std::string alpha = alpha_text;
+  if (alpha.find_first_of(".eE") == std::string::npos) alpha += ".0";
+  o << "extern \"C\" __global__ void __launch_bounds__(" << kWarps * 32 << ") KILN_KERNEL(" << T
+    << "* __restrict__ c, const " << T << "* __restrict__ a, const " << T << "* __restrict__ w";
+  if (s.has_bias) o << ", const " << T << "* __restrict__ bias";
+  o << ") {\n";
+  o << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % " << split << ";\n";
+  o << "  const long long col = (long long)blockIdx.x * " << cols << " + warp / " << split << ";\n";
+  o << "  float acc[" << s.m << "];\n#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = 0.0f;\n";
+  o << "  if (col < " << i64s(s.n) << ") {\n";
+  o << "    const uint4* wr = reinterpret_cast<const uint4*>(w + col * " << i64s(s.ldw) << ");\n";
+  o << "#pragma unroll 4\n";
+  o << "    for (long long v = part * 32 + lane; v < " << i64s(kv) << "; v += " << 32 * split << ") {\n";
+  o << "      const uint4 wv = __ldcs(wr + v);\n";
+  o << "      const " << T << "* wp = reinterpret_cast<const " << T << "*>(&wv);\n";
+  o << "#pragma unroll\n      for (int r = 0; r < " << s.m << "; ++r) {\n";
+  o << "        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << i64s(s.lda) << ") + v);\n";
+  o << "        const " << T << "* xp = reinterpret_cast<const " << T << "*>(&xv);\n";
+  o << "#pragma unroll\n        for (int e = 0; e < " << vec << "; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);\n";
+  o << "      }\n    }\n  }\n";
+  o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = kiln_warp_sum(acc[r]);\n";
+  if (split > 1) {
+    o << "  __shared__ float parts[" << kWarps << "][" << s.m << "];\n";
+    o << "  if (lane == 0) {\n#pragma unroll\n    for (int r = 0; r < " << s.m << "; ++r) parts[warp][r] = acc[r];\n  }\n";
+    o << "  __syncthreads();\n";
+    o << "  if (part == 0 && lane == 0) {\n#pragma unroll\n    for (int r = 0; r < " << s.m << "; ++r) {\n";
+    o << "      float t = 0.0f;\n#pragma unroll\n      for (int p = 0; p < " << split
+      << "; ++p) t += parts[warp + p][r];\n      acc[r] = t;\n    }\n  }\n";
+  }
+  o << "  if (part != 0 || lane != 0 || col >= " << i64s(s.n) << ") return;\n";
+  o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) {\n";
+  o << "    float v = " << alpha << "f * acc[r];\n";
+  if (s.has_bias) o << "    v += kiln_ld(bias[col]);\n";
+  if (s.activation == "relu") o << "    v = v > 0.0f ? v : 0.0f;\n";
+  if (s.activation == "gelu")
+    o << "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
+  o << "    c[r * " << i64s(s.ldc) << " + col] = kiln_st<" << T << ">(v);\n  }\n}\n";
+  GeneratedKernel g;
+  g.source = o.str();
+  g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
+  g.block = {kWarps * 32, 1, 1};
+  return g;
+}
+
 }  // namespace kiln::cuda

@@ -137,4 +137,24 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
 Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count,
                                             int64_t inner, int64_t out_dim, int error_code);
 
+// Matrix-vector products for few rows (a decoder's one token): row-major
+// c (m x n) = act(alpha * a (m x k) * w^T + bias), w stored as n rows of k
+// (a linear layer's weight). Warps stream w's rows once with 16-byte loads,
+// accumulate in float32 and, when n is small, split k among the warps of a
+// block. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
+// a, w 16-byte aligned (gemv_fits). Params: c, a, w, then bias (if has_bias).
+struct GemvShape {
+  DType dtype = DType::BFloat16;  // float32, float16 or bfloat16: a, w, c and bias
+  int64_t m = 1, n = 0, k = 0;
+  int64_t lda = 0, ldw = 0, ldc = 0;  // in elements
+  float alpha = 1.0f;
+  bool has_bias = false;
+  std::string activation = "none";  // "none", "relu" or "gelu" (tanh approximation, as cuBLASLt's)
+};
+// The largest m gemv_kernel takes.
+constexpr int64_t kGemvMaxRows = 8;
+// Whether gemv_kernel takes `s` (sizes, dtype, vector alignment of k and the leading dimensions).
+bool gemv_fits(const GemvShape& s);
+Expected<GeneratedKernel> gemv_kernel(const GemvShape& s);
+
 }  // namespace kiln::cuda

@@ -114,5 +114,67 @@ TEST(CudaBackend, AnIndexOutOfRangeIsAnErrorNamingTheLayer) {
   EXPECT_TRUE(gpu.engine->execute(good, out).is_ok());
 }
 
+// Few-row linear layers (a decoder's one token) run as generated
+// matrix-vector kernels: every row count up to the limit, each float dtype,
+// bias with and without ReLU, small n (k split among warps) and odd n, and
+// the plan records the kernel in place of a cuBLASLt GEMM.
+TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    DType dtype;
+    const char* type;
+    int64_t m, n, k;
+    bool bias, relu;
+  };
+  const Case cases[] = {
+      {DType::BFloat16, "bfloat16", 1, 40, 1024, false, false}, {DType::BFloat16, "bfloat16", 1, 3000, 256, true, false},
+      {DType::Float16, "float16", 3, 37, 2048, true, true},      {DType::Float16, "float16", 8, 129, 512, false, false},
+      {DType::Float32, "float32", 1, 77, 4096, true, false},     {DType::Float32, "float32", 5, 9, 64, true, true},
+  };
+  for (const Case& c : cases) {
+    const std::string at = std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                           " k=" + std::to_string(c.k);
+    auto dims = [](std::initializer_list<int64_t> d) {
+      std::string s = "[";
+      for (int64_t v : d) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+      return s + "]";
+    };
+    const std::string T = c.type;
+    std::string text = "graph(%x: " + T + dims({c.m, c.k}) + ", %w: " + T + dims({c.n, c.k}) +
+                       (c.bias ? ", %b: " + T + dims({c.n}) : "") + ") {\n";
+    text += "  %y: " + T + dims({c.m, c.n}) + " = aten.linear.default(input=%x, weight=%w" +
+            (c.bias ? ", bias=%b" : "") + ")\n";
+    if (c.relu) text += "  %r: " + T + dims({c.m, c.n}) + " = aten.relu.default(self=%y)\n";
+    text += std::string("  return (") + (c.relu ? "%r" : "%y") + ")\n}\n";
+    std::map<std::string, Tensor> w{{"w", random_tensor(c.dtype, {c.n, c.k}, 7)}};
+    std::vector<std::string> names{"w"};
+    if (c.bias) {
+      w["b"] = random_tensor(c.dtype, {c.n}, 8);
+      names.push_back("b");
+    }
+    const auto weights = lookup(w);
+    auto backend = make_cuda_backend();
+    auto plan = backend->build(network_from(text, 1, names), {});
+    ASSERT_TRUE(plan.has_value()) << at << ": " << plan.status().message();
+    EXPECT_NE(std::string(plan->begin(), plan->end()).find(" gemv\""), std::string::npos)
+        << at << ": the plan has no gemv step";
+    Loaded gpu, cpu;
+    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text, weights, gpu));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), text, weights, cpu));
+    const std::vector<Tensor> in = {random_tensor(c.dtype, {c.m, c.k}, 9)};
+    std::vector<Tensor> got, want;
+    Status s = gpu.engine->execute(in, got);
+    ASSERT_TRUE(s.is_ok()) << at << ": " << s.message();
+    ASSERT_TRUE(cpu.engine->execute(in, want).is_ok());
+    ASSERT_EQ(got[0].sizes(), want[0].sizes()) << at;
+    // Both accumulate in float32 in different orders; the outputs round to the dtype.
+    const double rel = c.dtype == DType::Float32 ? 1e-4 : (c.dtype == DType::Float16 ? 4e-3 : 2e-2);
+    const double abs = c.dtype == DType::Float32 ? 1e-4 : 0.05;
+    for (int64_t i = 0; i < want[0].numel(); ++i)
+      ASSERT_NEAR(got[0].value_at(i), want[0].value_at(i), abs + rel * std::fabs(want[0].value_at(i)))
+          << at << ", element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::cuda

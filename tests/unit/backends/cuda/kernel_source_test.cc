@@ -133,9 +133,66 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     ks.push_back(*ks2);
   }
 
+  // Matrix-vector products: one row and several, k split among warps or not, every epilogue.
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    for (const char* act : {"none", "relu", "gelu"}) {
+      GemvShape g;
+      g.dtype = t;
+      g.m = act[0] == 'n' ? 1 : 4;
+      g.n = act[0] == 'g' ? 128256 : 24;
+      g.k = g.lda = g.ldw = 2048;
+      g.ldc = g.n;
+      g.alpha = act[0] == 'r' ? 0.125f : 1.0f;
+      g.has_bias = act[0] != 'n';
+      g.activation = act;
+      ASSERT_TRUE(gemv_fits(g));
+      auto k = gemv_kernel(g);
+      ASSERT_TRUE(k.has_value()) << k.status().message();
+      EXPECT_EQ(k->block[0], 256u);
+      ks.push_back(*k);
+    }
+  }
+
   auto m = compile_all(ks);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   EXPECT_GT(m->cubin.size(), 1000u);
+}
+
+TEST(KernelSource, GemvTakesOnlyVectorAlignedFewRowShapes) {
+  GemvShape g;
+  g.dtype = DType::BFloat16;
+  g.m = 1;
+  g.n = 10;
+  g.k = g.lda = g.ldw = 64;
+  g.ldc = 10;
+  EXPECT_TRUE(gemv_fits(g));
+  GemvShape bad = g;
+  bad.k = 60;  // not a whole number of 16-byte vectors
+  EXPECT_FALSE(gemv_fits(bad));
+  bad = g;
+  bad.lda = 68;
+  EXPECT_FALSE(gemv_fits(bad));
+  bad = g;
+  bad.m = kGemvMaxRows + 1;
+  EXPECT_FALSE(gemv_fits(bad));
+  bad = g;
+  bad.dtype = DType::Int32;
+  EXPECT_FALSE(gemv_fits(bad));
+  bad = g;
+  bad.activation = "silu";
+  EXPECT_FALSE(gemv_fits(bad));
+  EXPECT_FALSE(gemv_kernel(bad).has_value());
+  // One column per warp when n fills the device; k split among a block's warps when it does not.
+  g.n = g.ldc = 100000;
+  g.k = g.lda = g.ldw = 4096;
+  auto wide = gemv_kernel(g);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->grid[0], 12500u);
+  g.n = g.ldc = 512;
+  auto narrow = gemv_kernel(g);
+  ASSERT_TRUE(narrow.has_value());
+  EXPECT_GT(narrow->grid[0], 64u);
+  EXPECT_NE(narrow->source.find("__syncthreads"), std::string::npos);
 }
 
 TEST(KernelSourceErrors, NvrtcErrorsShowTheSource) {
