@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "backends/cuda/cuda_builder.h"
@@ -110,9 +111,19 @@ struct CudaEngine final : engine::EngineState {
       times.emplace_back(ms, i);
       total += ms;
     }
+    // Totals by kind, the matrix-vector kernels apart (named "<layer> gemv").
+    std::map<std::string, std::pair<int, float>> by_kind;
+    for (const auto& [ms, i] : times) {
+      const Step& s = plan.steps[i];
+      std::string kind = s.kind == Step::Kind::kGemm ? "cuBLASLt gemm" : s.kind == Step::Kind::kConv ? "cuDNN conv" : "kernel";
+      if (s.layer.size() > 5 && s.layer.compare(s.layer.size() - 5, 5, " gemv") == 0) kind = "gemv kernel";
+      by_kind[kind].first += 1;
+      by_kind[kind].second += ms;
+    }
     std::sort(times.rbegin(), times.rend());
-    std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one; slowest:\n", what.c_str(), times.size(),
-                 total);
+    std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one:", what.c_str(), times.size(), total);
+    for (const auto& [kind, nt] : by_kind) std::fprintf(stderr, " %s %d in %.4f ms;", kind.c_str(), nt.first, nt.second);
+    std::fprintf(stderr, " slowest:\n");
     for (size_t k = 0; k < std::min<size_t>(25, times.size()); ++k) {
       const Step& s = plan.steps[times[k].second];
       const char* kind = s.kind == Step::Kind::kGemm ? "gemm" : s.kind == Step::Kind::kConv ? "conv" : "kernel";
