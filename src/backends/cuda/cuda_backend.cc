@@ -235,7 +235,8 @@ struct CudaEngine final : engine::EngineState {
   }
 };
 
-// A host weight as the plan wants it on the device: converted dtype, filters channels-last.
+// A host weight as the plan wants it on the device: converted dtype, filters channels-last, matrices
+// transposed where the plan asks.
 Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
   if (w.sizes() != c.sizes)
     return format_error("constant '" + c.name + "' is " + w.type_string() + ", the plan expects " +
@@ -246,6 +247,10 @@ Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
     t = t.as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
                      t.storage_offset())
             .contiguous();
+  }
+  if (c.transposed) {
+    const Shape& s = c.sizes;  // r, c -> c, r
+    t = t.as_strided({s[1], s[0]}, {t.strides()[1], t.strides()[0]}, t.storage_offset()).contiguous();
   }
   return t.contiguous();
 }

@@ -155,7 +155,7 @@ Expected<TRef> Builder::channels_last(const TRef& t, const std::string& layer) {
   return out;
 }
 
-Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter) {
+Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter, bool transposed_matrix) {
   const auto& ins = net_.graph.inputs();
   std::string name;
   for (size_t i = net_.num_inputs; i < ins.size(); ++i)
@@ -167,9 +167,10 @@ Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_
     sizes.push_back(d.value);
   }
   const bool cl = channels_last_filter && sizes.size() == 4;
-  auto key = std::make_tuple(name, dtype, cl);
+  const bool tr = transposed_matrix && sizes.size() == 2 && !cl;
+  auto key = std::make_tuple(name, dtype, cl, tr);
   auto [it, inserted] = constant_index_.try_emplace(key, static_cast<int>(plan_.constants.size()));
-  if (inserted) plan_.constants.push_back({name, dtype, sizes, cl});
+  if (inserted) plan_.constants.push_back({name, dtype, sizes, cl, tr});
   TRef t;
   t.buf = {it->second, 0};
   t.dtype = dtype;
@@ -177,6 +178,8 @@ Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_
   if (cl) {
     const int64_t C = sizes[1], R = sizes[2], S = sizes[3];
     t.strides = {R * S * C, 1, S * C, C};
+  } else if (tr) {
+    t.strides = {1, sizes[0]};
   } else {
     t.strides = contiguous_strides_of(sizes);
   }

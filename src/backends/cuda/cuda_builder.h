@@ -70,7 +70,10 @@ class Builder {
   Expected<TRef> contiguous(const TRef& t, const std::string& layer, std::optional<DType> to = std::nullopt);
   Expected<TRef> channels_last(const TRef& t, const std::string& layer);
   // A constant's device copy in dtype `dtype` (channels-last filter when asked).
-  Expected<TRef> constant(const ir::Value* v, DType dtype, bool channels_last_filter = false);
+  // transposed_matrix: a 2-D constant stored as its transpose; the TRef keeps
+  // the logical sizes with swapped strides (a column-major view).
+  Expected<TRef> constant(const ir::Value* v, DType dtype, bool channels_last_filter = false,
+                          bool transposed_matrix = false);
   bool is_constant(const ir::Value* v) const;
   BufferRef error_word() const { return {-2 - error_alloc_, 0}; }
   int add_error_layer(const std::string& layer);
@@ -96,7 +99,7 @@ class Builder {
   std::vector<Alloc> allocs_;
   std::vector<std::string> kernel_sources_;
   std::map<std::string, int> kernel_index_;
-  std::map<std::tuple<std::string, DType, bool>, int> constant_index_;
+  std::map<std::tuple<std::string, DType, bool, bool>, int> constant_index_;
   int error_alloc_ = -1;
 };
 

@@ -565,7 +565,19 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
   }
   if (!a || !w) return internal_error("GEMM layer without operands");
   KILN_ASSIGN_OR_RETURN(TRef A, b.ref(a));
-  KILN_ASSIGN_OR_RETURN(TRef W, b.ref(w));
+  // A weight stored k x n (a linear layer's weight transposed while lowering)
+  // feeding few rows: store it n x k on the device instead, so that the
+  // matrix-vector kernel streams whole rows of it (emit_gemm). Asked for
+  // before any plain use, so the plain copy is never uploaded.
+  const bool few_rows_of_constant = !w_transposed && b.is_constant(w) && w->type.sizes.size() == 2 &&
+                                    w->type.sizes[1].is_static() && w->type.sizes[1].value > 0 &&
+                                    prod(static_sizes(out)) / w->type.sizes[1].value <= kGemvMaxRows;
+  TRef W;
+  if (few_rows_of_constant) {
+    KILN_ASSIGN_OR_RETURN(W, b.constant(w, b.compute_dtype(w->type.dtype), false, /*transposed_matrix=*/true));
+  } else {
+    KILN_ASSIGN_OR_RETURN(W, b.ref(w));
+  }
   if (w_transposed) {
     std::swap(W.sizes[0], W.sizes[1]);
     std::swap(W.strides[0], W.strides[1]);

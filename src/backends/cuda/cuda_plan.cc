@@ -172,7 +172,11 @@ std::string CudaPlan::to_json() const {
   j["workspace_bytes"] = workspace_bytes;
   json cs = json::array();
   for (const auto& c : constants)
-    cs.push_back({{"name", c.name}, {"dtype", dname(c.dtype)}, {"sizes", c.sizes}, {"channels_last", c.channels_last}});
+    cs.push_back({{"name", c.name},
+                  {"dtype", dname(c.dtype)},
+                  {"sizes", c.sizes},
+                  {"channels_last", c.channels_last},
+                  {"transposed", c.transposed}});
   j["constants"] = cs;
   json ins = json::array(), outs = json::array();
   for (const auto& s : inputs) ins.push_back(io_json(s));
@@ -217,7 +221,8 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
     p.workspace_bytes = j.at("workspace_bytes").get<size_t>();
     for (const json& c : j.at("constants"))
       p.constants.push_back({c.at("name").get<std::string>(), dtype_from(c.at("dtype")),
-                             c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>()});
+                             c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>(),
+                             c.value("transposed", false)});
     for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
     for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
     p.kernel_names = j.at("kernels").get<std::vector<std::string>>();
@@ -275,6 +280,8 @@ Status CudaPlan::validate() const {
       if (s < 0 || s > (int64_t{1} << 40)) return format_error("CUDA plan: constant '" + c.name + "' has a bad size");
     if (c.channels_last && c.sizes.size() != 4)
       return format_error("CUDA plan: channels-last constant '" + c.name + "' is not 4-D");
+    if (c.transposed && (c.sizes.size() != 2 || c.channels_last))
+      return format_error("CUDA plan: transposed constant '" + c.name + "' is not a 2-D matrix");
   }
   for (const auto* list : {&inputs, &outputs})
     for (const IoSlot& s : *list) {

@@ -36,6 +36,7 @@ struct DeviceConstant {
   DType dtype = DType::Float32;
   std::vector<int64_t> sizes;
   bool channels_last = false;  // a 4-D filter stored K x R x S x C
+  bool transposed = false;     // a 2-D [r, c] matrix stored as its transpose (c rows of r)
   int64_t nbytes() const;
 };
 

@@ -56,8 +56,9 @@ struct Loaded {
 };
 
 void build_and_load(std::unique_ptr<engine::Backend> backend, const std::string& text,
-                    const engine::WeightLookup& weights, Loaded& out) {
-  Network net = network_from(text, 1, {"table", "w", "b"});
+                    const engine::WeightLookup& weights, Loaded& out,
+                    const std::vector<std::string>& constants = {"table", "w", "b"}) {
+  Network net = network_from(text, 1, constants);
   auto plan = backend->build(std::move(net), {});
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   auto handle = backend->load(*plan, weights, "test engine");
@@ -125,11 +126,14 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
     const char* type;
     int64_t m, n, k;
     bool bias, relu;
+    bool matmul = false;  // x @ w with w stored k x n (as lowering leaves a linear's weight)
   };
   const Case cases[] = {
       {DType::BFloat16, "bfloat16", 1, 40, 1024, false, false}, {DType::BFloat16, "bfloat16", 1, 3000, 256, true, false},
       {DType::Float16, "float16", 3, 37, 2048, true, true},      {DType::Float16, "float16", 8, 129, 512, false, false},
       {DType::Float32, "float32", 1, 77, 4096, true, false},     {DType::Float32, "float32", 5, 9, 64, true, true},
+      {DType::BFloat16, "bfloat16", 1, 2048, 8192, false, false, true},
+      {DType::Float16, "float16", 2, 100, 320, false, true, true},
   };
   for (const Case& c : cases) {
     const std::string at = std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
@@ -140,13 +144,17 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
       return s + "]";
     };
     const std::string T = c.type;
-    std::string text = "graph(%x: " + T + dims({c.m, c.k}) + ", %w: " + T + dims({c.n, c.k}) +
-                       (c.bias ? ", %b: " + T + dims({c.n}) : "") + ") {\n";
-    text += "  %y: " + T + dims({c.m, c.n}) + " = aten.linear.default(input=%x, weight=%w" +
-            (c.bias ? ", bias=%b" : "") + ")\n";
+    std::string text = "graph(%x: " + T + dims({c.m, c.k}) + ", %w: " + T +
+                       (c.matmul ? dims({c.k, c.n}) : dims({c.n, c.k})) + (c.bias ? ", %b: " + T + dims({c.n}) : "") +
+                       ") {\n";
+    if (c.matmul)
+      text += "  %y: " + T + dims({c.m, c.n}) + " = aten.matmul.default(self=%x, other=%w)\n";
+    else
+      text += "  %y: " + T + dims({c.m, c.n}) + " = aten.linear.default(input=%x, weight=%w" +
+              (c.bias ? ", bias=%b" : "") + ")\n";
     if (c.relu) text += "  %r: " + T + dims({c.m, c.n}) + " = aten.relu.default(self=%y)\n";
     text += std::string("  return (") + (c.relu ? "%r" : "%y") + ")\n}\n";
-    std::map<std::string, Tensor> w{{"w", random_tensor(c.dtype, {c.n, c.k}, 7)}};
+    std::map<std::string, Tensor> w{{"w", random_tensor(c.dtype, c.matmul ? Shape{c.k, c.n} : Shape{c.n, c.k}, 7)}};
     std::vector<std::string> names{"w"};
     if (c.bias) {
       w["b"] = random_tensor(c.dtype, {c.n}, 8);
@@ -159,8 +167,8 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
     EXPECT_NE(std::string(plan->begin(), plan->end()).find(" gemv\""), std::string::npos)
         << at << ": the plan has no gemv step";
     Loaded gpu, cpu;
-    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text, weights, gpu));
-    ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), text, weights, cpu));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text, weights, gpu, names));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), text, weights, cpu, names));
     const std::vector<Tensor> in = {random_tensor(c.dtype, {c.m, c.k}, 9)};
     std::vector<Tensor> got, want;
     Status s = gpu.engine->execute(in, got);
