@@ -1,5 +1,9 @@
 // Attention -> kiln.attention.
 //
+// (c) kiln.attention over key/value heads repeated for grouped-query
+//     attention (unsqueeze, expand, reshape) reads the heads themselves
+//     (enable_gqa=True).
+//
 // (a) aten.scaled_dot_product_attention without dropout or GQA.
 // (b) Attention spelled out:
 //
@@ -316,8 +320,66 @@ Expected<bool> fuse_sdpa(PatternContext& ctx, ir::Node& n) {
   return true;
 }
 
+// Grouped-query heads spelled out (transformers' repeat_kv): a key or value
+// of Hkv heads [B, Hkv, S, D], unsqueezed at dim 2, expanded to
+// [B, Hkv, G, S, D] and reshaped to [B, Hkv*G, S, D]. Returns the un-repeated
+// tensor and G.
+std::optional<std::pair<Value*, int64_t>> unrepeat_kv(Value* x) {
+  const ir::Node* r = x->producer;
+  if (!r || !is_view_op(r->op) || x->type.sizes.size() != 4) return std::nullopt;
+  Value* e = PatternContext::tensor_arg(*r, "self");
+  if (!e || !e->producer || e->producer->op != OpKind::kExpand || e->type.sizes.size() != 5) return std::nullopt;
+  Value* u = PatternContext::tensor_arg(*e->producer, "self");
+  if (!u || !u->producer || u->producer->op != OpKind::kUnsqueeze) return std::nullopt;
+  const std::optional<int64_t> dim = int_value(*u->producer, "dim");
+  if (!dim || (*dim != 2 && *dim != -3)) return std::nullopt;
+  Value* base = PatternContext::tensor_arg(*u->producer, "self");
+  if (!base || base->type.sizes.size() != 4) return std::nullopt;
+  const auto& b = base->type.sizes;
+  const auto& ex = e->type.sizes;
+  const auto& xs = x->type.sizes;
+  for (const ir::Dim* d : {&b[1], &ex[2], &xs[1]})
+    if (!d->is_static()) return std::nullopt;
+  const int64_t G = ex[2].value;
+  if (G < 1 || !same_dim(ex[0], b[0]) || !same_dim(ex[1], b[1]) || !same_dim(ex[3], b[2]) || !same_dim(ex[4], b[3]) ||
+      !same_dim(xs[0], b[0]) || xs[1].value != b[1].value * G || !same_dim(xs[2], b[2]) || !same_dim(xs[3], b[3]))
+    return std::nullopt;
+  return std::pair{base, G};
+}
+
+// kiln.attention over repeated key/value heads -> kiln.attention over the
+// key/value heads themselves with enable_gqa (query head h reads key/value
+// head h / G, as the repetition did): the repeated copies are never made.
+Expected<bool> fuse_grouped_heads(PatternContext& ctx, ir::Node& n) {
+  if (n.op != OpKind::kAttention || n.outputs.size() != 1) return false;
+  if (!absent(n, "enable_gqa") && bool_value(n, "enable_gqa") == true) return false;
+  Value* key = PatternContext::tensor_arg(n, "key");
+  Value* value = PatternContext::tensor_arg(n, "value");
+  if (!key || !value) return false;
+  const auto k = unrepeat_kv(key);
+  const auto v = unrepeat_kv(value);
+  if (!k || !v || k->second != v->second || k->second == 1) return false;
+  if (!same_dim(k->first->type.sizes[1], v->first->type.sizes[1])) return false;
+  std::vector<ir::NamedArg> args;
+  for (const ir::NamedArg& a : n.args) {
+    if (a.name == "key") {
+      args.push_back({"key", k->first});
+    } else if (a.name == "value") {
+      args.push_back({"value", v->first});
+    } else if (a.name != "enable_gqa") {
+      args.push_back(a);
+    }
+  }
+  args.push_back({"enable_gqa", true});
+  ir::Node* fused = ctx.insert_before(&n, OpKind::kAttention, n.name, std::move(args), n.outputs[0]->type);
+  fused->metadata = n.metadata;
+  ctx.replace_uses(n.outputs[0], fused->outputs[0]);
+  return true;
+}
+
 Expected<bool> fuse(PatternContext& ctx, ir::Node& n) {
   if (n.op == OpKind::kScaledDotProductAttention) return fuse_sdpa(ctx, n);
+  if (n.op == OpKind::kAttention) return fuse_grouped_heads(ctx, n);
   return fuse_explicit(ctx, n);
 }
 

@@ -228,6 +228,20 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
        {0, 0, 0}},
+      {"attention_grouped_query_decode",  // one new token, 4 query heads per key head, an additive mask
+       R"(graph(%q: float32[1, 8, 1, 16], %k: float32[1, 2, 24, 16], %v: float32[1, 2, 24, 16], %m: float32[1, 1, 1, 24]) {
+  %o: float32[1, 8, 1, 16] = kiln.attention(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true)
+  return (%o)
+}
+)",
+       {0, 0, 0, 0}},
+      {"attention_grouped_query_causal",  // several query rows per head: the group's rows in one product
+       R"(graph(%q: float32[2, 6, 5, 8], %k: float32[2, 3, 5, 8], %v: float32[2, 3, 5, 8]) {
+  %o: float32[2, 6, 5, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, enable_gqa=true)
+  return (%o)
+}
+)",
+       {0, 0, 0}},
       {"float16_mlp",
        R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
   %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)

@@ -3,7 +3,7 @@
 //
 // A fused op means exactly what the ops it replaces mean, so its reference
 // kernel is built from theirs: kiln.attention is scaled_dot_product_attention
-// (stable softmax, both products on OpenBLAS) without dropout and GQA;
+// (stable softmax, both products on OpenBLAS) without dropout;
 // kiln.conv_act runs the convolution kernel and then the activation's own
 // kernel on the result. kiln.silu_mul is one loop that rounds the silu result
 // to the dtype before multiplying, as the two separate ops do. Every fused
@@ -33,7 +33,7 @@ const KernelRegistry& parts() {
 // kiln.attention(query, key, value, attn_mask=None, scale=None, is_causal=False)
 Status attention(KernelArgs& a) {
   // Arguments SDPA has and kiln.attention does not would change its meaning.
-  for (const char* name : {"dropout_p", "enable_gqa"})
+  for (const char* name : {"dropout_p"})
     if (a.has(name)) return a.error("kiln.attention takes no '" + std::string(name) + "' argument");
   return parts().find(ir::OpKind::kScaledDotProductAttention)(a);
 }

@@ -38,7 +38,7 @@ struct CudaEngine final : engine::EngineState {
   cudaGraphExec_t graph = nullptr;
   cudaStream_t graph_stream = nullptr;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
-  bool use_graphs = true, debug = false, profile = false;
+  bool use_graphs = true, debug = false, profile = false, profile_all = false;
   std::mutex mutex;
 
   ~CudaEngine() override {
@@ -101,7 +101,8 @@ struct CudaEngine final : engine::EngineState {
   }
 
   // Times every step alone (no graph) and prints the slowest to stderr: what
-  // KILN_CUDA_PROFILE=1 asks for, to see where an engine's time goes.
+  // KILN_CUDA_PROFILE=1 asks for, to see where an engine's time goes
+  // (KILN_CUDA_PROFILE=all: every step, in order, first).
   Status profile_steps(cudaStream_t stream) {
     KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
     std::vector<std::pair<float, size_t>> times;
@@ -119,6 +120,14 @@ struct CudaEngine final : engine::EngineState {
       if (s.layer.size() > 5 && s.layer.compare(s.layer.size() - 5, 5, " gemv") == 0) kind = "gemv kernel";
       by_kind[kind].first += 1;
       by_kind[kind].second += ms;
+    }
+    if (profile_all) {
+      std::fprintf(stderr, "kiln: %s: every step in order:\n", what.c_str());
+      for (const auto& [ms, i] : times)
+        std::fprintf(stderr, "  %4zu %8.4f ms  %-32s %s\n", i, ms, plan.steps[i].layer.c_str(),
+                     plan.steps[i].kind == Step::Kind::kKernel
+                         ? plan.kernel_names[static_cast<size_t>(plan.steps[i].kernel.kernel)].c_str()
+                         : "library call");
     }
     std::sort(times.rbegin(), times.rend());
     std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one:", what.c_str(), times.size(), total);
@@ -340,7 +349,8 @@ class CudaBackend final : public engine::Backend {
     };
     e->use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
     e->debug = env_is("KILN_CUDA_DEBUG", "1");
-    e->profile = env_is("KILN_CUDA_PROFILE", "1");
+    e->profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
+    e->profile_all = env_is("KILN_CUDA_PROFILE", "all");
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
     // Zeroed on the engine's own (non-blocking) stream and waited for: a plain

@@ -928,41 +928,55 @@ std::optional<int64_t> pair_stride(int64_t B, int64_t H, int64_t sb, int64_t sh)
 
 // Attention as cuBLASLt batched GEMMs around a generated masked softmax:
 // scores = scale * Q K^T, P = softmax(scores + mask), O = P V. Taken when q, k
-// and v are matrices with one batch stride over [B, H] (no grouped-query heads)
-// and the scores fit in 64 MiB; otherwise the fused kernel runs. Returns
-// whether it emitted the layer.
+// and v are matrices with one batch stride over [B, Hk] and the scores fit in
+// 64 MiB; otherwise the fused kernel runs. With grouped-query heads (Hk key
+// heads for H = G * Hk query heads), the G query heads of a key head are the
+// rows of one product: batch B * Hk, G * L rows, and the scores keep the
+// [B, H, L, S] order the softmax expects. Returns whether it emitted the layer.
 Expected<bool> attention_as_gemms(Builder& b, const std::string& layer, TRef q, TRef k, TRef v,
                                   const AttentionParams& p, const BufferRef* mask, const TRef& o) {
   const int64_t B = q.sizes[0], H = q.sizes[1], L = q.sizes[2], E = q.sizes[3];
-  const int64_t S = k.sizes[2], Ev = v.sizes[3];
+  const int64_t Hk = k.sizes[1], S = k.sizes[2], Ev = v.sizes[3];
   const DType dt = q.dtype;
-  if (k.sizes[1] != H || v.sizes[1] != H) return false;
+  if (Hk < 1 || H % Hk != 0 || v.sizes[1] != Hk) return false;
+  const int64_t G = H / Hk;
   if (B * H * L * S * static_cast<int64_t>(dtype_size(dt)) > (int64_t{64} << 20)) return false;
+  // The row stride of q's G * L rows per key head, when there is one.
+  auto q_rows = [&](const TRef& t) -> std::optional<int64_t> {
+    if (G * L == 1) return E;
+    if (G == 1) return t.strides[2];
+    if (L == 1) return t.strides[1];
+    if (t.strides[1] == L * t.strides[2]) return t.strides[2];
+    return std::nullopt;
+  };
   // Operands the batched GEMMs cannot walk as they are ([B, S, H, E] storage
   // seen as [B, H, S, E] with B > 1, misaligned views) are copied contiguous first.
   for (TRef* t : {&q, &k, &v}) {
-    if (t->strides[3] != 1 || t->buf.offset % 16 != 0 || !pair_stride(B, H, t->strides[0], t->strides[1])) {
+    const int64_t group = t == &q ? G : 1;
+    if (t->strides[3] != 1 || t->buf.offset % 16 != 0 ||
+        !pair_stride(B, Hk, t->strides[0], group * t->strides[1]) || (t == &q && !q_rows(*t))) {
       TRef c = b.new_tensor(t->dtype, t->sizes);
       KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(c.layout(), t->layout()));
       KILN_TRY(b.launch(layer + " contiguous", std::move(ck), {c.buf, t->buf}));
       *t = c;
     }
   }
-  auto sq = pair_stride(B, H, q.strides[0], q.strides[1]);
-  auto sk = pair_stride(B, H, k.strides[0], k.strides[1]);
-  auto sv = pair_stride(B, H, v.strides[0], v.strides[1]);
-  if (!sq || !sk || !sv) return internal_error("attention operands without a batch stride after copying");
+  auto sq = pair_stride(B, Hk, q.strides[0], G * q.strides[1]);
+  auto sk = pair_stride(B, Hk, k.strides[0], k.strides[1]);
+  auto sv = pair_stride(B, Hk, v.strides[0], v.strides[1]);
+  auto lq = q_rows(q);
+  if (!sq || !sk || !sv || !lq) return internal_error("attention operands without a batch stride after copying");
   TRef scores = b.new_tensor(dt, {B * H, L, S});
   GemmLaunch g1;
   GemmShape& s1 = g1.shape;
   s1.dtype = dt;
   s1.allow_tf32 = b.allow_tf32();
-  s1.m = L, s1.n = S, s1.k = E, s1.batch = B * H;
-  s1.lda = L == 1 ? E : q.strides[2];
+  s1.m = G * L, s1.n = S, s1.k = E, s1.batch = B * Hk;
+  s1.lda = *lq;
   s1.trans_b = true;
   s1.ldb = S == 1 ? E : k.strides[2];
   s1.ldc = S;
-  s1.batch_stride_a = *sq, s1.batch_stride_b = *sk, s1.batch_stride_c = L * S;
+  s1.batch_stride_a = *sq, s1.batch_stride_b = *sk, s1.batch_stride_c = G * L * S;
   s1.alpha = static_cast<float>(p.scale);
   g1.a = q.buf, g1.b = k.buf, g1.c = scores.buf;
   if (!s1.validate()) return false;
@@ -977,11 +991,11 @@ Expected<bool> attention_as_gemms(Builder& b, const std::string& layer, TRef q, 
   GemmShape& s2 = g2.shape;
   s2.dtype = dt;
   s2.allow_tf32 = b.allow_tf32();
-  s2.m = L, s2.n = Ev, s2.k = S, s2.batch = B * H;
+  s2.m = G * L, s2.n = Ev, s2.k = S, s2.batch = B * Hk;
   s2.lda = S;
   s2.ldb = S == 1 ? Ev : v.strides[2];
   s2.ldc = Ev;
-  s2.batch_stride_a = L * S, s2.batch_stride_b = *sv, s2.batch_stride_c = L * Ev;
+  s2.batch_stride_a = G * L * S, s2.batch_stride_b = *sv, s2.batch_stride_c = G * L * Ev;
   g2.a = probs.buf, g2.b = v.buf, g2.c = o.buf;
   KILN_TRY(s2.validate().with_context(layer));
   b.add_gemm(layer + " values", g2, {&probs, &v, &o});

@@ -49,6 +49,50 @@ TEST(FuseAttention, DropoutAndGroupedQueriesStayScaledDotProductAttention) {
   EXPECT_EQ(ir::print_graph(m.graph), before);
 }
 
+// transformers' repeat_kv before attention: the copies of the key/value heads
+// are not made; the attention reads the heads themselves.
+TEST(FuseAttention, RepeatedKeyValueHeadsBecomeGroupedQueryAttention) {
+  expect_rewrite(
+      R"(graph(%q: float32[1, 4, 3, 8], %k: float32[1, 2, 5, 8], %v: float32[1, 2, 5, 6], %m: float32[1, 1, 3, 5]) {
+  %ku: float32[1, 2, 1, 5, 8] = aten.unsqueeze.default(self=%k, dim=2)
+  %ke: float32[1, 2, 2, 5, 8] = aten.expand.default(self=%ku, size=[1, 2, 2, 5, 8])
+  %kr: float32[1, 4, 5, 8] = aten.reshape.default(self=%ke, shape=[1, 4, 5, 8])
+  %vu: float32[1, 2, 1, 5, 6] = aten.unsqueeze.default(self=%v, dim=2)
+  %ve: float32[1, 2, 2, 5, 6] = aten.expand.default(self=%vu, size=[1, 2, 2, 5, 6])
+  %vr: float32[1, 4, 5, 6] = aten.reshape.default(self=%ve, shape=[1, 4, 5, 6])
+  %y: float32[1, 4, 3, 6] = aten.scaled_dot_product_attention.default(query=%q, key=%kr, value=%vr, attn_mask=%m, scale=0.25)
+  return (%y)
+}
+)",
+      fuse_attention,
+      R"(graph(%q: float32[1, 4, 3, 8], %k: float32[1, 2, 5, 8], %v: float32[1, 2, 5, 6], %m: float32[1, 1, 3, 5]) {
+  %y: float32[1, 4, 3, 6] = kiln.attention(query=%q, key=%k, value=%v, attn_mask=%m, scale=0.25, enable_gqa=true)
+  return (%y)
+}
+)",
+      {}, 1e-6);
+}
+
+TEST(FuseAttention, RepeatsThatAreNotPerHeadStay) {
+  // Keys repeated along the sequence (unsqueeze at dim 3), or keys and values repeated differently.
+  ir::Module m = testing::module_from(
+      R"(graph(%q: float32[1, 2, 3, 8], %k: float32[1, 2, 5, 8], %v: float32[1, 2, 10, 8], %v2: float32[1, 1, 5, 8]) {
+  %ku: float32[1, 2, 5, 1, 8] = aten.unsqueeze.default(self=%k, dim=3)
+  %ke: float32[1, 2, 5, 2, 8] = aten.expand.default(self=%ku, size=[1, 2, 5, 2, 8])
+  %kr: float32[1, 2, 10, 8] = aten.reshape.default(self=%ke, shape=[1, 2, 10, 8])
+  %a: float32[1, 2, 3, 8] = kiln.attention(query=%q, key=%kr, value=%v)
+  %vu: float32[1, 1, 1, 5, 8] = aten.unsqueeze.default(self=%v2, dim=2)
+  %ve: float32[1, 1, 2, 5, 8] = aten.expand.default(self=%vu, size=[1, 1, 2, 5, 8])
+  %vr: float32[1, 2, 5, 8] = aten.reshape.default(self=%ve, shape=[1, 2, 5, 8])
+  %b: float32[1, 2, 3, 8] = kiln.attention(query=%q, key=%k, value=%vr)
+  return (%a, %b)
+}
+)");
+  const std::string before = ir::print_graph(m.graph);
+  ASSERT_TRUE(fuse_attention(m).is_ok());
+  EXPECT_EQ(ir::print_graph(m.graph), before);
+}
+
 TEST(FuseAttention, MatmulSoftmaxMatmulWithScaleMaskAndDropout) {
   expect_rewrite(
       R"(graph(%q: float32[2, 2, 4, 8], %k: float32[2, 2, 6, 8], %v: float32[2, 2, 6, 5], %mask: float32[4, 6]) {
