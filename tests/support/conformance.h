@@ -255,6 +255,19 @@ inline std::vector<ConformanceCase> conformance_cases() {
        half,
        half,
        1},
+      {"rms_norm_between_casts",  // transformers' LlamaRMSNorm in bfloat16 (one row kernel on CUDA)
+       R"(graph(%x: bfloat16[3, 2, 320], %w: bfloat16[320]) {
+  %up: float32[3, 2, 320] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %n: float32[3, 2, 320] = aten.rms_norm.default(input=%up, normalized_shape=[320], eps=1e-05)
+  %down: bfloat16[3, 2, 320] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[3, 2, 320] = aten.mul.Tensor(self=%w, other=%down)
+  return (%y)
+}
+)",
+       {0, 0},
+       1e-2,
+       1e-2,
+       1},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

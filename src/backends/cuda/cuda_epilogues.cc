@@ -3,8 +3,10 @@
 // bias (+ReLU) epilogue; a convolution whose only user adds a residual of its
 // own shape (and then, optionally, a ReLU) becomes one cuDNN call. The folded
 // layer takes over the last folded layer's output value, so users and
-// engine outputs need no rewiring.
+// engine outputs need no rewiring. An RMSNorm between casts to and from
+// float32, followed by a weight multiply, becomes one norm (fold_rms_norm_casts).
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "backends/cuda/cuda_builder.h"
@@ -91,6 +93,60 @@ bool is_constant(const engine::Network& net, const ir::Value* v) {
   return std::find(ins.begin() + static_cast<long>(net.num_inputs), ins.end(), v) != ins.end();
 }
 
+bool is_cast(const ir::Node& n) { return n.op == OpKind::kTo || n.op == OpKind::kToCopy; }
+
+// HF-style RMSNorm in 16-bit models, weight * to(rms_norm(to(x, float32)), T):
+// the norm takes x in T, computes in float32, rounds to T and multiplies by
+// the weight (rounding again), as the four ops do, in one row kernel. The
+// norm gets `kiln_cast_weight`; the casts and the multiply go.
+bool fold_rms_norm_casts(engine::Network& net, ir::Node& n) {
+  if (n.op != OpKind::kRmsNorm || n.outputs.size() != 1 || tensor_arg(n, "weight") || n.find("kiln_cast_weight"))
+    return false;
+  ir::Value* x32 = tensor_arg(n, "input");
+  if (!x32 || x32->type.dtype != DType::Float32 || !x32->producer || !is_cast(*x32->producer)) return false;
+  ir::Node* up = x32->producer;
+  ir::Value* x = tensor_arg(*up, "self");
+  if (!x || (x->type.dtype != DType::Float16 && x->type.dtype != DType::BFloat16)) return false;
+  const DType t = x->type.dtype;
+  Uses u = count_uses(net);
+  ir::Node* down = sole_user(u, n, {OpKind::kTo, OpKind::kToCopy});
+  if (!down || down->outputs[0]->type.dtype != t) return false;
+  ir::Node* mul = sole_user(u, *down, {OpKind::kMulTensor});
+  if (!mul) return false;
+  ir::Value* self = tensor_arg(*mul, "self");
+  ir::Value* other = tensor_arg(*mul, "other");
+  ir::Value* w = self == down->outputs[0] ? other : self;
+  const auto& os = n.outputs[0]->type.sizes;
+  if (!w || w == down->outputs[0] || !is_constant(net, w) || w->type.dtype != t || w->type.sizes.size() != 1 ||
+      os.empty() || !os.back().is_static() || !w->type.sizes[0].is_static() ||
+      w->type.sizes[0].value != os.back().value || mul->outputs[0]->type.dtype != t ||
+      mul->outputs[0]->type.sizes.size() != os.size())
+    return false;
+  for (size_t d = 0; d < os.size(); ++d)
+    if (!os[d].is_static() || !mul->outputs[0]->type.sizes[d].is_static() ||
+        os[d].value != mul->outputs[0]->type.sizes[d].value || !x->type.sizes[d].is_static() ||
+        x->type.sizes[d].value != os[d].value)
+      return false;
+  // The default eps is float32's: the norm computed in float32.
+  if (!n.find("eps") || std::holds_alternative<ir::NoneArg>(*n.find("eps"))) {
+    n.args.erase(std::remove_if(n.args.begin(), n.args.end(), [](const ir::NamedArg& a) { return a.name == "eps"; }),
+                 n.args.end());
+    n.args.push_back({"eps", static_cast<double>(std::numeric_limits<float>::epsilon())});
+  }
+  for (ir::NamedArg& a : n.args)
+    if (a.name == "input") a.value = x;
+  n.args.push_back({"kiln_cast_weight", w});
+  absorb(net, n, down);
+  absorb(net, n, mul);
+  // The up-cast goes when the norm was its only user.
+  Uses after = count_uses(net);
+  if (after.count[x32] == 0) {
+    auto& nodes = net.graph.nodes();
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == up; }), nodes.end());
+  }
+  return true;
+}
+
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
@@ -110,6 +166,10 @@ Status fold_epilogues(engine::Network& net) {
     Uses u = count_uses(net);
     for (auto& np : net.graph.nodes()) {
       ir::Node& n = *np;
+      if (fold_rms_norm_casts(net, n)) {
+        changed = true;
+        break;
+      }
       const bool gemm =
           n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
       const bool conv = (n.op == OpKind::kConv2d || n.op == OpKind::kConvolution || n.op == OpKind::kConvAct);

@@ -843,6 +843,14 @@ Status emit_row(Builder& b, const ir::Node& n) {
   }
   const int64_t rows = cols == 0 ? 0 : prod(sizes) / cols;
   TRef o = b.new_tensor(dt, sizes);
+  if (const ir::Value* cw = value_arg(n, "kiln_cast_weight")) {  // fold_rms_norm_casts
+    KILN_ASSIGN_OR_RETURN(TRef w, b.ref(cw));
+    KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, rms_norm_cast_kernel(dt, rows, cols, eps));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, w.buf}));
+    b.bind(out, o);
+    return Status::ok();
+  }
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
   std::vector<BufferRef> args{o.buf, x.buf};
   if (weight) args.push_back(weight->buf);

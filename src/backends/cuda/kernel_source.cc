@@ -511,6 +511,33 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   return k;
 }
 
+Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps) {
+  if (dtype != DType::Float16 && dtype != DType::BFloat16)
+    return unsupported("the cast RMSNorm takes float16 or bfloat16 rows");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  const uint32_t threads = cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024);
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << T << "* __restrict__ weight) {\n";
+  s << "  const long long N = " << i64s(cols) << ";\n";
+  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
+    << "* y = out + (long long)blockIdx.x * N;\n";
+  s << "  __shared__ float red[32];\n";
+  s << "  float sq = 0.0f;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const float d = kiln_ld(x[j]); "
+       "sq += d * d; }\n";
+  s << "  const float inv = 1.0f / sqrt(kiln_block_reduce(sq, false, red) / float(N) + "
+    << literal(eps, DType::Float32) << ");\n";
+  s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
+  s << "    const float v = kiln_round<" << T << ">(kiln_ld(x[j]) * inv);\n";
+  s << "    y[j] = kiln_st<" << T << ">(kiln_ld(weight[j]) * v);\n  }\n}\n";
+  GeneratedKernel k;
+  k.source = s.str();
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
+  return k;
+}
+
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {
   if (!is_float_type(dtype)) return unsupported("reductions on the GPU compute in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));

@@ -117,6 +117,11 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
 // coordinate c of index's sizes (out and index share sizes; any strides). An
 // index outside [-in.sizes[dim], in.sizes[dim]) sets *error to error_code and
 // writes zero. Params: out, in, index, error (int32).
+// HF-style RMSNorm of a 16-bit model in one pass per row (rows x cols,
+// contiguous): y = to_T(x * rsqrt(mean(x^2) + eps)) computed in float32, then
+// out = to_T(weight * y), rounding as the separate ops do. Params: out, in, weight.
+Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps);
+
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
                                         int64_t dim, int error_code);
 

@@ -44,6 +44,53 @@ TEST(FoldEpilogues, GemmTakesABiasVectorAndReluAndKeepsTheOutputValue) {
   EXPECT_EQ(mm->outputs[0], out);  // the engine output is still the same value
 }
 
+TEST(FoldEpilogues, RmsNormBetweenCastsTakesTheWeight) {
+  // transformers' LlamaRMSNorm in bfloat16: float32 statistics, rounded back, times the weight.
+  engine::Network net = network_from(R"(graph(%x: bfloat16[2, 3, 64], %w: bfloat16[64]) {
+  %up: float32[2, 3, 64] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %n: float32[2, 3, 64] = aten.rms_norm.default(input=%up, normalized_shape=[64])
+  %down: bfloat16[2, 3, 64] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[2, 3, 64] = aten.mul.Tensor(self=%w, other=%down)
+  return (%y)
+}
+)",
+                                     1, {"w"});
+  const ir::Value* out = net.graph.outputs()[0];
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  ASSERT_EQ(net.graph.nodes().size(), 1u) << ir::print_graph(net.graph);
+  const ir::Node* n = only_node(net, ir::OpKind::kRmsNorm);
+  ASSERT_NE(n, nullptr);
+  EXPECT_NE(n->find("kiln_cast_weight"), nullptr);
+  EXPECT_EQ(std::get<ir::Value*>(*n->find("input")), net.graph.inputs()[0]);
+  EXPECT_NE(n->find("eps"), nullptr);  // float32's epsilon, made explicit
+  EXPECT_EQ(n->outputs[0], out);
+
+  // The float32 norm is also an engine output, or the weight is an engine input: nothing folds.
+  const char* kNormIsAnOutput = R"(graph(%x: bfloat16[2, 64], %w: bfloat16[64]) {
+  %up: float32[2, 64] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %n: float32[2, 64] = aten.rms_norm.default(input=%up, normalized_shape=[64])
+  %down: bfloat16[2, 64] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[2, 64] = aten.mul.Tensor(self=%w, other=%down)
+  return (%y, %n)
+}
+)";
+  const char* kNormOnly = R"(graph(%x: bfloat16[2, 64], %w: bfloat16[64]) {
+  %up: float32[2, 64] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %n: float32[2, 64] = aten.rms_norm.default(input=%up, normalized_shape=[64])
+  %down: bfloat16[2, 64] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[2, 64] = aten.mul.Tensor(self=%w, other=%down)
+  return (%y)
+}
+)";
+  for (bool weight_is_input : {false, true}) {
+    engine::Network keep =
+        weight_is_input ? network_from(kNormOnly, 2, {}) : network_from(kNormIsAnOutput, 1, {"w"});
+    const size_t before = keep.graph.nodes().size();
+    ASSERT_TRUE(fold_epilogues(keep).is_ok());
+    EXPECT_EQ(keep.graph.nodes().size(), before) << ir::print_graph(keep.graph);
+  }
+}
+
 TEST(FoldEpilogues, AddsThatAreNotABiasStay) {
   // The added operand is an engine input (not a constant), has the wrong length, or the
   // product has a second user: nothing folds.
