@@ -928,45 +928,20 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
     << "* __restrict__ c, const " << T << "* __restrict__ a, const " << T << "* __restrict__ w";
   if (s.has_bias) o << ", const " << T << "* __restrict__ bias";
   o << ") {\n";
-  // Each lane streams `iters` 16-byte vectors of its column's row, issued in
-  // batches of up to 16 loads before any of them is used, so that enough
-  // bytes are in flight to cover the memory latency. The rows of a (few and
-  // small) go to shared memory once per block when they fit.
-  const int64_t step = 32 * static_cast<int64_t>(split);
-  const int64_t iters = (kv + step - 1) / step;
-  const int64_t batch = std::min<int64_t>(iters, 16);
-  const bool x_shared = s.m * kv * 16 <= 32768;
   o << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % " << split << ";\n";
   o << "  const long long col = (long long)blockIdx.x * " << cols << " + warp / " << split << ";\n";
-  if (x_shared) {
-    o << "  __shared__ uint4 xs[" << s.m * kv << "];\n";
-    o << "  for (int i = threadIdx.x; i < " << s.m * kv << "; i += " << kWarps * 32 << ") xs[i] = __ldg(reinterpret_cast<const uint4*>(a + (i / "
-      << kv << ") * " << i64s(s.lda) << ") + i % " << kv << ");\n";
-    o << "  __syncthreads();\n";
-  }
   o << "  float acc[" << s.m << "];\n#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = 0.0f;\n";
   o << "  if (col < " << i64s(s.n) << ") {\n";
   o << "    const uint4* wr = reinterpret_cast<const uint4*>(w + col * " << i64s(s.ldw) << ");\n";
-  o << "    const long long v0 = part * 32 + lane;\n";
-  o << "#pragma unroll 1\n";
-  o << "    for (int b0 = 0; b0 < " << iters << "; b0 += " << batch << ") {\n";
-  o << "      uint4 wv[" << batch << "];\n";
-  o << "#pragma unroll\n      for (int u = 0; u < " << batch << "; ++u) {\n";
-  o << "        const long long v = v0 + (long long)(b0 + u) * " << step << ";\n";
-  o << "        wv[u] = v < " << i64s(kv) << " ? __ldcs(wr + v) : make_uint4(0u, 0u, 0u, 0u);\n      }\n";
-  o << "#pragma unroll\n      for (int u = 0; u < " << batch << "; ++u) {\n";
-  o << "        const long long v = v0 + (long long)(b0 + u) * " << step << ";\n";
-  o << "        if (v >= " << i64s(kv) << ") continue;\n";
-  o << "        const " << T << "* wp = reinterpret_cast<const " << T << "*>(&wv[u]);\n";
-  o << "#pragma unroll\n        for (int r = 0; r < " << s.m << "; ++r) {\n";
-  if (x_shared) {
-    o << "          const uint4 xv = xs[r * " << kv << " + v];\n";
-  } else {
-    o << "          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << i64s(s.lda) << ") + v);\n";
-  }
-  o << "          const " << T << "* xp = reinterpret_cast<const " << T << "*>(&xv);\n";
-  o << "#pragma unroll\n          for (int e = 0; e < " << vec << "; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);\n";
-  o << "        }\n      }\n    }\n  }\n";
+  o << "#pragma unroll 4\n";
+  o << "    for (long long v = part * 32 + lane; v < " << i64s(kv) << "; v += " << 32 * split << ") {\n";
+  o << "      const uint4 wv = __ldcs(wr + v);\n";
+  o << "      const " << T << "* wp = reinterpret_cast<const " << T << "*>(&wv);\n";
+  o << "#pragma unroll\n      for (int r = 0; r < " << s.m << "; ++r) {\n";
+  o << "        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << i64s(s.lda) << ") + v);\n";
+  o << "        const " << T << "* xp = reinterpret_cast<const " << T << "*>(&xv);\n";
+  o << "#pragma unroll\n        for (int e = 0; e < " << vec << "; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);\n";
+  o << "      }\n    }\n  }\n";
   o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = kiln_warp_sum(acc[r]);\n";
   if (split > 1) {
     o << "  __shared__ float parts[" << kWarps << "][" << s.m << "];\n";
