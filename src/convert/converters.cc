@@ -155,6 +155,7 @@ void register_builtin_converters(ConverterRegistry& r) {
   r.add({ir::OpKind::kLocalScalarDense, check_item, convert_as_layer});
   r.add({ir::OpKind::kIndexTensor, check_boolean_index, convert_as_layer});
   r.add({ir::OpKind::kFusedElementwise, check_engine_internal, convert_as_layer});
+  r.add({ir::OpKind::kRotary, check_engine_internal, convert_as_layer});
   r.add({ir::OpKind::kCacheWrite, check_engine_internal, convert_as_layer});
   r.add({ir::OpKind::kIndexCopy, nullptr, convert_index_copy});
   r.add({ir::OpKind::kIndexPut, nullptr, convert_index_put});

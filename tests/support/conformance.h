@@ -268,6 +268,40 @@ inline std::vector<ConformanceCase> conformance_cases() {
        1e-2,
        1e-2,
        1},
+      {"rotary_embedding",  // transformers' apply_rotary_pos_emb (one kiln.rotary layer on CUDA)
+       R"(graph(%q: float32[2, 3, 4, 32], %cos: float32[2, 3, 32], %sin: float32[2, 3, 32]) {
+  %qt: float32[2, 4, 3, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
+  %c: float32[2, 1, 3, 32] = aten.unsqueeze.default(self=%cos, dim=1)
+  %s: float32[2, 1, 3, 32] = aten.unsqueeze.default(self=%sin, dim=1)
+  %m1: float32[2, 4, 3, 32] = aten.mul.Tensor(self=%qt, other=%c)
+  %x1: float32[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
+  %x2: float32[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
+  %n: float32[2, 4, 3, 16] = aten.neg.default(self=%x2)
+  %cat: float32[2, 4, 3, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %m2: float32[2, 4, 3, 32] = aten.mul.Tensor(self=%cat, other=%s)
+  %o: float32[2, 4, 3, 32] = aten.add.Tensor(self=%m1, other=%m2)
+  return (%o)
+}
+)",
+       {0, 0, 0}},
+      {"rotary_embedding_bfloat16",
+       R"(graph(%q: bfloat16[2, 3, 4, 32], %cos: bfloat16[2, 3, 32], %sin: bfloat16[2, 3, 32]) {
+  %qt: bfloat16[2, 4, 3, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
+  %c: bfloat16[2, 1, 3, 32] = aten.unsqueeze.default(self=%cos, dim=1)
+  %s: bfloat16[2, 1, 3, 32] = aten.unsqueeze.default(self=%sin, dim=1)
+  %m1: bfloat16[2, 4, 3, 32] = aten.mul.Tensor(self=%qt, other=%c)
+  %x1: bfloat16[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
+  %x2: bfloat16[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
+  %n: bfloat16[2, 4, 3, 16] = aten.neg.default(self=%x2)
+  %cat: bfloat16[2, 4, 3, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %m2: bfloat16[2, 4, 3, 32] = aten.mul.Tensor(self=%cat, other=%s)
+  %o: bfloat16[2, 4, 3, 32] = aten.add.Tensor(self=%m1, other=%m2)
+  return (%o)
+}
+)",
+       {0, 0, 0},
+       1e-2,
+       1e-2},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

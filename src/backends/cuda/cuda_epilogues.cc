@@ -4,10 +4,14 @@
 // own shape (and then, optionally, a ReLU) becomes one cuDNN call. The folded
 // layer takes over the last folded layer's output value, so users and
 // engine outputs need no rewiring. An RMSNorm between casts to and from
-// float32, followed by a weight multiply, becomes one norm (fold_rms_norm_casts).
+// float32, followed by a weight multiply, becomes one norm (fold_rms_norm_casts);
+// a rotary embedding spelled out becomes one kiln.rotary layer (fold_rotary).
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include "backends/cuda/cuda_builder.h"
 
@@ -147,6 +151,118 @@ bool fold_rms_norm_casts(engine::Network& net, ir::Node& n) {
   return true;
 }
 
+std::optional<int64_t> int_of(const ir::Node& n, std::string_view name) {
+  const ir::Arg* a = n.find(name);
+  if (!a) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(a)) return *i;
+  return std::nullopt;
+}
+
+// A static type's sizes, or nothing when a size is symbolic.
+std::optional<std::vector<int64_t>> static_sizes_of(const ir::Value* v) {
+  std::vector<int64_t> s;
+  for (const ir::Dim& d : v->type.sizes) {
+    if (!d.is_static()) return std::nullopt;
+    s.push_back(d.value);
+  }
+  return s;
+}
+
+// `v` = slice(x, last dim, start, end) of a static x; returns x, start and end (clamped).
+std::optional<std::tuple<ir::Value*, int64_t, int64_t>> last_dim_slice(const ir::Value* v) {
+  if (!v->producer || v->producer->op != OpKind::kSliceTensor) return std::nullopt;
+  const ir::Node& n = *v->producer;
+  ir::Value* x = tensor_arg(n, "self");
+  if (!x) return std::nullopt;
+  auto xs = static_sizes_of(x);
+  if (!xs || xs->empty()) return std::nullopt;
+  const auto rank = static_cast<int64_t>(xs->size());
+  const int64_t dim = int_of(n, "dim").value_or(0);
+  if (dim != rank - 1 && dim != -1) return std::nullopt;
+  if (const ir::Arg* st = n.find("step"); st && !std::holds_alternative<ir::NoneArg>(*st) && int_of(n, "step") != 1)
+    return std::nullopt;
+  const int64_t D = xs->back();
+  int64_t start = int_of(n, "start").value_or(0), end = int_of(n, "end").value_or(D);
+  if (start < 0) start += D;
+  if (end < 0) end += D;
+  start = std::clamp<int64_t>(start, 0, D);
+  end = std::clamp<int64_t>(end, 0, D);
+  return std::tuple{x, start, end};
+}
+
+// transformers' apply_rotary_pos_emb, x * cos + cat(-x2, x1) * sin with x1, x2
+// the halves of x's last dim: one kiln.rotary layer instead of a negation, a
+// concatenation (two copies) and the products and sum. The add becomes the
+// rotary layer and keeps its output value.
+bool fold_rotary(engine::Network& net, ir::Node& o) {
+  if (o.op != OpKind::kAddTensor || o.outputs.size() != 1 || !unit_alpha(o)) return false;
+  ir::Value* p = tensor_arg(o, "self");
+  ir::Value* q = tensor_arg(o, "other");
+  if (!p || !q || p == q || !p->producer || !q->producer) return false;
+  Uses u = count_uses(net);
+  for (int swap = 0; swap < 2; ++swap) {
+    ir::Value* m1v = swap ? q : p;
+    ir::Value* m2v = swap ? p : q;
+    ir::Node* m1 = m1v->producer;
+    ir::Node* m2 = m2v->producer;
+    if (m1->op != OpKind::kMulTensor || m2->op != OpKind::kMulTensor || u.count[m1v] != 1 || u.count[m2v] != 1)
+      continue;
+    ir::Value* a = tensor_arg(*m2, "self");
+    ir::Value* b = tensor_arg(*m2, "other");
+    if (!a || !b) continue;
+    ir::Value* catv = a->producer && a->producer->op == OpKind::kCat ? a : b;
+    ir::Value* sinv = catv == a ? b : a;
+    if (!catv->producer || catv->producer->op != OpKind::kCat || u.count[catv] != 1) continue;
+    ir::Node* cat = catv->producer;
+    const auto* parts = std::get_if<std::vector<ir::Value*>>(cat->find("tensors"));
+    if (!parts || parts->size() != 2) continue;
+    ir::Value* negv = (*parts)[0];
+    ir::Value* lo = (*parts)[1];
+    if (!negv->producer || negv->producer->op != OpKind::kNeg || u.count[negv] != 1 || u.count[lo] != 1) continue;
+    ir::Value* hi = tensor_arg(*negv->producer, "self");
+    if (!hi || u.count[hi] != 1) continue;
+    const auto hs = last_dim_slice(hi);
+    const auto ls = last_dim_slice(lo);
+    if (!hs || !ls || std::get<0>(*hs) != std::get<0>(*ls)) continue;
+    ir::Value* x = std::get<0>(*hs);
+    const auto xs = static_sizes_of(x);
+    const int64_t D = xs->back(), half = D / 2;
+    if (D % 2 != 0 || std::get<1>(*ls) != 0 || std::get<2>(*ls) != half || std::get<1>(*hs) != half ||
+        std::get<2>(*hs) != D)
+      continue;
+    const auto cat_rank = static_cast<int64_t>(xs->size());
+    const int64_t cat_dim = int_of(*cat, "dim").value_or(0);
+    if (cat_dim != cat_rank - 1 && cat_dim != -1) continue;
+    ir::Value* m1a = tensor_arg(*m1, "self");
+    ir::Value* m1b = tensor_arg(*m1, "other");
+    if (!m1a || !m1b || (m1a != x && m1b != x)) continue;
+    ir::Value* cosv = m1a == x ? m1b : m1a;
+    // Every operand has the output's dtype; cos and sin broadcast to x's sizes, which the output has.
+    const DType t = x->type.dtype;
+    if ((t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16) || cosv->type.dtype != t ||
+        sinv->type.dtype != t || o.outputs[0]->type.dtype != t || !same_static_type(o.outputs[0], x))
+      continue;
+    auto bcast = [&](const ir::Value* v) {
+      auto vs = static_sizes_of(v);
+      if (!vs || vs->size() > xs->size()) return false;
+      for (size_t d = 0; d < vs->size(); ++d) {
+        const int64_t want = (*xs)[xs->size() - vs->size() + d];
+        if ((*vs)[d] != want && (*vs)[d] != 1) return false;
+      }
+      return true;
+    };
+    if (!bcast(cosv) || !bcast(sinv)) continue;
+    o.op = OpKind::kRotary;
+    o.args = {{"input", x}, {"cos", cosv}, {"sin", sinv}};
+    const std::set<const ir::Node*> gone{m1, m2, cat, negv->producer, hi->producer, lo->producer};
+    auto& nodes = net.graph.nodes();
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& n) { return gone.count(n.get()) > 0; }),
+                nodes.end());
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
@@ -166,7 +282,7 @@ Status fold_epilogues(engine::Network& net) {
     Uses u = count_uses(net);
     for (auto& np : net.graph.nodes()) {
       ir::Node& n = *np;
-      if (fold_rms_norm_casts(net, n)) {
+      if (fold_rms_norm_casts(net, n) || fold_rotary(net, n)) {
         changed = true;
         break;
       }

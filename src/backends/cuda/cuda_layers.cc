@@ -1175,6 +1175,25 @@ Status emit_index_copy(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+Status emit_rotary(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const std::vector<int64_t> os = static_sizes(out);
+  std::vector<TRef> ops;
+  for (const char* name : {"input", "cos", "sin"}) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(value_arg(n, name)));
+    if (r.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+    }
+    ops.push_back(expanded(r, os));
+  }
+  TRef o = b.new_tensor(dt, os);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, rotary_kernel(o.layout(), ops[0].layout(), ops[1].layout(), ops[2].layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, ops[0].buf, ops[1].buf, ops[2].buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 Status emit_cat(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
@@ -1228,7 +1247,8 @@ enum class Family {
   kCat,
   kCast,
   kIndexCopy,
-  kCopyInto
+  kCopyInto,
+  kRotary
 };
 
 Family family(OpKind op) {
@@ -1296,6 +1316,7 @@ Family family(OpKind op) {
     case OpKind::kIndexSelect: return Family::kGather;
     case OpKind::kGather: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
+    case OpKind::kRotary: return Family::kRotary;
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:
     case OpKind::kCacheWrite: return Family::kIndexCopy;
@@ -1459,6 +1480,7 @@ std::string cuda_refusal(const ir::Node& n) {
       return "";
     }
     case Family::kView: return "";
+    case Family::kRotary: return "";  // made by the builder itself (fold_rotary)
     case Family::kNone: break;
   }
   return "no CUDA layer";
@@ -1485,6 +1507,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kCat: return emit_cat(b, n);
     case Family::kIndexCopy: return emit_index_copy(b, n);
     case Family::kCopyInto: return emit_copy_into(b, n);
+    case Family::kRotary: return emit_rotary(b, n);
     case Family::kNone: break;
   }
   if (ir::op_category(n.op) == ir::OpCategory::kCheck) return Status::ok();

@@ -511,6 +511,44 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   return k;
 }
 
+Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedLayout& x, const StridedLayout& cos,
+                                        const StridedLayout& sin) {
+  for (const StridedLayout* t : {&out, &x, &cos, &sin}) {
+    KILN_TRY(check_layout(*t, "rotary operand"));
+    if (t->dtype != out.dtype || t->sizes != out.sizes)
+      return invalid_argument("rotary operands must share the output's dtype and (expanded) sizes");
+  }
+  if (!is_float_type(out.dtype) || out.dtype == DType::Float64)
+    return unsupported("rotary embedding takes float32, float16 or bfloat16");
+  if (out.sizes.empty() || out.sizes.back() % 2 != 0) return invalid_argument("rotary needs an even last dim");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  const int64_t D = out.sizes.back(), half = D / 2, n = out.numel();
+  // Every dim kept apart (innermost first), so the last dim's index is i % D.
+  const StridedLayout* tensors[] = {&out, &x, &cos, &sin};
+  Loop loop;
+  loop.strides.resize(4);
+  for (size_t d = out.sizes.size(); d-- > 0;) {
+    loop.sizes.push_back(out.sizes[d]);
+    for (size_t k = 0; k < 4; ++k) loop.strides[k].push_back(tensors[k]->strides[d]);
+  }
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ x, const " << T << "* __restrict__ c, const " << T
+    << "* __restrict__ sn) {\n  typedef " << T << " T;\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, "i");
+  s << "    const long long j = i % " << i64s(D) << ";\n";
+  s << "    const float xv = kiln_ld(x[o1]);\n";
+  s << "    const float xp = kiln_ld(x[o1 + (j < " << half << " ? " << i64s(half * x.strides.back()) << " : -"
+    << i64s(half * x.strides.back()) << ")]);\n";
+  s << "    const float rot = j < " << half << " ? -xp : xp;\n";
+  s << "    const float a = kiln_round<T>(xv * kiln_ld(c[o2]));\n";
+  s << "    const float b = kiln_round<T>(rot * kiln_ld(sn[o3]));\n";
+  s << "    out[o0] = kiln_st<T>(a + b);\n  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
 Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps) {
   if (dtype != DType::Float16 && dtype != DType::BFloat16)
     return unsupported("the cast RMSNorm takes float16 or bfloat16 rows");

@@ -117,6 +117,12 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
 // coordinate c of index's sizes (out and index share sizes; any strides). An
 // index outside [-in.sizes[dim], in.sizes[dim]) sets *error to error_code and
 // writes zero. Params: out, in, index, error (int32).
+// kiln.rotary: out = round(x * cos) + round(rotate_half(x) * sin), rounded, over
+// out's sizes (out contiguous; x, cos and sin strided, cos and sin expanded to
+// out's sizes with zero strides). The last dim is even. Params: out, x, cos, sin.
+Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedLayout& x, const StridedLayout& cos,
+                                        const StridedLayout& sin);
+
 // HF-style RMSNorm of a 16-bit model in one pass per row (rows x cols,
 // contiguous): y = to_T(x * rsqrt(mean(x^2) + eps)) computed in float32, then
 // out = to_T(weight * y), rounding as the separate ops do. Params: out, in, weight.

@@ -91,6 +91,40 @@ TEST(FoldEpilogues, RmsNormBetweenCastsTakesTheWeight) {
   }
 }
 
+TEST(FoldEpilogues, RotaryEmbeddingBecomesOneLayer) {
+  const char* kRotary = R"(graph(%q: float16[1, 1, 4, 8], %cos: float16[1, 1, 8], %sin: float16[1, 1, 8]) {
+  %qt: float16[1, 4, 1, 8] = aten.transpose.int(self=%q, dim0=1, dim1=2)
+  %c: float16[1, 1, 1, 8] = aten.unsqueeze.default(self=%cos, dim=1)
+  %s: float16[1, 1, 1, 8] = aten.unsqueeze.default(self=%sin, dim=1)
+  %m1: float16[1, 4, 1, 8] = aten.mul.Tensor(self=%qt, other=%c)
+  %x1: float16[1, 4, 1, 4] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=4)
+  %x2: float16[1, 4, 1, 4] = aten.slice.Tensor(self=%qt, dim=3, start=4, end=9223372036854775807)
+  %n: float16[1, 4, 1, 4] = aten.neg.default(self=%x2)
+  %cat: float16[1, 4, 1, 8] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %m2: float16[1, 4, 1, 8] = aten.mul.Tensor(self=%cat, other=%s)
+  %o: float16[1, 4, 1, 8] = aten.add.Tensor(self=%m1, other=%m2)
+  return (%o)
+}
+)";
+  engine::Network net = network_from(kRotary, 3, {});
+  const ir::Value* out = net.graph.outputs()[0];
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  const ir::Node* r = only_node(net, ir::OpKind::kRotary);
+  ASSERT_NE(r, nullptr) << ir::print_graph(net.graph);
+  EXPECT_EQ(r->outputs[0], out);
+  EXPECT_EQ(net.graph.nodes().size(), 4u) << ir::print_graph(net.graph);  // the transpose, two unsqueezes, rotary
+  for (ir::OpKind gone : {ir::OpKind::kCat, ir::OpKind::kNeg, ir::OpKind::kMulTensor, ir::OpKind::kSliceTensor})
+    for (const auto& n : net.graph.nodes()) EXPECT_NE(n->op, gone) << ir::print_graph(net.graph);
+
+  // The halves swapped the other way round (cat(x1, -x2)) is not a rotary embedding: nothing folds.
+  std::string other = kRotary;
+  other.replace(other.find("tensors=[%n, %x1]"), 17, "tensors=[%x1, %n]");
+  engine::Network keep = network_from(other, 3, {});
+  const size_t before = keep.graph.nodes().size();
+  ASSERT_TRUE(fold_epilogues(keep).is_ok());
+  EXPECT_EQ(keep.graph.nodes().size(), before) << ir::print_graph(keep.graph);
+}
+
 TEST(FoldEpilogues, AddsThatAreNotABiasStay) {
   // The added operand is an engine input (not a constant), has the wrong length, or the
   // product has a second user: nothing folds.

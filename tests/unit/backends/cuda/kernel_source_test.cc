@@ -133,6 +133,20 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     ks.push_back(*ks2);
   }
 
+  // The folded RMSNorm of 16-bit models, and rotary embeddings over a transposed view with broadcast cos/sin.
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    auto k = rms_norm_cast_kernel(t, 3, 2048, 1e-5);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  for (DType t : {DType::Float32, DType::BFloat16}) {
+    const StridedLayout out = contiguous(t, {1, 32, 1, 64});
+    const StridedLayout x{t, {1, 32, 1, 64}, {2048, 64, 2048, 1}};
+    const StridedLayout cs{t, {1, 32, 1, 64}, {64, 0, 64, 1}};
+    auto k = rotary_kernel(out, x, cs, cs);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
   // Matrix-vector products: one row and several, k split among warps or not, every epilogue.
   for (DType t : {DType::Float32, DType::Float16, DType::BFloat16}) {
     for (const char* act : {"none", "relu", "gelu"}) {
