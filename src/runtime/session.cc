@@ -184,6 +184,13 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       user_pos.push_back(i);
     }
   KILN_TRY(check_inputs(m, user_decl, inputs));
+  // An input that lies in a buffer's memory would be read while the call
+  // writes that buffer (in place, or copied back): refused before anything runs.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (const auto& [name, b] : buffers_)
+      if (inputs[i].storage() == b.storage())
+        return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
+                                ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
   KILN_ASSIGN_OR_RETURN(auto results, p->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
 
   // Commit the copy-back buffers only after the whole call succeeded (the

@@ -72,11 +72,38 @@ TEST(Session, WrongInputsAreRefusedAndStateIsKept) {
   ASSERT_FALSE(wrong_shape.has_value());
   EXPECT_NE(wrong_shape.status().message().find("dimension"), std::string::npos) << wrong_shape.status().message();
 
+  auto wrong_rank = s.run({Tensor::zeros(DType::Float32, {x.numel()})});
+  ASSERT_FALSE(wrong_rank.has_value());
+  EXPECT_NE(wrong_rank.status().message().find("expected 2 dimensions"), std::string::npos)
+      << wrong_rank.status().message();
+
   auto wrong_count = s.run({x, x});
   ASSERT_FALSE(wrong_count.has_value());
   EXPECT_NE(wrong_count.status().message().find("takes 1 inputs"), std::string::npos);
 
   EXPECT_EQ(s.buffer("steps")->item_int(), steps);  // no failed call touched the state
+}
+
+TEST(Session, AnInputInABuffersMemoryIsRefused) {
+  // conv_state keeps a [1, 8, 4] window; the input, [1, 8], is passed as a view of that window's memory.
+  auto program = load("conv_state.pt2");
+  ASSERT_TRUE(program);
+  auto f = io("conv_state.io.safetensors");
+  Session s(program);
+  const Tensor x = *f.find("step0.input.0");
+  Tensor window = Tensor::zeros(DType::Float32, {1, 8, 4});
+  ASSERT_TRUE(s.bind_buffer("conv_state", window).is_ok());
+  Tensor inside = window.as_strided({1, 8}, {32, 4}, 0);
+  inside.copy_from(x);
+  const int64_t steps = s.buffer("steps")->item_int();
+  auto r = s.run({inside});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("shares memory with buffer 'conv_state'"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(s.buffer("steps")->item_int(), steps);  // nothing ran
+  // A copy of the same values runs.
+  EXPECT_TRUE(s.run({inside.contiguous()}).has_value());
 }
 
 TEST(Session, DynamicDimensionOutsideItsRangeIsRefused) {
