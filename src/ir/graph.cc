@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kiln::ir {
@@ -153,6 +154,52 @@ const char* output_kind_name(OutputSpec::Kind k) {
     case OutputSpec::Kind::kUserInputMutation: return "user_input_mutation";
   }
   return "?";
+}
+
+OutputOrder::OutputOrder(const Module& m) : m_(m) {
+  std::map<std::string, int64_t> buffer_index;
+  for (const InputSpec& s : m.input_specs)
+    if (s.kind == InputSpec::Kind::kBuffer) buffer_index.emplace(s.target, static_cast<int64_t>(buffer_index.size()));
+  const auto& outs = m.graph.outputs();
+  for (size_t i = 0; i < outs.size() && i < m.output_specs.size(); ++i) {
+    const OutputSpec& s = m.output_specs[i];
+    if (s.kind != OutputSpec::Kind::kBufferMutation) continue;
+    auto it = buffer_index.find(s.target);
+    if (it != buffer_index.end()) rank_.emplace(outs[i], it->second);
+  }
+}
+
+int64_t OutputOrder::rank(const Value* v) const {
+  auto it = rank_.find(v);
+  return it == rank_.end() ? kRest : it->second;
+}
+
+void OutputOrder::sort(std::vector<const Value*>& values) const {
+  std::stable_sort(values.begin(), values.end(), [&](const Value* a, const Value* b) { return rank(a) < rank(b); });
+}
+
+bool OutputOrder::program_outputs_ordered() const {
+  const auto& outs = m_.graph.outputs();
+  for (size_t i = 1; i < outs.size(); ++i)
+    if (rank(outs[i - 1]) > rank(outs[i])) return false;
+  return true;
+}
+
+void reorder_outputs(Module& m) {
+  const OutputOrder order(m);
+  const auto& outs = m.graph.outputs();
+  std::vector<size_t> perm(outs.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](size_t a, size_t b) { return order.rank(outs[a]) < order.rank(outs[b]); });
+  std::vector<Value*> new_outs;
+  std::vector<OutputSpec> new_specs;
+  for (size_t i : perm) {
+    new_outs.push_back(outs[i]);
+    if (i < m.output_specs.size()) new_specs.push_back(m.output_specs[i]);
+  }
+  m.graph.outputs() = std::move(new_outs);
+  if (new_specs.size() == m.output_specs.size()) m.output_specs = std::move(new_specs);
 }
 
 }  // namespace kiln::ir

@@ -171,6 +171,31 @@ struct Module {
   std::string source;         // file it came from, for messages
 };
 
+// Invariant 4 (one canonical output order): a program's results and each
+// engine's output bindings put buffer mutations first, in the program's buffer
+// order, then everything else in the order it already has. This is the one
+// definition; lowering orders the program's outputs with it, the partitioner
+// an engine's outputs, and the runtime refuses a program not in this order.
+class OutputOrder {
+ public:
+  explicit OutputOrder(const Module& m);
+  // Rank of value `v`: the buffer's position among the program's buffers when
+  // `v` is the new value of a buffer (a buffer-mutation output), else kRest.
+  int64_t rank(const Value* v) const;
+  // Sorts `values` into the canonical order (stably: equal ranks keep their order).
+  void sort(std::vector<const Value*>& values) const;
+  // Whether the program's outputs are in the canonical order.
+  bool program_outputs_ordered() const;
+  static constexpr int64_t kRest = INT64_MAX;
+
+ private:
+  const Module& m_;
+  std::map<const Value*, int64_t> rank_;
+};
+
+// Reorders the program's outputs (graph outputs with their specs) into the canonical order.
+void reorder_outputs(Module& m);
+
 const char* input_kind_name(InputSpec::Kind k);
 const char* output_kind_name(OutputSpec::Kind k);
 

@@ -65,4 +65,8 @@ Status fuse_attention(ir::Module& m);
 // sigmoid -> kiln.conv_act.
 Status fuse_conv_activation(ir::Module& m);
 
+// The program's outputs in the canonical order (invariant 4, ir::OutputOrder):
+// buffer mutations first, in buffer order, then user outputs as exported.
+Status order_outputs(ir::Module& m);
+
 }  // namespace kiln::lowering

@@ -28,6 +28,7 @@ const std::vector<PassInfo>& default_pipeline() {
       {"fuse-conv-activation", &fuse_conv_activation, "a convolution and its activation become kiln.conv_act"},
       {"fold-constants", &fold_constants, "store weight-only results of the rewrites (transposed weights) once"},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
+      {"order-outputs", &order_outputs, "buffer mutations first, in buffer order, then user outputs"},
   };
   return passes;
 }

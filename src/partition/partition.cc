@@ -336,6 +336,9 @@ Expected<Partition> partition_by_capability(const ir::Module& m, const Capabilit
     p.segments.push_back(std::move(seg));
   }
   KILN_TRY_CTX(wire(g, weights, p), what);
+  // Invariant 4: an engine binds its outputs in the canonical order, as the program's results are.
+  const ir::OutputOrder order(m);
+  for (Segment& seg : p.segments) order.sort(seg.outputs);
   KILN_TRY_CTX(verify_partition(g, weights, p), what);
   return p;
 }

@@ -17,6 +17,11 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
   std::vector<bool> available(nv, false);
   for (const ir::Value* v : g.inputs()) available[static_cast<size_t>(v->id)] = true;
   std::vector<int> last_reader(nv, -1);
+  // Invariant 4: the program's results and every engine's outputs in the one canonical order.
+  const ir::OutputOrder order(p.module);
+  if (!order.program_outputs_ordered())
+    return format_error(w + ": the program's outputs are not in kiln's order (buffer mutations first, in buffer "
+                            "order); recompile it");
 
   for (size_t si = 0; si < p.segments.size(); ++si) {
     const program::SegmentRecord& s = p.segments[si];
@@ -33,6 +38,11 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
         return unsupported(where + ": the engine was built for backend '" + s.backend +
                            "', which this kiln does not have");
       for (int v : s.outputs) available[static_cast<size_t>(v)] = true;
+      for (size_t k = 1; k < s.outputs.size(); ++k)
+        if (order.rank(g.value(static_cast<size_t>(s.outputs[k - 1]))) >
+            order.rank(g.value(static_cast<size_t>(s.outputs[k]))))
+          return format_error(where + ": the engine's outputs are not in kiln's order (buffer mutations first, in "
+                                      "buffer order); recompile it");
     } else {
       std::vector<bool> produced(nv, false);
       for (int ni : s.nodes) {

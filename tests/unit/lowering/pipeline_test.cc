@@ -14,7 +14,7 @@ TEST(Pipeline, PassesInOrder) {
       "functionalize",    "eliminate-dead-code", "fold-constants",  "remove-static-asserts", "remove-identity-casts",
       "decompose-linear", "fold-batch-norm",     "fuse-layer-norm", "fuse-rms-norm",         "fuse-gelu",
       "fuse-hardswish",   "fuse-silu",           "fuse-silu-gate",  "fuse-attention",        "fuse-conv-activation",
-      "fold-constants",   "eliminate-dead-code"};
+      "fold-constants",   "eliminate-dead-code", "order-outputs"};
   EXPECT_EQ(names, want);
 }
 
