@@ -445,13 +445,29 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   return launch_1d(s.str(), n);
 }
 
+namespace {
+
+// A block per row: 128 threads for rows up to 1024 columns, more for longer ones.
+uint32_t row_threads(int64_t cols) { return cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024); }
+
+Expected<GeneratedKernel> row_launch(std::string source, int64_t rows, uint32_t threads) {
+  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
+  GeneratedKernel k;
+  k.source = std::move(source);
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  return k;
+}
+
+}  // namespace
+
 Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
                                      bool has_bias) {
   if (!is_float_type(dtype)) return unsupported("row kernels compute in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
   const std::string C = compute_type(dtype);
   // A warp per row for short rows; a block of up to 1024 threads for long ones.
-  const uint32_t threads = cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024);
+  const uint32_t threads = row_threads(cols);
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ in";
@@ -503,12 +519,7 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
     }
   }
   s << "}\n";
-  GeneratedKernel k;
-  k.source = s.str();
-  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
-  k.block = {threads, 1, 1};
-  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
-  return k;
+  return row_launch(s.str(), rows, threads);
 }
 
 Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedLayout& x, const StridedLayout& cos,
@@ -553,7 +564,7 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
   if (dtype != DType::Float16 && dtype != DType::BFloat16)
     return unsupported("the cast RMSNorm takes float16 or bfloat16 rows");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
-  const uint32_t threads = cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024);
+  const uint32_t threads = row_threads(cols);
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ in, const " << T << "* __restrict__ weight) {\n";
@@ -568,12 +579,7 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
   s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
   s << "    const float v = kiln_round<" << T << ">(kiln_ld(x[j]) * inv);\n";
   s << "    y[j] = kiln_st<" << T << ">(kiln_ld(weight[j]) * v);\n  }\n}\n";
-  GeneratedKernel k;
-  k.source = s.str();
-  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
-  k.block = {threads, 1, 1};
-  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
-  return k;
+  return row_launch(s.str(), rows, threads);
 }
 
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {
