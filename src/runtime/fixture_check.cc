@@ -107,7 +107,7 @@ Expected<std::vector<Tensor>> numbered(const frontend::SafetensorsFile& io, cons
 }  // namespace
 
 Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
-                                    Tolerance tol) {
+                                    Tolerance tol, bool bind_buffers) {
   // Which calls does the file record?
   std::vector<std::string> prefixes;
   if (io.find("input.0") || io.find("output.0")) prefixes.push_back("");
@@ -122,6 +122,15 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
 
   CheckReport report;
   Session session(program);
+  std::map<std::string, Tensor> bound;  // the caller's memory, by buffer
+  if (bind_buffers) {
+    for (const TensorSpec& b : program->buffers()) {
+      KILN_ASSIGN_OR_RETURN(Tensor initial, session.buffer(b.name));
+      Tensor memory = initial.clone();
+      KILN_TRY(session.bind_buffer(b.name, memory));
+      bound.emplace(b.name, memory);
+    }
+  }
   for (const std::string& p : prefixes) {
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, numbered(io, p + "input."));
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> expected, numbered(io, p + "output."));
@@ -137,7 +146,13 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
   const std::string fb = "final.buffer.";
   for (const auto& [name, want] : io.tensors) {
     if (!name.starts_with(fb)) continue;
-    KILN_ASSIGN_OR_RETURN(Tensor got, session.buffer(name.substr(fb.size())));
+    const std::string buffer = name.substr(fb.size());
+    KILN_ASSIGN_OR_RETURN(Tensor got, session.buffer(buffer));
+    if (auto it = bound.find(buffer); it != bound.end()) {
+      if (got.storage() != it->second.storage())
+        return internal_error("buffer '" + buffer + "' no longer lies in the memory bound to it");
+      got = it->second;
+    }
     report.tensors.push_back(compare_tensors(name, got, want, tol));
   }
   return report;

@@ -43,7 +43,11 @@ TensorComparison compare_tensors(const std::string& name, const Tensor& got, con
 
 // Runs every call the fixture records on one session and compares every
 // output and final buffer. Errors (not mismatches) come back as a Status.
+//   bind_buffers: every buffer is first bound to memory the check allocates
+//     (Session::bind_buffer), as a caller owning its KV caches would; the
+//     final values are read from that memory, and a call that leaves a buffer
+//     anywhere else is an error.
 Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
-                                    Tolerance tol);
+                                    Tolerance tol, bool bind_buffers = false);
 
 }  // namespace kiln::runtime

@@ -97,6 +97,18 @@ TEST_F(CliBadInput, GoodFixturePassesWithExitZero) {
   EXPECT_NE(r.output.find("tensors checked, max abs err"), std::string::npos);
 }
 
+// The caches and counters of a decode step in memory the caller owns (Session::bind_buffer): the
+// cache writes land there, the final values read from there match PyTorch's.
+TEST_F(CliBadInput, CheckWithCallerBoundBuffers) {
+  for (const char* model : {"llama_decode.pt2", "llama_decode.aten.pt2", "cache_writes.pt2", "conv_state.pt2"}) {
+    const std::string name(model);
+    const std::string base = name.substr(0, name.find('.'));
+    CliResult r = kiln_cli("check " + kDir + name + " " + kDir + base + ".io.safetensors --bind-buffers");
+    EXPECT_EQ(r.code, 0) << model << ": " << r.output;
+    EXPECT_NE(r.output.find(": PASS\n"), std::string::npos) << r.output;
+  }
+}
+
 TEST_F(CliBadInput, MismatchExitsOne) {
   auto io = frontend::read_safetensors(kIo);
   ASSERT_TRUE(io.has_value());

@@ -10,10 +10,10 @@
 namespace kiln::cli {
 
 int run_check(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, with({"rtol", "atol"}, kCompileValued), with({"verbose"}, kCompileFlags));
+  auto args = parse_args(argc, argv, 2, with({"rtol", "atol"}, kCompileValued), with({"verbose", "bind-buffers"}, kCompileFlags));
   if (!args) return fail(args.status());
   if (args->positional.size() != 2)
-    return fail(invalid_argument("usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A]"));
+    return fail(invalid_argument("usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A] [--bind-buffers]"));
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
   runtime::Tolerance tol;
@@ -33,7 +33,7 @@ int run_check(int argc, char** argv) {
   if (!program) return fail(program.status());
   auto io = frontend::read_safetensors(io_path);
   if (!io) return fail(io.status());
-  auto report = runtime::check_fixture(*program, *io, tol);
+  auto report = runtime::check_fixture(*program, *io, tol, args->flag("bind-buffers"));
   if (!report) return fail(report.status().with_context(io_path));
 
   std::printf("model %s (%s dialect, exported by torch %s), %d call%s\n", model.c_str(), (*program)->dialect().c_str(),
