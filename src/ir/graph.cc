@@ -178,11 +178,13 @@ void OutputOrder::sort(std::vector<const Value*>& values) const {
   std::stable_sort(values.begin(), values.end(), [&](const Value* a, const Value* b) { return rank(a) < rank(b); });
 }
 
+bool OutputOrder::ordered(const std::vector<const Value*>& values) const {
+  return std::is_sorted(values.begin(), values.end(), [&](const Value* a, const Value* b) { return rank(a) < rank(b); });
+}
+
 bool OutputOrder::program_outputs_ordered() const {
   const auto& outs = m_.graph.outputs();
-  for (size_t i = 1; i < outs.size(); ++i)
-    if (rank(outs[i - 1]) > rank(outs[i])) return false;
-  return true;
+  return ordered(std::vector<const Value*>(outs.begin(), outs.end()));
 }
 
 void reorder_outputs(Module& m) {

@@ -184,6 +184,8 @@ class OutputOrder {
   int64_t rank(const Value* v) const;
   // Sorts `values` into the canonical order (stably: equal ranks keep their order).
   void sort(std::vector<const Value*>& values) const;
+  // Whether `values` are in the canonical order.
+  bool ordered(const std::vector<const Value*>& values) const;
   // Whether the program's outputs are in the canonical order.
   bool program_outputs_ordered() const;
   static constexpr int64_t kRest = INT64_MAX;

@@ -38,10 +38,10 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
         return unsupported(where + ": the engine was built for backend '" + s.backend +
                            "', which this kiln does not have");
       for (int v : s.outputs) available[static_cast<size_t>(v)] = true;
-      for (size_t k = 1; k < s.outputs.size(); ++k)
-        if (order.rank(g.value(static_cast<size_t>(s.outputs[k - 1]))) >
-            order.rank(g.value(static_cast<size_t>(s.outputs[k]))))
-          return format_error(where + ": the engine's outputs are not in kiln's order (buffer mutations first, in "
+      std::vector<const ir::Value*> outs;
+      for (int v : s.outputs) outs.push_back(g.value(static_cast<size_t>(v)));
+      if (!order.ordered(outs))
+        return format_error(where + ": the engine's outputs are not in kiln's order (buffer mutations first, in "
                                       "buffer order); recompile it");
     } else {
       std::vector<bool> produced(nv, false);

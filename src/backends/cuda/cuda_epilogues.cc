@@ -99,11 +99,14 @@ bool is_constant(const engine::Network& net, const ir::Value* v) {
 
 bool is_cast(const ir::Node& n) { return n.op == OpKind::kTo || n.op == OpKind::kToCopy; }
 
+// Both folds below read `u`, the use counts of the graph as it is before they
+// change it; fold_epilogues counts again after every fold.
+
 // HF-style RMSNorm in 16-bit models, weight * to(rms_norm(to(x, float32)), T):
 // the norm takes x in T, computes in float32, rounds to T and multiplies by
 // the weight (rounding again), as the four ops do, in one row kernel. The
 // norm gets `kiln_cast_weight`; the casts and the multiply go.
-bool fold_rms_norm_casts(engine::Network& net, ir::Node& n) {
+bool fold_rms_norm_casts(engine::Network& net, Uses& u, ir::Node& n) {
   if (n.op != OpKind::kRmsNorm || n.outputs.size() != 1 || tensor_arg(n, "weight") || n.find("kiln_cast_weight"))
     return false;
   ir::Value* x32 = tensor_arg(n, "input");
@@ -112,7 +115,6 @@ bool fold_rms_norm_casts(engine::Network& net, ir::Node& n) {
   ir::Value* x = tensor_arg(*up, "self");
   if (!x || (x->type.dtype != DType::Float16 && x->type.dtype != DType::BFloat16)) return false;
   const DType t = x->type.dtype;
-  Uses u = count_uses(net);
   ir::Node* down = sole_user(u, n, {OpKind::kTo, OpKind::kToCopy});
   if (!down || down->outputs[0]->type.dtype != t) return false;
   ir::Node* mul = sole_user(u, *down, {OpKind::kMulTensor});
@@ -143,8 +145,7 @@ bool fold_rms_norm_casts(engine::Network& net, ir::Node& n) {
   absorb(net, n, down);
   absorb(net, n, mul);
   // The up-cast goes when the norm was its only user.
-  Uses after = count_uses(net);
-  if (after.count[x32] == 0) {
+  if (u.count[x32] == 1) {
     auto& nodes = net.graph.nodes();
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == up; }), nodes.end());
   }
@@ -194,12 +195,11 @@ std::optional<std::tuple<ir::Value*, int64_t, int64_t>> last_dim_slice(const ir:
 // the halves of x's last dim: one kiln.rotary layer instead of a negation, a
 // concatenation (two copies) and the products and sum. The add becomes the
 // rotary layer and keeps its output value.
-bool fold_rotary(engine::Network& net, ir::Node& o) {
+bool fold_rotary(engine::Network& net, Uses& u, ir::Node& o) {
   if (o.op != OpKind::kAddTensor || o.outputs.size() != 1 || !unit_alpha(o)) return false;
   ir::Value* p = tensor_arg(o, "self");
   ir::Value* q = tensor_arg(o, "other");
   if (!p || !q || p == q || !p->producer || !q->producer) return false;
-  Uses u = count_uses(net);
   for (int swap = 0; swap < 2; ++swap) {
     ir::Value* m1v = swap ? q : p;
     ir::Value* m2v = swap ? p : q;
@@ -282,7 +282,7 @@ Status fold_epilogues(engine::Network& net) {
     Uses u = count_uses(net);
     for (auto& np : net.graph.nodes()) {
       ir::Node& n = *np;
-      if (fold_rms_norm_casts(net, n) || fold_rotary(net, n)) {
+      if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n)) {
         changed = true;
         break;
       }
