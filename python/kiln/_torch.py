@@ -1,0 +1,291 @@
+"""kiln.compile, kiln.save and kiln.load: PyTorch programs compiled by kiln and run from PyTorch."""
+
+import operator
+import os
+import tempfile
+import threading
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from . import _C
+
+
+def _cache_dir(cache_dir):
+    if cache_dir is None:
+        return _C.default_cache_dir()
+    return os.fspath(cache_dir) if cache_dir else ""
+
+
+def _shape_list(shapes):
+    # {"x": (min, opt, max)} with each a tuple of sizes -> [(name, min, opt, max)]
+    out = []
+    for name, (mn, opt, mx) in (shapes or {}).items():
+        out.append((name, [int(v) for v in mn], [int(v) for v in opt], [int(v) for v in mx]))
+    return out
+
+
+class CompiledModule(torch.nn.Module):
+    """A program compiled by kiln, called like the module it came from.
+
+    Engine segments run in kiln, nodes no engine takes run on kiln's reference
+    kernels, and (for programs with ops kiln does not know) the rest runs in
+    PyTorch. Tensors cross without copies (DLPack). The program's mutable
+    buffers (KV caches, running state) are tensors this module owns: kiln
+    updates them in place or copies new values into them after each call, so
+    `compiled.get_buffer(fqn)` always holds the current value.
+    """
+
+    def __init__(self, program, *, out_spec=None):
+        super().__init__()
+        self._program = program
+        self._session = _C.Session(program)
+        self._out_spec = out_spec
+        self._lock = threading.Lock()
+        self._kiln_buffers = {}
+        for spec in program.buffers():
+            fqn = spec["name"]
+            memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
+            self._session.bind_buffer(fqn, memory)
+            self._kiln_buffers[fqn] = memory
+            owner, _, leaf = fqn.rpartition(".")
+            parent = self
+            for part in owner.split(".") if owner else []:
+                if part not in parent._modules:
+                    parent.add_module(part, torch.nn.Module())
+                parent = parent._modules[part]
+            parent.register_buffer(leaf, memory)
+
+    @property
+    def program(self):
+        """The compiled kiln.Program (inputs(), outputs(), segments(), partition_report(), ...)."""
+        return self._program
+
+    def partition_report(self):
+        """Every segment with its ops, and each node that is not in an engine with the reason."""
+        return self._program.partition_report()
+
+    def _apply(self, fn, recurse=True):
+        raise RuntimeError(
+            "a kiln.CompiledModule is compiled for one device and dtype; compile again instead of "
+            "moving it with .to(), .cuda(), .half() and the like")
+
+    def forward(self, *args, **kwargs):
+        flat, _ = tree_flatten((args, kwargs))
+        inputs = [a for a in flat if isinstance(a, torch.Tensor)]
+        device = None
+        if self._program.device == "cuda":
+            # Sessions take host tensors: inputs on the GPU are staged through host memory.
+            device = next((t.device for t in inputs if t.is_cuda), None)
+            inputs = [t.cpu() for t in inputs]
+        with self._lock:
+            arrays = self._session.run(inputs)
+        outputs = [torch.from_dlpack(a) for a in arrays]
+        if device is not None:
+            outputs = [t.to(device) for t in outputs]
+        if self._out_spec is not None:
+            return tree_unflatten(outputs, self._out_spec)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class PartitionedModule(torch.nn.Module):
+    """A program with ops kiln does not know: the graph runs in PyTorch, and
+    each piece kiln can take runs as one kiln.CompiledModule inside it."""
+
+    def __init__(self, graph_module, pieces, torch_ops):
+        super().__init__()
+        self.graph_module = graph_module
+        self._pieces = pieces
+        self.torch_ops = torch_ops
+
+    def pieces(self):
+        """The kiln.CompiledModule of every piece, in graph order."""
+        return list(self._pieces)
+
+    def partition_report(self):
+        lines = [f"{len(self._pieces)} kiln pieces; ops run by PyTorch: {', '.join(self.torch_ops)}"]
+        for i, piece in enumerate(self._pieces):
+            lines.append(f"piece {i}:")
+            lines.append(piece.partition_report().rstrip())
+        return "\n".join(lines) + "\n"
+
+    def forward(self, *args, **kwargs):
+        return self.graph_module(*args, **kwargs)
+
+
+def _unknown_ops(graph):
+    unknown = set()
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)) and not _C.known_op(str(target)):
+            unknown.add(str(target))
+    return sorted(unknown)
+
+
+def _compile_exported(ep, options):
+    with tempfile.TemporaryDirectory(prefix="kiln-") as tmp:
+        path = os.path.join(tmp, "program.pt2")
+        torch.export.save(ep, path)
+        program = _C.Program.load(path, **options)
+    return CompiledModule(program, out_spec=ep.call_spec.out_spec)
+
+
+def _mutates(node):
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def _compile_partitioned(ep, example_inputs, options, torch_ops):
+    """Cuts the program at the ops kiln does not know; kiln compiles each piece
+    between them, PyTorch runs the rest (like Torch-TensorRT's fallback)."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupport
+
+    if example_inputs is None:
+        example_inputs = getattr(ep, "example_inputs", None)
+    if example_inputs is None:
+        raise ValueError("a program with ops kiln does not know needs example_inputs to compile the pieces around them")
+    args, kwargs = example_inputs if _is_args_kwargs(example_inputs) else (tuple(example_inputs), {})
+
+    gm = ep.module()
+
+    class Support(OperatorSupport):
+        def is_node_supported(self, submodules, node):
+            if node.op != "call_function":
+                return False
+            if node.target is operator.getitem:
+                return True
+            # In-place writes (buffer updates) stay in PyTorch, on the module's own buffers.
+            return isinstance(node.target, torch._ops.OpOverload) and _C.known_op(str(node.target)) and not _mutates(node)
+
+    partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
+    min_block = options.get("min_block_size", 5)
+    partitions = [
+        p for p in partitioner.propose_partitions()
+        if sum(1 for n in p.nodes if n.target is not operator.getitem) >= min_block
+    ]
+    fused = partitioner.fuse_partitions(partitions)
+    _move_constants_into_pieces(fused)
+
+    # The inputs each piece sees on the example inputs (shapes to export it with).
+    captured = {}
+    hooks = []
+    names = [n.target for n in fused.graph.nodes if n.op == "call_module"]
+    for name in names:
+        sub = fused.get_submodule(name)
+        hooks.append(sub.register_forward_pre_hook(lambda m, a, name=name: captured.setdefault(name, a)))
+    with torch.no_grad():
+        fused(*args, **kwargs)
+    for h in hooks:
+        h.remove()
+
+    pieces = []
+    for name in names:
+        sub = fused.get_submodule(name)
+        sub_ep = torch.export.export(sub, tuple(captured[name]), strict=False)
+        piece = _compile_exported(sub_ep, options)
+        setattr(fused, name, piece)
+        pieces.append(piece)
+    return PartitionedModule(fused, pieces, torch_ops)
+
+
+def _move_constants_into_pieces(fused):
+    """Weights a piece reads (and nothing writes) become constants of that piece
+    instead of inputs, so kiln builds its engines with them."""
+    for node in list(fused.graph.nodes):
+        if node.op != "call_module":
+            continue
+        sub = fused.get_submodule(node.target)
+        placeholders = [p for p in sub.graph.nodes if p.op == "placeholder"]
+        keep_args = []
+        for arg, ph in zip(node.args, placeholders):
+            const = isinstance(arg, torch.fx.Node) and arg.op == "get_attr" and not any(_mutates(u) for u in arg.users)
+            if not const:
+                keep_args.append(arg)
+                continue
+            attr = "_const_" + arg.target.replace(".", "_")
+            value = _get_attr(fused, arg.target)
+            if isinstance(value, torch.nn.Parameter):
+                sub.register_parameter(attr, value)
+            else:
+                sub.register_buffer(attr, value)
+            with sub.graph.inserting_before(ph):
+                got = sub.graph.get_attr(attr)
+            ph.replace_all_uses_with(got)
+            sub.graph.erase_node(ph)
+        node.args = tuple(keep_args)
+        sub.recompile()
+    fused.graph.eliminate_dead_code()
+    fused.recompile()
+
+
+def _get_attr(module, target):
+    owner, _, leaf = target.rpartition(".")
+    return getattr(module.get_submodule(owner) if owner else module, leaf)
+
+
+def _is_args_kwargs(example_inputs):
+    return (isinstance(example_inputs, tuple) and len(example_inputs) == 2 and isinstance(example_inputs[0], tuple)
+            and isinstance(example_inputs[1], dict))
+
+
+def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", precision="fp32", min_block_size=5,
+            fallback_ops=(), cache_dir=None, shapes=None, require_full_compilation=False, strict=False):
+    """Compiles a torch.export.ExportedProgram or an nn.Module with kiln.
+
+    model: an ExportedProgram, or an nn.Module exported here with
+        `torch.export.export(model, example_inputs, dynamic_shapes=dynamic_shapes)`.
+    example_inputs: a tuple of positional inputs, or (args, kwargs).
+    device: the engine backend, "cpu" or "cuda".
+    precision: "fp32", "tf32", "fp16" or "bf16" for engines.
+    min_block_size: engine segments need at least this many compute nodes.
+    fallback_ops: ops kept out of engines ("aten.relu.default", "aten.relu" or "relu").
+    cache_dir: engine cache directory; None for the CLI's default, "" for none.
+    shapes: {input name: (min sizes, opt sizes, max sizes)} shape ranges.
+    require_full_compilation: fail, naming the node, if anything stays out of engines.
+
+    Returns a CompiledModule, or a PartitionedModule when the program has ops
+    kiln does not know (they run in PyTorch between kiln pieces).
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        ep = model
+    elif isinstance(model, torch.nn.Module):
+        if example_inputs is None:
+            raise ValueError("kiln.compile of an nn.Module needs example_inputs to export it")
+        args, kwargs = example_inputs if _is_args_kwargs(example_inputs) else (tuple(example_inputs), {})
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    else:
+        raise TypeError(f"kiln.compile takes an ExportedProgram or an nn.Module, not {type(model).__name__}")
+    options = dict(device=device, precision=precision, cache_dir=_cache_dir(cache_dir), min_block_size=min_block_size,
+                   fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
+                   require_full_compilation=require_full_compilation)
+    unknown = _unknown_ops(ep.graph)
+    if not unknown:
+        return _compile_exported(ep, options)
+    if require_full_compilation:
+        raise _C.KilnError("require_full_compilation: kiln does not know these ops: " + ", ".join(unknown))
+    return _compile_partitioned(ep, example_inputs, options, unknown)
+
+
+def save(compiled, path):
+    """Writes a kiln-compiled module as a .kiln file, which `kiln.load` and the
+    `kiln` CLI (run, check, bench, inspect) read. The buffers' initial values
+    are saved, not their current ones."""
+    if isinstance(compiled, PartitionedModule):
+        raise _C.KilnError("this module runs ops kiln does not know in PyTorch (" + ", ".join(compiled.torch_ops) +
+                           "), so it is not one kiln program and cannot be saved as a .kiln file")
+    if not isinstance(compiled, CompiledModule):
+        raise TypeError(f"kiln.save takes a kiln.CompiledModule, not {type(compiled).__name__}")
+    compiled.program.save(os.fspath(path))
+
+
+def load(path, *, device="cpu", precision="fp32", cache_dir=None, min_block_size=5, fallback_ops=(), shapes=None):
+    """Loads a .kiln file (or compiles a .pt2 file) into a CompiledModule. The
+    compile options apply to a .pt2 only. Outputs come back as a tensor, or a
+    tuple of tensors for a program with several."""
+    program = _C.Program.load(os.fspath(path), device=device, precision=precision, cache_dir=_cache_dir(cache_dir),
+                              min_block_size=min_block_size, fallback_ops=list(fallback_ops),
+                              shapes=_shape_list(shapes))
+    return CompiledModule(program)

@@ -1,0 +1,336 @@
+// kiln._C: the C++ library as a Python extension (nanobind). Tensors cross
+// by DLPack in both directions without copies: an input or a bound buffer is
+// a view of the caller's memory, kept alive while kiln holds it; an output
+// hands kiln's storage to the caller, who keeps it alive as long as it likes.
+// Errors arrive as kiln.KilnError carrying the C++ message, code and fault.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "ir/ops.h"
+#include "kiln/kiln.h"
+#include "program/engine_cache.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using AnyArray = nb::ndarray<>;
+
+// The Python exception type, created at module import.
+PyObject* g_kiln_error = nullptr;
+
+const char* code_name(kiln::ErrorCode c) {
+  switch (c) {
+    case kiln::ErrorCode::kOk: return "ok";
+    case kiln::ErrorCode::kInvalidArgument: return "invalid_argument";
+    case kiln::ErrorCode::kFormat: return "format";
+    case kiln::ErrorCode::kUnsupported: return "unsupported";
+    case kiln::ErrorCode::kNotFound: return "not_found";
+    case kiln::ErrorCode::kIo: return "io";
+    case kiln::ErrorCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+// Carries a failed Status out of a binding; translated into kiln.KilnError.
+struct StatusError {
+  kiln::Status status;
+};
+
+[[noreturn]] void raise(kiln::Status s) { throw StatusError{std::move(s)}; }
+
+template <typename T>
+T take(kiln::Expected<T>&& e) {
+  if (!e) raise(e.status());
+  return std::move(*e);
+}
+
+void check(const kiln::Status& s) {
+  if (!s) raise(s);
+}
+
+// The message the CLI prints after "kiln: error: " (a file's fault named first).
+std::string message_of(const kiln::Status& s) {
+  if (s.code() == kiln::ErrorCode::kFormat && s.fault() != kiln::FileFault::kMalformed)
+    return std::string(kiln::file_fault_name(s.fault())) + ": " + s.message();
+  return s.message();
+}
+
+std::optional<kiln::DType> dtype_from_dlpack(nb::dlpack::dtype t) {
+  using Code = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return std::nullopt;
+  switch (static_cast<Code>(t.code)) {
+    case Code::Float:
+      if (t.bits == 32) return kiln::DType::Float32;
+      if (t.bits == 64) return kiln::DType::Float64;
+      if (t.bits == 16) return kiln::DType::Float16;
+      break;
+    case Code::Bfloat:
+      if (t.bits == 16) return kiln::DType::BFloat16;
+      break;
+    case Code::Int:
+      if (t.bits == 64) return kiln::DType::Int64;
+      if (t.bits == 32) return kiln::DType::Int32;
+      if (t.bits == 16) return kiln::DType::Int16;
+      if (t.bits == 8) return kiln::DType::Int8;
+      break;
+    case Code::UInt:
+      if (t.bits == 8) return kiln::DType::UInt8;
+      break;
+    case Code::Bool:
+      if (t.bits == 8) return kiln::DType::Bool;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+nb::dlpack::dtype dlpack_of(kiln::DType d) {
+  using Code = nb::dlpack::dtype_code;
+  auto make = [](Code c, int bits) { return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1}; };
+  switch (d) {
+    case kiln::DType::Float32: return make(Code::Float, 32);
+    case kiln::DType::Float64: return make(Code::Float, 64);
+    case kiln::DType::Float16: return make(Code::Float, 16);
+    case kiln::DType::BFloat16: return make(Code::Bfloat, 16);
+    case kiln::DType::Int64: return make(Code::Int, 64);
+    case kiln::DType::Int32: return make(Code::Int, 32);
+    case kiln::DType::Int16: return make(Code::Int, 16);
+    case kiln::DType::Int8: return make(Code::Int, 8);
+    case kiln::DType::UInt8: return make(Code::UInt, 8);
+    case kiln::DType::Bool: return make(Code::Bool, 8);
+  }
+  return make(Code::Float, 32);
+}
+
+// A kiln view of the caller's memory (no copy). `what` names the tensor in errors.
+kiln::Tensor tensor_of(const AnyArray& a, const std::string& what) {
+  if (a.device_type() != nb::device::cpu::value)
+    raise(kiln::invalid_argument(what + " is on a device (DLPack device type " + std::to_string(a.device_type()) +
+                                 "); kiln sessions take host (CPU) tensors"));
+  auto dtype = dtype_from_dlpack(a.dtype());
+  if (!dtype)
+    raise(kiln::invalid_argument(what + ": DLPack dtype (code " + std::to_string(a.dtype().code) + ", " +
+                                 std::to_string(a.dtype().bits) + " bits) has no kiln dtype"));
+  kiln::Shape sizes(a.ndim()), strides(a.ndim());
+  int64_t last = 0;  // offset of the last element, in elements
+  bool empty = false;
+  for (size_t d = 0; d < a.ndim(); ++d) {
+    sizes[d] = static_cast<int64_t>(a.shape(d));
+    strides[d] = a.stride(d);
+    if (strides[d] < 0) raise(kiln::invalid_argument(what + ": negative strides are not supported"));
+    if (sizes[d] == 0) empty = true;
+    else last += (sizes[d] - 1) * strides[d];
+  }
+  size_t nbytes = empty ? 0 : static_cast<size_t>(last + 1) * kiln::dtype_size(*dtype);
+  // The keeper holds the DLPack producer's tensor alive (nanobind takes the GIL to release it).
+  auto keeper = std::make_shared<AnyArray>(a);
+  auto storage = kiln::Storage::borrow(static_cast<uint8_t*>(a.data()), nbytes, keeper);
+  return take(kiln::Tensor::from_storage(storage, *dtype, sizes, strides, 0));
+}
+
+// The caller's view of a kiln tensor (no copy): an object with __dlpack__ that
+// keeps kiln's storage alive.
+nb::object array_of(const kiln::Tensor& t) {
+  auto* held = new kiln::Tensor(t);
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<kiln::Tensor*>(p); });
+  std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+  nb::ndarray<nb::array_api> a(t.raw_data(), shape.size(), shape.data(), owner, t.strides().data(), dlpack_of(t.dtype()),
+             nb::device::cpu::value, 0);
+  return nb::cast(a, nb::rv_policy::reference);
+}
+
+nb::dict spec_dict(const kiln::TensorSpec& s) {
+  nb::dict d;
+  d["name"] = s.name;
+  d["dtype"] = std::string(kiln::dtype_name(s.dtype));
+  d["dims"] = s.dims;
+  d["kind"] = s.kind;
+  return d;
+}
+
+nb::list spec_list(const std::vector<kiln::TensorSpec>& specs) {
+  nb::list l;
+  for (const auto& s : specs) l.append(spec_dict(s));
+  return l;
+}
+
+using ProgramPtr = std::shared_ptr<const kiln::Program>;
+
+// A program and the method a view of it answers for (methods are owned by the program).
+struct ProgramHandle {
+  ProgramPtr program;
+  const kiln::Program& method(const std::optional<std::string>& name) const {
+    if (!name) return *program;
+    const kiln::Program* m = program->method(*name);
+    if (!m) raise(kiln::not_found("the program has no method '" + *name + "'"));
+    return *m;
+  }
+};
+
+kiln::LoadOptions load_options(const std::string& device, const std::string& precision, const std::string& cache_dir,
+                               int min_block_size, const std::vector<std::string>& fallback_ops,
+                               const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
+                               bool require_full_compilation) {
+  kiln::LoadOptions o;
+  o.compile.device = device;
+  o.compile.precision = precision;
+  o.compile.cache_dir = cache_dir;
+  o.compile.min_block_size = min_block_size;
+  o.compile.fallback_ops = fallback_ops;
+  o.compile.require_full_compilation = require_full_compilation;
+  for (const auto& [name, mn, opt, mx] : shapes) o.compile.shapes.push_back({name, mn, opt, mx});
+  return o;
+}
+
+class SessionHandle {
+ public:
+  explicit SessionHandle(const ProgramHandle& p) : program_(p.program), session_(p.program) {}
+
+  nb::list run(const std::vector<AnyArray>& inputs, const std::optional<std::string>& method) {
+    std::vector<kiln::Tensor> ts;
+    ts.reserve(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) ts.push_back(tensor_of(inputs[i], "input " + std::to_string(i)));
+    kiln::Expected<std::vector<kiln::Tensor>> out = [&] {
+      nb::gil_scoped_release release;
+      return method ? session_.run(*method, ts) : session_.run(ts);
+    }();
+    ts.clear();
+    nb::list result;
+    for (const auto& t : take(std::move(out))) result.append(array_of(t));
+    return result;
+  }
+
+  nb::object buffer(const std::string& fqn) const { return array_of(take(session_.buffer(fqn))); }
+  void set_buffer(const std::string& fqn, const AnyArray& value) {
+    check(session_.set_buffer(fqn, tensor_of(value, "buffer '" + fqn + "'")));
+  }
+  void bind_buffer(const std::string& fqn, const AnyArray& memory) {
+    check(session_.bind_buffer(fqn, tensor_of(memory, "buffer '" + fqn + "'")));
+  }
+  void reset() { session_.reset(); }
+  ProgramHandle program() const { return {program_}; }
+
+ private:
+  ProgramPtr program_;
+  kiln::Session session_;
+};
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "kiln's C++ compiler and runtime";
+  m.attr("__version__") = KILN_VERSION_STRING;
+
+  g_kiln_error = PyErr_NewExceptionWithDoc("kiln.KilnError",
+                                           "An error from kiln's C++ library: the message the CLI prints, with "
+                                           "`code` (e.g. 'invalid_argument', 'format') and, for a broken file, "
+                                           "`fault` (e.g. 'truncated').",
+                                           PyExc_RuntimeError, nullptr);
+  m.attr("KilnError") = nb::handle(g_kiln_error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      nb::object exc = nb::handle(g_kiln_error)(message_of(e.status));
+      exc.attr("code") = code_name(e.status.code());
+      exc.attr("fault") = e.status.fault() == kiln::FileFault::kNone
+                              ? nb::object(nb::none())
+                              : nb::object(nb::str(kiln::file_fault_name(e.status.fault())));
+      PyErr_SetObject(g_kiln_error, exc.ptr());
+    }
+  });
+
+  m.def("default_cache_dir", [] { return kiln::program::EngineCache::default_dir(); },
+        "The engine cache directory the CLI uses by default ($KILN_CACHE_DIR, else under the user's cache directory).");
+  m.def("known_op", [](std::string_view target) { return kiln::ir::op_from_target(target).has_value(); }, "target"_a,
+        "Whether kiln's IR knows an op target such as 'aten.relu.default' (a .pt2 with an unknown op is refused).");
+
+  nb::class_<ProgramHandle>(m, "Program", "A loaded, compiled program (immutable; shared by sessions).")
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& device, const std::string& precision,
+             const std::string& cache_dir, int min_block_size, const std::vector<std::string>& fallback_ops,
+             const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
+             bool require_full_compilation) {
+            kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
+                                               require_full_compilation);
+            nb::gil_scoped_release release;
+            return ProgramHandle{take(kiln::Program::load(path, o))};
+          },
+          "path"_a, "device"_a = "cpu", "precision"_a = "fp32", "cache_dir"_a = "", "min_block_size"_a = 5,
+          "fallback_ops"_a = std::vector<std::string>{},
+          "shapes"_a = std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>{},
+          "require_full_compilation"_a = false,
+          "Loads a .pt2 (compiling it with these options) or a compiled .kiln file.")
+      .def(
+          "save",
+          [](const ProgramHandle& p, const std::string& path) {
+            nb::gil_scoped_release release;
+            check(p.program->save(path));
+          },
+          "path"_a, "Writes the compiled program as a .kiln file (atomically).")
+      .def_prop_ro("method_names", [](const ProgramHandle& p) { return p.program->method_names(); })
+      .def("inputs", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).inputs()); },
+           "method"_a = nb::none())
+      .def("outputs", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).outputs()); },
+           "method"_a = nb::none())
+      .def("buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).buffers()); },
+           "method"_a = nb::none())
+      .def("mutated_buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_buffers(); },
+           "method"_a = nb::none())
+      .def("buffer_updated_in_place", [](const ProgramHandle& p, const std::string& fqn) {
+        return p.program->buffer_updated_in_place(fqn);
+      })
+      .def("symbols",
+           [](const ProgramHandle& p, std::optional<std::string> m) {
+             nb::list l;
+             for (const auto& s : p.method(m).symbols())
+               l.append(nb::make_tuple(s.name, s.min, s.max == INT64_MAX ? nb::object(nb::none()) : nb::int_(s.max)));
+             return l;
+           },
+           "method"_a = nb::none())
+      .def("segments",
+           [](const ProgramHandle& p, std::optional<std::string> m) {
+             nb::list l;
+             for (const auto& s : p.method(m).segments()) {
+               nb::dict d;
+               d["engine"] = s.engine;
+               d["backend"] = s.backend;
+               d["plan_bytes"] = s.plan_bytes;
+               d["from_cache"] = s.from_cache;
+               d["ops"] = s.ops;
+               d["num_nodes"] = s.num_nodes;
+               nb::list fb;
+               for (const auto& f : s.fallback) fb.append(nb::make_tuple(f.node, f.op, f.reason));
+               d["fallback"] = fb;
+               l.append(d);
+             }
+             return l;
+           },
+           "method"_a = nb::none())
+      .def("partition_report", [](const ProgramHandle& p) { return p.program->partition_report(); })
+      .def_prop_ro("device", [](const ProgramHandle& p) { return p.program->device(); });
+
+  nb::class_<SessionHandle>(m, "Session", "A program's state (its buffers) and calls on it; one thread at a time.")
+      .def(nb::init<const ProgramHandle&>(), "program"_a)
+      .def("run", &SessionHandle::run, "inputs"_a, "method"_a = nb::none(),
+           "Runs the program on DLPack tensors (host memory, no copies) and returns its outputs as DLPack arrays.")
+      .def("buffer", &SessionHandle::buffer, "fqn"_a, "Buffer `fqn` as an array viewing the session's memory.")
+      .def("set_buffer", &SessionHandle::set_buffer, "fqn"_a, "value"_a)
+      .def("bind_buffer", &SessionHandle::bind_buffer, "fqn"_a, "memory"_a,
+           "Makes the caller's tensor the memory of buffer `fqn`: kiln updates it in place or copies new values into it.")
+      .def("reset", &SessionHandle::reset)
+      .def_prop_ro("program", &SessionHandle::program);
+}
