@@ -172,7 +172,7 @@ def _compile_partitioned(ep, example_inputs, options, torch_ops):
     # The inputs each piece sees on the example inputs (shapes to export it with).
     captured = {}
     hooks = []
-    names = [n.target for n in fused.graph.nodes if n.op == "call_module"]
+    names = [n.target for n in fused.graph.nodes if n.op == "call_module" and n.target.startswith("fused_")]
     for name in names:
         sub = fused.get_submodule(name)
         hooks.append(sub.register_forward_pre_hook(lambda m, a, name=name: captured.setdefault(name, a)))
@@ -195,7 +195,7 @@ def _move_constants_into_pieces(fused):
     """Weights a piece reads (and nothing writes) become constants of that piece
     instead of inputs, so kiln builds its engines with them."""
     for node in list(fused.graph.nodes):
-        if node.op != "call_module":
+        if node.op != "call_module" or not node.target.startswith("fused_"):
             continue
         sub = fused.get_submodule(node.target)
         placeholders = [p for p in sub.graph.nodes if p.op == "placeholder"]
@@ -262,6 +262,8 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
                    fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
                    require_full_compilation=require_full_compilation)
     unknown = _unknown_ops(ep.graph)
+    if os.environ.get("KILN_DEBUG_PARTITION"):
+        print("kiln: ops kiln does not know:", unknown)
     if not unknown:
         return _compile_exported(ep, options)
     if require_full_compilation:

@@ -7,6 +7,7 @@ other sizes inside a dynamic range runs the same engines without compiling
 again. Inference only: kiln computes no gradients.
 """
 
+import copy
 import warnings
 
 import torch
@@ -18,15 +19,14 @@ compilations = 0
 
 
 def _is_constant(node, example):
+    """Parameters, buffers and attributes of the module (its state, not inputs)."""
     if isinstance(example, torch.nn.Parameter):
         return True
-    grapharg = node.meta.get("grapharg")
-    source = getattr(grapharg, "source", None)
+    source = getattr(node.meta.get("grapharg"), "source", None)
     if source is None:
         return False
-    from torch._dynamo.source import is_from_unspecialized_param_buffer_source
-
-    return bool(is_from_unspecialized_param_buffer_source(source))
+    name = source.name() if callable(source.name) else source.name
+    return name.startswith("L['self']") or name.startswith("G[")
 
 
 def _symbol(value):
@@ -37,72 +37,93 @@ def _symbol(value):
     return None
 
 
-class _Exportable(torch.nn.Module):
-    """dynamo's graph with tensor inputs only: parameters and buffers become
-    constants, symbolic sizes are read off the tensors that carry them."""
-
-    def __init__(self, gm, plan, constants):
-        super().__init__()
-        self.gm = gm
-        self.plan = plan
-        for name, value in constants.items():
-            self.register_buffer(name, value.detach())
-
-    def forward(self, *tensors):
-        args = []
-        for kind, a, b in self.plan:
-            if kind == "input":
-                args.append(tensors[a])
-            elif kind == "constant":
-                args.append(getattr(self, a))
-            else:
-                args.append(tensors[a].shape[b])
-        return self.gm(*args)
+def _specialize_scalars(gm, example_inputs):
+    """Module attributes that are Python numbers reach the graph as 0-d tensors
+    read with .item() (dynamo does that under dynamic=True); kiln compiles for
+    the module's values, so each .item() becomes the number itself."""
+    changed = False
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, example in zip(placeholders, example_inputs):
+        if not (isinstance(example, torch.Tensor) and example.dim() == 0 and _is_constant(node, example)):
+            continue
+        if not node.users or any(u.op != "call_method" or u.target != "item" for u in node.users):
+            continue
+        value = example.item()
+        for item in list(node.users):
+            for user in list(item.users):
+                user.args = torch.fx.node.map_arg(user.args, lambda a: value if a is item else a)
+                user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a: value if a is item else a)
+            gm.graph.erase_node(item)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def kiln_backend(gm, example_inputs, **kwargs):
     global compilations
     options = dict(kwargs.get("options") or {})
+    # dynamo keeps its graph: work on a copy (sharing the module's tensors).
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    _specialize_scalars(gm, example_inputs)
+    # The graph is rewritten to take the tensor inputs only: parameters, buffers
+    # and attributes become constants, symbolic sizes are read off the tensors
+    # that carry them.
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    plan, constants, user = [], {}, []
-    dims = {}  # symbol -> (user input index, dimension)
+    kinds, user = [], []
+    dims = {}  # symbol -> (placeholder, user input index, dimension)
     for node, example in zip(placeholders, example_inputs):
         value = node.meta.get("example_value", example)
-        if isinstance(example, torch.Tensor) and _is_constant(node, example):
-            name = f"c{len(constants)}"
-            constants[name] = example
-            plan.append(("constant", name, None))
-        elif isinstance(example, torch.Tensor):
+        if not isinstance(example, torch.Tensor):
+            kinds.append("size")
+        elif _is_constant(node, example):
+            kinds.append("constant")
+        else:
             if isinstance(value, torch.Tensor):
                 for d, size in enumerate(value.shape):
                     sym = _symbol(size)
                     if sym is not None:
-                        dims.setdefault(sym, (len(user), d))
-            plan.append(("input", len(user), None))
-            user.append(example)
-        else:
-            plan.append(("symbol", _symbol(value), None))
-    for i, (kind, sym, _) in enumerate(plan):
-        if kind != "symbol":
-            continue
-        if sym not in dims:
-            warnings.warn("kiln: a graph input is a size that no tensor input carries; running this graph eagerly")
+                        dims.setdefault(sym, (node, len(user), d))
+            kinds.append("input")
+            # Export gets its own tensors: it must not mark the ones dynamo guards.
+            user.append(example.detach().clone())
+    for node, example, kind in zip(placeholders, example_inputs, kinds):
+        if kind == "size" and _symbol(node.meta.get("example_value", example)) not in dims:
+            warnings.warn("kiln: a graph input is a number no tensor input's size gives; running this graph eagerly")
             return gm.forward
-        plan[i] = ("size",) + dims[sym]
+    inputs_at = [i for i, kind in enumerate(kinds) if kind == "input"]
+    last_input = placeholders[inputs_at[-1]] if inputs_at else None
+    for i, (node, example, kind) in enumerate(zip(placeholders, example_inputs, kinds)):
+        if kind == "constant":
+            name = f"_kiln_constant_{i}"
+            gm.register_buffer(name, example.detach())
+            with gm.graph.inserting_before(node):
+                got = gm.graph.get_attr(name)
+        elif kind == "size":
+            carrier, _, d = dims[_symbol(node.meta.get("example_value", example))]
+            with gm.graph.inserting_after(last_input):
+                got = gm.graph.call_function(torch.ops.aten.sym_size.int, (carrier, d))
+        else:
+            continue
+        node.replace_all_uses_with(got)
+        gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
 
-    dynamic = []
-    for i, t in enumerate(user):
-        marked = {d: torch.export.Dim.DYNAMIC for sym, (j, d) in dims.items() if j == i}
-        dynamic.append(marked or None)
-    module = _Exportable(gm, plan, constants)
-    with torch.no_grad():
-        ep = torch.export.export(module, tuple(user), dynamic_shapes=tuple(dynamic) if dims else None, strict=False)
+    # Dynamic dimensions by tensor, whatever the structure of the graph's inputs.
+    marked = {}
+    for _, j, d in dims.values():
+        marked.setdefault(j, {})[d] = torch.export.Dim.DYNAMIC
+    dynamic = torch.export.ShapesCollection()
+    for j, spec in marked.items():
+        dynamic[user[j]] = spec
+    # Exported outside dynamo's tracing context, so that export's own shape
+    # guards do not land among the guards of the frame dynamo is compiling.
+    with torch.no_grad(), torch._guards.tracing(None):
+        ep = torch.export.export(gm, tuple(user), dynamic_shapes=dynamic if dims else None, strict=False)
     if "device" not in options:
         options["device"] = "cuda" if any(t.is_cuda for t in user) else "cpu"
     compiled = _torch.compile(ep, tuple(user), **options)
     compilations += 1
-    inputs_at = [i for i, (kind, _, _) in enumerate(plan) if kind == "input"]
-
     def run(*args):
         return compiled(*[args[i] for i in inputs_at])
 

@@ -37,6 +37,30 @@ const OpInfo* info(OpKind op) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::string_view kTorchOpsPrefix = "torch.ops.";
+
+std::string_view strip_prefix(std::string_view t) {
+  if (t.starts_with(kTorchOpsPrefix)) t.remove_prefix(kTorchOpsPrefix.size());
+  return t;
+}
+
+}  // namespace
+
+bool op_matches_entry(std::string_view entry, std::string_view target) {
+  entry = strip_prefix(entry);
+  if (entry.empty()) return false;
+  if (entry == target) return true;
+  size_t ns_end = target.find('.');
+  if (ns_end == std::string_view::npos) return false;
+  std::string_view rest = target.substr(ns_end + 1);
+  std::string_view name = rest.substr(0, rest.find('.'));
+  if (entry == name) return true;
+  return entry.size() == ns_end + 1 + name.size() && entry.starts_with(target.substr(0, ns_end + 1)) &&
+         entry.ends_with(name);
+}
+
 std::optional<OpKind> op_from_target(std::string_view target) {
   static const auto* table = [] {
     auto* m = new std::unordered_map<std::string_view, OpKind>();

@@ -20,6 +20,10 @@ enum class OpCategory { kCompute, kView, kCheck, kSym, kInplace, kUnknown };
 // "aten.add.Tensor"; also accepts the "torch.ops." prefix.
 std::optional<OpKind> op_from_target(std::string_view target);
 std::string_view op_target(OpKind op);
+// Whether a user's op entry (fallback_ops) names `target`: "aten.relu.default"
+// matches "aten.relu.default", "aten.relu" and "relu" (each also with
+// "torch.ops."); "_operator.getitem" matches "_operator.getitem" and "getitem".
+bool op_matches_entry(std::string_view entry, std::string_view target);
 OpCategory op_category(OpKind op);
 // For in-place ops, the functional op they become; otherwise nullopt.
 std::optional<OpKind> functional_form(OpKind op);

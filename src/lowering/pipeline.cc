@@ -15,17 +15,27 @@ const std::vector<PassInfo>& default_pipeline() {
       {"fold-constants", &fold_constants, "evaluate nodes that depend only on weights and constants, once"},
       {"remove-static-asserts", &remove_static_asserts, "drop dtype checks the IR's types already decide"},
       {"remove-identity-casts", &remove_identity_casts, "casts to a value's own dtype become the value"},
-      {"decompose-linear", &decompose_linear, "linear becomes matmul with the permuted weight, plus bias"},
+      {"decompose-linear", &decompose_linear, "linear becomes matmul with the permuted weight, plus bias",
+       {ir::OpKind::kLinear}},
       {"fold-batch-norm", &fold_batch_norm,
-       "eval batch norm folds into the convolution before it, else scale and shift"},
-      {"fuse-layer-norm", &fuse_layer_norm, "native_layer_norm with unused statistics becomes layer_norm"},
-      {"fuse-rms-norm", &fuse_rms_norm, "x * rsqrt(mean(x^2) + eps) [* weight] becomes rms_norm"},
-      {"fuse-gelu", &fuse_gelu, "the erf and tanh GELU formulas become gelu"},
-      {"fuse-hardswish", &fuse_hardswish, "clamp(x + 3, 0, 6) / 6 [* x] becomes hardsigmoid [hardswish]"},
-      {"fuse-silu", &fuse_silu, "x * sigmoid(x) becomes silu"},
-      {"fuse-silu-gate", &fuse_silu_gate, "silu(a) * b becomes kiln.silu_mul"},
-      {"fuse-attention", &fuse_attention, "SDPA and softmax(q k^T * scale + mask) v become kiln.attention"},
-      {"fuse-conv-activation", &fuse_conv_activation, "a convolution and its activation become kiln.conv_act"},
+       "eval batch norm folds into the convolution before it, else scale and shift",
+       {ir::OpKind::kBatchNorm, ir::OpKind::kNativeBatchNormNoTraining}},
+      {"fuse-layer-norm", &fuse_layer_norm, "native_layer_norm with unused statistics becomes layer_norm",
+       {ir::OpKind::kNativeLayerNorm}},
+      {"fuse-rms-norm", &fuse_rms_norm, "x * rsqrt(mean(x^2) + eps) [* weight] becomes rms_norm",
+       {ir::OpKind::kMeanDim, ir::OpKind::kMulTensor, ir::OpKind::kPowTensorScalar, ir::OpKind::kRsqrt}},
+      {"fuse-gelu", &fuse_gelu, "the erf and tanh GELU formulas become gelu",
+       {ir::OpKind::kDivScalar, ir::OpKind::kDivTensor, ir::OpKind::kErf, ir::OpKind::kMulScalar, ir::OpKind::kMulTensor, ir::OpKind::kPowTensorScalar, ir::OpKind::kTanh}},
+      {"fuse-hardswish", &fuse_hardswish, "clamp(x + 3, 0, 6) / 6 [* x] becomes hardsigmoid [hardswish]",
+       {ir::OpKind::kClamp, ir::OpKind::kClampMin, ir::OpKind::kDivScalar, ir::OpKind::kDivTensor, ir::OpKind::kHardsigmoid, ir::OpKind::kHardtanh, ir::OpKind::kMulScalar, ir::OpKind::kMulTensor}},
+      {"fuse-silu", &fuse_silu, "x * sigmoid(x) becomes silu",
+       {ir::OpKind::kMulTensor, ir::OpKind::kSigmoid}},
+      {"fuse-silu-gate", &fuse_silu_gate, "silu(a) * b becomes kiln.silu_mul",
+       {ir::OpKind::kMulTensor, ir::OpKind::kSilu}},
+      {"fuse-attention", &fuse_attention, "SDPA and softmax(q k^T * scale + mask) v become kiln.attention",
+       {ir::OpKind::kBmm, ir::OpKind::kDivScalar, ir::OpKind::kDivTensor, ir::OpKind::kMatmul, ir::OpKind::kMulScalar, ir::OpKind::kMulTensor, ir::OpKind::kScaledDotProductAttention, ir::OpKind::kSoftmax, ir::OpKind::kSoftmaxInternal, ir::OpKind::kWhere}},
+      {"fuse-conv-activation", &fuse_conv_activation, "a convolution and its activation become kiln.conv_act",
+       {ir::OpKind::kConv1d, ir::OpKind::kConv2d, ir::OpKind::kConvolution, ir::OpKind::kGelu, ir::OpKind::kHardswish, ir::OpKind::kHardtanh, ir::OpKind::kRelu, ir::OpKind::kSigmoid, ir::OpKind::kSilu}},
       {"fold-constants", &fold_constants, "store weight-only results of the rewrites (transposed weights) once"},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
       {"order-outputs", &order_outputs, "buffer mutations first, in buffer order, then user outputs"},
@@ -35,6 +45,11 @@ const std::vector<PassInfo>& default_pipeline() {
 
 Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const PipelineOptions& options) {
   for (const PassInfo& p : passes) {
+    auto forced = [&](ir::OpKind op) {
+      return std::any_of(options.keep_ops.begin(), options.keep_ops.end(),
+                         [&](const std::string& entry) { return ir::op_matches_entry(entry, ir::op_target(op)); });
+    };
+    if (std::any_of(p.absorbs.begin(), p.absorbs.end(), forced)) continue;
     const auto start = std::chrono::steady_clock::now();
     KILN_TRY_CTX(p.run(m), "pass '" + p.name + "'");
     if (options.timed)

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/ops.h"
 #include "lowering/pass.h"
 
 namespace kiln::lowering {
@@ -13,6 +14,10 @@ struct PassInfo {
   std::string name;
   Status (*run)(ir::Module&);
   std::string description;
+  // Ops the rewrite can remove from the graph (into a fused op or a constant):
+  // the pass is skipped when one of them is forced out of engines, so that the
+  // op stays a node of its own, for the partitioner to keep in fallback.
+  std::vector<ir::OpKind> absorbs = {};
 };
 
 // The passes a program goes through before it runs, in order.
@@ -24,6 +29,9 @@ struct PipelineOptions {
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
   // Receives each pass's wall time in milliseconds (may be empty).
   std::function<void(const std::string& pass, double ms)> timed;
+  // Op entries forced out of engines (CompileOptions::fallback_ops): passes
+  // that would absorb one of them are skipped.
+  std::vector<std::string> keep_ops;
 };
 
 // Runs `passes` in order; an error names the pass that failed.

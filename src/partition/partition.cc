@@ -14,35 +14,13 @@ namespace {
 using ir::Node;
 using ir::Value;
 
-constexpr std::string_view kTorchOpsPrefix = "torch.ops.";
-
-std::string_view strip_prefix(std::string_view t) {
-  if (t.starts_with(kTorchOpsPrefix)) t.remove_prefix(kTorchOpsPrefix.size());
-  return t;
-}
-
-// "aten.relu.default" matches the entries "aten.relu.default", "aten.relu" and
-// "relu"; "_operator.getitem" matches "_operator.getitem" and "getitem".
-bool fallback_entry_matches(std::string_view entry, std::string_view target) {
-  entry = strip_prefix(entry);
-  if (entry.empty()) return false;
-  if (entry == target) return true;
-  size_t ns_end = target.find('.');
-  if (ns_end == std::string_view::npos) return false;
-  std::string_view rest = target.substr(ns_end + 1);
-  std::string_view name = rest.substr(0, rest.find('.'));
-  if (entry == name) return true;
-  return entry.size() == ns_end + 1 + name.size() && entry.starts_with(target.substr(0, ns_end + 1)) &&
-         entry.ends_with(name);
-}
-
 Status check_options(const PartitionOptions& options) {
   if (options.min_block_size < 0)
     return invalid_argument("min_block_size must not be negative (got " + std::to_string(options.min_block_size) + ")");
   for (const std::string& entry : options.fallback_ops) {
     bool known = false;
     for (size_t i = 0; i < ir::op_count() && !known; ++i)
-      known = fallback_entry_matches(entry, ir::op_target(ir::op_at(i)));
+      known = ir::op_matches_entry(entry, ir::op_target(ir::op_at(i)));
     if (!known)
       return invalid_argument("fallback_ops entry '" + entry +
                               "' names no op kiln knows; write a full target (\"aten.relu.default\"), a target "
@@ -63,7 +41,7 @@ Placement place(const Node& n, const CapabilityFn& capable, const PartitionOptio
   p.compute = ir::op_category(n.op) == ir::OpCategory::kCompute;
   std::string_view target = ir::op_target(n.op);
   for (const std::string& entry : options.fallback_ops) {
-    if (fallback_entry_matches(entry, target)) {
+    if (ir::op_matches_entry(entry, target)) {
       p.reason = "forced to fallback by fallback_ops (" + entry + ")";
       return p;
     }

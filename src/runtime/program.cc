@@ -142,6 +142,7 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
                                    slow += (slow.empty() ? "" : ", ") + pass + " " +
                                            std::to_string(static_cast<int>(ms)) + " ms";
                                }};
+  po.keep_ops = options.compile.fallback_ops;
   KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
   if (options.compile.progress)
     options.compile.progress("read in " + read_ms + " ms, lowered in " + ms_since(start) + " ms" +

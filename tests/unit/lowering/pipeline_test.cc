@@ -51,6 +51,35 @@ TEST(Pipeline, ConvolutionBlock) {
       {{"kiln.conv_act", 1}, {"aten.mean.dim", 1}, {"aten.matmul.default", 1}});
 }
 
+// An op forced out of engines (fallback_ops) must stay a node of its own: the
+// rewrites that would fuse it away are skipped, the others still run.
+TEST(Pipeline, ForcedFallbackOpsAreNotFusedAway) {
+  const char* text = R"(graph(%p_w: float32[4, 3, 3, 3], %p_fc: float32[2, 4], %x: float32[2, 3, 8, 8]) {
+  %conv: float32[2, 4, 8, 8] = aten.conv2d.default(input=%x, weight=%p_w, padding=[1, 1])
+  %act: float32[2, 4, 8, 8] = aten.relu.default(self=%conv)
+  %pool: float32[2, 4] = aten.mean.dim(self=%act, dim=[2, 3])
+  %y: float32[2, 2] = aten.linear.default(input=%pool, weight=%p_fc)
+  return (%y)
+}
+)";
+  for (const char* entry : {"relu", "aten.relu", "torch.ops.aten.relu.default"}) {
+    ir::Module m = testing::module_from(text, {});
+    ir::Module before = testing::clone_module(m);
+    PipelineOptions opts;
+    opts.keep_ops = {entry};
+    ASSERT_TRUE(run_pipeline(m, default_pipeline(), opts).is_ok());
+    std::map<std::string, int> ops;
+    for (const auto& n : m.graph.nodes()) ++ops[std::string(ir::op_target(n->op))];
+    EXPECT_EQ(ops, (std::map<std::string, int>{{"aten.conv2d.default", 1},
+                                               {"aten.relu.default", 1},
+                                               {"aten.mean.dim", 1},
+                                               {"aten.matmul.default", 1}}))
+        << entry << "\n"
+        << ir::print_graph(m.graph);
+    testing::expect_same_outputs(before, m, 1e-4);
+  }
+}
+
 TEST(Pipeline, TransformerBlock) {
   // Pre-norm block: native layer norm, q/k/v projections, SDPA, tanh-GELU MLP,
   // and an RMS-normed SiLU-gated branch.

@@ -1,0 +1,254 @@
+"""kiln.compile and torch.compile(backend="kiln") against eager PyTorch."""
+
+import os
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kiln  # noqa: E402
+import kiln.dynamo  # noqa: E402
+
+from conftest import cli  # noqa: E402
+
+
+def tol(device):
+    # CUDA engines use TF32-free fp32 GEMMs but other reduction orders.
+    return dict(rtol=1e-3, atol=1e-4) if device == "cpu" else dict(rtol=2e-3, atol=2e-3)
+
+
+def on(device, *tensors):
+    return tuple(t.to(device) for t in tensors)
+
+
+def resnet18():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None, num_classes=10).eval()
+
+
+def tiny_bert():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=37, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.BertModel(config).eval()
+
+
+class ConvReluConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)) * 2.0 + 1.0).sigmoid() - 0.5
+
+
+def test_torchvision_resnet18_kiln_compile(device, tmp_path):
+    model = resnet18()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        want = model(x)
+    compiled = kiln.compile(model, (x,), device=device, cache_dir=tmp_path)
+    assert any(s["engine"] for s in compiled.program.segments())
+    got = compiled(*on(device, x))
+    torch.testing.assert_close(got.cpu(), want, **tol(device))
+
+
+def test_torchvision_resnet18_torch_compile(device, tmp_path):
+    model = resnet18().to(device)
+    x = torch.randn(2, 3, 64, 64, device=device)
+    with torch.no_grad():
+        want = model(x)
+        torch._dynamo.reset()
+        before = kiln.dynamo.compilations
+        fn = torch.compile(model, backend="kiln", options={"cache_dir": str(tmp_path)})
+        got = fn(x)
+    assert kiln.dynamo.compilations == before + 1
+    torch.testing.assert_close(got, want, **tol(device))
+
+
+def test_transformers_bert_kiln_compile(device, tmp_path):
+    model = tiny_bert()
+    ids = torch.randint(0, 99, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.int64)
+    mask[1, 12:] = 0
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask)
+    compiled = kiln.compile(model, ((), {"input_ids": ids, "attention_mask": mask}), device=device,
+                            cache_dir=tmp_path)
+    got = compiled(input_ids=ids, attention_mask=mask)
+    # The output keeps its structure (a transformers ModelOutput).
+    torch.testing.assert_close(got.last_hidden_state.cpu(), want.last_hidden_state, **tol(device))
+    torch.testing.assert_close(got.pooler_output.cpu(), want.pooler_output, **tol(device))
+
+
+def test_transformers_bert_torch_compile_dynamic_sequence(device, tmp_path):
+    model = tiny_bert().to(device)
+    torch._dynamo.reset()
+    before = kiln.dynamo.compilations
+    fn = torch.compile(model, backend="kiln", dynamic=True, options={"cache_dir": str(tmp_path)})
+    with torch.no_grad():
+        for seq in (8, 13, 21):
+            ids = torch.randint(0, 99, (2, seq), device=device)
+            want = model(input_ids=ids).last_hidden_state
+            got = fn(input_ids=ids).last_hidden_state
+            torch.testing.assert_close(got, want, **tol(device))
+    # One graph, compiled once, serves every sequence length.
+    assert kiln.dynamo.compilations == before + 1
+
+
+def test_dynamic_batch_no_recompilation(device, tmp_path):
+    model = ConvReluConv().eval().to(device)
+    torch._dynamo.reset()
+    before = kiln.dynamo.compilations
+    fn = torch.compile(model, backend="kiln", options={"cache_dir": str(tmp_path)})
+    with torch.no_grad():
+        for batch in (2, 3, 7, 4):
+            x = torch.randn(batch, 3, 16, 16, device=device)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(fn(x), model(x), **tol(device))
+    assert kiln.dynamo.compilations == before + 1
+
+
+def test_declared_range_and_refusal_outside_it(device, tmp_path):
+    model = ConvReluConv().eval()
+    batch = torch.export.Dim("batch", min=1, max=6)
+    compiled = kiln.compile(model, (torch.randn(2, 3, 16, 16),), dynamic_shapes={"x": {0: batch}}, device=device,
+                            cache_dir=tmp_path)
+    with torch.no_grad():
+        for n in (1, 5, 6):
+            x = torch.randn(n, 3, 16, 16)
+            torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    with pytest.raises(kiln.KilnError) as e:
+        compiled(*on(device, torch.randn(7, 3, 16, 16)))
+    assert e.value.code == "invalid_argument"
+    assert "input 'x'" in str(e.value) and "is 7" in str(e.value) and "[1, 6]" in str(e.value)
+
+
+def test_forced_fallback_op_in_the_middle(device, tmp_path):
+    model = ConvReluConv().eval()
+    x = torch.randn(2, 3, 16, 16)
+    compiled = kiln.compile(model, (x,), device=device, min_block_size=1, fallback_ops=["aten.relu.default"],
+                            cache_dir=tmp_path)
+    kinds = ["engine" if s["engine"] else "fallback" for s in compiled.program.segments()]
+    assert kinds == ["engine", "fallback", "engine"], compiled.partition_report()
+    fallback = compiled.program.segments()[1]["fallback"]
+    assert [op for _, op, _ in fallback] == ["aten.relu.default"]
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+
+
+class WithUnknownOp(torch.nn.Module):
+    """An op kiln does not know (aten.special_erfinv) between two pieces it compiles."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x) * 0.5) * 0.9
+        return self.b(torch.special.erfinv(h)).relu()
+
+
+def test_ops_kiln_does_not_know_run_in_pytorch(device, tmp_path):
+    assert not kiln.known_op("aten.special_erfinv.default")
+    model = WithUnknownOp().eval()
+    x = torch.randn(4, 16)
+    compiled = kiln.compile(model, (x,), device=device, min_block_size=1, cache_dir=tmp_path)
+    assert isinstance(compiled, kiln._torch.PartitionedModule)
+    assert compiled.torch_ops == ["aten.special_erfinv.default"]
+    assert len(compiled.pieces()) == 2
+    # The weights stay constants of the pieces, not inputs.
+    assert all(len(p.program.inputs()) == 1 for p in compiled.pieces())
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    with pytest.raises(kiln.KilnError, match="erfinv"):
+        kiln.save(compiled, tmp_path / "x.kiln")
+    with pytest.raises(kiln.KilnError, match="erfinv"):
+        kiln.compile(model, (x,), device=device, require_full_compilation=True, cache_dir=tmp_path)
+
+
+class Accumulator(torch.nn.Module):
+    """A mutable buffer written every call (state that must never be dropped)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        self.steps.add_(1)
+        return self.total * 2.0
+
+
+def test_mutated_buffers_are_the_modules_own_tensors(device, tmp_path):
+    eager = Accumulator()
+    compiled = kiln.compile(Accumulator(), (torch.zeros(3, 4),), device=device, cache_dir=tmp_path)
+    memory = compiled.get_buffer("total")
+    address = memory.data_ptr()
+    for i in range(3):
+        x = torch.randn(3, 4)
+        want = eager(x)
+        torch.testing.assert_close(compiled(*on(device, x)).cpu(), want)
+    torch.testing.assert_close(compiled.get_buffer("total"), eager.total)
+    assert int(compiled.get_buffer("steps")) == 3
+    # The same tensor all along: kiln wrote into the caller's memory.
+    assert compiled.get_buffer("total").data_ptr() == address
+
+
+def test_save_load_and_the_cli_read_the_same_program(device, tmp_path):
+    safetensors = pytest.importorskip("safetensors.torch")
+    model = resnet18()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        want = model(x)
+    compiled = kiln.compile(model, (x,), device=device, cache_dir=tmp_path)
+    path = tmp_path / "resnet18.kiln"
+    kiln.save(compiled, path)
+    again = kiln.load(path)
+    torch.testing.assert_close(again(*on(device, x)).cpu(), want, **tol(device))
+
+    # Saved from Python, run by the CLI.
+    safetensors.save_file({"input.0": x}, str(tmp_path / "in.safetensors"))
+    r = subprocess.run([cli(), "run", str(path), "--inputs", str(tmp_path / "in.safetensors"), "--outputs",
+                        str(tmp_path / "out.safetensors")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = safetensors.load_file(str(tmp_path / "out.safetensors"))
+    torch.testing.assert_close(out["output.0"], want, **tol(device))
+
+    # Compiled by the CLI, run from Python.
+    pt2 = tmp_path / "resnet18.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(pt2))
+    from_cli = tmp_path / "from_cli.kiln"
+    r = subprocess.run([cli(), "compile", str(pt2), "-o", str(from_cli), "--device", device, "--cache-dir",
+                        str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    torch.testing.assert_close(kiln.load(from_cli)(*on(device, x)).cpu(), want, **tol(device))
+
+
+def test_errors_carry_the_cli_message(tmp_path):
+    model = ConvReluConv().eval()
+    compiled = kiln.compile(model, (torch.randn(1, 3, 8, 8),), cache_dir=tmp_path)
+    path = tmp_path / "m.kiln"
+    kiln.save(compiled, path)
+    data = path.read_bytes()
+    broken = tmp_path / "broken.kiln"
+    broken.write_bytes(data[: len(data) // 2])
+    with pytest.raises(kiln.KilnError) as e:
+        kiln.load(broken)
+    assert e.value.code == "format" and e.value.fault == "truncated"
+    r = subprocess.run([cli(), "inspect", str(broken)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "kiln: error: " + str(e.value)
+
+    with pytest.raises(kiln.KilnError, match="expected dtype float32"):
+        compiled(torch.zeros(1, 3, 8, 8, dtype=torch.float64))
+    with pytest.raises(TypeError):
+        kiln.compile("model.pt2")
