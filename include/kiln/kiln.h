@@ -208,6 +208,18 @@ class Session {
 
   const Program& program() const { return *program_; }
 
+  // Runs the program on the caller's device memory, for frameworks whose
+  // tensors live on the GPU (PyTorch's CUDA tensors, by DLPack): `inputs`
+  // are the user inputs and `outputs` memory for the user outputs (dtype and
+  // sizes as outputs() declares), each contiguous device memory borrowed as
+  // a Tensor's storage (Storage::borrow) and never read on the host. The
+  // work is ordered on `stream` (a cudaStream_t; null for the default
+  // stream) and the call returns without waiting for it. Inputs are checked
+  // as run() checks them. kUnsupported, saying why, unless the program is
+  // one engine segment on a backend with a device of its own (CUDA) and has
+  // no buffers: the caller then uses run() with host tensors.
+  Status run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream);
+
   // For benchmarks: when the program is a single engine on a backend with a
   // device of its own (CUDA), copies `inputs` there once and returns the
   // milliseconds of `iters` executions of the engine alone (after `warmup`

@@ -43,6 +43,14 @@ class CompiledModule(torch.nn.Module):
         self._out_spec = out_spec
         self._lock = threading.Lock()
         self._kiln_buffers = {}
+        # Outputs' dtypes and sizes when every size is static (for calls on CUDA memory).
+        self._static_outputs = []
+        for spec in program.outputs():
+            if not all(d.isdigit() for d in spec["dims"]):
+                self._static_outputs = None
+                break
+            self._static_outputs.append((getattr(torch, spec["dtype"]), [int(d) for d in spec["dims"]]))
+        self._on_device = program.device == "cuda" and self._static_outputs is not None and not program.buffers()
         for spec in program.buffers():
             fqn = spec["name"]
             memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
@@ -70,19 +78,37 @@ class CompiledModule(torch.nn.Module):
             "a kiln.CompiledModule is compiled for one device and dtype; compile again instead of "
             "moving it with .to(), .cuda(), .half() and the like")
 
+    def _run_on_device(self, inputs):
+        """Runs on the caller's CUDA tensors, on PyTorch's current stream; None when the program cannot."""
+        device = inputs[0].device
+        if not all(t.device == device for t in inputs):
+            return None
+        outputs = [torch.empty(sizes, dtype=dtype, device=device) for dtype, sizes in self._static_outputs]
+        stream = torch.cuda.current_stream(device).cuda_stream
+        try:
+            with self._lock, torch.cuda.device(device):
+                self._session.run_on_device([t.contiguous() for t in inputs], outputs, stream)
+        except _C.KilnError as e:
+            if e.code != "unsupported":
+                raise
+            self._on_device = False  # e.g. fallback segments: host tensors from now on
+            return None
+        return outputs
+
     def forward(self, *args, **kwargs):
         flat, _ = tree_flatten((args, kwargs))
         inputs = [a for a in flat if isinstance(a, torch.Tensor)]
-        device = None
-        if self._program.device == "cuda":
-            # Sessions take host tensors: inputs on the GPU are staged through host memory.
+        outputs = None
+        if self._on_device and inputs and all(t.is_cuda for t in inputs):
+            outputs = self._run_on_device(inputs)
+        if outputs is None:
+            # Host tensors; a CUDA program's other calls stage through host memory.
             device = next((t.device for t in inputs if t.is_cuda), None)
-            inputs = [t.cpu() for t in inputs]
-        with self._lock:
-            arrays = self._session.run(inputs)
-        outputs = [torch.from_dlpack(a) for a in arrays]
-        if device is not None:
-            outputs = [t.to(device) for t in outputs]
+            with self._lock:
+                arrays = self._session.run([t.cpu() for t in inputs] if device is not None else inputs)
+            outputs = [torch.from_dlpack(a) for a in arrays]
+            if device is not None:
+                outputs = [t.to(device) for t in outputs]
         if self._out_spec is not None:
             return tree_unflatten(outputs, self._out_spec)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

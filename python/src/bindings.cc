@@ -140,6 +140,29 @@ kiln::Tensor tensor_of(const AnyArray& a, const std::string& what) {
   return take(kiln::Tensor::from_storage(storage, *dtype, sizes, strides, 0));
 }
 
+// A kiln tensor over the caller's contiguous CUDA memory (no copy; never read
+// on the host): for Session::run_on_device.
+kiln::Tensor device_tensor_of(const AnyArray& a, const std::string& what) {
+  if (a.device_type() != nb::device::cuda::value)
+    raise(kiln::invalid_argument(what + " is not CUDA memory (DLPack device type " + std::to_string(a.device_type()) +
+                                 ")"));
+  auto dtype = dtype_from_dlpack(a.dtype());
+  if (!dtype) raise(kiln::invalid_argument(what + ": its DLPack dtype has no kiln dtype"));
+  kiln::Shape sizes(a.ndim());
+  int64_t numel = 1, expect = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    sizes[d] = static_cast<int64_t>(a.shape(d));
+    if (sizes[d] != 1 && a.stride(d) != expect)
+      raise(kiln::invalid_argument(what + " must be contiguous (call .contiguous() first)"));
+    expect *= sizes[d];
+    numel *= sizes[d];
+  }
+  auto keeper = std::make_shared<AnyArray>(a);
+  auto storage = kiln::Storage::borrow(static_cast<uint8_t*>(a.data()),
+                                       static_cast<size_t>(numel) * kiln::dtype_size(*dtype), keeper);
+  return take(kiln::Tensor::from_storage(storage, *dtype, sizes, kiln::contiguous_strides(sizes), 0));
+}
+
 // The caller's view of a kiln tensor (no copy): an object with __dlpack__ that
 // keeps kiln's storage alive.
 nb::object array_of(const kiln::Tensor& t) {
@@ -210,6 +233,19 @@ class SessionHandle {
     nb::list result;
     for (const auto& t : take(std::move(out))) result.append(array_of(t));
     return result;
+  }
+
+  void run_on_device(const std::vector<AnyArray>& inputs, const std::vector<AnyArray>& outputs, uintptr_t stream) {
+    std::vector<kiln::Tensor> ins, outs;
+    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(device_tensor_of(inputs[i], "input " + std::to_string(i)));
+    for (size_t o = 0; o < outputs.size(); ++o)
+      outs.push_back(device_tensor_of(outputs[o], "output " + std::to_string(o)));
+    kiln::Status st;
+    {
+      nb::gil_scoped_release release;
+      st = session_.run_on_device(ins, outs, reinterpret_cast<void*>(stream));
+    }
+    check(st);
   }
 
   nb::object buffer(const std::string& fqn) const { return array_of(take(session_.buffer(fqn))); }
@@ -327,6 +363,9 @@ NB_MODULE(_C, m) {
       .def(nb::init<const ProgramHandle&>(), "program"_a)
       .def("run", &SessionHandle::run, "inputs"_a, "method"_a = nb::none(),
            "Runs the program on DLPack tensors (host memory, no copies) and returns its outputs as DLPack arrays.")
+      .def("run_on_device", &SessionHandle::run_on_device, "inputs"_a, "outputs"_a, "stream"_a = 0,
+           "Runs the program on CUDA memory (DLPack, contiguous), ordered on `stream` (a cudaStream_t as an int), "
+           "writing its outputs into `outputs`; raises KilnError (code 'unsupported') for programs that need run().")
       .def("buffer", &SessionHandle::buffer, "fqn"_a, "Buffer `fqn` as an array viewing the session's memory.")
       .def("set_buffer", &SessionHandle::set_buffer, "fqn"_a, "value"_a)
       .def("bind_buffer", &SessionHandle::bind_buffer, "fqn"_a, "memory"_a,

@@ -99,6 +99,23 @@ class Backend {
   virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          void* stream) const = 0;
 
+  // Runs the engine on the caller's memory on the backend's own device (a
+  // framework's CUDA tensors, by DLPack): no host copies, no host wait.
+  //   engine:  a handle from load()
+  //   inputs:  one contiguous tensor per engine input, in binding order, whose
+  //            storage is device memory (it is never read on the host)
+  //   outputs: one contiguous device tensor per engine output, allocated by
+  //            the caller with the output's dtype and sizes; the engine
+  //            writes the results there
+  //   stream:  the caller's stream (a cudaStream_t); the work is ordered on
+  //            it and the call returns without waiting for it, except for
+  //            engines whose kernels check indices (the error word is read)
+  // kUnsupported from backends that compute where the caller's tensors are
+  // (CPU) and for engines that write an input in place.
+  virtual Status execute_on_device(EngineHandle engine, std::span<const Tensor> inputs,
+                                   std::span<const Tensor> outputs, void* stream) const {
+    return unsupported("backend '" + std::string(name()) + "' has no device of its own to run on");
+  }
   // Releases the engine; `engine` may be null.
   virtual void destroy(EngineHandle engine) const = 0;
 

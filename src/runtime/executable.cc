@@ -162,4 +162,38 @@ Expected<std::vector<float>> Executable::time_resident(std::vector<cpu::RtValue>
   return e.backend().time_resident(e.handle(), ins, warmup, iters);
 }
 
+Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
+                                 void* stream) const {
+  KILN_TRY(ensure_engines());
+  if (p_.segments.size() != 1 || !engines_[0])
+    return unsupported("running on device memory needs a program that is one engine segment; this one has " +
+                       std::to_string(p_.segments.size()) + " segments (fallback nodes run on the host)");
+  const ir::Graph& g = p_.module.graph;
+  const program::SegmentRecord& s = p_.segments[0];
+  if (graph_inputs.size() != g.inputs().size() || graph_outputs.size() != g.outputs().size())
+    return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs and " +
+                            std::to_string(g.outputs().size()) + " outputs");
+  std::vector<Tensor> ins, outs;
+  for (int v : s.inputs) {
+    size_t i = 0;
+    while (i < g.inputs().size() && g.inputs()[i]->id != v) ++i;
+    if (i == g.inputs().size() || !graph_inputs[i].defined())
+      return unsupported("engine input '" + g.value(static_cast<size_t>(v))->name +
+                         "' is not an input the caller passes in device memory");
+    ins.push_back(graph_inputs[i]);
+  }
+  if (s.outputs.size() != g.outputs().size())
+    return unsupported("the engine's outputs are not the program's outputs one for one");
+  for (int v : s.outputs) {
+    size_t j = 0, found = 0, at = 0;
+    for (; j < g.outputs().size(); ++j)
+      if (g.outputs()[j]->id == v) ++found, at = j;
+    if (found != 1) return unsupported("engine output '" + g.value(static_cast<size_t>(v))->name +
+                                       "' is not exactly one program output");
+    outs.push_back(graph_outputs[at]);
+  }
+  const engine::Engine& e = *engines_[0];
+  return e.backend().execute_on_device(e.handle(), ins, outs, stream);
+}
+
 }  // namespace kiln::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -33,6 +34,14 @@ class Executable {
   // For benchmarks: a program that is one engine segment, timed alone with
   // its inputs resident on the engine's device (engine::Backend::time_resident).
   Expected<std::vector<float>> time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup, int iters) const;
+  // A program that is one engine segment on a backend with a device of its
+  // own (engine::Backend::execute_on_device), run on the caller's device
+  // memory: `graph_inputs` parallel to the graph inputs (the ones the engine
+  // reads defined, as device tensors), `graph_outputs` parallel to the graph
+  // outputs (device memory the engine writes). kUnsupported, saying why, for
+  // any other program.
+  Status run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
+                       void* stream) const;
   const program::CompiledProgram& program() const { return p_; }
   // Every buffer mutation, in graph output order: written in place by an engine or copied back.
   const std::vector<program::BufferWrite>& buffer_writes() const { return buffer_writes_; }

@@ -164,6 +164,23 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
   return program_->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
 }
 
+Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
+  const ir::Module& m = program_->impl_->module();
+  if (!buffers_.empty())
+    return unsupported("the program has buffers, whose state lives in host memory: run it with host tensors");
+  std::vector<const ir::Value*> user_decl;
+  std::vector<Tensor> graph_inputs(m.graph.inputs().size());
+  for (size_t i = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) user_decl.push_back(m.graph.inputs()[i]);
+  KILN_TRY(check_inputs(m, user_decl, inputs));
+  for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
+  if (outputs.size() != program_->outputs().size())
+    return invalid_argument("the program has " + std::to_string(program_->outputs().size()) + " outputs, got memory for " +
+                            std::to_string(outputs.size()));
+  return program_->impl_->exec->run_on_device(graph_inputs, outputs, stream);
+}
+
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
   return run(program_->impl_->method_name, inputs);
 }

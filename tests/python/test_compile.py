@@ -252,3 +252,43 @@ def test_errors_carry_the_cli_message(tmp_path):
         compiled(torch.zeros(1, 3, 8, 8, dtype=torch.float64))
     with pytest.raises(TypeError):
         kiln.compile("model.pt2")
+
+
+def cuda_only():
+    from conftest import DEVICES
+
+    if "cuda" not in DEVICES or not torch.cuda.is_available():
+        pytest.skip("needs KILN_TEST_DEVICES with cuda and a GPU")
+
+
+def test_cuda_tensors_stay_on_the_device_on_the_current_stream(tmp_path):
+    cuda_only()
+    model = resnet18().cuda()
+    x = torch.randn(4, 3, 64, 64, device="cuda")
+    compiled = kiln.compile(model, (x,), device="cuda", cache_dir=tmp_path)
+    with torch.no_grad():
+        want = model(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = compiled(x)
+        got2 = compiled(x * 2)
+    side.synchronize()
+    assert got.is_cuda and got2.is_cuda
+    torch.testing.assert_close(got, want, **tol("cuda"))
+    with torch.no_grad():
+        torch.testing.assert_close(got2, model(x * 2), **tol("cuda"))
+    # No copy through host memory: only device-to-device copies (into and out of the engine's bindings).
+    copies = [e.name for e in prof.events() if "Memcpy" in e.name or "memcpy" in e.name.lower()]
+    assert not [c for c in copies if "HtoD" in c or "DtoH" in c], copies
+
+
+def test_cuda_programs_that_need_the_host_stage_through_it(tmp_path):
+    cuda_only()
+    model = ConvReluConv().eval().cuda()
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    compiled = kiln.compile(model, (x,), device="cuda", min_block_size=1, fallback_ops=["relu"], cache_dir=tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), **tol("cuda"))
+    assert not compiled._on_device  # a fallback segment runs on the host: run() with host tensors

@@ -39,6 +39,10 @@ struct CudaEngine final : engine::EngineState {
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers
   cudaGraphExec_t graph = nullptr;
   cudaStream_t graph_stream = nullptr;
+  // Device-memory calls run on own_stream, joined to the caller's stream by
+  // events both ways (a stream that may be the legacy default stream, on
+  // which graphs cannot be captured).
+  cudaEvent_t caller_ready = nullptr, engine_done = nullptr;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false;
   std::mutex mutex;
@@ -50,6 +54,8 @@ struct CudaEngine final : engine::EngineState {
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
     if (library) cudaLibraryUnload(library);
+    if (caller_ready) cudaEventDestroy(caller_ready);
+    if (engine_done) cudaEventDestroy(engine_done);
     if (own_stream) cudaStreamDestroy(own_stream);
   }
 
@@ -388,6 +394,8 @@ class CudaBackend final : public engine::Backend {
     e->profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
     e->profile_all = env_is("KILN_CUDA_PROFILE", "all");
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
+    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->caller_ready, cudaEventDisableTiming));
+    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->engine_done, cudaEventDisableTiming));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
     // Zeroed on the engine's own (non-blocking) stream and waited for: a plain
     // cudaMemset runs on the legacy default stream, which that stream does not
@@ -438,6 +446,7 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(e->check_inputs(inputs));
     std::lock_guard<std::mutex> lock(e->mutex);
     cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : e->own_stream;
+    if (stream != e->own_stream) KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
     KILN_TRY(e->upload_inputs(inputs, stream));
     KILN_TRY(e->launch(stream).with_context(e->what));
     KILN_TRY(e->check_error_word(stream));  // before anything reaches the caller's memory
@@ -459,6 +468,49 @@ class CudaBackend final : public engine::Backend {
       outputs.push_back(std::move(t));
     }
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    return Status::ok();
+  }
+
+  Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs,
+                           std::span<const Tensor> outputs, void* stream_arg) const override {
+    auto* e = static_cast<CudaEngine*>(handle);
+    KILN_TRY(e->check_inputs(inputs));
+    if (outputs.size() != e->plan.outputs.size())
+      return invalid_argument(e->what + ": the engine has " + std::to_string(e->plan.outputs.size()) +
+                              " outputs, got memory for " + std::to_string(outputs.size()));
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const IoSlot& s = e->plan.outputs[o];
+      if (!outputs[o].defined() || outputs[o].dtype() != s.dtype || outputs[o].sizes() != s.sizes ||
+          !outputs[o].is_contiguous())
+        return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) + " memory, got " +
+                                (outputs[o].defined() ? outputs[o].type_string() : std::string("none")));
+      if (o < e->alias_input.size() && e->alias_input[o] >= 0)
+        return unsupported(e->what + ": output " + std::to_string(o) + " is written into an input in place");
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!inputs[i].is_contiguous())
+        return invalid_argument(e->what + ": input " + std::to_string(i) + " must be contiguous device memory");
+    std::lock_guard<std::mutex> lock(e->mutex);
+    cudaStream_t caller = static_cast<cudaStream_t>(stream_arg);
+    cudaStream_t stream = e->own_stream;
+    KILN_CUDA_TRY(cudaEventRecord(e->caller_ready, caller));
+    KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->caller_ready, 0));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const IoSlot& slot = e->plan.inputs[i];
+      KILN_CUDA_TRY(cudaMemcpyAsync(e->arena.bytes() + slot.offset, inputs[i].raw_data(),
+                                    static_cast<size_t>(slot.nbytes()), cudaMemcpyDeviceToDevice, stream));
+    }
+    KILN_TRY(e->launch(stream).with_context(e->what));
+    // Only kernels that check indices write the error word; others need no wait.
+    if (!e->plan.error_layers.empty()) KILN_TRY(e->check_error_word(stream));
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const IoSlot& s = e->plan.outputs[o];
+      KILN_CUDA_TRY(cudaMemcpyAsync(outputs[o].raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
+                                    cudaMemcpyDeviceToDevice, stream));
+    }
+    KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
+    KILN_CUDA_TRY(cudaStreamWaitEvent(caller, e->engine_done, 0));
     return Status::ok();
   }
 
