@@ -216,8 +216,9 @@ class Session {
   // work is ordered on `stream` (a cudaStream_t; null for the default
   // stream) and the call returns without waiting for it. Inputs are checked
   // as run() checks them. kUnsupported, saying why, unless the program is
-  // one engine segment on a backend with a device of its own (CUDA) and has
-  // no buffers: the caller then uses run() with host tensors.
+  // one engine segment on a backend with a device of its own (CUDA) that
+  // reads only user inputs, and writes no buffer: the caller then uses run()
+  // with host tensors.
   Status run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream);
 
   // For benchmarks: when the program is a single engine on a backend with a

@@ -50,7 +50,10 @@ class CompiledModule(torch.nn.Module):
                 self._static_outputs = None
                 break
             self._static_outputs.append((getattr(torch, spec["dtype"]), [int(d) for d in spec["dims"]]))
-        self._on_device = program.device == "cuda" and self._static_outputs is not None and not program.buffers()
+        self._on_device = program.device == "cuda" and self._static_outputs is not None and not program.mutated_buffers()
+        # Why calls on CUDA tensors go through host memory (None while they need not).
+        self.host_staging_reason = None if self._on_device or program.device != "cuda" else (
+            "the program writes buffers or has outputs of dynamic size")
         for spec in program.buffers():
             fqn = spec["name"]
             memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
@@ -92,6 +95,7 @@ class CompiledModule(torch.nn.Module):
             if e.code != "unsupported":
                 raise
             self._on_device = False  # e.g. fallback segments: host tensors from now on
+            self.host_staging_reason = str(e)
             return None
         return outputs
 

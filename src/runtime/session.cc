@@ -166,8 +166,10 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
 
 Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
   const ir::Module& m = program_->impl_->module();
-  if (!buffers_.empty())
-    return unsupported("the program has buffers, whose state lives in host memory: run it with host tensors");
+  // Buffers live in host memory: an engine that reads one is refused below
+  // (its input is not the caller's), one the program writes here.
+  if (!program_->mutated_buffers().empty())
+    return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
   std::vector<const ir::Value*> user_decl;
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
   for (size_t i = 0; i < m.input_specs.size(); ++i)

@@ -275,6 +275,7 @@ def test_cuda_tensors_stay_on_the_device_on_the_current_stream(tmp_path):
         got = compiled(x)
         got2 = compiled(x * 2)
     side.synchronize()
+    assert compiled.host_staging_reason is None, compiled.host_staging_reason
     assert got.is_cuda and got2.is_cuda
     torch.testing.assert_close(got, want, **tol("cuda"))
     with torch.no_grad():
@@ -291,4 +292,5 @@ def test_cuda_programs_that_need_the_host_stage_through_it(tmp_path):
     compiled = kiln.compile(model, (x,), device="cuda", min_block_size=1, fallback_ops=["relu"], cache_dir=tmp_path)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), **tol("cuda"))
-    assert not compiled._on_device  # a fallback segment runs on the host: run() with host tensors
+    # A fallback segment runs on the host: run() with host tensors, and the module says why.
+    assert "segments" in compiled.host_staging_reason, compiled.host_staging_reason
