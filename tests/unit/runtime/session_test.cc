@@ -122,6 +122,42 @@ TEST(Session, DynamicDimensionOutsideItsRangeIsRefused) {
   EXPECT_NE(r.status().message().find("is 9, outside the range [1, 8]"), std::string::npos) << r.status().message();
 }
 
+// run_on_device is for one-engine programs on a backend with its own device;
+// anything else is refused, saying why, before anything runs (the caller
+// then uses run() with host tensors).
+TEST(Session, RunOnDeviceRefusesWhatOnlyRunCanDo) {
+  auto f = io("resnet_basic.io.safetensors");
+  const Tensor x = *f.find("input.0");
+  const Tensor out = Tensor::zeros(DType::Float32, f.find("output.0")->sizes());
+  auto cpu = load("resnet_basic.pt2");
+  ASSERT_TRUE(cpu);
+  Session s(cpu);
+  Status st = s.run_on_device({x}, {out}, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("no device of its own"), std::string::npos) << st.message();
+  // Inputs are checked first, as run() checks them.
+  st = s.run_on_device({Tensor::zeros(DType::Float32, {1})}, {out}, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
+  // Fallback segments run on the host.
+  LoadOptions o;
+  o.compile.min_block_size = 1;
+  o.compile.fallback_ops = {"relu"};
+  auto split = Program::load(kFixtures + "resnet_basic.pt2", o);
+  ASSERT_TRUE(split.has_value()) << split.status().message();
+  Session t(*split);
+  st = t.run_on_device({x}, {out}, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("one engine segment"), std::string::npos) << st.message();
+  // A program that writes buffers keeps its state on the host.
+  auto stateful = load("conv_state.pt2");
+  ASSERT_TRUE(stateful);
+  Session u(stateful);
+  auto g = io("conv_state.io.safetensors");
+  st = u.run_on_device({*g.find("step0.input.0")}, {Tensor::zeros(DType::Float32, {1, 8})}, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("writes buffers"), std::string::npos) << st.message();
+}
+
 TEST(Session, ProgramDescribesItsSignature) {
   auto program = load("llama_decode.pt2");
   ASSERT_TRUE(program);

@@ -115,6 +115,62 @@ TEST(CudaBackend, AnIndexOutOfRangeIsAnErrorNamingTheLayer) {
   EXPECT_TRUE(gpu.engine->execute(good, out).is_ok());
 }
 
+// A tensor over device memory (never read on the host).
+Tensor device_tensor(const DeviceBuffer& b, DType dtype, Shape sizes) {
+  auto storage = Storage::borrow(static_cast<uint8_t*>(b.get()), b.nbytes(), nullptr);
+  return *Tensor::from_storage(storage, dtype, sizes, contiguous_strides(sizes), 0);
+}
+
+// The caller's device memory in and out (a framework's CUDA tensors), on the
+// caller's stream: the results the host path gives, and an index error still
+// reported.
+TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto weights = lookup({{"table", random_tensor(DType::Float32, {16, 32}, 1)},
+                               {"w", random_tensor(DType::Float32, {32, 24}, 2)},
+                               {"b", random_tensor(DType::Float32, {24}, 3)}});
+  Loaded gpu, cpu;
+  ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), kEmbedMlp, weights, gpu));
+  ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), kEmbedMlp, weights, cpu));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto din = DeviceBuffer::allocate(2 * 8 * sizeof(int64_t));
+  auto dout = DeviceBuffer::allocate(2 * 8 * 24 * sizeof(float));
+  ASSERT_TRUE(din.has_value() && dout.has_value());
+  for (int round = 0; round < 3; ++round) {
+    Tensor ids = random_tensor(DType::Int64, {2, 8}, 10 + static_cast<uint32_t>(round), 16);
+    ASSERT_EQ(cudaMemcpyAsync(din->get(), ids.raw_data(), din->nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
+    const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
+    const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    Tensor got = Tensor::zeros(DType::Float32, {2, 8, 24});
+    ASSERT_EQ(cudaMemcpyAsync(got.raw_data(), dout->get(), dout->nbytes(), cudaMemcpyDeviceToHost, stream),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<Tensor> want;
+    const std::vector<Tensor> host_in = {ids};
+    ASSERT_TRUE(cpu.engine->execute(host_in, want).is_ok());
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(got.value_at(i), want[0].value_at(i), 1e-5 + 1e-4 * std::fabs(want[0].value_at(i)))
+          << "round " << round << ", element " << i;
+  }
+  // Memory of the wrong size for the output is refused before anything runs.
+  const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
+  const std::vector<Tensor> small = {device_tensor(*dout, DType::Float32, {2, 8, 12})};
+  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, small, stream).code(),
+            ErrorCode::kInvalidArgument);
+  // An index out of range is still an error naming the layer.
+  Tensor bad = random_tensor(DType::Int64, {2, 8}, 4, 16);
+  bad.data<int64_t>()[3] = 99;
+  ASSERT_EQ(cudaMemcpy(din->get(), bad.raw_data(), din->nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+  Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("'e'"), std::string::npos) << s.message();
+  cudaStreamDestroy(stream);
+}
+
 // Few-row linear layers (a decoder's one token) run as generated
 // matrix-vector kernels: every row count up to the limit, each float dtype,
 // bias with and without ReLU, small n (k split among warps) and odd n, and
