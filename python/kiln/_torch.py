@@ -292,8 +292,6 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
                    fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
                    require_full_compilation=require_full_compilation)
     unknown = _unknown_ops(ep.graph)
-    if os.environ.get("KILN_DEBUG_PARTITION"):
-        print("kiln: ops kiln does not know:", unknown)
     if not unknown:
         return _compile_exported(ep, options)
     if require_full_compilation:
