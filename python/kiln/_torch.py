@@ -36,11 +36,18 @@ class CompiledModule(torch.nn.Module):
     `compiled.get_buffer(fqn)` always holds the current value.
     """
 
-    def __init__(self, program, *, out_spec=None):
+    def __init__(self, program, *, out_spec=None, in_spec=None, signature=None):
         super().__init__()
         self._program = program
         self._session = _C.Session(program)
         self._out_spec = out_spec
+        # How calls were exported: the keyword order, and per flat user input
+        # ("tensor", None) or ("constant", value) for arguments export specialized on.
+        self._kwarg_order = None
+        if in_spec is not None:
+            kw = in_spec.child(1) if hasattr(in_spec, "child") else in_spec.children_specs[1]
+            self._kwarg_order = list(kw.context)
+        self._signature = signature
         self._lock = threading.Lock()
         self._kiln_buffers = {}
         # Outputs' dtypes and sizes when every size is static (for calls on CUDA memory).
@@ -99,9 +106,30 @@ class CompiledModule(torch.nn.Module):
             return None
         return outputs
 
-    def forward(self, *args, **kwargs):
+    def _tensor_inputs(self, args, kwargs):
+        if self._kwarg_order is not None and set(kwargs) == set(self._kwarg_order):
+            kwargs = {k: kwargs[k] for k in self._kwarg_order}  # positional binding follows the export
+        elif self._kwarg_order is not None:
+            raise TypeError(f"this program was exported with keyword arguments {sorted(self._kwarg_order)}, "
+                            f"called with {sorted(kwargs)}")
         flat, _ = tree_flatten((args, kwargs))
-        inputs = [a for a in flat if isinstance(a, torch.Tensor)]
+        if self._signature is None:
+            return [a for a in flat if isinstance(a, torch.Tensor)]
+        if len(flat) != len(self._signature):
+            raise TypeError(f"this program takes {len(self._signature)} inputs (flattened), got {len(flat)}")
+        inputs = []
+        for i, (value, (kind, exported)) in enumerate(zip(flat, self._signature)):
+            if kind == "tensor":
+                if not isinstance(value, torch.Tensor):
+                    raise TypeError(f"input {i} must be a tensor, got {type(value).__name__}")
+                inputs.append(value)
+            elif value != exported:
+                raise ValueError(f"input {i} was exported as the constant {exported!r}; the compiled program "
+                                 f"cannot take {value!r} (export and compile again with it)")
+        return inputs
+
+    def forward(self, *args, **kwargs):
+        inputs = self._tensor_inputs(args, kwargs)
         outputs = None
         if self._on_device and inputs and all(t.is_cuda for t in inputs):
             outputs = self._run_on_device(inputs)
@@ -159,7 +187,11 @@ def _compile_exported(ep, options):
         path = os.path.join(tmp, "program.pt2")
         torch.export.save(ep, path)
         program = _C.Program.load(path, **options)
-    return CompiledModule(program, out_spec=ep.call_spec.out_spec)
+    from torch.export.graph_signature import ConstantArgument, InputKind
+
+    signature = [("constant", spec.arg.value) if isinstance(spec.arg, ConstantArgument) else ("tensor", None)
+                 for spec in ep.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    return CompiledModule(program, out_spec=ep.call_spec.out_spec, in_spec=ep.call_spec.in_spec, signature=signature)
 
 
 def _mutates(node):

@@ -326,6 +326,7 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
   // Placeholders.
   const json& inputs = field(graph, "inputs");
   if (!inputs.is_array()) return r.error("graph", "missing inputs");
+  std::vector<bool> constant_input(inputs.size(), false);
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string where = "graph.inputs[" + std::to_string(i) + "]";
     KILN_ASSIGN_OR_RETURN(auto u, union_of(r, inputs[i], where));
@@ -336,6 +337,11 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
       KILN_ASSIGN_OR_RETURN(auto su, union_of(r, *u.second, where));
       if (su.first != "as_name") return r.error(where, "constant symbolic input");
       KILN_TRY(b.define(su.second->get<std::string>(), ir::ValueKind::kSymInt, nullptr, 0, where).status());
+    } else if (u.first == "as_bool" || u.first == "as_int" || u.first == "as_float" || u.first == "as_string" ||
+               u.first == "as_none") {
+      // A constant input (a bool or number argument): export specialized the
+      // graph on its value, so it is not an input of the program.
+      constant_input[i] = true;
     } else {
       return unsupported(source + ": " + where + ": graph input of kind '" + u.first + "' is not supported");
     }
@@ -408,12 +414,17 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
   // Signature.
   const json& sig = field(gm, "signature");
   const json& ispecs = field(sig, "input_specs");
-  if (!ispecs.is_array() || ispecs.size() != m.graph.inputs().size())
+  if (!ispecs.is_array() || ispecs.size() != inputs.size())
     return r.error("signature", "input_specs has " + std::to_string(ispecs.size()) + " entries for " +
-                                    std::to_string(m.graph.inputs().size()) + " graph inputs");
-  for (size_t i = 0; i < ispecs.size(); ++i) {
+                                    std::to_string(inputs.size()) + " graph inputs");
+  for (size_t i = 0, g = 0; i < ispecs.size(); ++i) {
     std::string where = "signature.input_specs[" + std::to_string(i) + "]";
     KILN_ASSIGN_OR_RETURN(auto u, union_of(r, ispecs[i], where));
+    if (u.first == "constant_input" || constant_input[i]) {
+      if (u.first != "constant_input" || !constant_input[i])
+        return r.error(where, "a constant input must be a constant graph input, and only one");
+      continue;
+    }
     const json& p = *u.second;
     ir::InputSpec s;
     std::string argname;
@@ -441,11 +452,12 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
       if (s.target.empty()) return r.error(where, "missing the target name");
     } else {
       return unsupported(source + ": " + where + ": input kind '" + u.first +
-                         "' is not supported (custom objects, tokens and constant inputs cannot be loaded)");
+                         "' is not supported (custom objects and tokens cannot be loaded)");
     }
-    if (argname != m.graph.inputs()[i]->name)
+    if (argname != m.graph.inputs()[g]->name)
       return r.error(where, "names '" + argname + "' but graph input " + std::to_string(i) + " is '" +
-                                m.graph.inputs()[i]->name + "'");
+                                m.graph.inputs()[g]->name + "'");
+    ++g;
     m.input_specs.push_back(std::move(s));
   }
   const json& ospecs = field(sig, "output_specs");

@@ -91,6 +91,28 @@ TEST(FileFaults, TheRealFilesLoad) {
   EXPECT_TRUE(frontend::read_safetensors(kFixtures + kModel + ".io.safetensors").has_value());
 }
 
+// A bool or number argument export specialized on (constant_input) is not an
+// input of the program; a constant graph input without its spec is an error.
+TEST(FileFaults, ConstantInputsAreNotProgramInputs) {
+  auto real = frontend::parse_pt2(storage_of(Pt2::real().bytes()), "real.pt2");
+  ASSERT_TRUE(real.has_value()) << real.status().message();
+  Pt2 p = Pt2::real();
+  p.edit("models/model.json", R"({"as_tensor": {"name": "x"}}])", R"({"as_tensor": {"name": "x"}}, {"as_bool": false}])");
+  Pt2 unpaired = p;
+  p.edit("models/model.json", R"({"user_input": {"arg": {"as_tensor": {"name": "x"}}}})",
+         R"({"user_input": {"arg": {"as_tensor": {"name": "x"}}}}, {"constant_input": {"name": "flag", "value": {"as_bool": false}}})");
+  auto m = frontend::parse_pt2(storage_of(p.bytes()), "constant.pt2");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  ASSERT_EQ(m->graph.inputs().size(), real->graph.inputs().size());
+  ASSERT_EQ(m->input_specs.size(), real->input_specs.size());
+  for (size_t i = 0; i < m->graph.inputs().size(); ++i)
+    EXPECT_EQ(m->graph.inputs()[i]->name, real->graph.inputs()[i]->name);
+  // The graph input without its constant_input spec: the counts disagree.
+  const Status st = unpaired.load();
+  EXPECT_EQ(st.fault(), FileFault::kMalformed) << st.to_string();
+  EXPECT_NE(st.message().find("input_specs has 9 entries for 10 graph inputs"), std::string::npos) << st.message();
+}
+
 TEST(FileFaults, BadMagic) {
   // A .pt2 whose end record is gone is not a zip archive.
   Bytes b = read_bytes(kFixtures + kModel + ".pt2");

@@ -294,3 +294,25 @@ def test_cuda_programs_that_need_the_host_stage_through_it(tmp_path):
         torch.testing.assert_close(compiled(x), model(x), **tol("cuda"))
     # A fallback segment runs on the host: run() with host tensors, and the module says why.
     assert "segments" in compiled.host_staging_reason, compiled.host_staging_reason
+
+
+def test_keyword_order_and_constant_arguments(device, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=101, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 101, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[0, :3] = 0
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    # use_cache=False is a constant argument: export specializes on it.
+    compiled = kiln.compile(model, ((), {"input_ids": ids, "attention_mask": mask, "use_cache": False}),
+                            device=device, cache_dir=tmp_path)
+    got = compiled(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    torch.testing.assert_close(got.cpu(), want, **tol(device))
+    # Keywords in another order bind by name, not by position (both are int64[2, 12]).
+    got = compiled(use_cache=False, attention_mask=mask, input_ids=ids).logits
+    torch.testing.assert_close(got.cpu(), want, **tol(device))
+    with pytest.raises(ValueError, match="exported as the constant False"):
+        compiled(input_ids=ids, attention_mask=mask, use_cache=True)
