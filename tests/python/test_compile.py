@@ -316,3 +316,52 @@ def test_keyword_order_and_constant_arguments(device, tmp_path):
     torch.testing.assert_close(got.cpu(), want, **tol(device))
     with pytest.raises(ValueError, match="exported as the constant False"):
         compiled(input_ids=ids, attention_mask=mask, use_cache=True)
+
+
+class DecodeStep(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, cache_position):
+        return self.inner(input_ids=input_ids, cache_position=cache_position)
+
+
+def static_cache_llama(max_cache_len):
+    transformers = pytest.importorskip("transformers")
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=8, intermediate_size=64,
+                                      max_position_embeddings=64, initializer_range=0.1, attn_implementation="sdpa",
+                                      use_cache=True)
+    torch.manual_seed(0)
+    lm = transformers.LlamaForCausalLM(config).eval()
+    lm.generation_config = transformers.GenerationConfig(
+        use_cache=True, cache_implementation="static",
+        cache_config={"batch_size": 1, "max_cache_len": max_cache_len})
+    return DecodeStep(TorchExportableModuleWithStaticCache(lm, batch_size=1, max_cache_len=max_cache_len))
+
+
+def test_llm_decoding_keeps_its_kv_caches_in_the_modules_buffers(device, tmp_path):
+    eager = static_cache_llama(32)
+    compiled = kiln.compile(static_cache_llama(32), (torch.tensor([[7]]), torch.tensor([0])), strict=True,
+                            device=device, min_block_size=1, cache_dir=tmp_path)
+    caches = [name for name, _ in compiled.named_buffers() if "cache" in name]
+    assert caches, list(dict(compiled.named_buffers()))
+    prompt, tokens = [7, 42, 13], {}
+    for name, step in (("eager", eager), ("kiln", compiled)):
+        out, token = [], None
+        with torch.no_grad():
+            for pos in range(12):
+                token = prompt[pos] if pos < len(prompt) else token
+                logits = step(torch.tensor([[token]]), torch.tensor([pos]))
+                token = int(logits[0, -1].argmax())
+                out.append(token)
+        tokens[name] = out
+    assert tokens["kiln"] == tokens["eager"]
+    # The caches the compiled module owns hold what eager decoding wrote.
+    eager_buffers = dict(eager.named_buffers())
+    for name in caches:
+        torch.testing.assert_close(compiled.get_buffer(name), eager_buffers[name], rtol=1e-4, atol=1e-5)
+    assert any(compiled.get_buffer(name).abs().sum() > 0 for name in caches)
