@@ -146,29 +146,26 @@ class CompiledModule(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-class PartitionedModule(torch.nn.Module):
+class PartitionedModule(torch.fx.GraphModule):
     """A program with ops kiln does not know: the graph runs in PyTorch, and
-    each piece kiln can take runs as one kiln.CompiledModule inside it."""
+    each piece kiln can take runs as one kiln.CompiledModule inside it. The
+    module's parameters and buffers keep their names."""
 
-    def __init__(self, graph_module, pieces, torch_ops):
-        super().__init__()
-        self.graph_module = graph_module
-        self._pieces = pieces
+    def __init__(self, fused, pieces, torch_ops):
+        super().__init__(fused, fused.graph)
+        self._kiln_pieces = list(pieces)
         self.torch_ops = torch_ops
 
     def pieces(self):
         """The kiln.CompiledModule of every piece, in graph order."""
-        return list(self._pieces)
+        return list(self._kiln_pieces)
 
     def partition_report(self):
-        lines = [f"{len(self._pieces)} kiln pieces; ops run by PyTorch: {', '.join(self.torch_ops)}"]
-        for i, piece in enumerate(self._pieces):
+        lines = [f"{len(self._kiln_pieces)} kiln pieces; ops run by PyTorch: {', '.join(self.torch_ops)}"]
+        for i, piece in enumerate(self._kiln_pieces):
             lines.append(f"piece {i}:")
             lines.append(piece.partition_report().rstrip())
         return "\n".join(lines) + "\n"
-
-    def forward(self, *args, **kwargs):
-        return self.graph_module(*args, **kwargs)
 
 
 def _unknown_ops(graph):
@@ -212,14 +209,14 @@ def _compile_partitioned(ep, example_inputs, options, torch_ops):
     args, kwargs = example_inputs if _is_args_kwargs(example_inputs) else (tuple(example_inputs), {})
 
     gm = ep.module()
+    on_state = _nodes_on_written_buffers(gm.graph)
 
     class Support(OperatorSupport):
         def is_node_supported(self, submodules, node):
-            if node.op != "call_function":
+            if node.op != "call_function" or node in on_state:
                 return False
             if node.target is operator.getitem:
                 return True
-            # In-place writes (buffer updates) stay in PyTorch, on the module's own buffers.
             return isinstance(node.target, torch._ops.OpOverload) and _C.known_op(str(node.target)) and not _mutates(node)
 
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
@@ -253,9 +250,54 @@ def _compile_partitioned(ep, example_inputs, options, torch_ops):
     return PartitionedModule(fused, pieces, torch_ops)
 
 
+def _written_attributes(graph):
+    """Targets of get_attr nodes that some op writes in place, directly or
+    through a view (index_copy_ into a cache, copy_ into a slice of it)."""
+    written = set()
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            base = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            while isinstance(base, torch.fx.Node) and base.op == "call_function" and base.args:
+                base = base.args[0]  # a view's base is its first argument
+            if isinstance(base, torch.fx.Node) and base.op == "get_attr":
+                written.add(base.target)
+    return written
+
+
+def _nodes_on_written_buffers(graph):
+    """Nodes that touch a buffer the program writes in place: the writes, the
+    views they write through, and every read of the buffer or its views.
+    They stay in PyTorch, in program order, on the module's own buffers; the
+    kiln pieces between them compute only on values that alias no state."""
+    written = _written_attributes(graph)
+    aliases, touching = set(), set()
+    for node in graph.nodes:
+        if node.op == "get_attr" and node.target in written:
+            aliases.add(node)
+            continue
+        if node.op != "call_function":
+            continue
+        reads = []
+        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: reads.append(n))
+        if _mutates(node) or any(r in aliases for r in reads):
+            touching.add(node)
+            schema = getattr(node.target, "_schema", None)
+            returns_alias = schema is not None and any(r.alias_info is not None for r in schema.returns)
+            if returns_alias or _mutates(node) or node.target is operator.getitem:
+                aliases.add(node)
+    return touching
+
+
 def _move_constants_into_pieces(fused):
     """Weights a piece reads (and nothing writes) become constants of that piece
-    instead of inputs, so kiln builds its engines with them."""
+    instead of inputs, so kiln builds its engines with them. A buffer that the
+    program writes stays an input: a piece must read its current value."""
+    written = _written_attributes(fused.graph)
     for node in list(fused.graph.nodes):
         if node.op != "call_module" or not node.target.startswith("fused_"):
             continue
@@ -263,7 +305,7 @@ def _move_constants_into_pieces(fused):
         placeholders = [p for p in sub.graph.nodes if p.op == "placeholder"]
         keep_args = []
         for arg, ph in zip(node.args, placeholders):
-            const = isinstance(arg, torch.fx.Node) and arg.op == "get_attr" and not any(_mutates(u) for u in arg.users)
+            const = isinstance(arg, torch.fx.Node) and arg.op == "get_attr" and arg.target not in written
             if not const:
                 keep_args.append(arg)
                 continue

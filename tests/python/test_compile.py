@@ -365,3 +365,32 @@ def test_llm_decoding_keeps_its_kv_caches_in_the_modules_buffers(device, tmp_pat
     for name in caches:
         torch.testing.assert_close(compiled.get_buffer(name), eager_buffers[name], rtol=1e-4, atol=1e-5)
     assert any(compiled.get_buffer(name).abs().sum() > 0 for name in caches)
+
+
+class StatefulWithUnknownOp(torch.nn.Module):
+    """A buffer written in place, read after the write, and an op kiln does not know."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 4)
+        self.register_buffer("history", torch.zeros(4, 8))
+
+    def forward(self, x, pos):
+        self.history.index_copy_(0, pos, self.a(x).relu())
+        h = torch.tanh(self.history.sum(0, keepdim=True) * 0.3) * 0.9
+        return self.b(torch.special.erfinv(h) * 2.0 + 1.0)
+
+
+def test_state_written_in_place_around_ops_run_in_pytorch(device, tmp_path):
+    eager = StatefulWithUnknownOp().eval()
+    example = (torch.randn(1, 8), torch.tensor([0]))
+    compiled = kiln.compile(StatefulWithUnknownOp().eval(), example, device=device, min_block_size=1,
+                            cache_dir=tmp_path)
+    assert isinstance(compiled, kiln._torch.PartitionedModule)
+    with torch.no_grad():
+        for step in range(4):
+            x, pos = torch.randn(1, 8), torch.tensor([step])
+            torch.testing.assert_close(compiled(x, pos), eager(x, pos), **tol(device))
+    torch.testing.assert_close(compiled.get_buffer("history"), eager.history)
