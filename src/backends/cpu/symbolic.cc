@@ -16,15 +16,6 @@ Expected<Scalar> positional(KernelArgs& a, size_t i) {
   return a.scalar(n.args[i].name);
 }
 
-RtValue to_rt(const Scalar& s) {
-  switch (s.kind) {
-    case Scalar::Kind::kInt: return s.i;
-    case Scalar::Kind::kFloat: return s.f;
-    case Scalar::Kind::kBool: return s.i != 0;
-  }
-  return s.i;
-}
-
 int64_t floor_div(int64_t x, int64_t y) {
   int64_t q = x / y;
   if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
