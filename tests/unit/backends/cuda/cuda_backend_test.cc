@@ -50,6 +50,13 @@ engine::WeightLookup lookup(std::map<std::string, Tensor> weights) {
   };
 }
 
+// Random weights for kEmbedMlp.
+engine::WeightLookup embed_mlp_weights() {
+  return lookup({{"table", random_tensor(DType::Float32, {16, 32}, 1)},
+                 {"w", random_tensor(DType::Float32, {32, 24}, 2)},
+                 {"b", random_tensor(DType::Float32, {24}, 3)}});
+}
+
 struct Loaded {
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<engine::Engine> engine;
@@ -69,9 +76,7 @@ void build_and_load(std::unique_ptr<engine::Backend> backend, const std::string&
 
 TEST(CudaBackend, MatchesTheCpuBackendAndSurvivesResidentReplays) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const auto weights = lookup({{"table", random_tensor(DType::Float32, {16, 32}, 1)},
-                               {"w", random_tensor(DType::Float32, {32, 24}, 2)},
-                               {"b", random_tensor(DType::Float32, {24}, 3)}});
+  const auto weights = embed_mlp_weights();
   Loaded gpu, cpu;
   ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), kEmbedMlp, weights, gpu));
   ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), kEmbedMlp, weights, cpu));
@@ -97,9 +102,7 @@ TEST(CudaBackend, MatchesTheCpuBackendAndSurvivesResidentReplays) {
 
 TEST(CudaBackend, AnIndexOutOfRangeIsAnErrorNamingTheLayer) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const auto weights = lookup({{"table", random_tensor(DType::Float32, {16, 32}, 1)},
-                               {"w", random_tensor(DType::Float32, {32, 24}, 2)},
-                               {"b", random_tensor(DType::Float32, {24}, 3)}});
+  const auto weights = embed_mlp_weights();
   Loaded gpu;
   ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), kEmbedMlp, weights, gpu));
   Tensor ids = random_tensor(DType::Int64, {2, 8}, 4, 16);
@@ -126,9 +129,7 @@ Tensor device_tensor(const DeviceBuffer& b, DType dtype, Shape sizes) {
 // reported.
 TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const auto weights = lookup({{"table", random_tensor(DType::Float32, {16, 32}, 1)},
-                               {"w", random_tensor(DType::Float32, {32, 24}, 2)},
-                               {"b", random_tensor(DType::Float32, {24}, 3)}});
+  const auto weights = embed_mlp_weights();
   Loaded gpu, cpu;
   ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), kEmbedMlp, weights, gpu));
   ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), kEmbedMlp, weights, cpu));
