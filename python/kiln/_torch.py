@@ -191,9 +191,17 @@ def _compile_exported(ep, options):
     return CompiledModule(program, out_spec=ep.call_spec.out_spec, in_spec=ep.call_spec.in_spec, signature=signature)
 
 
+def _written_args(node):
+    """The arguments an op writes in place (its schema marks them Tensor(a!))."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    if schema is None:
+        return []
+    return [node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
 def _mutates(node):
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return bool(_written_args(node))
 
 
 def _compile_partitioned(ep, example_inputs, options, torch_ops):
@@ -255,13 +263,7 @@ def _written_attributes(graph):
     through a view (index_copy_ into a cache, copy_ into a slice of it)."""
     written = set()
     for node in graph.nodes:
-        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-        if schema is None:
-            continue
-        for i, a in enumerate(schema.arguments):
-            if a.alias_info is None or not a.alias_info.is_write:
-                continue
-            base = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+        for base in _written_args(node):
             while isinstance(base, torch.fx.Node) and base.op == "call_function" and base.args:
                 base = base.args[0]  # a view's base is its first argument
             if isinstance(base, torch.fx.Node) and base.op == "get_attr":

@@ -67,51 +67,30 @@ std::string message_of(const kiln::Status& s) {
   return s.message();
 }
 
+// kiln dtypes and their DLPack codes (the one table both directions read).
+struct DlpackDtype {
+  kiln::DType dtype;
+  nb::dlpack::dtype_code code;
+  uint8_t bits;
+};
+constexpr DlpackDtype kDlpackDtypes[] = {
+    {kiln::DType::Float32, nb::dlpack::dtype_code::Float, 32}, {kiln::DType::Float64, nb::dlpack::dtype_code::Float, 64},
+    {kiln::DType::Float16, nb::dlpack::dtype_code::Float, 16}, {kiln::DType::BFloat16, nb::dlpack::dtype_code::Bfloat, 16},
+    {kiln::DType::Int64, nb::dlpack::dtype_code::Int, 64},     {kiln::DType::Int32, nb::dlpack::dtype_code::Int, 32},
+    {kiln::DType::Int16, nb::dlpack::dtype_code::Int, 16},     {kiln::DType::Int8, nb::dlpack::dtype_code::Int, 8},
+    {kiln::DType::UInt8, nb::dlpack::dtype_code::UInt, 8},     {kiln::DType::Bool, nb::dlpack::dtype_code::Bool, 8},
+};
+
 std::optional<kiln::DType> dtype_from_dlpack(nb::dlpack::dtype t) {
-  using Code = nb::dlpack::dtype_code;
-  if (t.lanes != 1) return std::nullopt;
-  switch (static_cast<Code>(t.code)) {
-    case Code::Float:
-      if (t.bits == 32) return kiln::DType::Float32;
-      if (t.bits == 64) return kiln::DType::Float64;
-      if (t.bits == 16) return kiln::DType::Float16;
-      break;
-    case Code::Bfloat:
-      if (t.bits == 16) return kiln::DType::BFloat16;
-      break;
-    case Code::Int:
-      if (t.bits == 64) return kiln::DType::Int64;
-      if (t.bits == 32) return kiln::DType::Int32;
-      if (t.bits == 16) return kiln::DType::Int16;
-      if (t.bits == 8) return kiln::DType::Int8;
-      break;
-    case Code::UInt:
-      if (t.bits == 8) return kiln::DType::UInt8;
-      break;
-    case Code::Bool:
-      if (t.bits == 8) return kiln::DType::Bool;
-      break;
-    default: break;
-  }
+  for (const DlpackDtype& d : kDlpackDtypes)
+    if (t.lanes == 1 && t.code == static_cast<uint8_t>(d.code) && t.bits == d.bits) return d.dtype;
   return std::nullopt;
 }
 
-nb::dlpack::dtype dlpack_of(kiln::DType d) {
-  using Code = nb::dlpack::dtype_code;
-  auto make = [](Code c, int bits) { return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1}; };
-  switch (d) {
-    case kiln::DType::Float32: return make(Code::Float, 32);
-    case kiln::DType::Float64: return make(Code::Float, 64);
-    case kiln::DType::Float16: return make(Code::Float, 16);
-    case kiln::DType::BFloat16: return make(Code::Bfloat, 16);
-    case kiln::DType::Int64: return make(Code::Int, 64);
-    case kiln::DType::Int32: return make(Code::Int, 32);
-    case kiln::DType::Int16: return make(Code::Int, 16);
-    case kiln::DType::Int8: return make(Code::Int, 8);
-    case kiln::DType::UInt8: return make(Code::UInt, 8);
-    case kiln::DType::Bool: return make(Code::Bool, 8);
-  }
-  return make(Code::Float, 32);
+nb::dlpack::dtype dlpack_of(kiln::DType dtype) {
+  for (const DlpackDtype& d : kDlpackDtypes)
+    if (d.dtype == dtype) return nb::dlpack::dtype{static_cast<uint8_t>(d.code), d.bits, 1};
+  return nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 32, 1};  // every DType is listed
 }
 
 // A kiln view of the caller's memory (no copy). `what` names the tensor in errors.

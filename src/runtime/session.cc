@@ -136,6 +136,15 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
 namespace {
 
 // The program graph's inputs for one call: user inputs, the session's buffers, weights.
+// The program's user inputs, in call order, once `inputs` passed check_inputs.
+Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m, const std::vector<Tensor>& inputs) {
+  std::vector<const ir::Value*> decl;
+  for (size_t i = 0; i < m.input_specs.size(); ++i)
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) decl.push_back(m.graph.inputs()[i]);
+  KILN_TRY(check_inputs(m, decl, inputs));
+  return decl;
+}
+
 std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
                                                 const std::map<std::string, Tensor, std::less<>>& buffers_,
                                                 const std::vector<Tensor>& inputs) {
@@ -157,10 +166,7 @@ std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
 
 Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const {
   const ir::Module& m = program_->impl_->module();
-  std::vector<const ir::Value*> user_decl;
-  for (size_t i = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) user_decl.push_back(m.graph.inputs()[i]);
-  KILN_TRY(check_inputs(m, user_decl, inputs));
+  KILN_TRY(checked_user_inputs(m, inputs).status());
   return program_->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
 }
 
@@ -170,11 +176,8 @@ Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vect
   // (its input is not the caller's), one the program writes here.
   if (!program_->mutated_buffers().empty())
     return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
-  std::vector<const ir::Value*> user_decl;
+  KILN_TRY(checked_user_inputs(m, inputs).status());
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
-  for (size_t i = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) user_decl.push_back(m.graph.inputs()[i]);
-  KILN_TRY(check_inputs(m, user_decl, inputs));
   for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
     if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
   if (outputs.size() != program_->outputs().size())
@@ -195,14 +198,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
   }
   const ir::Module& m = p->impl_->module();
-  std::vector<const ir::Value*> user_decl;
-  std::vector<size_t> user_pos;
-  for (size_t i = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
-      user_decl.push_back(m.graph.inputs()[i]);
-      user_pos.push_back(i);
-    }
-  KILN_TRY(check_inputs(m, user_decl, inputs));
+  KILN_ASSIGN_OR_RETURN(const std::vector<const ir::Value*> user_decl, checked_user_inputs(m, inputs));
   // An input that lies in a buffer's memory would be read while the call
   // writes that buffer (in place, or copied back): refused before anything runs.
   for (size_t i = 0; i < inputs.size(); ++i)
