@@ -242,6 +242,36 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
        {0, 0, 0}},
+      {"attention_float16_strided_float_mask",  // q read through a transpose; 70 rows: a partial tile of 64
+       R"(graph(%x: float16[2, 70, 4, 32], %k: float16[2, 4, 90, 32], %v: float16[2, 4, 90, 32], %m: float16[2, 1, 1, 90]) {
+  %q: float16[2, 4, 70, 32] = aten.transpose.int(self=%x, dim0=1, dim1=2)
+  %o: float16[2, 4, 70, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
+  %t: float16[2, 70, 4, 32] = aten.transpose.int(self=%o, dim0=1, dim1=2)
+  %r: float16[2, 70, 128] = aten.reshape.default(self=%t, shape=[2, 70, 128])
+  return (%r)
+}
+)",
+       {0, 0, 0, 0},
+       half,
+       half},
+      {"attention_bfloat16_causal_grouped_bool_mask",  // three key tiles, a bool mask, 2 query heads per key head
+       R"(graph(%q: bfloat16[1, 4, 130, 64], %k: bfloat16[1, 2, 150, 64], %v: bfloat16[1, 2, 150, 64], %m: bool[130, 150]) {
+  %o: bfloat16[1, 4, 130, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true, scale=0.2)
+  return (%o)
+}
+)",
+       {0, 0, 0, 2},
+       half,
+       half},
+      {"attention_float16_causal_head128",
+       R"(graph(%q: float16[2, 2, 48, 128], %k: float16[2, 2, 48, 128], %v: float16[2, 2, 48, 128]) {
+  %o: float16[2, 2, 48, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)
+  return (%o)
+}
+)",
+       {0, 0, 0},
+       half,
+       half},
       {"float16_mlp",
        R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
   %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)

@@ -1024,10 +1024,7 @@ Status emit_attention(Builder& b, const ir::Node& n) {
   p.q = q.layout();
   p.k = k.layout();
   p.v = v.layout();
-  std::vector<BufferRef> args;
-  const std::vector<int64_t> os = static_sizes(out);
-  TRef o = b.new_tensor(dt, os);
-  args = {o.buf, q.buf, k.buf, v.buf};
+  std::optional<TRef> mask;
   if (const ir::Value* mv = value_arg(n, "attn_mask")) {
     KILN_ASSIGN_OR_RETURN(TRef m, b.ref(mv));
     if (m.dtype != DType::Bool && m.dtype != dt) {
@@ -1037,10 +1034,30 @@ Status emit_attention(Builder& b, const ir::Node& n) {
     m = expanded(m, ms);
     p.has_mask = true;
     p.mask = m.layout();
-    args.push_back(m.buf);
+    mask = m;
   }
   p.causal = bool_arg(n, "is_causal", false);
   p.scale = double_arg(n, "scale").value_or(1.0 / std::sqrt(static_cast<double>(q.sizes[3])));
+  const std::vector<int64_t> os = static_sizes(out);
+  // 16-bit attention over several query rows runs on the tensor cores in one
+  // kernel that reads q, k and v through their strides and writes [B, L, H, E]
+  // storage, so the usual transpose back to [B, L, H * E] is a view. (One row
+  // per head, a decode step, stays on the GEMMs below.)
+  if (os.size() == 4 && os[2] >= 16 && q.buf.offset % 4 == 0 && k.buf.offset % 4 == 0 && v.buf.offset % 4 == 0 &&
+      flash_attention_fits(p, {dt, os, {os[2] * os[1] * os[3], os[3], os[1] * os[3], 1}})) {
+    TRef fo = b.new_tensor(dt, {os[0], os[2], os[1], os[3]});
+    fo.sizes = os;
+    fo.strides = {os[2] * os[1] * os[3], os[3], os[1] * os[3], 1};
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel kern, flash_attention_kernel(p, fo.layout()));
+    std::vector<BufferRef> fargs{fo.buf, q.buf, k.buf, v.buf};
+    if (mask) fargs.push_back(mask->buf);
+    KILN_TRY(b.launch(n.name, std::move(kern), fargs));
+    b.bind(out, fo);
+    return Status::ok();
+  }
+  TRef o = b.new_tensor(dt, os);
+  std::vector<BufferRef> args{o.buf, q.buf, k.buf, v.buf};
+  if (mask) args.push_back(mask->buf);
   if (Expected<bool> done = attention_as_gemms(b, n.name, q, k, v, p, args.size() > 4 ? &args[4] : nullptr, o);
       !done.has_value()) {
     return done.status();

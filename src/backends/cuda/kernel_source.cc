@@ -316,6 +316,32 @@ template <typename C> __device__ __forceinline__ C kiln_block_reduce(C v, bool i
   __syncthreads();
   return red[0];
 }
+// Tensor cores (sm_80+): d += a * b for one warp, a 16x16 row-major and b 16x8
+// column-major fragment of 16-bit floats (the tag picks the type), d 16x8 float32.
+__device__ __forceinline__ void kiln_mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1, __half) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void kiln_mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1, __nv_bfloat16) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two 16-bit floats in one register, lo in the low half (a fragment's pair).
+__device__ __forceinline__ unsigned kiln_pack2(float lo, float hi, __half) {
+  return (unsigned)__half_as_ushort(__float2half_rn(lo)) | ((unsigned)__half_as_ushort(__float2half_rn(hi)) << 16);
+}
+__device__ __forceinline__ unsigned kiln_pack2(float lo, float hi, __nv_bfloat16) {
+  return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+         ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+__device__ __forceinline__ unsigned kiln_pair(__half lo, __half hi) {
+  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ unsigned kiln_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+}
 )";
   return prelude;
 }
@@ -787,6 +813,158 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
   kern.block = {kRows * 32, 1, 1};
   if (B * H > 65535) return unsupported("attention with more than 65535 batch x heads");
   (void)EP;
+  return kern;
+}
+
+bool flash_attention_fits(const AttentionParams& p, const StridedLayout& out) {
+  for (const StridedLayout* t : {&p.q, &p.k, &p.v, &out}) {
+    if (t->sizes.size() != 4 || t->strides.size() != 4 || t->dtype != p.q.dtype) return false;
+    if (t->strides[3] != 1 || t->strides[0] % 2 || t->strides[1] % 2 || t->strides[2] % 2) return false;
+  }
+  if (p.q.dtype != DType::Float16 && p.q.dtype != DType::BFloat16) return false;
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
+  const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2];
+  if (p.k.sizes[0] != B || p.v.sizes[0] != B || p.k.sizes[3] != E || p.v.sizes[1] != Hk || p.v.sizes[2] != S ||
+      p.v.sizes[3] != E || out.sizes != p.q.sizes || Hk < 1 || H % Hk != 0)
+    return false;
+  if (E % 16 != 0 || E < 16 || E > 128) return false;
+  if (p.has_mask && (p.mask.sizes.size() != 4 || p.mask.strides.size() != 4)) return false;
+  return L >= 1 && L <= (int64_t{1} << 30) && S <= (int64_t{1} << 30) && H <= 65535 && B <= 65535;
+}
+
+// The plan of the kernel: a block of 4 warps takes 64 query rows of one
+// (batch, head); each warp holds 16 rows of q as mma fragments in registers.
+// Keys and values stream through shared memory 64 at a time; S = q k^T and
+// O += P v run on the tensor cores (m16n8k16, float32 accumulators), and the
+// row maximum and sum of the softmax are kept online in the registers that
+// hold S (FlashAttention's rescaling), so nothing of S leaves the SM.
+Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const StridedLayout& out) {
+  if (!flash_attention_fits(p, out))
+    return unsupported("tensor-core attention takes float16 or bfloat16 q, k, v and out of one dtype, head size a "
+                       "multiple of 16 up to 128 for keys and values alike, unit last strides and even others");
+  const DType dt = p.q.dtype;
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dt));
+  std::string M = "bool";
+  if (p.has_mask) {
+    KILN_ASSIGN_OR_RETURN(M, device_type_name(p.mask.dtype));
+  }
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
+  const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2];
+  constexpr int kRows = 64, kKeys = 64, kThreadsPerBlock = 128;
+  const int64_t pitch = E + 8;  // shared rows padded: fragment reads hit distinct banks
+  auto at = [](const StridedLayout& t, const std::string& b, const std::string& h) {
+    return b + " * " + i64s(t.strides[0]) + " + " + h + " * " + i64s(t.strides[1]);
+  };
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreadsPerBlock << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ q, const " << T << "* __restrict__ k, const " << T
+    << "* __restrict__ v";
+  if (p.has_mask) s << ", const " << M << "* __restrict__ mask";
+  s << ") {\n";
+  s << "  __shared__ __align__(16) " << T << " ks[" << kKeys << "][" << pitch << "];\n";
+  s << "  __shared__ __align__(16) " << T << " vs[" << kKeys << "][" << pitch << "];\n";
+  s << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n";
+  s << "  const long long h = blockIdx.y, b = blockIdx.z, hk = h / " << H / Hk << ";\n";
+  s << "  const int r0 = blockIdx.x * " << kRows << " + warp * 16 + g, r1 = r0 + 8;\n";
+  s << "  const " << T << "* qb = q + " << at(p.q, "b", "h") << ";\n";
+  s << "  const " << T << "* kb = k + " << at(p.k, "b", "hk") << ";\n";
+  s << "  const " << T << "* vb = v + " << at(p.v, "b", "hk") << ";\n";
+  s << "  auto pair_at = [](const " << T << "* base, int row, long long stride, int col) -> unsigned {\n"
+    << "    return *reinterpret_cast<const unsigned*>(base + row * stride + col);\n  };\n";
+  s << "  unsigned qf[" << E / 16 << "][4];\n";
+  s << "#pragma unroll\n  for (int c = 0; c < " << E / 16 << "; ++c) {\n";
+  s << "    const int col = c * 16 + 2 * t;\n";
+  s << "    qf[c][0] = r0 < " << L << " ? pair_at(qb, r0, " << i64s(p.q.strides[2]) << ", col) : 0u;\n";
+  s << "    qf[c][1] = r1 < " << L << " ? pair_at(qb, r1, " << i64s(p.q.strides[2]) << ", col) : 0u;\n";
+  s << "    qf[c][2] = r0 < " << L << " ? pair_at(qb, r0, " << i64s(p.q.strides[2]) << ", col + 8) : 0u;\n";
+  s << "    qf[c][3] = r1 < " << L << " ? pair_at(qb, r1, " << i64s(p.q.strides[2]) << ", col + 8) : 0u;\n";
+  s << "  }\n";
+  s << "  float o[" << E / 8 << "][4];\n";
+  s << "#pragma unroll\n  for (int e = 0; e < " << E / 8 << "; ++e) o[e][0] = o[e][1] = o[e][2] = o[e][3] = 0.0f;\n";
+  s << "  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;\n";
+  // Top-left aligned causal masking (PyTorch's): row i sees keys j <= i.
+  s << "  const int kend = " << (p.causal ? "min(" + std::to_string(S) + ", (int)blockIdx.x * " +
+                                                 std::to_string(kRows) + " + " + std::to_string(kRows) + ")"
+                                           : std::to_string(S))
+    << ";\n";
+  s << "  for (int j0 = 0; j0 < kend; j0 += " << kKeys << ") {\n";
+  s << "    __syncthreads();\n";
+  s << "    for (int i = threadIdx.x; i < " << kKeys * E / 2 << "; i += " << kThreadsPerBlock << ") {\n";
+  s << "      const int r = i / " << E / 2 << ", c = (i % " << E / 2 << ") * 2, j = j0 + r;\n";
+  s << "      const bool in = j < " << S << ";\n";
+  s << "      *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, " << i64s(p.k.strides[2]) << ", c) : 0u;\n";
+  s << "      *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, " << i64s(p.v.strides[2]) << ", c) : 0u;\n";
+  s << "    }\n    __syncthreads();\n";
+  s << "    float sc[" << kKeys / 8 << "][4];\n";
+  s << "#pragma unroll\n    for (int n = 0; n < " << kKeys / 8 << "; ++n) {\n";
+  s << "      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;\n";
+  s << "#pragma unroll\n      for (int c = 0; c < " << E / 16 << "; ++c)\n";
+  s << "        kiln_mma16816(sc[n], qf[c], *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 2 * t]),\n"
+    << "                      *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 8 + 2 * t]), " << T << "());\n";
+  s << "    }\n";
+  // Scale and mask, in the log2 domain from here on (exp2f).
+  s << "#pragma unroll\n    for (int n = 0; n < " << kKeys / 8 << "; ++n)\n";
+  s << "#pragma unroll\n      for (int e = 0; e < 4; ++e) {\n";
+  s << "        const int i = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (e & 1);\n";
+  s << "        float x = sc[n][e] * " << literal(p.scale, DType::Float32) << ";\n";
+  s << "        bool keep = j < " << S << ";\n";
+  if (p.causal) s << "        keep = keep && j <= i;\n";
+  if (p.has_mask) {
+    s << "        if (keep && i < " << L << ") {\n";
+    s << "          const " << M << " mv = mask[b * " << i64s(p.mask.strides[0]) << " + h * " << i64s(p.mask.strides[1])
+      << " + (long long)i * " << i64s(p.mask.strides[2]) << " + (long long)j * " << i64s(p.mask.strides[3])
+      << "];\n";
+    s << (p.mask.dtype == DType::Bool ? "          keep = mv;\n" : "          x += kiln_ld(mv);\n");
+    s << "        }\n";
+  }
+  s << "        (void)i;\n";
+  s << "        sc[n][e] = keep ? x * 1.44269504088896341f : -INFINITY;\n      }\n";
+  s << "    float x0 = -INFINITY, x1 = -INFINITY;\n";
+  s << "#pragma unroll\n    for (int n = 0; n < " << kKeys / 8
+    << "; ++n) { x0 = fmaxf(x0, fmaxf(sc[n][0], sc[n][1])); x1 = fmaxf(x1, fmaxf(sc[n][2], sc[n][3])); }\n";
+  s << "    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1)); x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));\n";
+  s << "    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1)); x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));\n";
+  s << "    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);\n";
+  // Rows with nothing kept yet keep a finite base so that exp2f gives 0, never NaN.
+  s << "    const float base0 = n0 == -INFINITY ? 0.0f : n0, base1 = n1 == -INFINITY ? 0.0f : n1;\n";
+  s << "    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);\n";
+  s << "    m0 = n0; m1 = n1;\n";
+  s << "    float s0 = 0.0f, s1 = 0.0f;\n";
+  s << "#pragma unroll\n    for (int n = 0; n < " << kKeys / 8 << "; ++n) {\n";
+  s << "      sc[n][0] = exp2f(sc[n][0] - base0); sc[n][1] = exp2f(sc[n][1] - base0);\n";
+  s << "      sc[n][2] = exp2f(sc[n][2] - base1); sc[n][3] = exp2f(sc[n][3] - base1);\n";
+  s << "      s0 += sc[n][0] + sc[n][1]; s1 += sc[n][2] + sc[n][3];\n    }\n";
+  s << "    l0 = l0 * a0 + s0; l1 = l1 * a1 + s1;\n";
+  s << "#pragma unroll\n    for (int e = 0; e < " << E / 8
+    << "; ++e) { o[e][0] *= a0; o[e][1] *= a0; o[e][2] *= a1; o[e][3] *= a1; }\n";
+  // P's accumulators are the A fragments of P v, 16 keys at a time.
+  s << "#pragma unroll\n    for (int c = 0; c < " << kKeys / 16 << "; ++c) {\n";
+  s << "      const unsigned pa[4] = {kiln_pack2(sc[2 * c][0], sc[2 * c][1], " << T << "()), kiln_pack2(sc[2 * c][2], sc[2 * c][3], "
+    << T << "()),\n";
+  s << "                              kiln_pack2(sc[2 * c + 1][0], sc[2 * c + 1][1], " << T
+    << "()), kiln_pack2(sc[2 * c + 1][2], sc[2 * c + 1][3], " << T << "())};\n";
+  s << "      const int key = c * 16 + 2 * t;\n";
+  s << "#pragma unroll\n      for (int e = 0; e < " << E / 8 << "; ++e) {\n";
+  s << "        const int col = e * 8 + g;\n";
+  s << "        kiln_mma16816(o[e], pa, kiln_pair(vs[key][col], vs[key + 1][col]), kiln_pair(vs[key + 8][col], vs[key + 9][col]), "
+    << T << "());\n";
+  s << "      }\n    }\n  }\n";
+  s << "  l0 += __shfl_xor_sync(0xffffffffu, l0, 1); l0 += __shfl_xor_sync(0xffffffffu, l0, 2);\n";
+  s << "  l1 += __shfl_xor_sync(0xffffffffu, l1, 1); l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n";
+  // A fully masked row gives zeros (PyTorch's safe softmax, as the CPU kernel).
+  s << "  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;\n";
+  s << "  " << T << "* ob = out + " << at(out, "b", "h") << ";\n";
+  s << "#pragma unroll\n  for (int e = 0; e < " << E / 8 << "; ++e) {\n";
+  s << "    const int col = e * 8 + 2 * t;\n";
+  s << "    if (r0 < " << L << ") *reinterpret_cast<unsigned*>(ob + r0 * " << i64s(out.strides[2])
+    << " + col) = kiln_pack2(o[e][0] * inv0, o[e][1] * inv0, " << T << "());\n";
+  s << "    if (r1 < " << L << ") *reinterpret_cast<unsigned*>(ob + r1 * " << i64s(out.strides[2])
+    << " + col) = kiln_pack2(o[e][2] * inv1, o[e][3] * inv1, " << T << "());\n";
+  s << "  }\n}\n";
+  GeneratedKernel kern;
+  kern.source = s.str();
+  kern.grid = {static_cast<uint32_t>((L + kRows - 1) / kRows), static_cast<uint32_t>(H), static_cast<uint32_t>(B)};
+  kern.block = {kThreadsPerBlock, 1, 1};
   return kern;
 }
 

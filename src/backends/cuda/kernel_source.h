@@ -91,6 +91,15 @@ struct AttentionParams {
 };
 Expected<GeneratedKernel> attention_kernel(const AttentionParams& p);
 
+// The same attention on tensor cores, FlashAttention-style (the scores never
+// leave the SM; softmax statistics in float32, P rounded to the input dtype
+// for P v): float16 or bfloat16 q, k, v and out, one head size E for keys and
+// values, a multiple of 16 up to 128, unit last strides and even other
+// strides, 4-byte-aligned pointers. `out` may have any such strides (e.g.
+// [B, L, H, E] storage seen as [B, H, L, E]). Params: out, q, k, v, then mask.
+bool flash_attention_fits(const AttentionParams& p, const StridedLayout& out);
+Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const StridedLayout& out);
+
 // Rows of a table picked by indices: out[i, :] = table[index[i], :] with `rows`
 // indices (int64 or int32, contiguous) into a contiguous [table_rows, cols]
 // table. An index outside [-table_rows, table_rows) sets *error to `error_code`

@@ -93,6 +93,49 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   a.has_mask = false;
   a.causal = true;
   ks.push_back(*attention_kernel(a));
+  {
+    // Tensor-core attention: q read from [B, L, H, E] storage, grouped heads,
+    // float16 with a float mask and bfloat16 causal with a bool mask.
+    AttentionParams f;
+    f.q = {DType::Float16, {2, 8, 70, 64}, {8 * 70 * 64, 64, 512, 1}};
+    f.k = contiguous(DType::Float16, {2, 2, 90, 64});
+    f.v = contiguous(DType::Float16, {2, 2, 90, 64});
+    f.has_mask = true;
+    f.mask = {DType::Float16, {2, 8, 70, 90}, {90, 0, 0, 1}};
+    f.scale = 0.125;
+    const StridedLayout fo{DType::Float16, {2, 8, 70, 64}, {8 * 70 * 64, 64, 512, 1}};
+    ASSERT_TRUE(flash_attention_fits(f, fo));
+    auto fk = flash_attention_kernel(f, fo);
+    ASSERT_TRUE(fk.has_value()) << fk.status().message();
+    EXPECT_EQ(fk->grid[0], 2u);  // 64 query rows per block
+    EXPECT_EQ(fk->grid[1], 8u);
+    EXPECT_EQ(fk->grid[2], 2u);
+    ks.push_back(*fk);
+    for (StridedLayout* t : {&f.q, &f.k, &f.v}) t->dtype = DType::BFloat16;
+    StridedLayout bo = fo;
+    bo.dtype = DType::BFloat16;
+    f.mask = {DType::Bool, {2, 8, 70, 90}, {0, 0, 90, 1}};
+    f.causal = true;
+    auto bk = flash_attention_kernel(f, bo);
+    ASSERT_TRUE(bk.has_value()) << bk.status().message();
+    ks.push_back(*bk);
+    // What it does not take: float32, a value head size of its own, head sizes off 16, odd strides.
+    AttentionParams w = f;
+    w.v = contiguous(DType::BFloat16, {2, 2, 90, 32});
+    EXPECT_FALSE(flash_attention_fits(w, bo));
+    w = f;
+    for (StridedLayout* t : {&w.q, &w.k, &w.v}) t->dtype = DType::Float32;
+    EXPECT_FALSE(flash_attention_fits(w, {DType::Float32, bo.sizes, bo.strides}));
+    w = f;
+    w.q = contiguous(DType::BFloat16, {2, 8, 70, 40});
+    w.k = contiguous(DType::BFloat16, {2, 2, 90, 40});
+    w.v = contiguous(DType::BFloat16, {2, 2, 90, 40});
+    EXPECT_FALSE(flash_attention_fits(w, contiguous(DType::BFloat16, {2, 8, 70, 40})));
+    w = f;
+    w.k.strides = {2 * 90 * 65, 90 * 65, 65, 1};
+    EXPECT_FALSE(flash_attention_fits(w, bo));
+    EXPECT_FALSE(flash_attention_kernel(w, bo).has_value());
+  }
   auto g = gather_rows_kernel(DType::BFloat16, DType::Int64, 128, 30522, 768, 1);
   ASSERT_TRUE(g.has_value()) << g.status().message();
   ks.push_back(*g);
