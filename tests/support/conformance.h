@@ -272,6 +272,44 @@ inline std::vector<ConformanceCase> conformance_cases() {
        {0, 0, 0},
        half,
        half},
+      {"residual_norms_float16",  // post-norm (the sum used once) and pre-norm (the sum kept): the norm adds
+       R"(graph(%x: float16[6, 768], %y: float16[6, 768], %z: float16[6, 40], %u: float16[6, 40], %w: float16[768], %b: float16[768]) {
+  %a: float16[6, 768] = aten.add.Tensor(self=%x, other=%y)
+  %n: float16[6, 768] = aten.layer_norm.default(input=%a, normalized_shape=[768], weight=%w, bias=%b, eps=1e-12)
+  %s: float16[6, 40] = aten.add.Tensor(self=%z, other=%u)
+  %m: float16[6, 40] = aten.layer_norm.default(input=%s, normalized_shape=[40])
+  %g: float16[6, 40] = aten.gelu.default(self=%m)
+  %r: float16[6, 40] = aten.add.Tensor(self=%g, other=%s)
+  return (%n, %r)
+}
+)",
+       {0, 0, 0, 0, 0, 0},
+       half,
+       half,
+       4},
+      {"residual_norms_float32_block_rows",  // rows of 34: no whole 16-byte vectors, a block per row
+       R"(graph(%x: float32[5, 34], %y: float32[5, 34]) {
+  %a: float32[5, 34] = aten.add.Tensor(self=%x, other=%y)
+  %n: float32[5, 34] = aten.rms_norm.default(input=%a, normalized_shape=[34], eps=1e-06)
+  %m: float32[5, 34] = aten.mul.Tensor(self=%n, other=%a)
+  return (%m)
+}
+)",
+       {0, 0}},
+      {"elementwise_float16_vectors_and_misaligned",  // 16-byte vectors; the same program off by one element
+       R"(graph(%x: float16[1032], %y: float16[1032]) {
+  %g: float16[1032] = aten.gelu.default(self=%x)
+  %a: float16[1032] = aten.mul.Tensor(self=%g, other=%y)
+  %xs: float16[1024] = aten.slice.Tensor(self=%x, dim=0, start=1, end=1025)
+  %ys: float16[1024] = aten.slice.Tensor(self=%y, dim=0, start=1, end=1025)
+  %h: float16[1024] = aten.gelu.default(self=%xs)
+  %b: float16[1024] = aten.mul.Tensor(self=%h, other=%ys)
+  return (%a, %b)
+}
+)",
+       {0, 0},
+       half,
+       half},
       {"float16_mlp",
        R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
   %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)

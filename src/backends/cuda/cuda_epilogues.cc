@@ -5,7 +5,8 @@
 // layer takes over the last folded layer's output value, so users and
 // engine outputs need no rewiring. An RMSNorm between casts to and from
 // float32, followed by a weight multiply, becomes one norm (fold_rms_norm_casts);
-// a rotary embedding spelled out becomes one kiln.rotary layer (fold_rotary).
+// a rotary embedding spelled out becomes one kiln.rotary layer (fold_rotary);
+// a residual add feeding a norm is done by the norm (fold_residual_norm).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -263,6 +264,40 @@ bool fold_rotary(engine::Network& net, Uses& u, ir::Node& o) {
   return false;
 }
 
+// A residual add feeding a LayerNorm or RMSNorm, norm(a + b) with a and b of
+// the sum's shape: the norm reads a and b and adds them itself (rounding as
+// the add does). When the sum has other users (a pre-norm transformer's
+// residual stream), the norm also writes it, as its second output; those
+// users must come after the norm, where the sum is now defined.
+bool fold_residual_norm(engine::Network& net, Uses& u, ir::Node& n) {
+  if ((n.op != OpKind::kLayerNorm && n.op != OpKind::kRmsNorm) || n.outputs.size() != 1 ||
+      n.find("kiln_residual") || n.find("kiln_cast_weight"))
+    return false;
+  ir::Value* x = tensor_arg(n, "input");
+  if (!x || !x->producer || x->producer->op != OpKind::kAddTensor || !unit_alpha(*x->producer)) return false;
+  ir::Node* add = x->producer;
+  ir::Value* a = tensor_arg(*add, "self");
+  ir::Value* b = tensor_arg(*add, "other");
+  const DType t = x->type.dtype;
+  if (!a || !b || (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16) || !same_static_type(a, x) ||
+      !same_static_type(b, x))
+    return false;
+  const size_t at = position(net, &n);
+  for (const ir::Node* user : u.users[x])
+    if (user != &n && position(net, user) < at) return false;
+  for (ir::NamedArg& arg : n.args)
+    if (arg.name == "input") arg.value = a;
+  n.args.push_back({"kiln_residual", b});
+  if (u.count[x] > 1) {  // other users, or an engine output
+    x->producer = &n;
+    x->output_index = 1;
+    n.outputs.push_back(x);
+  }
+  auto& nodes = net.graph.nodes();
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == add; }), nodes.end());
+  return true;
+}
+
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
@@ -282,7 +317,7 @@ Status fold_epilogues(engine::Network& net) {
     Uses u = count_uses(net);
     for (auto& np : net.graph.nodes()) {
       ir::Node& n = *np;
-      if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n)) {
+      if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n) || fold_residual_norm(net, u, n)) {
         changed = true;
         break;
       }

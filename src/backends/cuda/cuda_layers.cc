@@ -851,10 +851,46 @@ Status emit_row(Builder& b, const ir::Node& n) {
     b.bind(out, o);
     return Status::ok();
   }
+  if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
+    NormRows p;
+    p.op = op;
+    p.dtype = dt;
+    p.rows = rows;
+    p.cols = cols;
+    p.eps = eps;
+    p.has_weight = weight.has_value();
+    p.has_bias = bias.has_value();
+    std::vector<BufferRef> args{o.buf, x.buf};
+    std::vector<const TRef*> operands{&x};
+    std::optional<TRef> residual, sum;
+    if (const ir::Value* rv = value_arg(n, "kiln_residual")) {  // fold_residual_norm
+      KILN_ASSIGN_OR_RETURN(TRef r, b.ref(rv));
+      KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+      residual = r;
+      p.residual = true;
+      args.push_back(r.buf);
+      operands.push_back(&*residual);
+      if (n.outputs.size() > 1) {
+        sum = b.new_tensor(dt, sizes);
+        p.write_sum = true;
+        args.push_back(sum->buf);
+      }
+    }
+    for (const std::optional<TRef>* t : {&weight, &bias})
+      if (*t) {
+        args.push_back((*t)->buf);
+        operands.push_back(&**t);
+      }
+    p.vectorized = norm_rows_vector_fits(dt, cols) &&
+                   std::all_of(operands.begin(), operands.end(), [](const TRef* t) { return t->buf.offset % 16 == 0; });
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
+    KILN_TRY(b.launch(n.name, std::move(k), args));
+    b.bind(out, o);
+    if (sum) b.bind(n.outputs[1], *sum);
+    return Status::ok();
+  }
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
   std::vector<BufferRef> args{o.buf, x.buf};
-  if (weight) args.push_back(weight->buf);
-  if (bias) args.push_back(bias->buf);
   KILN_TRY(b.launch(n.name, std::move(k), args));
   b.bind(out, o);
   return Status::ok();

@@ -385,25 +385,49 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T << "* __restrict__ out";
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
   s << ") {\n  typedef " << T << " T;\n";
+  // The program on registers v0.. (the inputs), leaving its result in the last one.
+  std::ostringstream body;
+  int reg = program.num_inputs;
+  for (const auto& in : program.instrs) {
+    KILN_ASSIGN_OR_RETURN(std::string e, instr_expr(in, out.dtype));
+    body << "    const " << C << " v" << reg << " = kiln_round<T>((" << C << ")(" << e << "));\n";
+    ++reg;
+  }
+  const std::string result = "v" + std::to_string(reg - 1);
+  const std::string store = out.dtype == DType::Float64 ? result : "kiln_st<T>(" + result + ")";
+  // Every tensor contiguous over the same elements: 16 bytes per load and
+  // store when the pointers allow it (checked at run time; else the loop below).
+  bool flat = loop.sizes.size() == 1 && out.dtype != DType::Float64;
+  for (const std::vector<int64_t>& st : loop.strides) flat = flat && st.size() == 1 && st[0] == 1;
+  const int64_t per_vector = 16 / static_cast<int64_t>(dtype_size(out.dtype));
+  const bool vectors = flat && n % per_vector == 0 && n / per_vector > 0;
+  if (vectors) {
+    s << "  if (((unsigned long long)out";
+    for (size_t k = 0; k < inputs.size(); ++k) s << " | (unsigned long long)in" << k;
+    s << ") % 16 == 0) {\n";
+    s << "    for (long long w = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; w < " << i64s(n / per_vector)
+      << "; w += (long long)gridDim.x * " << kThreads << ") {\n";
+    for (size_t k = 0; k < inputs.size(); ++k)
+      s << "      const uint4 r" << k << " = reinterpret_cast<const uint4*>(in" << k << ")[w];\n";
+    s << "      uint4 rw;\n#pragma unroll\n      for (int u = 0; u < " << per_vector << "; ++u) {\n";
+    for (size_t k = 0; k < inputs.size(); ++k)
+      s << "    const " << C << " v" << k << " = kiln_ld(reinterpret_cast<const T*>(&r" << k << ")[u]);\n";
+    s << body.str();
+    s << "        reinterpret_cast<T*>(&rw)[u] = " << store << ";\n      }\n";
+    s << "      reinterpret_cast<uint4*>(out)[w] = rw;\n    }\n    return;\n  }\n";
+  }
   const std::string it = index_type(loop, n);
   s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
     << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, "i", it);
   for (size_t k = 0; k < inputs.size(); ++k)
     s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
-  int reg = program.num_inputs;
-  for (const auto& in : program.instrs) {
-    KILN_ASSIGN_OR_RETURN(std::string e, instr_expr(in, out.dtype));
-    s << "    const " << C << " v" << reg << " = kiln_round<T>((" << C << ")(" << e << "));\n";
-    ++reg;
-  }
-  if (out.dtype == DType::Float64) {
-    s << "    out[o0] = v" << (reg - 1) << ";\n";
-  } else {
-    s << "    out[o0] = kiln_st<T>(v" << (reg - 1) << ");\n";
-  }
+  s << body.str();
+  s << "    out[o0] = " << store << ";\n";
   s << "  }\n}\n";
-  return launch_1d(s.str(), n);
+  GeneratedKernel k = launch_1d(s.str(), n);
+  if (vectors) k.grid = {blocks_for(n / per_vector), 1, 1};
+  return k;
 }
 
 Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
@@ -487,12 +511,125 @@ Expected<GeneratedKernel> row_launch(std::string source, int64_t rows, uint32_t 
 
 }  // namespace
 
+bool norm_rows_vector_fits(DType dtype, int64_t cols) {
+  if (dtype != DType::Float32 && dtype != DType::Float16 && dtype != DType::BFloat16) return false;
+  const int64_t per_vector = 16 / static_cast<int64_t>(dtype_size(dtype));
+  return cols > 0 && cols % per_vector == 0 && cols / per_vector <= 32 * kNormVectorsPerLane;
+}
+
+Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
+  if (p.op != RowOp::kLayerNorm && p.op != RowOp::kRmsNorm) return invalid_argument("norm_rows_kernel takes norms");
+  if (!is_float_type(p.dtype)) return unsupported("row kernels compute in floating types");
+  if (p.write_sum && !p.residual) return invalid_argument("a norm writes its input's sum only when it adds a residual");
+  if (p.vectorized && !norm_rows_vector_fits(p.dtype, p.cols))
+    return invalid_argument("rows of " + std::to_string(p.cols) + " " + std::string(dtype_name(p.dtype)) +
+                            " do not fit one warp's 16-byte vectors");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(p.dtype));
+  const std::string C = compute_type(p.dtype);
+  const bool ln = p.op == RowOp::kLayerNorm;
+  std::ostringstream s;
+  const uint32_t threads = p.vectorized ? 128 : row_threads(p.cols);
+  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in";
+  if (p.residual) s << ", const " << T << "* __restrict__ in2";
+  if (p.write_sum) s << ", " << T << "* __restrict__ sum_out";
+  if (p.has_weight) s << ", const " << T << "* __restrict__ weight";
+  if (p.has_bias) s << ", const " << T << "* __restrict__ bias";
+  s << ") {\n  typedef " << T << " T;\n  typedef " << C << " C;\n  const long long N = " << i64s(p.cols) << ";\n";
+  // The row's value at j: in, or in + in2 rounded to T as the add would leave it.
+  const std::string store = p.dtype == DType::Float64 ? "" : "kiln_st<T>";
+  if (!p.vectorized) {
+    s << "  const long long row = blockIdx.x;\n";
+    s << "  __shared__ C red[32];\n";
+    // The first pass writes the sum (when asked); later passes read the inputs again.
+    s << "  auto at = [&](long long j, bool first) -> C {\n";
+    if (p.residual) {
+      s << "    const T v = " << store << "(kiln_ld(in[row * N + j]) + kiln_ld(in2[row * N + j]));\n";
+      if (p.write_sum) s << "    if (first) sum_out[row * N + j] = v;\n";
+      s << "    return kiln_ld(v);\n  };\n";
+    } else {
+      s << "    (void)first;\n    return kiln_ld(in[row * N + j]);\n  };\n";
+    }
+    s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += at(j, true);\n";
+    s << "  const C mean = " << (ln ? "kiln_block_reduce(sum, false, red) / C(N)" : "C(0)") << ";\n";
+    s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = at(j, false) - mean; sq += d * d; }\n";
+    s << "  const C inv = C(1) / sqrt(kiln_block_reduce(sq, false, red) / C(N) + " << literal(p.eps, p.dtype) << ");\n";
+    s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
+    s << "    C v = (at(j, false) - mean) * inv;\n";
+    if (p.has_weight) s << "    v = v * kiln_ld(weight[j]);\n";
+    if (p.has_bias) s << "    v = v + kiln_ld(bias[j]);\n";
+    s << "    out[row * N + j] = " << store << "(v);\n  }\n}\n";
+    return row_launch(s.str(), p.rows, threads);
+  }
+  // A warp per row: the row is read once, 16 bytes per load, into registers.
+  const int64_t V = 16 / static_cast<int64_t>(dtype_size(p.dtype)), nvec = p.cols / V;
+  const int64_t per_lane = (nvec + 31) / 32;
+  s << "  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);\n";
+  s << "  if (row >= " << i64s(p.rows) << ") return;\n";
+  s << "  const int lane = threadIdx.x & 31;\n";
+  s << "  C x[" << per_lane << "][" << V << "];\n";
+  s << "#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c) {\n";
+  s << "    const int vi = c * 32 + lane;\n";
+  s << "    if (vi < " << nvec << ") {\n";
+  s << "      const uint4 a = reinterpret_cast<const uint4*>(in + row * N)[vi];\n";
+  s << "      const T* ea = reinterpret_cast<const T*>(&a);\n";
+  if (p.residual) {
+    s << "      const uint4 r = reinterpret_cast<const uint4*>(in2 + row * N)[vi];\n";
+    s << "      const T* er = reinterpret_cast<const T*>(&r);\n      uint4 sv;\n      T* es = reinterpret_cast<T*>(&sv);\n";
+  }
+  s << "#pragma unroll\n      for (int u = 0; u < " << V << "; ++u) {\n";
+  if (p.residual) {
+    s << "        es[u] = kiln_st<T>(kiln_ld(ea[u]) + kiln_ld(er[u]));\n        x[c][u] = kiln_ld(es[u]);\n";
+  } else {
+    s << "        x[c][u] = kiln_ld(ea[u]);\n";
+  }
+  s << "      }\n";
+  if (p.write_sum) s << "      reinterpret_cast<uint4*>(sum_out + row * N)[vi] = sv;\n";
+  s << "    } else {\n#pragma unroll\n      for (int u = 0; u < " << V << "; ++u) x[c][u] = C(0);\n    }\n  }\n";
+  s << "  C mean = 0;\n";
+  if (ln) {
+    s << "  {\n    C sum = 0;\n#pragma unroll\n    for (int c = 0; c < " << per_lane << "; ++c)\n#pragma unroll\n"
+      << "      for (int u = 0; u < " << V << "; ++u) sum += x[c][u];\n    mean = kiln_warp_sum(sum) / C(N);\n  }\n";
+  }
+  s << "  C sq = 0;\n#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c)\n";
+  s << "    if (c * 32 + lane < " << nvec << ")\n#pragma unroll\n      for (int u = 0; u < " << V
+    << "; ++u) { const C d = x[c][u] - mean; sq += d * d; }\n";
+  s << "  const C inv = C(1) / sqrt(kiln_warp_sum(sq) / C(N) + " << literal(p.eps, p.dtype) << ");\n";
+  s << "#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c) {\n";
+  s << "    const int vi = c * 32 + lane;\n    if (vi >= " << nvec << ") continue;\n";
+  if (p.has_weight) s << "    const uint4 wv = reinterpret_cast<const uint4*>(weight)[vi];\n    const T* ew = reinterpret_cast<const T*>(&wv);\n";
+  if (p.has_bias) s << "    const uint4 bv = reinterpret_cast<const uint4*>(bias)[vi];\n    const T* eb = reinterpret_cast<const T*>(&bv);\n";
+  s << "    uint4 ov;\n    T* eo = reinterpret_cast<T*>(&ov);\n";
+  s << "#pragma unroll\n    for (int u = 0; u < " << V << "; ++u) {\n      C v = (x[c][u] - mean) * inv;\n";
+  if (p.has_weight) s << "      v = v * kiln_ld(ew[u]);\n";
+  if (p.has_bias) s << "      v = v + kiln_ld(eb[u]);\n";
+  s << "      eo[u] = kiln_st<T>(v);\n    }\n";
+  s << "    reinterpret_cast<uint4*>(out + row * N)[vi] = ov;\n  }\n}\n";
+  if (p.rows > (int64_t{1} << 32)) return unsupported("too many rows for one launch");
+  GeneratedKernel k;
+  k.source = s.str();
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>((p.rows + 3) / 4, 1)), 1, 1};
+  k.block = {128, 1, 1};
+  return k;
+}
+
 Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
                                      bool has_bias) {
+  if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
+    NormRows p;
+    p.op = op;
+    p.dtype = dtype;
+    p.rows = rows;
+    p.cols = cols;
+    p.eps = eps;
+    p.has_weight = has_weight;
+    p.has_bias = has_bias;
+    return norm_rows_kernel(p);
+  }
   if (!is_float_type(dtype)) return unsupported("row kernels compute in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
   const std::string C = compute_type(dtype);
-  // A warp per row for short rows; a block of up to 1024 threads for long ones.
+  // A block of up to 1024 threads per row.
   const uint32_t threads = row_threads(cols);
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
@@ -504,47 +641,20 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
     << "* y = out + (long long)blockIdx.x * N;\n";
   s << "  __shared__ C red[32];\n";
-  // block reduction helper as a lambda-like macro
   s << "  auto block_reduce = [&](C v, bool is_max) -> C { return kiln_block_reduce(v, is_max, red); };\n";
-  switch (op) {
-    case RowOp::kLayerNorm:
-    case RowOp::kRmsNorm: {
-      if (op == RowOp::kLayerNorm) {
-        s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += kiln_ld(x[j]);\n";
-        s << "  const C mean = block_reduce(sum, false) / C(N);\n";
-      } else {
-        s << "  const C mean = 0;\n";
-      }
-      s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = kiln_ld(x[j]) - mean; "
-           "sq += d * d; }\n";
-      s << "  const C inv = C(1) / sqrt(block_reduce(sq, false) / C(N) + " << literal(eps, dtype) << ");\n";
-      s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
-      s << "    C v = (kiln_ld(x[j]) - mean) * inv;\n";
-      if (has_weight) s << "    v = v * kiln_ld(weight[j]);\n";
-      if (has_bias) s << "    v = v + kiln_ld(bias[j]);\n";
-      s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
-      s << "  }\n";
-      break;
-    }
-    case RowOp::kSoftmax:
-    case RowOp::kLogSoftmax: {
-      s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, "
-           "kiln_ld(x[j]));\n";
-      s << "  m = block_reduce(m, true);\n";
-      s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += exp(kiln_ld(x[j]) - m);\n";
-      s << "  sum = block_reduce(sum, false);\n";
-      s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
-      if (op == RowOp::kSoftmax) {
-        s << "    const C v = exp(kiln_ld(x[j]) - m) / sum;\n";
-      } else {
-        s << "    const C v = kiln_ld(x[j]) - m - log(sum);\n";
-      }
-      s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
-      s << "  }\n";
-      break;
-    }
+  s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, "
+       "kiln_ld(x[j]));\n";
+  s << "  m = block_reduce(m, true);\n";
+  s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += exp(kiln_ld(x[j]) - m);\n";
+  s << "  sum = block_reduce(sum, false);\n";
+  s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
+  if (op == RowOp::kSoftmax) {
+    s << "    const C v = exp(kiln_ld(x[j]) - m) / sum;\n";
+  } else {
+    s << "    const C v = kiln_ld(x[j]) - m - log(sum);\n";
   }
-  s << "}\n";
+  s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
+  s << "  }\n}\n";
   return row_launch(s.str(), rows, threads);
 }
 

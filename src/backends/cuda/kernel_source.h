@@ -58,6 +58,29 @@ enum class RowOp { kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax };
 Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
                                      bool has_bias);
 
+// LayerNorm or RMSNorm over rows (rows x cols, contiguous), optionally of the
+// sum of two inputs: a residual add folded into the norm, rounded to the
+// dtype as the add would leave it, and written out as well when the sum has
+// other users. Statistics in float32 (float64 for f64).
+struct NormRows {
+  RowOp op = RowOp::kLayerNorm;  // kLayerNorm or kRmsNorm
+  DType dtype = DType::Float32;
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+  bool has_weight = false, has_bias = false;
+  bool residual = false;   // the row is in + in2
+  bool write_sum = false;  // in + in2 is written to sum_out (needs residual)
+  // One warp per row holding it in registers, 16-byte loads and stores: the
+  // caller vouches for 16-byte-aligned pointers (norm_rows_vector_fits
+  // must hold). Otherwise a block per row reads the inputs on every pass.
+  bool vectorized = false;
+};
+// The most 16-byte vectors of a row one lane of the warp holds.
+constexpr int64_t kNormVectorsPerLane = 8;
+bool norm_rows_vector_fits(DType dtype, int64_t cols);
+// Params: out, in, then in2 (residual), sum_out (write_sum), weight, bias, each if present.
+Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p);
+
 // out[o] = reduce over the reduced index space of in. `kept` and `reduced` give
 // sizes and input strides of the kept (in out's row-major order) and reduced dims.
 // Params: out (contiguous), in.

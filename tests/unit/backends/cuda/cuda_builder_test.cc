@@ -125,6 +125,74 @@ TEST(FoldEpilogues, RotaryEmbeddingBecomesOneLayer) {
   EXPECT_EQ(keep.graph.nodes().size(), before) << ir::print_graph(keep.graph);
 }
 
+TEST(FoldEpilogues, AResidualAddFeedingANormIsDoneByTheNorm) {
+  // Post-norm (BERT): the sum's only user is the norm, which takes both operands.
+  {
+    engine::Network net = network_from(R"(graph(%x: float16[4, 64], %y: float16[4, 64], %w: float16[64], %b: float16[64]) {
+  %a: float16[4, 64] = aten.add.Tensor(self=%x, other=%y)
+  %n: float16[4, 64] = aten.layer_norm.default(input=%a, normalized_shape=[64], weight=%w, bias=%b, eps=1e-12)
+  return (%n)
+}
+)",
+                                       2, {"w", "b"});
+    const ir::Value* out = net.graph.outputs()[0];
+    ASSERT_TRUE(fold_epilogues(net).is_ok());
+    ASSERT_EQ(net.graph.nodes().size(), 1u) << ir::print_graph(net.graph);
+    const ir::Node* n = only_node(net, ir::OpKind::kLayerNorm);
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(std::get<ir::Value*>(*n->find("input")), net.graph.inputs()[0]);
+    EXPECT_EQ(std::get<ir::Value*>(*n->find("kiln_residual")), net.graph.inputs()[1]);
+    EXPECT_EQ(n->outputs.size(), 1u);
+    EXPECT_EQ(n->outputs[0], out);
+  }
+  // Pre-norm (ViT, Llama): the sum is the residual stream, used again after
+  // the norm and returned; the norm writes it as its second output.
+  {
+    engine::Network net = network_from(R"(graph(%x: float32[4, 64], %y: float32[4, 64]) {
+  %a: float32[4, 64] = aten.add.Tensor(self=%x, other=%y)
+  %n: float32[4, 64] = aten.rms_norm.default(input=%a, normalized_shape=[64], eps=1e-06)
+  %m: float32[4, 64] = aten.mul.Tensor(self=%n, other=%a)
+  return (%m, %a)
+}
+)",
+                                       2, {});
+    const ir::Value* sum = net.graph.outputs()[1];
+    ASSERT_TRUE(fold_epilogues(net).is_ok());
+    ASSERT_EQ(net.graph.nodes().size(), 2u) << ir::print_graph(net.graph);
+    const ir::Node* n = only_node(net, ir::OpKind::kRmsNorm);
+    ASSERT_NE(n, nullptr);
+    ASSERT_EQ(n->outputs.size(), 2u);
+    EXPECT_EQ(n->outputs[1], sum);
+    EXPECT_EQ(sum->producer, n);
+    EXPECT_EQ(only_node(net, ir::OpKind::kAddTensor), nullptr);
+  }
+  // Nothing folds when the sum is used before the norm, broadcasts an
+  // operand, or scales it (alpha).
+  for (const char* text : {R"(graph(%x: float32[4, 64], %y: float32[4, 64]) {
+  %a: float32[4, 64] = aten.add.Tensor(self=%x, other=%y)
+  %m: float32[4, 64] = aten.mul.Tensor(self=%a, other=%a)
+  %n: float32[4, 64] = aten.layer_norm.default(input=%a, normalized_shape=[64])
+  return (%n, %m)
+}
+)",
+                           R"(graph(%x: float32[4, 64], %y: float32[64]) {
+  %a: float32[4, 64] = aten.add.Tensor(self=%x, other=%y)
+  %n: float32[4, 64] = aten.layer_norm.default(input=%a, normalized_shape=[64])
+  return (%n)
+}
+)",
+                           R"(graph(%x: float32[4, 64], %y: float32[4, 64]) {
+  %a: float32[4, 64] = aten.add.Tensor(self=%x, other=%y, alpha=2)
+  %n: float32[4, 64] = aten.layer_norm.default(input=%a, normalized_shape=[64])
+  return (%n)
+}
+)"}) {
+    engine::Network net = network_from(text, 2, {});
+    ASSERT_TRUE(fold_epilogues(net).is_ok());
+    EXPECT_NE(only_node(net, ir::OpKind::kAddTensor), nullptr) << text;
+  }
+}
+
 TEST(FoldEpilogues, AddsThatAreNotABiasStay) {
   // The added operand is an engine input (not a constant), has the wrong length, or the
   // product has a second user: nothing folds.

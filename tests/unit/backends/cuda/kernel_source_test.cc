@@ -136,6 +136,50 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     EXPECT_FALSE(flash_attention_fits(w, bo));
     EXPECT_FALSE(flash_attention_kernel(w, bo).has_value());
   }
+  {
+    // Norms: a warp per row with 16-byte vectors, with and without a folded
+    // residual add (and its sum written); a block per row where vectors do not fit.
+    NormRows n;
+    n.dtype = DType::Float16;
+    n.rows = 4096;
+    n.cols = 768;
+    n.eps = 1e-12;
+    n.has_weight = n.has_bias = true;
+    n.residual = n.write_sum = n.vectorized = true;
+    ASSERT_TRUE(norm_rows_vector_fits(n.dtype, n.cols));
+    auto v = norm_rows_kernel(n);
+    ASSERT_TRUE(v.has_value()) << v.status().message();
+    EXPECT_EQ(v->grid[0], 1024u);  // four rows per block
+    ks.push_back(*v);
+    n.op = RowOp::kRmsNorm;
+    n.dtype = DType::Float32;
+    n.has_bias = n.write_sum = false;
+    ks.push_back(*norm_rows_kernel(n));
+    n.vectorized = false;
+    n.cols = 34;
+    n.write_sum = true;
+    EXPECT_FALSE(norm_rows_vector_fits(DType::Float16, 36));
+    EXPECT_FALSE(norm_rows_vector_fits(DType::Float32, 32 * 4 * kNormVectorsPerLane + 4));
+    ks.push_back(*norm_rows_kernel(n));
+    n.residual = false;
+    EXPECT_FALSE(norm_rows_kernel(n).has_value());  // a sum without a residual
+    n.write_sum = false;
+    n.vectorized = true;
+    EXPECT_FALSE(norm_rows_kernel(n).has_value());  // 34 float32 columns are not whole vectors
+  }
+  {
+    // A contiguous elementwise program: 16-byte vectors, a quarter of the blocks.
+    engine::ElementwiseProgram prog;
+    prog.num_inputs = 2;
+    prog.instrs.push_back({ir::OpKind::kAddTensor, {0, 1}, {1.0}, ""});
+    prog.instrs.push_back({ir::OpKind::kGelu, {2}, {}, "none"});
+    const StridedLayout flat = contiguous(DType::BFloat16, {64, 768});
+    auto e = elementwise_kernel(prog, flat, {flat, flat});
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    EXPECT_NE(e->source.find("uint4"), std::string::npos);
+    EXPECT_EQ(e->grid[0], 64u * 768 / 8 / 256);
+    ks.push_back(*e);
+  }
   auto g = gather_rows_kernel(DType::BFloat16, DType::Int64, 128, 30522, 768, 1);
   ASSERT_TRUE(g.has_value()) << g.status().message();
   ks.push_back(*g);
