@@ -310,6 +310,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
        {0, 0},
        half,
        half},
+      {"conv_float16_three_channels",  // an image stem: the input and filter padded to 8 channels on CUDA
+       R"(graph(%x: float16[2, 3, 20, 20], %w: float16[16, 3, 7, 7], %b: float16[16]) {
+  %y: float16[2, 16, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[3, 3])
+  %r: float16[2, 16, 10, 10] = aten.relu.default(self=%y)
+  return (%r)
+}
+)",
+       {0, 0, 0},
+       half,
+       half,
+       1},
       {"float16_mlp",
        R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
   %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)

@@ -289,15 +289,21 @@ Tensor transposed_matrix(const Tensor& m) {
   return out;
 }
 
-// A host weight as the plan wants it on the device: converted dtype, filters channels-last, matrices
-// transposed where the plan asks.
+// A host weight as the plan wants it on the device: converted dtype, filters channels-last (and
+// zero-padded channels), matrices transposed where the plan asks.
 Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
   if (w.sizes() != c.sizes)
     return format_error("constant '" + c.name + "' is " + w.type_string() + ", the plan expects " +
                         shape_to_string(c.sizes));
   Tensor t = w.to(c.dtype);
-  if (c.channels_last) {
-    const Shape& s = c.sizes;  // K, C, R, S -> K, R, S, C
+  Shape s = c.sizes;
+  if (c.padded_channels > s[1]) {  // zeros past the weight's own channels
+    Tensor padded = Tensor::zeros(c.dtype, {s[0], c.padded_channels, s[2], s[3]});
+    padded.as_strided(s, padded.strides(), 0).copy_from(t);
+    t = padded;
+    s[1] = c.padded_channels;
+  }
+  if (c.channels_last) {  // K, C, R, S -> K, R, S, C
     t = t.as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
                      t.storage_offset())
             .contiguous();

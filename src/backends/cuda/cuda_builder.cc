@@ -155,7 +155,8 @@ Expected<TRef> Builder::channels_last(const TRef& t, const std::string& layer) {
   return out;
 }
 
-Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter, bool transposed_matrix) {
+Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter, bool transposed_matrix,
+                                 int64_t pad_channels) {
   const auto& ins = net_.graph.inputs();
   std::string name;
   for (size_t i = net_.num_inputs; i < ins.size(); ++i)
@@ -168,15 +169,17 @@ Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_
   }
   const bool cl = channels_last_filter && sizes.size() == 4;
   const bool tr = transposed_matrix && sizes.size() == 2 && !cl;
-  auto key = std::make_tuple(name, dtype, cl, tr);
+  const int64_t pad = cl && pad_channels > sizes[1] ? pad_channels : 0;
+  auto key = std::make_tuple(name, dtype, cl, tr, pad);
   auto [it, inserted] = constant_index_.try_emplace(key, static_cast<int>(plan_.constants.size()));
-  if (inserted) plan_.constants.push_back({name, dtype, sizes, cl, tr});
+  if (inserted) plan_.constants.push_back({name, dtype, sizes, cl, tr, pad});
   TRef t;
   t.buf = {it->second, 0};
   t.dtype = dtype;
   t.sizes = sizes;
+  if (pad) t.sizes[1] = pad;
   if (cl) {
-    const int64_t C = sizes[1], R = sizes[2], S = sizes[3];
+    const int64_t C = t.sizes[1], R = sizes[2], S = sizes[3];
     t.strides = {R * S * C, 1, S * C, C};
   } else if (tr) {
     t.strides = {1, sizes[0]};

@@ -72,8 +72,9 @@ class Builder {
   // A constant's device copy in dtype `dtype` (channels-last filter when asked).
   // transposed_matrix: a 2-D constant stored as its transpose; the TRef keeps
   // the logical sizes with swapped strides (a column-major view).
+  // pad_channels: a channels-last filter stored with that many input channels (zeros past its own).
   Expected<TRef> constant(const ir::Value* v, DType dtype, bool channels_last_filter = false,
-                          bool transposed_matrix = false);
+                          bool transposed_matrix = false, int64_t pad_channels = 0);
   bool is_constant(const ir::Value* v) const;
   BufferRef error_word() const { return {-2 - error_alloc_, 0}; }
   int add_error_layer(const std::string& layer);
@@ -99,7 +100,7 @@ class Builder {
   std::vector<Alloc> allocs_;
   std::vector<std::string> kernel_sources_;
   std::map<std::string, int> kernel_index_;
-  std::map<std::tuple<std::string, DType, bool, bool>, int> constant_index_;
+  std::map<std::tuple<std::string, DType, bool, bool, int64_t>, int> constant_index_;
   int error_alloc_ = -1;
 };
 

@@ -615,6 +615,9 @@ bool use_im2col_gemm(const ConvShape& s, DType dt) {
   return m <= 16384 && col_bytes <= kIm2colLimitBytes && (!s.has_residual || out_bytes <= (int64_t{2} << 20));
 }
 
+// The channel count a 16-bit channels-last convolution's input is padded to when it has fewer.
+constexpr int64_t kPaddedChannels = 8;
+
 Status emit_conv(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
@@ -623,14 +626,26 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   if (x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
-  if (cl) {
+  const ir::Value* wv = value_arg(n, "weight");
+  TRef w;
+  // A few input channels (an image's 3) leave cuDNN's channels-last kernels
+  // off the tensor cores: the input is copied into 8 channels, zeros past its
+  // own, and the filter is stored with 8 channels to match.
+  const bool pad_channels =
+      cl && int_arg(n, "groups").value_or(1) == 1 && x.sizes[1] < kPaddedChannels && b.is_constant(wv);
+  if (pad_channels) {
+    TRef xp = b.new_tensor(dt, {x.sizes[0], kPaddedChannels, x.sizes[2], x.sizes[3]}, true);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel pk, pad_channels_kernel(x.layout(), kPaddedChannels));
+    KILN_TRY(b.launch(n.name + " pad channels", std::move(pk), {xp.buf, x.buf}));
+    x = xp;
+  } else if (cl) {
     KILN_ASSIGN_OR_RETURN(x, b.channels_last(x, n.name));
   } else {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name));
   }
-  const ir::Value* wv = value_arg(n, "weight");
-  TRef w;
-  if (b.is_constant(wv)) {
+  if (pad_channels) {
+    KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt, cl, false, kPaddedChannels));
+  } else if (b.is_constant(wv)) {
     KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt, cl));
   } else {
     KILN_ASSIGN_OR_RETURN(w, b.ref(wv));

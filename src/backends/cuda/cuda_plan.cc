@@ -157,7 +157,10 @@ IoSlot io_from(const json& j) {
 
 }  // namespace
 
-int64_t DeviceConstant::nbytes() const { return bytes_of(dtype, sizes); }
+int64_t DeviceConstant::nbytes() const {
+  if (padded_channels > 0 && sizes.size() == 4) return bytes_of(dtype, {sizes[0], padded_channels, sizes[2], sizes[3]});
+  return bytes_of(dtype, sizes);
+}
 int64_t IoSlot::nbytes() const { return bytes_of(dtype, sizes); }
 
 std::string CudaPlan::to_json() const {
@@ -176,7 +179,8 @@ std::string CudaPlan::to_json() const {
                   {"dtype", dname(c.dtype)},
                   {"sizes", c.sizes},
                   {"channels_last", c.channels_last},
-                  {"transposed", c.transposed}});
+                  {"transposed", c.transposed},
+                  {"padded_channels", c.padded_channels}});
   j["constants"] = cs;
   json ins = json::array(), outs = json::array();
   for (const auto& s : inputs) ins.push_back(io_json(s));
@@ -222,7 +226,7 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
     for (const json& c : j.at("constants"))
       p.constants.push_back({c.at("name").get<std::string>(), dtype_from(c.at("dtype")),
                              c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>(),
-                             c.value("transposed", false)});
+                             c.value("transposed", false), c.value("padded_channels", int64_t{0})});
     for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
     for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
     p.kernel_names = j.at("kernels").get<std::vector<std::string>>();
@@ -282,6 +286,10 @@ Status CudaPlan::validate() const {
       return format_error("CUDA plan: channels-last constant '" + c.name + "' is not 4-D");
     if (c.transposed && (c.sizes.size() != 2 || c.channels_last))
       return format_error("CUDA plan: transposed constant '" + c.name + "' is not a 2-D matrix");
+    if (c.padded_channels != 0 &&
+        (!c.channels_last || c.padded_channels < c.sizes[1] || c.padded_channels > (int64_t{1} << 20)))
+      return format_error("CUDA plan: constant '" + c.name + "' pads " + std::to_string(c.padded_channels) +
+                          " channels, which is not a channels-last filter's channel count or more");
   }
   for (const auto* list : {&inputs, &outputs})
     for (const IoSlot& s : *list) {

@@ -37,6 +37,10 @@ struct DeviceConstant {
   std::vector<int64_t> sizes;
   bool channels_last = false;  // a 4-D filter stored K x R x S x C
   bool transposed = false;     // a 2-D [r, c] matrix stored as its transpose (c rows of r)
+  // A channels-last filter stored with this many input channels, zeros past
+  // sizes[1] (a convolution over zero-padded channels); 0: sizes[1].
+  int64_t padded_channels = 0;
+  // Bytes on the device (padded channels included).
   int64_t nbytes() const;
 };
 

@@ -1170,6 +1170,26 @@ Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64
   return k;
 }
 
+Expected<GeneratedKernel> pad_channels_kernel(const StridedLayout& in, int64_t padded_channels) {
+  KILN_TRY(check_layout(in, "input"));
+  if (in.sizes.size() != 4) return unsupported("channel padding takes a 4-D [N, C, H, W] input");
+  if (padded_channels < in.sizes[1]) return invalid_argument("channel padding cannot drop channels");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  const int64_t C = in.sizes[1], H = in.sizes[2], W = in.sizes[3], P = padded_channels;
+  const int64_t n = in.sizes[0] * H * W * P;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    const long long c = i % " << P << ", t = i / " << P << ", x = t % " << W << ", u = t / " << W << ", y = u % "
+    << H << ", b = u / " << H << ";\n";
+  s << "    out[i] = c < " << C << " ? in[b * " << i64s(in.strides[0]) << " + c * " << i64s(in.strides[1]) << " + y * "
+    << i64s(in.strides[2]) << " + x * " << i64s(in.strides[3]) << "] : static_cast<" << T << ">(0);\n";
+  s << "  }\n}\n";
+  return launch_1d(s.str(), n);
+}
+
 Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayout& in) {
   KILN_TRY(check_layout(in, "input"));
   if (in.sizes.size() != 4) return unsupported("im2col takes a 4-D [N, C, H, W] input");

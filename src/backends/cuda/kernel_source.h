@@ -137,6 +137,11 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
 Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
                                                    const StridedLayout* mask, bool causal);
 
+// A [N, C, H, W] tensor of any strides into channels-last storage of P >= C
+// channels, zeros in channels C..P-1 (a convolution's input padded to a
+// channel count its tensor-core kernels take). Params: out, in.
+Expected<GeneratedKernel> pad_channels_kernel(const StridedLayout& in, int64_t padded_channels);
+
 // Convolution patches as rows of a matrix: out[(n*OH + oh)*OW + ow][(r*S + s)*C + c] =
 // in[n, c, oh*sh - ph + r*dh, ow*sw - pw + s*dw] (zero outside the image), in of any
 // strides (logical NCHW), out contiguous [N*OH*OW, R*S*C]. Params: out, in.

@@ -325,6 +325,7 @@ CudaPlan small_plan() {
   p.error_offset = 0;
   p.error_layers = {"embedding"};
   p.constants.push_back({"w", DType::Float16, {8, 16}, false});
+  p.constants.push_back({"stem", DType::Float16, {64, 3, 7, 7}, true, false, 8});  // channels padded to 8
   p.inputs.push_back({"x", DType::Float16, {4, 8}, 256});
   p.outputs.push_back({"y", DType::Float16, {4, 16}, 512});
   p.kernel_names = {"kiln_k0"};
@@ -357,6 +358,8 @@ TEST(PlanJson, RoundTripsThroughJson) {
   EXPECT_EQ(back->to_json(), p.to_json());
   EXPECT_EQ(back->cubin, cubin);
   EXPECT_EQ(back->steps[1].gemm.algo.data[3], 0xdeadbeefULL);
+  EXPECT_EQ(back->constants[1].padded_channels, 8);
+  EXPECT_EQ(back->constants[1].nbytes(), 64 * 8 * 7 * 7 * 2);
 }
 
 TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
@@ -372,6 +375,9 @@ TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
       {"slot outside the arena", [](CudaPlan& p) { p.outputs[0].offset = 4000; }, "slot 'y'"},
       {"error word outside the arena", [](CudaPlan& p) { p.error_offset = 4094; }, "error word"},
       {"a GEMM that does not fit its shape", [](CudaPlan& p) { p.steps[1].gemm.shape.ldc = 2; }, "ldc"},
+      {"fewer padded channels than the filter has", [](CudaPlan& p) { p.constants[1].padded_channels = 2; },
+       "constant 'stem' pads 2 channels"},
+      {"padded channels on a matrix", [](CudaPlan& p) { p.constants[0].padded_channels = 16; }, "constant 'w' pads"},
   };
   for (const Case& c : cases) {
     CudaPlan p = small_plan();

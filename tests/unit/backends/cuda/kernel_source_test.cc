@@ -180,6 +180,13 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     EXPECT_EQ(e->grid[0], 64u * 768 / 8 / 256);
     ks.push_back(*e);
   }
+  {
+    // An image's 3 channels (NCHW) into channels-last storage of 8.
+    auto pc = pad_channels_kernel(contiguous(DType::Float16, {2, 3, 224, 224}), 8);
+    ASSERT_TRUE(pc.has_value()) << pc.status().message();
+    ks.push_back(*pc);
+    EXPECT_FALSE(pad_channels_kernel(contiguous(DType::Float16, {2, 16, 4, 4}), 8).has_value());
+  }
   auto g = gather_rows_kernel(DType::BFloat16, DType::Int64, 128, 30522, 768, 1);
   ASSERT_TRUE(g.has_value()) << g.status().message();
   ks.push_back(*g);
