@@ -1,7 +1,10 @@
 #include "base/crc32.h"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <thread>
+#include <vector>
 
 namespace kiln {
 
@@ -35,9 +38,8 @@ inline uint32_t load_le32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 
-}  // namespace
-
-uint32_t crc32(std::span<const uint8_t> bytes, uint32_t crc) {
+// The CRC of `bytes` continuing from `crc`, on this thread.
+uint32_t crc32_serial(std::span<const uint8_t> bytes, uint32_t crc) {
   const auto& t = kTables;
   const uint8_t* p = bytes.data();
   size_t n = bytes.size();
@@ -50,6 +52,55 @@ uint32_t crc32(std::span<const uint8_t> bytes, uint32_t crc) {
   }
   for (; n > 0; ++p, --n) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFFu];
   return ~c;
+}
+
+// a(x) * b(x) modulo the polynomial, in the reflected representation (bit 31
+// is the coefficient of x^0, bit 0 that of x^31).
+constexpr uint32_t multiply_mod(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;  // b * x
+  }
+  return product;
+}
+
+// x^(2^k) modulo the polynomial for k = 0..31; x's multiplicative order
+// divides 2^32 - 1, so x^(2^(k + 32)) = x^(2^k) and 32 entries serve every k.
+using PowerTable = std::array<uint32_t, 32>;
+constexpr PowerTable make_powers() {
+  PowerTable p{};
+  p[0] = 1u << 30;  // x^1
+  for (size_t k = 1; k < p.size(); ++k) p[k] = multiply_mod(p[k - 1], p[k - 1]);
+  return p;
+}
+constexpr PowerTable kPowers = make_powers();
+
+}  // namespace
+
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  // x^(8 * length_b): the product of x^(2^k) over the set bits k of 8 * length_b.
+  uint32_t power = 1u << 31;  // x^0
+  for (unsigned k = 3; length_b != 0; length_b >>= 1, ++k)
+    if (length_b & 1u) power = multiply_mod(kPowers[k & 31u], power);
+  return multiply_mod(power, crc_a) ^ crc_b;
+}
+
+uint32_t crc32(std::span<const uint8_t> bytes, uint32_t crc) {
+  constexpr size_t kPiece = size_t{4} << 20;
+  const size_t pieces = std::min<size_t>({bytes.size() / kPiece, std::max(1u, std::thread::hardware_concurrency()), 16});
+  if (pieces < 2) return crc32_serial(bytes, crc);
+  std::vector<uint32_t> crcs(pieces);
+  std::vector<size_t> starts(pieces + 1);
+  for (size_t i = 0; i <= pieces; ++i) starts[i] = bytes.size() / pieces * i;
+  starts[pieces] = bytes.size();
+  auto piece = [&](size_t i) { crcs[i] = crc32_serial(bytes.subspan(starts[i], starts[i + 1] - starts[i]), 0); };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < pieces; ++i) threads.emplace_back(piece, i);
+  piece(0);
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < pieces; ++i) crc = crc32_combine(crc, crcs[i], starts[i + 1] - starts[i]);
+  return crc;
 }
 
 }  // namespace kiln

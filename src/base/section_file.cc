@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cassert>
 #include <cerrno>
@@ -44,6 +45,7 @@ constexpr uint64_t kTrailerCrcAt = 12;
 static_assert(kEntryNameLengthAt == kMaxNameLength);
 static_assert(kEntryReservedAt + 8 == kEntrySize);
 static_assert(kTrailerCrcAt + 4 == kTrailerSize);
+static_assert(kTrailerSize == 16, "SectionFileWriter::Layout::tail holds the trailer");
 
 constexpr uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -302,41 +304,66 @@ Status SectionFileWriter::add(std::string name, std::span<const uint8_t> bytes) 
   return add(std::move(name), std::vector<uint8_t>(bytes.begin(), bytes.end()));
 }
 
-std::vector<uint8_t> SectionFileWriter::finish() const {
+SectionFileWriter::Layout SectionFileWriter::layout() const {
+  Layout l;
   const uint64_t table_end = kHeaderSize + kEntrySize * sections_.size();
-  std::vector<uint64_t> offsets;
-  offsets.reserve(sections_.size());
+  l.offsets.reserve(sections_.size());
   uint64_t cursor = table_end;
   for (const Section& s : sections_) {
-    offsets.push_back(align_up(cursor));
-    cursor = offsets.back() + s.bytes.size();
+    l.offsets.push_back(align_up(cursor));
+    cursor = l.offsets.back() + s.bytes.size();
   }
-  const uint64_t trailer = cursor;
-  const uint64_t size = trailer + kTrailerSize;
+  l.trailer = cursor;
+  l.size = l.trailer + kTrailerSize;
 
-  std::vector<uint8_t> out(static_cast<size_t>(size), 0);
-  uint8_t* p = out.data();
+  l.head.assign(static_cast<size_t>(table_end), 0);
+  uint8_t* p = l.head.data();
   std::memcpy(p, magic_.data(), kMagicSize);
   put_u32(p + kVersionAt, version_);
   put_u32(p + kCountAt, static_cast<uint32_t>(sections_.size()));
-  put_u64(p + kFileSizeAt, size);
+  put_u64(p + kFileSizeAt, l.size);
+  std::vector<uint32_t> crcs(sections_.size());
   for (size_t i = 0; i < sections_.size(); ++i) {
     const Section& s = sections_[i];
     uint8_t* e = p + kHeaderSize + kEntrySize * i;
+    crcs[i] = crc32(s.bytes);
     std::memcpy(e, s.name.data(), s.name.size());
     put_u32(e + kEntryNameLengthAt, static_cast<uint32_t>(s.name.size()));
-    put_u32(e + kEntryCrcAt, crc32(s.bytes));
-    put_u64(e + kEntryOffsetAt, offsets[i]);
+    put_u32(e + kEntryCrcAt, crcs[i]);
+    put_u64(e + kEntryOffsetAt, l.offsets[i]);
     put_u64(e + kEntrySizeAt, s.bytes.size());
-    if (!s.bytes.empty()) std::memcpy(p + offsets[i], s.bytes.data(), s.bytes.size());
   }
-  std::memcpy(p + trailer, magic_.data(), kMagicSize);
-  put_u32(p + trailer + kTrailerCrcAt, crc32({p, static_cast<size_t>(trailer + kTrailerCrcAt)}));
+  std::memcpy(l.tail.data(), magic_.data(), kMagicSize);
+  // The whole-file CRC from the pieces' CRCs (each section is read once):
+  // header and table, then per section its zero padding and its bytes, then
+  // the trailer up to its CRC field.
+  const std::array<uint8_t, kAlignment> zeros{};
+  uint32_t file_crc = crc32(l.head);
+  uint64_t at = table_end;
+  for (size_t i = 0; i < sections_.size(); ++i) {
+    const uint64_t pad = l.offsets[i] - at;
+    file_crc = crc32({zeros.data(), static_cast<size_t>(pad)}, file_crc);
+    file_crc = crc32_combine(file_crc, crcs[i], sections_[i].bytes.size());
+    at = l.offsets[i] + sections_[i].bytes.size();
+  }
+  file_crc = crc32({l.tail.data(), static_cast<size_t>(kTrailerCrcAt)}, file_crc);
+  put_u32(l.tail.data() + kTrailerCrcAt, file_crc);
+  return l;
+}
+
+std::vector<uint8_t> SectionFileWriter::finish() const {
+  const Layout l = layout();
+  std::vector<uint8_t> out(static_cast<size_t>(l.size), 0);
+  std::memcpy(out.data(), l.head.data(), l.head.size());
+  for (size_t i = 0; i < sections_.size(); ++i)
+    if (!sections_[i].bytes.empty())
+      std::memcpy(out.data() + l.offsets[i], sections_[i].bytes.data(), sections_[i].bytes.size());
+  std::memcpy(out.data() + l.trailer, l.tail.data(), l.tail.size());
   return out;
 }
 
 Status SectionFileWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> bytes = finish();
+  const Layout l = layout();
 
   // A name no other writer in this process or another one picks.
   static std::atomic<uint64_t> counter{0};
@@ -352,17 +379,29 @@ Status SectionFileWriter::write(const std::string& path) const {
     ::unlink(tmp.c_str());
     return io_error("cannot write '" + path + "': " + doing + ": " + errno_text(err));
   };
-  const uint8_t* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("write to '" + tmp + "' failed", errno);
+  // The pieces in file order, straight from the sections (no whole-file image).
+  auto put = [&](const uint8_t* p, size_t left) -> int {
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
     }
-    p += n;
-    left -= static_cast<size_t>(n);
+    return 0;
+  };
+  const std::array<uint8_t, kAlignment> zeros{};
+  int err = put(l.head.data(), l.head.size());
+  uint64_t at = l.head.size();
+  for (size_t i = 0; i < sections_.size() && err == 0; ++i) {
+    err = put(zeros.data(), static_cast<size_t>(l.offsets[i] - at));
+    if (err == 0) err = put(sections_[i].bytes.data(), sections_[i].bytes.size());
+    at = l.offsets[i] + sections_[i].bytes.size();
   }
+  if (err == 0) err = put(l.tail.data(), l.tail.size());
+  if (err != 0) return fail("write to '" + tmp + "' failed", err);
   const int closed = ::close(fd);
   fd = -1;
   if (closed != 0) return fail("closing '" + tmp + "' failed", errno);

@@ -38,6 +38,7 @@
 // same sections always give the same bytes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -71,7 +72,8 @@ class SectionFileWriter {
   // The whole file.
   std::vector<uint8_t> finish() const;
 
-  // Writes finish() to `path`. The bytes go to a new file beside `path` that
+  // Writes the bytes finish() returns to `path`, section by section (no
+  // whole-file image in memory). The bytes go to a new file beside `path` that
   // then replaces it, so a process that has the old file mapped keeps reading
   // the old bytes, and `path` never holds a partial file.
   // Returns kIo, naming the path and the operating system's reason.
@@ -82,6 +84,15 @@ class SectionFileWriter {
     std::string name;
     std::vector<uint8_t> bytes;
   };
+  // Where everything goes: the header and table bytes, each section's
+  // offset, and the trailer with the whole-file CRC.
+  struct Layout {
+    std::vector<uint8_t> head;
+    std::vector<uint64_t> offsets;
+    uint64_t trailer = 0, size = 0;
+    std::array<uint8_t, 16> tail{};
+  };
+  Layout layout() const;
 
   std::string magic_;
   uint32_t version_;

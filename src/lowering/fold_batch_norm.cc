@@ -95,13 +95,29 @@ bool fold_into_convolution(PatternContext& ctx, ir::Node& bn_node, const EvalBat
   if (out_channels != static_cast<int64_t>(bn.scale.size()) || !is_floating(weight->dtype())) return false;
   if (bias && bias->numel() != out_channels) return false;
 
-  // One conversion pass, then a scale per output channel (a fresh tensor: the weight itself stays as it is).
-  Tensor w = weight->dtype() == DType::Float64 ? weight->clone() : weight->to(DType::Float64);
+  // A scale per output channel into a fresh tensor (the weight itself stays as it is), each
+  // product in double and rounded once to the weight's dtype. float32 weights (the common
+  // case, and most of a model's bytes) go straight through; other dtypes convert via double.
   const int64_t per_channel = out_channels == 0 ? 0 : weight->numel() / out_channels;
-  double* wp = w.data<double>();
-  for (int64_t o = 0; o < out_channels; ++o) {
-    const double k = bn.scale[static_cast<size_t>(o)];
-    for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) wp[i] *= k;
+  Tensor w;
+  if (weight->dtype() == DType::Float32) {
+    const Tensor src = weight->contiguous();
+    w = Tensor::empty(DType::Float32, weight->sizes());
+    const float* sp = src.data<float>();
+    float* wp = w.data<float>();
+    for (int64_t o = 0; o < out_channels; ++o) {
+      const double k = bn.scale[static_cast<size_t>(o)];
+      for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i)
+        wp[i] = static_cast<float>(static_cast<double>(sp[i]) * k);
+    }
+  } else {
+    w = weight->dtype() == DType::Float64 ? weight->clone() : weight->to(DType::Float64);
+    double* wp = w.data<double>();
+    for (int64_t o = 0; o < out_channels; ++o) {
+      const double k = bn.scale[static_cast<size_t>(o)];
+      for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) wp[i] *= k;
+    }
+    w = w.to(weight->dtype());
   }
   Tensor b = Tensor::zeros(DType::Float64, {out_channels});
   for (int64_t o = 0; o < out_channels; ++o) {
@@ -109,7 +125,7 @@ bool fold_into_convolution(PatternContext& ctx, ir::Node& bn_node, const EvalBat
     b.data<double>()[o] = (bias ? bias->value_at(o) : 0.0) * bn.scale[c] + bn.shift[c];
   }
   const std::string base = bn.out->name.empty() ? conv->name : bn.out->name;
-  ir::Value* new_w = ctx.add_constant(base + ".weight", w.to(weight->dtype()));
+  ir::Value* new_w = ctx.add_constant(base + ".weight", w);
   ir::Value* new_b = ctx.add_constant(base + ".bias", b.to(bias ? bias->dtype() : weight->dtype()));
 
   std::vector<ir::NamedArg> args;

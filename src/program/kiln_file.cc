@@ -127,7 +127,10 @@ json method_json(const CompiledProgram& p, const std::string& prefix, WeightBlob
 
 }  // namespace
 
-Expected<std::vector<uint8_t>> serialize_program(std::span<const MethodRef> methods) {
+namespace {
+
+// Every section of a program file, ready to be written or joined into bytes.
+Expected<SectionFileWriter> program_sections(std::span<const MethodRef> methods) {
   if (methods.empty()) return invalid_argument("a program has at least one method");
   std::set<std::string> names;
   for (const MethodRef& mr : methods)
@@ -152,6 +155,13 @@ Expected<std::vector<uint8_t>> serialize_program(std::span<const MethodRef> meth
         KILN_TRY(w.add(prefix + "plan." + std::to_string(i), std::span<const uint8_t>(p.segments[i].plan)));
   }
   KILN_TRY(w.add("weights", blob.bytes()));
+  return w;
+}
+
+}  // namespace
+
+Expected<std::vector<uint8_t>> serialize_program(std::span<const MethodRef> methods) {
+  KILN_ASSIGN_OR_RETURN(SectionFileWriter w, program_sections(methods));
   return w.finish();
 }
 
@@ -166,20 +176,9 @@ Status save_program(const CompiledProgram& p, const std::string& path) {
 }
 
 Status save_program(std::span<const MethodRef> methods, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(methods));
-  // Write next to the target and rename, so a failed write never leaves a half file.
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status(ErrorCode::kIo, path + ": cannot open for writing");
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!f) return Status(ErrorCode::kIo, path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status(ErrorCode::kIo, path + ": cannot rename the written file into place");
-  }
-  return Status::ok();
+  KILN_ASSIGN_OR_RETURN(SectionFileWriter w, program_sections(methods));
+  // Written next to the target and renamed into place, so a failed write never leaves a half file.
+  return w.write(path);
 }
 
 namespace {

@@ -74,5 +74,27 @@ TEST(Crc32, MatchesBitwiseReference) {
   EXPECT_EQ(crc32(all.subspan(3, all.size() - 8)), bitwise_crc32(all.subspan(3, all.size() - 8)));
 }
 
+TEST(Crc32, CombineJoinsTwoChecksumsWithoutTheBytes) {
+  const std::vector<uint8_t> data = random_bytes(5000, 11);
+  const std::span<const uint8_t> all(data);
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{1000}, size_t{4999}, size_t{5000}}) {
+    const auto a = all.first(cut), b = all.subspan(cut);
+    EXPECT_EQ(crc32_combine(crc32(a), crc32(b), b.size()), bitwise_crc32(all)) << "cut at " << cut;
+  }
+  // Zero bytes still shift the first checksum: 32 zeros after "123456789".
+  std::vector<uint8_t> padded = bytes_of("123456789");
+  padded.resize(padded.size() + 32, 0);
+  EXPECT_EQ(crc32_combine(0xCBF43926u, crc32(std::vector<uint8_t>(32, 0)), 32), bitwise_crc32(padded));
+}
+
+// Large inputs are checksummed in pieces on several threads: the same value,
+// from the start and continuing from an earlier checksum.
+TEST(Crc32, LargeInputsInPiecesMatchTheReference) {
+  const std::vector<uint8_t> data = random_bytes((size_t{37} << 20) + 13, 5);
+  const std::span<const uint8_t> all(data);
+  EXPECT_EQ(crc32(all), bitwise_crc32(all));
+  EXPECT_EQ(crc32(all.subspan(100), crc32(all.first(100))), bitwise_crc32(all));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -421,6 +421,9 @@ TEST_F(SectionFileOnDisk, WritesAndMapsAlignedSections) {
   SectionFileWriter w(kProg, 1);
   ASSERT_TRUE(w.add("graph", bytes_of("{}")).is_ok());
   ASSERT_TRUE(w.add("weights", pattern(5000, 2)).is_ok());
+  // An empty section and one large enough to be checksummed in pieces on several threads.
+  ASSERT_TRUE(w.add("empty", std::vector<uint8_t>{}).is_ok());
+  ASSERT_TRUE(w.add("big", pattern((size_t{9} << 20) + 3, 5)).is_ok());
   ASSERT_TRUE(w.write(path).is_ok());
 
   auto file = MappedFile::open(path);
@@ -433,6 +436,9 @@ TEST_F(SectionFileOnDisk, WritesAndMapsAlignedSections) {
   // A mapping starts on a page, so file alignment is memory alignment.
   EXPECT_EQ(reinterpret_cast<uintptr_t>(weights->data()) % 64, 0u);
   EXPECT_EQ(as_string(*weights), as_string(pattern(5000, 2)));
+  auto big = f->section("big");
+  ASSERT_TRUE(big) << big.status().to_string();
+  EXPECT_EQ(big->size(), (size_t{9} << 20) + 3);
   // Only the file itself is left behind.
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), std::filesystem::directory_iterator()), 1);
 }
