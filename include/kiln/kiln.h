@@ -60,7 +60,13 @@ struct CompileOptions {
   // later compile (any process) of a segment with the same key; empty: no
   // cache. The CLI defaults it to the user's cache directory.
   std::string cache_dir;
-  // Input shape ranges (kiln compile --shape NAME:MIN,OPT,MAX), one per input.
+  // Input shape ranges (kiln compile --shape NAME:MIN,OPT,MAX). Several
+  // profiles: the k-th range given for an input belongs to profile k, and an
+  // input given once keeps its range in every profile (e.g. decode 1..1 and
+  // prefill 2..512 for a token input). Each profile is compiled on its own
+  // (engines built for it, kernel choices at its OPT) and stored as method
+  // NAME@k of the method NAME it profiles (profile 0 is NAME itself); a call
+  // of NAME runs the first profile whose ranges hold the inputs.
   std::vector<ShapeProfile> shapes;
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
@@ -125,8 +131,10 @@ class Program {
   static Expected<std::shared_ptr<const Program>> load_methods(const std::vector<MethodFile>& files,
                                                                const LoadOptions& options = {});
 
-  // The methods in order ("forward" for a program from one .pt2). Everything
-  // else this class answers is about the first; method() gives the others.
+  // The methods in order ("forward" for a program from one .pt2), with the
+  // extra shape profiles of each (NAME@1, NAME@2, ... after NAME; see
+  // CompileOptions::shapes). Everything else this class answers is about the
+  // first; method() gives the others.
   std::vector<std::string> method_names() const;
   // Method `name` (this program for the first), owned by this program; null when absent.
   const Program* method(std::string_view name) const;
@@ -188,7 +196,10 @@ class Session {
   // Program::buffer_updated_in_place) are written as that engine runs: after
   // a call that fails later on, they hold the rows that call wrote.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
-  // Runs method `method` of the program on the session's state.
+  // Runs method `method` of the program on the session's state: of a method
+  // compiled with several shape profiles, the first profile whose ranges
+  // hold the inputs (an error names each profile's objection when none does);
+  // NAME@k runs profile k only.
   Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
 
   // Buffer `fqn`: the session's own memory (or the caller's, when bound), so

@@ -155,6 +155,7 @@ struct OutputSpec {
 struct SymbolRange {
   int64_t min = 0;
   int64_t max = INT64_MAX;  // INT64_MAX: unbounded
+  int64_t opt = 0;          // the size engines are tuned for (a --shape profile's OPT); 0: none given
 };
 
 // A loaded program: graph, signature (parallel to graph inputs/outputs),

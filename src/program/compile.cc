@@ -45,10 +45,30 @@ Status canonicalize_module(ir::Module& m) {
   return m.graph.verify();
 }
 
-std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision) {
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
+                             const std::map<std::string, ir::SymbolRange>& symbols) {
   // Everything that changes the plan; weights do not (plans bind them by name at load).
-  return "kiln " + std::string(KILN_VERSION_STRING) + " engine, backend " + backend.identity() + ", plan format " +
-         std::to_string(engine::kPlanVersion) + ", precision " + precision + "\n" + net.to_text();
+  std::string key = "kiln " + std::string(KILN_VERSION_STRING) + " engine, backend " + backend.identity() +
+                    ", plan format " + std::to_string(engine::kPlanVersion) + ", precision " + precision + "\n" +
+                    net.to_text();
+  // The shape profile it is built for: the range (and tuning size) of every symbol its layers are sized by.
+  std::set<std::string> used;
+  auto note = [&](const ir::Value* v) {
+    std::vector<std::string> names;
+    for (const ir::Dim& d : v->type.sizes)
+      if (!d.is_static()) d.expr->collect_symbols(names);
+    used.insert(names.begin(), names.end());
+  };
+  for (const ir::Value* v : net.graph.inputs()) note(v);
+  for (const auto& n : net.graph.nodes())
+    for (const ir::Value* v : n->outputs) note(v);
+  for (const std::string& s : used) {
+    auto it = symbols.find(s);
+    if (it == symbols.end()) continue;
+    key += "symbol " + s + " min " + std::to_string(it->second.min) + " opt " + std::to_string(it->second.opt) +
+           " max " + std::to_string(it->second.max) + "\n";
+  }
+  return key;
 }
 
 Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings) {
@@ -101,7 +121,7 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       Expected<std::vector<uint8_t>> plan = std::vector<uint8_t>{};
       if (settings.cache) {
         const auto start = std::chrono::steady_clock::now();
-        const std::string key = engine_cache_key(*backend, *net, settings.precision);
+        const std::string key = engine_cache_key(*backend, *net, settings.precision, m.symbols);
         plan = settings.cache->get_or_build(key, build, settings.progress, &r.from_cache);
         if (plan && r.from_cache && settings.progress)
           settings.progress(what + " from the engine cache in " +

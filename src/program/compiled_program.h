@@ -52,9 +52,11 @@ struct CompileSettings {
 
 // The engine cache key material of `net` built by `backend` (see engine_cache.h):
 // kiln's version, the backend's identity, the plan format version, the
-// precision and the network's full text (layers, edges, attributes, constant
-// names, shapes and dtypes).
-std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision);
+// precision, the network's full text (layers, edges, attributes, constant
+// names, shapes and dtypes) and the shape profile: min, opt and max of every
+// symbol the network's sizes use, from `symbols`.
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
+                             const std::map<std::string, ir::SymbolRange>& symbols = {});
 
 // How one mutated buffer gets its new value (invariant 3 of the design).
 struct BufferWrite {

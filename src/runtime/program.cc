@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -120,11 +121,36 @@ Status apply_shape_profiles(ir::Module& m, const std::vector<ShapeProfile>& shap
         return unsupported(where + " is the expression " + dims[d].expr->to_string() +
                            "; give ranges for the dimensions that are plain symbols");
       const std::string& sym = dims[d].expr->name();
-      auto [it, inserted] = m.symbols.try_emplace(sym, ir::SymbolRange{p.min[d], p.max[d]});
-      if (!inserted) it->second = {p.min[d], p.max[d]};
+      auto [it, inserted] = m.symbols.try_emplace(sym, ir::SymbolRange{p.min[d], p.max[d], p.opt[d]});
+      if (!inserted) it->second = {p.min[d], p.max[d], p.opt[d]};
     }
   }
   return Status::ok();
+}
+
+// The profiles --shape describes: the k-th range given for an input belongs
+// to profile k; an input given once keeps its range in every profile.
+Expected<std::vector<std::vector<ShapeProfile>>> group_profiles(const std::vector<ShapeProfile>& shapes) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const ShapeProfile*>> by_input;
+  for (const ShapeProfile& s : shapes) {
+    if (!by_input.count(s.input)) order.push_back(s.input);
+    by_input[s.input].push_back(&s);
+  }
+  size_t count = 1;
+  for (const auto& [name, list] : by_input) count = std::max(count, list.size());
+  for (const auto& [name, list] : by_input)
+    if (list.size() != 1 && list.size() != count)
+      return invalid_argument("--shape " + name + " is given " + std::to_string(list.size()) +
+                              " times and another input " + std::to_string(count) +
+                              " times: give an input's range once per profile, or once for every profile");
+  std::vector<std::vector<ShapeProfile>> profiles(count);
+  for (size_t k = 0; k < count; ++k)
+    for (const std::string& name : order) {
+      const auto& list = by_input.at(name);
+      profiles[k].push_back(*list[list.size() == 1 ? 0 : k]);
+    }
+  return profiles;
 }
 
 Expected<program::CompiledProgram> compile_pt2(const std::string& path, const LoadOptions& options) {
@@ -244,15 +270,38 @@ Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::
   return std::shared_ptr<const Program>(std::move(p));
 }
 
+namespace {
+
+// Method `name` from the .pt2 at `path`, compiled once per shape profile:
+// `name`, then `name@1`, `name@2`, ... (see CompileOptions::shapes).
+Status compile_profiles(const std::string& name, const std::string& path, const LoadOptions& options,
+                        std::vector<program::CompiledMethod>& out) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<ShapeProfile>> profiles, group_profiles(options.compile.shapes));
+  for (size_t k = 0; k < profiles.size(); ++k) {
+    LoadOptions o = options;
+    o.compile.shapes = profiles[k];
+    const std::string label = "profile " + std::to_string(k) + " (method " +
+                              (k == 0 ? name : name + "@" + std::to_string(k)) + ")";
+    if (profiles.size() > 1 && options.compile.progress)
+      o.compile.progress = [&options, label](const std::string& m) { options.compile.progress(label + ": " + m); };
+    program::CompiledMethod cm;
+    cm.name = k == 0 ? name : name + "@" + std::to_string(k);
+    auto compiled = compile_pt2(path, o);
+    if (!compiled) return profiles.size() == 1 ? compiled.status() : compiled.status().with_context(label);
+    cm.program = std::move(*compiled);
+    out.push_back(std::move(cm));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
   std::vector<program::CompiledMethod> methods;
   if (program::looks_like_program_file(path)) {
     KILN_ASSIGN_OR_RETURN(methods, program::load_program_methods(path));
   } else {
-    program::CompiledMethod cm;
-    cm.name = "forward";
-    KILN_ASSIGN_OR_RETURN(cm.program, compile_pt2(path, options));
-    methods.push_back(std::move(cm));
+    KILN_TRY(compile_profiles("forward", path, options, methods));
   }
   return assemble(std::move(methods), path, options.load_engines);
 }
@@ -264,14 +313,13 @@ Expected<std::shared_ptr<const Program>> Program::load_methods(const std::vector
   std::string what;
   for (const MethodFile& f : files) {
     if (f.name.empty()) return invalid_argument(f.path + ": the method needs a name");
+    if (f.name.find('@') != std::string::npos)
+      return invalid_argument("method name '" + f.name + "': '@' is kept for shape profiles (NAME@k)");
     for (const program::CompiledMethod& m : methods)
       if (m.name == f.name) return invalid_argument("method '" + f.name + "' is given twice");
     if (program::looks_like_program_file(f.path))
       return invalid_argument(f.path + ": methods are compiled from .pt2 files (this is a compiled .kiln program)");
-    program::CompiledMethod cm;
-    cm.name = f.name;
-    KILN_ASSIGN_OR_RETURN(cm.program, compile_pt2(f.path, options));
-    methods.push_back(std::move(cm));
+    KILN_TRY(compile_profiles(f.name, f.path, options, methods));
     what += (what.empty() ? "" : " + ") + f.path;
   }
   return assemble(std::move(methods), what, options.load_engines);

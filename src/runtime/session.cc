@@ -197,8 +197,31 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     for (const std::string& n : program_->method_names()) names += (names.empty() ? "" : ", ") + n;
     return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
   }
+  // The first shape profile whose ranges hold the inputs (profile k of NAME is NAME@k).
+  Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->impl_->module(), inputs);
+  if (!checked && method.find('@') == std::string_view::npos) {
+    std::string why = "profile 0 (" + std::string(method) + "): " + checked.status().message();
+    bool profiles = false;
+    for (int k = 1;; ++k) {
+      const std::string name = std::string(method) + "@" + std::to_string(k);
+      const Program* q = program_->method(name);
+      if (q == nullptr) break;
+      profiles = true;
+      Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->impl_->module(), inputs);
+      if (c) {
+        p = q;
+        checked = std::move(c);
+        break;
+      }
+      why += "; profile " + std::to_string(k) + " (" + name + "): " + c.status().message();
+    }
+    if (!checked && profiles)
+      return Status(checked.status().code(), "no shape profile of method '" + std::string(method) +
+                                                 "' takes these inputs: " + why);
+  }
+  if (!checked) return checked.status();
   const ir::Module& m = p->impl_->module();
-  KILN_ASSIGN_OR_RETURN(const std::vector<const ir::Value*> user_decl, checked_user_inputs(m, inputs));
+  const std::vector<const ir::Value*> user_decl = std::move(*checked);
   // An input that lies in a buffer's memory would be read while the call
   // writes that buffer (in place, or copied back): refused before anything runs.
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -348,6 +348,13 @@ TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
   // The saved program keeps the profile's range.
   CliResult info = kiln_cli("inspect " + out);
   EXPECT_NE(info.output.find("[1, 4]"), std::string::npos) << info.output;
+  // A second profile is a second engine build (the key holds each profile's
+  // ranges); the first profile's engine comes from the cache.
+  CliResult two = kiln_cli("compile " + model + " -o " + out + shape + " --shape x:8x3x32x32,12x3x32x32,16x3x32x32" +
+                           cache);
+  EXPECT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("engines: 1 built, 1 from cache"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("methods forward, forward@1"), std::string::npos) << two.output;
   fs::remove_all(dir);
 }
 

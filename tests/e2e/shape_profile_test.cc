@@ -2,6 +2,9 @@
 // it are refused before anything runs, naming input, dimension, value and range.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <random>
 
 #include "kiln/kiln.h"
@@ -44,6 +47,79 @@ TEST(ShapeProfile, SizesInsideRunAndMatchTheUnprofiledProgramOutsideAreRefused) 
   const std::string m = refused.status().message();
   for (const char* part : {"'x'", "dimension 0", "5", "[1, 4]"}) EXPECT_NE(m.find(part), std::string::npos) << m;
   EXPECT_TRUE(b.run({batch_of(5)}).has_value()) << "without the profile, batch 5 is inside the exported range";
+}
+
+TEST(ShapeProfile, SeveralProfilesEachServeTheirRangeAndSurviveSaveAndLoad) {
+  const std::vector<ShapeProfile> two = {{"x", {1, 3, 32, 32}, {2, 3, 32, 32}, {4, 3, 32, 32}},
+                                         {"x", {8, 3, 32, 32}, {12, 3, 32, 32}, {16, 3, 32, 32}}};
+  auto profiled = load_with(two);
+  ASSERT_TRUE(profiled.has_value()) << profiled.status().message();
+  // One engine built per profile, each a method of its own: forward, forward@1.
+  EXPECT_EQ((*profiled)->method_names(), (std::vector<std::string>{"forward", "forward@1"}));
+  for (const std::string& name : (*profiled)->method_names()) {
+    int engines = 0;
+    for (const SegmentInfo& s : (*profiled)->method(name)->segments()) engines += s.engine;
+    EXPECT_EQ(engines, 1) << name;
+  }
+  EXPECT_EQ((*profiled)->method("forward@1")->symbols().at(0).min, 8);
+  // The reference: one profile over the whole range (the export's own stops below 16).
+  auto plain = load_with({{"x", {1, 3, 32, 32}, {8, 3, 32, 32}, {16, 3, 32, 32}}});
+  ASSERT_TRUE(plain.has_value()) << plain.status().message();
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("kiln_profiles_" + std::to_string(::getpid()) + ".kiln")).string();
+  ASSERT_TRUE((*profiled)->save(path).is_ok());
+  auto reloaded = Program::load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(reloaded.has_value()) << reloaded.status().message();
+
+  for (const auto& program : {*profiled, *reloaded}) {
+    Session a(program), b(*plain);
+    // min, opt, max and odd sizes of both profiles.
+    for (int64_t n : {1, 2, 3, 4, 8, 11, 12, 16}) {
+      auto got = a.run({batch_of(n)});
+      ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
+      auto want = b.run({batch_of(n)});
+      ASSERT_TRUE(want.has_value());
+      ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes());
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i) ASSERT_EQ((*got)[0].value_at(i), (*want)[0].value_at(i));
+    }
+    // Between and beyond the profiles: refused, naming every profile's range.
+    for (int64_t n : {6, 17}) {
+      auto refused = a.run({batch_of(n)});
+      ASSERT_FALSE(refused.has_value()) << "batch " << n;
+      const std::string m = refused.status().message();
+      for (const std::string part : {std::string("no shape profile of method 'forward'"), std::string("'x'"),
+                                     std::string("dimension 0 is ") + std::to_string(n), std::string("[1, 4]"),
+                                     std::string("[8, 16]")})
+        EXPECT_NE(m.find(part), std::string::npos) << m;
+    }
+    // A profile by name runs only its own range.
+    EXPECT_TRUE(a.run("forward@1", {batch_of(9)}).has_value());
+    EXPECT_FALSE(a.run("forward@1", {batch_of(3)}).has_value());
+  }
+}
+
+TEST(ShapeProfile, ProfilesNeedEveryRepeatedInputTheSameNumberOfTimes) {
+  // Only x here; a second input name given once would apply to both profiles.
+  auto p = load_with({{"x", {1, 3, 32, 32}, {1, 3, 32, 32}, {1, 3, 32, 32}},
+                      {"x", {2, 3, 32, 32}, {2, 3, 32, 32}, {2, 3, 32, 32}},
+                      {"x", {4, 3, 32, 32}, {4, 3, 32, 32}, {4, 3, 32, 32}}});
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  EXPECT_EQ((*p)->method_names().size(), 3u);
+  auto bad = load_with({{"x", {1, 3, 32, 32}, {1, 3, 32, 32}, {1, 3, 32, 32}},
+                        {"x", {2, 3, 32, 32}, {2, 3, 32, 32}, {2, 3, 32, 32}},
+                        {"y", {1, 3, 32, 32}, {1, 3, 32, 32}, {1, 3, 32, 32}},
+                        {"y", {1, 3, 32, 32}, {1, 3, 32, 32}, {1, 3, 32, 32}},
+                        {"y", {1, 3, 32, 32}, {1, 3, 32, 32}, {1, 3, 32, 32}}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("once per profile"), std::string::npos) << bad.status().message();
+  // A profile's own error names the profile.
+  auto wrong = load_with({{"x", {1, 3, 32, 32}, {2, 3, 32, 32}, {4, 3, 32, 32}},
+                          {"x", {8, 3, 32, 32}, {4, 3, 32, 32}, {16, 3, 32, 32}}});
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_NE(wrong.status().message().find("profile 1"), std::string::npos) << wrong.status().message();
+  EXPECT_NE(wrong.status().message().find("min <= opt <= max"), std::string::npos) << wrong.status().message();
 }
 
 TEST(ShapeProfile, BadProfilesAreRefusedNamingWhatIsWrong) {

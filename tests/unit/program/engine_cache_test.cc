@@ -100,6 +100,27 @@ TEST(EngineCacheKey, ChangesWithEveryIngredient) {
   EXPECT_NE(engine_cache_key(other, network_from(kNet, 1, {"w", "b"}), "fp32"), base);
 }
 
+TEST(EngineCacheKey, ChangesWithTheShapeProfileOfItsOwnSymbols) {
+  // A batch of s0 rows: each of min, opt and max of s0 changes the key; a
+  // symbol the network does not use does not.
+  const std::string text = replaced(replaced(replaced(kNet, "%x: float32[4, 8]", "%x: float32[s0, 8]"),
+                                             "%m: float32[4, 3]", "%m: float32[s0, 3]"),
+                                    "%a: float32[4, 3]", "%a: float32[s0, 3]");
+  const std::string dyn = replaced(text, "%s: float32[4, 3]", "%s: float32[s0, 3]");
+  auto backend = cpu::make_cpu_backend();
+  auto key = [&](std::map<std::string, ir::SymbolRange> symbols) {
+    return engine_cache_key(*backend, network_from(dyn, 1, {"w", "b"}), "fp32", symbols);
+  };
+  const std::string base = key({{"s0", {1, 16, 8}}});
+  EXPECT_NE(key({{"s0", {2, 16, 8}}}), base) << "min";
+  EXPECT_NE(key({{"s0", {1, 16, 4}}}), base) << "opt";
+  EXPECT_NE(key({{"s0", {1, 32, 8}}}), base) << "max";
+  EXPECT_EQ(key({{"s0", {1, 16, 8}}, {"s1", {1, 4, 2}}}), base) << "a symbol the network does not use";
+  EXPECT_EQ(engine_cache_key(*backend, network_from(kNet, 1, {"w", "b"}), "fp32", {{"s0", {1, 16, 8}}}),
+            key_of(kNet))
+      << "a static network does not depend on any profile";
+}
+
 // ---- levels, hits and misses
 
 struct Counted {
