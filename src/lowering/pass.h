@@ -19,6 +19,12 @@ Status fold_constants(ir::Module& m);
 // Removes nodes whose results are never used (run-time checks are kept).
 Status eliminate_dead_code(ir::Module& m);
 
+// Symbols whose range (m.symbols) is a single value become constants: sizes
+// that depend only on them become static, symbolic scalars that do become
+// numbers where they are used, and the symbols leave m.symbols. The nodes
+// that computed those scalars are left for eliminate_dead_code.
+Status specialize_symbols(ir::Module& m);
+
 // ---- simplifications that let the pattern rewrites see whole patterns
 
 // Drops aten._assert_tensor_metadata checks whose dtype the IR's static types

@@ -8,6 +8,7 @@
 #include "frontend/pt2_loader.h"
 #include "ir/graph.h"
 #include "kiln/kiln.h"
+#include "lowering/pass.h"
 #include "lowering/pipeline.h"
 #include "partition/partition.h"
 #include "program/kiln_file.h"
@@ -162,6 +163,11 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
   KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
   const std::string read_ms = ms_since(start);
   start = Clock::now();
+  // The profile first: a dimension it fixes (min == max) is static from here
+  // on, so lowering folds the sizes computed from it and static backends take it.
+  const CompileOptions& co = options.compile;
+  KILN_TRY_CTX(apply_shape_profiles(m, co.shapes), path);
+  KILN_TRY_CTX(lowering::specialize_symbols(m), path);
   std::string slow;  // passes that took a noticeable part of it
   lowering::PipelineOptions po{options.print_after, options.dump, [&slow](const std::string& pass, double ms) {
                                  if (ms >= 10)
@@ -184,8 +190,6 @@ Expected<program::CompiledProgram> compile_pt2(const std::string& path, const Lo
         list += (list.empty() ? "" : ", ") + std::string(ir::op_target(n->op)) + " (node '" + n->name + "')";
     return unsupported(path + ": no CPU kernel for " + list);
   }
-  const CompileOptions& co = options.compile;
-  KILN_TRY_CTX(apply_shape_profiles(m, co.shapes), path);
   program::CompileSettings cs;
   cs.device = co.device;
   cs.precision = co.precision;

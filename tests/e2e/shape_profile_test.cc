@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
+#include "frontend/safetensors.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -120,6 +122,43 @@ TEST(ShapeProfile, ProfilesNeedEveryRepeatedInputTheSameNumberOfTimes) {
   ASSERT_FALSE(wrong.has_value());
   EXPECT_NE(wrong.status().message().find("profile 1"), std::string::npos) << wrong.status().message();
   EXPECT_NE(wrong.status().message().find("min <= opt <= max"), std::string::npos) << wrong.status().message();
+}
+
+TEST(ShapeProfile, AFixedDimensionIsStaticInItsProfileAndMatchesPyTorch) {
+  // BERT over sequence lengths 2, 7 and 32 (the fixture's three recorded
+  // calls): length 2 in a profile of its own (min = max: static sizes, no
+  // size computed at run time, what static backends build), the rest in a
+  // dynamic profile.
+  const std::string base = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq";
+  LoadOptions o;
+  o.compile.shapes = {{"input_ids", {2, 2}, {2, 2}, {2, 2}}, {"input_ids", {2, 3}, {2, 16}, {2, 32}}};
+  auto p = Program::load(base + ".pt2", o);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  const Program& fixed = *(*p)->method("forward");
+  EXPECT_TRUE(fixed.symbols().empty());
+  EXPECT_EQ(fixed.inputs().at(0).dims, (std::vector<std::string>{"2", "2"}));
+  EXPECT_EQ(fixed.op_histogram().count("aten.sym_size.int"), 0u);
+  EXPECT_GT((*p)->method("forward@1")->op_histogram().count("aten.sym_size.int"), 0u);
+
+  auto io = frontend::read_safetensors(base + ".io.safetensors");
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  auto tensor = [&](const std::string& name) {
+    for (const auto& [n, t] : io->tensors)
+      if (n == name) return t;
+    return Tensor();
+  };
+  Session s(*p);
+  for (int step = 0; step < 3; ++step) {
+    const std::string pre = "step" + std::to_string(step) + ".";
+    auto got = s.run({tensor(pre + "input.0"), tensor(pre + "input.1")});
+    ASSERT_TRUE(got.has_value()) << pre << got.status().message();
+    for (size_t k = 0; k < got->size(); ++k) {
+      const Tensor want = tensor(pre + "output." + std::to_string(k));
+      ASSERT_EQ((*got)[k].sizes(), want.sizes()) << pre << k;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR((*got)[k].value_at(i), want.value_at(i), 1e-4 + 1e-4 * std::fabs(want.value_at(i))) << pre << k;
+    }
+  }
 }
 
 TEST(ShapeProfile, BadProfilesAreRefusedNamingWhatIsWrong) {
