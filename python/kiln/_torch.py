@@ -18,10 +18,15 @@ def _cache_dir(cache_dir):
 
 
 def _shape_list(shapes):
-    # {"x": (min, opt, max)} with each a tuple of sizes -> [(name, min, opt, max)]
+    # {"x": (min, opt, max)} with each a tuple of sizes, or {"x": [(min, opt, max), ...]}
+    # for several profiles -> [(name, min, opt, max)], an input's k-th range in profile k
     out = []
-    for name, (mn, opt, mx) in (shapes or {}).items():
-        out.append((name, [int(v) for v in mn], [int(v) for v in opt], [int(v) for v in mx]))
+    for name, ranges in (shapes or {}).items():
+        ranges = list(ranges)
+        several = bool(ranges) and all(isinstance(r, (list, tuple)) and len(r) == 3 and
+                                       all(isinstance(d, (list, tuple)) for d in r) for r in ranges)
+        for mn, opt, mx in (ranges if several else [ranges]):
+            out.append((name, [int(v) for v in mn], [int(v) for v in opt], [int(v) for v in mx]))
     return out
 
 
@@ -57,9 +62,13 @@ class CompiledModule(torch.nn.Module):
                 self._static_outputs = None
                 break
             self._static_outputs.append((getattr(torch, spec["dtype"]), [int(d) for d in spec["dims"]]))
-        self._on_device = program.device == "cuda" and self._static_outputs is not None and not program.mutated_buffers()
+        # Shape profiles (methods NAME@k) pick their program per call, with outputs of their own sizes.
+        profiles = any("@" in name for name in program.method_names)
+        self._on_device = (program.device == "cuda" and self._static_outputs is not None and
+                           not program.mutated_buffers() and not profiles)
         # Why calls on CUDA tensors go through host memory (None while they need not).
         self.host_staging_reason = None if self._on_device or program.device != "cuda" else (
+            "the program has several shape profiles" if profiles else
             "the program writes buffers or has outputs of dynamic size")
         for spec in program.buffers():
             fqn = spec["name"]

@@ -145,6 +145,33 @@ Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m,
   return decl;
 }
 
+// The method that runs `inputs`: `p` (method `method` of `program`), or the
+// first of its shape profiles (method@1, method@2, ...) whose ranges hold
+// them; NAME@k named directly is that profile alone. When none does, the
+// error gives every profile's objection.
+struct Profile {
+  const Program* program = nullptr;
+  std::vector<const ir::Value*> user_inputs;
+};
+Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
+                                 const std::vector<Tensor>& inputs) {
+  Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->module(), inputs);
+  if (checked) return Profile{p, std::move(*checked)};
+  if (method.find('@') != std::string_view::npos || !program.method(std::string(method) + "@1"))
+    return checked.status();
+  std::string why = "profile 0 (" + std::string(method) + "): " + checked.status().message();
+  for (int k = 1;; ++k) {
+    const std::string name = std::string(method) + "@" + std::to_string(k);
+    const Program* q = program.method(name);
+    if (q == nullptr) break;
+    Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->module(), inputs);
+    if (c) return Profile{q, std::move(*c)};
+    why += "; profile " + std::to_string(k) + " (" + name + "): " + c.status().message();
+  }
+  return Status(checked.status().code(),
+                "no shape profile of method '" + std::string(method) + "' takes these inputs: " + why);
+}
+
 std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
                                                 const std::map<std::string, Tensor, std::less<>>& buffers_,
                                                 const std::vector<Tensor>& inputs) {
@@ -165,25 +192,27 @@ std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
 }  // namespace
 
 Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const {
-  const ir::Module& m = program_->impl_->module();
-  KILN_TRY(checked_user_inputs(m, inputs).status());
-  return program_->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
+  KILN_ASSIGN_OR_RETURN(Profile chosen,
+                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+  const ir::Module& m = chosen.program->impl_->module();
+  return chosen.program->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
 }
 
 Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
-  const ir::Module& m = program_->impl_->module();
   // Buffers live in host memory: an engine that reads one is refused below
   // (its input is not the caller's), one the program writes here.
   if (!program_->mutated_buffers().empty())
     return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
-  KILN_TRY(checked_user_inputs(m, inputs).status());
+  KILN_ASSIGN_OR_RETURN(Profile chosen,
+                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+  const ir::Module& m = chosen.program->impl_->module();
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
   for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
     if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
   if (outputs.size() != program_->outputs().size())
     return invalid_argument("the program has " + std::to_string(program_->outputs().size()) + " outputs, got memory for " +
                             std::to_string(outputs.size()));
-  return program_->impl_->exec->run_on_device(graph_inputs, outputs, stream);
+  return chosen.program->impl_->exec->run_on_device(graph_inputs, outputs, stream);
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
@@ -197,31 +226,10 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     for (const std::string& n : program_->method_names()) names += (names.empty() ? "" : ", ") + n;
     return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
   }
-  // The first shape profile whose ranges hold the inputs (profile k of NAME is NAME@k).
-  Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->impl_->module(), inputs);
-  if (!checked && method.find('@') == std::string_view::npos) {
-    std::string why = "profile 0 (" + std::string(method) + "): " + checked.status().message();
-    bool profiles = false;
-    for (int k = 1;; ++k) {
-      const std::string name = std::string(method) + "@" + std::to_string(k);
-      const Program* q = program_->method(name);
-      if (q == nullptr) break;
-      profiles = true;
-      Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->impl_->module(), inputs);
-      if (c) {
-        p = q;
-        checked = std::move(c);
-        break;
-      }
-      why += "; profile " + std::to_string(k) + " (" + name + "): " + c.status().message();
-    }
-    if (!checked && profiles)
-      return Status(checked.status().code(), "no shape profile of method '" + std::string(method) +
-                                                 "' takes these inputs: " + why);
-  }
-  if (!checked) return checked.status();
+  KILN_ASSIGN_OR_RETURN(Profile chosen, select_profile(*program_, p, method, inputs));
+  p = chosen.program;
   const ir::Module& m = p->impl_->module();
-  const std::vector<const ir::Value*> user_decl = std::move(*checked);
+  const std::vector<const ir::Value*>& user_decl = chosen.user_inputs;
   // An input that lies in a buffer's memory would be read while the call
   // writes that buffer (in place, or copied back): refused before anything runs.
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -129,6 +129,26 @@ def test_declared_range_and_refusal_outside_it(device, tmp_path):
     assert "input 'x'" in str(e.value) and "is 7" in str(e.value) and "[1, 6]" in str(e.value)
 
 
+def test_shape_profiles_fixed_and_dynamic(device, tmp_path):
+    model = ConvReluConv().eval()
+    batch = torch.export.Dim("batch", min=1, max=16)
+    # Profile 0 fixes the batch at 2 (static sizes: engines on any backend), profile 1 takes 3 to 8.
+    shapes = {"x": [((2, 3, 16, 16),) * 3, ((3, 3, 16, 16), (4, 3, 16, 16), (8, 3, 16, 16))]}
+    compiled = kiln.compile(model, (torch.randn(2, 3, 16, 16),), dynamic_shapes={"x": {0: batch}}, device=device,
+                            shapes=shapes, cache_dir=tmp_path)
+    assert compiled.program.method_names == ["forward", "forward@1"]
+    assert compiled.program.symbols() == []  # the fixed profile has static sizes
+    assert [(mn, mx) for _, mn, mx in compiled.program.symbols("forward@1")] == [(3, 8)]
+    with torch.no_grad():
+        for n in (2, 3, 5, 8):
+            x = torch.randn(n, 3, 16, 16)
+            torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    for n in (1, 9):
+        with pytest.raises(kiln.KilnError) as e:
+            compiled(*on(device, torch.randn(n, 3, 16, 16)))
+        assert "no shape profile" in str(e.value) and f"is {n}" in str(e.value) and "[3, 8]" in str(e.value)
+
+
 def test_forced_fallback_op_in_the_middle(device, tmp_path):
     model = ConvReluConv().eval()
     x = torch.randn(2, 3, 16, 16)
