@@ -60,6 +60,10 @@ Status fuse_hardswish(ir::Module& m);
 // x * sigmoid(x) -> aten.silu(x).
 Status fuse_silu(ir::Module& m);
 
+// x @ W1 (+ b1), x @ W2 (+ b2), ... with constant 2-D weights -> one product
+// x @ [W1 W2 ...] (+ [b1 b2 ...]) whose last-dimension slices replace them.
+Status fuse_parallel_matmuls(ir::Module& m);
+
 // aten.silu(a) * b -> kiln.silu_mul(a, b).
 Status fuse_silu_gate(ir::Module& m);
 

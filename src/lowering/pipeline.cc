@@ -37,6 +37,9 @@ const std::vector<PassInfo>& default_pipeline() {
       {"fuse-conv-activation", &fuse_conv_activation, "a convolution and its activation become kiln.conv_act",
        {ir::OpKind::kConv1d, ir::OpKind::kConv2d, ir::OpKind::kConvolution, ir::OpKind::kGelu, ir::OpKind::kHardswish, ir::OpKind::kHardtanh, ir::OpKind::kRelu, ir::OpKind::kSigmoid, ir::OpKind::kSilu}},
       {"fold-constants", &fold_constants, "store weight-only results of the rewrites (transposed weights) once"},
+      {"fuse-parallel-matmuls", &fuse_parallel_matmuls,
+       "products of one input by several constant weights become one product and slices",
+       {ir::OpKind::kMatmul, ir::OpKind::kMm, ir::OpKind::kAddTensor}},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
       {"order-outputs", &order_outputs, "buffer mutations first, in buffer order, then user outputs"},
   };

@@ -14,7 +14,7 @@ TEST(Pipeline, PassesInOrder) {
       "functionalize",    "eliminate-dead-code", "fold-constants",  "remove-static-asserts", "remove-identity-casts",
       "decompose-linear", "fold-batch-norm",     "fuse-layer-norm", "fuse-rms-norm",         "fuse-gelu",
       "fuse-hardswish",   "fuse-silu",           "fuse-silu-gate",  "fuse-attention",        "fuse-conv-activation",
-      "fold-constants",   "eliminate-dead-code", "order-outputs"};
+      "fold-constants",   "fuse-parallel-matmuls", "eliminate-dead-code", "order-outputs"};
   EXPECT_EQ(names, want);
 }
 
@@ -116,8 +116,10 @@ TEST(Pipeline, TransformerBlock) {
 }
 )",
       {},
+      // q, k and v become one product and three slices, gate and up one and two.
       {{"aten.layer_norm.default", 1},
-       {"aten.matmul.default", 5},
+       {"aten.matmul.default", 2},
+       {"aten.slice.Tensor", 5},
        {"kiln.attention", 1},
        {"aten.add.Tensor", 1},
        {"aten.gelu.default", 1},
