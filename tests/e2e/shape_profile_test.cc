@@ -24,6 +24,16 @@ Tensor batch_of(int64_t n) {
   return t;
 }
 
+// Runs both sessions on a batch of `n` and expects equal outputs.
+void expect_same_batch(Session& got_session, Session& want_session, int64_t n) {
+  auto got = got_session.run({batch_of(n)});
+  ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
+  auto want = want_session.run({batch_of(n)});
+  ASSERT_TRUE(want.has_value()) << "batch " << n << ": " << want.status().message();
+  ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes());
+  for (int64_t i = 0; i < (*want)[0].numel(); ++i) ASSERT_EQ((*got)[0].value_at(i), (*want)[0].value_at(i));
+}
+
 Expected<std::shared_ptr<const Program>> load_with(std::vector<ShapeProfile> shapes) {
   LoadOptions o;
   o.compile.shapes = std::move(shapes);
@@ -36,14 +46,7 @@ TEST(ShapeProfile, SizesInsideRunAndMatchTheUnprofiledProgramOutsideAreRefused) 
   auto plain = load_with({});
   ASSERT_TRUE(plain.has_value()) << plain.status().message();
   Session a(*profiled), b(*plain);
-  for (int64_t n : {1, 3, 4}) {
-    auto got = a.run({batch_of(n)});
-    ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
-    auto want = b.run({batch_of(n)});
-    ASSERT_TRUE(want.has_value());
-    ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes());
-    for (int64_t i = 0; i < (*want)[0].numel(); ++i) ASSERT_EQ((*got)[0].value_at(i), (*want)[0].value_at(i));
-  }
+  for (int64_t n : {1, 3, 4}) expect_same_batch(a, b, n);
   auto refused = a.run({batch_of(5)});
   ASSERT_FALSE(refused.has_value());
   const std::string m = refused.status().message();
@@ -78,14 +81,7 @@ TEST(ShapeProfile, SeveralProfilesEachServeTheirRangeAndSurviveSaveAndLoad) {
   for (const auto& program : {*profiled, *reloaded}) {
     Session a(program), b(*plain);
     // min, opt, max and odd sizes of both profiles.
-    for (int64_t n : {1, 2, 3, 4, 8, 11, 12, 16}) {
-      auto got = a.run({batch_of(n)});
-      ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
-      auto want = b.run({batch_of(n)});
-      ASSERT_TRUE(want.has_value());
-      ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes());
-      for (int64_t i = 0; i < (*want)[0].numel(); ++i) ASSERT_EQ((*got)[0].value_at(i), (*want)[0].value_at(i));
-    }
+    for (int64_t n : {1, 2, 3, 4, 8, 11, 12, 16}) expect_same_batch(a, b, n);
     // Between and beyond the profiles: refused, naming every profile's range.
     for (int64_t n : {6, 17}) {
       auto refused = a.run({batch_of(n)});

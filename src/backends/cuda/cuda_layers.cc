@@ -867,14 +867,7 @@ Status emit_row(Builder& b, const ir::Node& n) {
     return Status::ok();
   }
   if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
-    NormRows p;
-    p.op = op;
-    p.dtype = dt;
-    p.rows = rows;
-    p.cols = cols;
-    p.eps = eps;
-    p.has_weight = weight.has_value();
-    p.has_bias = bias.has_value();
+    NormRows p{op, dt, rows, cols, eps, weight.has_value(), bias.has_value()};
     std::vector<BufferRef> args{o.buf, x.buf};
     std::vector<const TRef*> operands{&x};
     std::optional<TRef> residual, sum;

@@ -615,17 +615,8 @@ Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
 
 Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
                                      bool has_bias) {
-  if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
-    NormRows p;
-    p.op = op;
-    p.dtype = dtype;
-    p.rows = rows;
-    p.cols = cols;
-    p.eps = eps;
-    p.has_weight = has_weight;
-    p.has_bias = has_bias;
-    return norm_rows_kernel(p);
-  }
+  if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm)
+    return norm_rows_kernel({op, dtype, rows, cols, eps, has_weight, has_bias});
   if (!is_float_type(dtype)) return unsupported("row kernels compute in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
   const std::string C = compute_type(dtype);
