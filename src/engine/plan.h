@@ -22,7 +22,9 @@
 namespace kiln::engine {
 
 constexpr std::string_view kPlanMagic = "KILNPLAN";
-constexpr uint32_t kPlanVersion = 1;
+// 2: CUDA plan constants may pad a filter's channels (padded_channels), which
+// a reader of version 1 would not know to do.
+constexpr uint32_t kPlanVersion = 2;
 
 struct PlanAlias {
   int output = 0;  // engine output index

@@ -108,7 +108,8 @@ bool is_cast(const ir::Node& n) { return n.op == OpKind::kTo || n.op == OpKind::
 // the weight (rounding again), as the four ops do, in one row kernel. The
 // norm gets `kiln_cast_weight`; the casts and the multiply go.
 bool fold_rms_norm_casts(engine::Network& net, Uses& u, ir::Node& n) {
-  if (n.op != OpKind::kRmsNorm || n.outputs.size() != 1 || tensor_arg(n, "weight") || n.find("kiln_cast_weight"))
+  if (n.op != OpKind::kRmsNorm || n.outputs.size() != 1 || tensor_arg(n, "weight") || n.find("kiln_cast_weight") ||
+      n.find("kiln_residual"))
     return false;
   ir::Value* x32 = tensor_arg(n, "input");
   if (!x32 || x32->type.dtype != DType::Float32 || !x32->producer || !is_cast(*x32->producer)) return false;

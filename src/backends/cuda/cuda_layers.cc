@@ -859,6 +859,7 @@ Status emit_row(Builder& b, const ir::Node& n) {
   const int64_t rows = cols == 0 ? 0 : prod(sizes) / cols;
   TRef o = b.new_tensor(dt, sizes);
   if (const ir::Value* cw = value_arg(n, "kiln_cast_weight")) {  // fold_rms_norm_casts
+    if (value_arg(n, "kiln_residual")) return internal_error("a norm folded with both a cast weight and a residual");
     KILN_ASSIGN_OR_RETURN(TRef w, b.ref(cw));
     KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, rms_norm_cast_kernel(dt, rows, cols, eps));

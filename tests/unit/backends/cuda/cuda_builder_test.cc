@@ -193,6 +193,28 @@ TEST(FoldEpilogues, AResidualAddFeedingANormIsDoneByTheNorm) {
   }
 }
 
+TEST(FoldEpilogues, AResidualNormBetweenCastsKeepsItsResidual) {
+  // A float32 residual stream: rms_norm(float(x) + r), rounded to bfloat16 and
+  // weighted. The residual folds into the norm; the cast fold, which reads
+  // the norm's input as x itself, must not fire on top of it.
+  engine::Network net = network_from(R"(graph(%x: bfloat16[2, 64], %r: float32[2, 64], %w: bfloat16[64]) {
+  %up: float32[2, 64] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %a: float32[2, 64] = aten.add.Tensor(self=%up, other=%r)
+  %n: float32[2, 64] = aten.rms_norm.default(input=%a, normalized_shape=[64])
+  %down: bfloat16[2, 64] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[2, 64] = aten.mul.Tensor(self=%w, other=%down)
+  return (%y)
+}
+)",
+                                     2, {"w"});
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  const ir::Node* n = only_node(net, ir::OpKind::kRmsNorm);
+  ASSERT_NE(n, nullptr) << ir::print_graph(net.graph);
+  EXPECT_NE(n->find("kiln_residual"), nullptr);
+  EXPECT_EQ(n->find("kiln_cast_weight"), nullptr) << ir::print_graph(net.graph);
+  EXPECT_NE(only_node(net, ir::OpKind::kMulTensor), nullptr);
+}
+
 TEST(FoldEpilogues, AddsThatAreNotABiasStay) {
   // The added operand is an engine input (not a constant), has the wrong length, or the
   // product has a second user: nothing folds.
