@@ -49,6 +49,9 @@ static_assert(kTrailerSize == 16, "SectionFileWriter::Layout::tail holds the tra
 
 constexpr uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
+// Padding before a section (less than kAlignment bytes).
+constexpr std::array<uint8_t, kAlignment> kZeros{};
+
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
@@ -337,12 +340,11 @@ SectionFileWriter::Layout SectionFileWriter::layout() const {
   // The whole-file CRC from the pieces' CRCs (each section is read once):
   // header and table, then per section its zero padding and its bytes, then
   // the trailer up to its CRC field.
-  const std::array<uint8_t, kAlignment> zeros{};
   uint32_t file_crc = crc32(l.head);
   uint64_t at = table_end;
   for (size_t i = 0; i < sections_.size(); ++i) {
     const uint64_t pad = l.offsets[i] - at;
-    file_crc = crc32({zeros.data(), static_cast<size_t>(pad)}, file_crc);
+    file_crc = crc32({kZeros.data(), static_cast<size_t>(pad)}, file_crc);
     file_crc = crc32_combine(file_crc, crcs[i], sections_[i].bytes.size());
     at = l.offsets[i] + sections_[i].bytes.size();
   }
@@ -392,11 +394,10 @@ Status SectionFileWriter::write(const std::string& path) const {
     }
     return 0;
   };
-  const std::array<uint8_t, kAlignment> zeros{};
   int err = put(l.head.data(), l.head.size());
   uint64_t at = l.head.size();
   for (size_t i = 0; i < sections_.size() && err == 0; ++i) {
-    err = put(zeros.data(), static_cast<size_t>(l.offsets[i] - at));
+    err = put(kZeros.data(), static_cast<size_t>(l.offsets[i] - at));
     if (err == 0) err = put(sections_[i].bytes.data(), sections_[i].bytes.size());
     at = l.offsets[i] + sections_[i].bytes.size();
   }

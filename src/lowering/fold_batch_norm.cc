@@ -12,6 +12,7 @@
 // Running statistics are buffers in torch.export; those the program never
 // writes are read as constants (PatternContext::constant).
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "lowering/pass.h"
@@ -99,24 +100,22 @@ bool fold_into_convolution(PatternContext& ctx, ir::Node& bn_node, const EvalBat
   // product in double and rounded once to the weight's dtype. float32 weights (the common
   // case, and most of a model's bytes) go straight through; other dtypes convert via double.
   const int64_t per_channel = out_channels == 0 ? 0 : weight->numel() / out_channels;
+  auto scale_channels = [&](const auto* src, auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (int64_t o = 0; o < out_channels; ++o) {
+      const double k = bn.scale[static_cast<size_t>(o)];
+      for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i)
+        dst[i] = static_cast<T>(static_cast<double>(src[i]) * k);
+    }
+  };
   Tensor w;
   if (weight->dtype() == DType::Float32) {
     const Tensor src = weight->contiguous();
     w = Tensor::empty(DType::Float32, weight->sizes());
-    const float* sp = src.data<float>();
-    float* wp = w.data<float>();
-    for (int64_t o = 0; o < out_channels; ++o) {
-      const double k = bn.scale[static_cast<size_t>(o)];
-      for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i)
-        wp[i] = static_cast<float>(static_cast<double>(sp[i]) * k);
-    }
+    scale_channels(src.data<float>(), w.data<float>());
   } else {
     w = weight->dtype() == DType::Float64 ? weight->clone() : weight->to(DType::Float64);
-    double* wp = w.data<double>();
-    for (int64_t o = 0; o < out_channels; ++o) {
-      const double k = bn.scale[static_cast<size_t>(o)];
-      for (int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) wp[i] *= k;
-    }
+    scale_channels(w.data<double>(), w.data<double>());
     w = w.to(weight->dtype());
   }
   Tensor b = Tensor::zeros(DType::Float64, {out_channels});

@@ -24,16 +24,6 @@ struct Member {
   ir::Value* result = nullptr;  // what the rest of the graph reads
 };
 
-bool same_sizes(const ir::TensorType& a, const ir::TensorType& b) {
-  if (a.sizes.size() != b.sizes.size()) return false;
-  for (size_t d = 0; d < a.sizes.size(); ++d) {
-    const ir::Dim &x = a.sizes[d], &y = b.sizes[d];
-    if (x.is_static() != y.is_static()) return false;
-    if (x.is_static() ? x.value != y.value : x.expr->to_string() != y.expr->to_string()) return false;
-  }
-  return true;
-}
-
 // `n` as a member of a group: a 2-D-weight matmul with a constant weight and,
 // when `biased`, its sole user adding a constant bias of the product's width.
 std::optional<Member> member_of(PatternContext& ctx, ir::Node& n, const ir::Value* input, bool biased) {
@@ -46,17 +36,16 @@ std::optional<Member> member_of(PatternContext& ctx, ir::Node& n, const ir::Valu
   Member m{&n, wt, nullptr, nullptr, n.outputs[0]};
   ir::Value* out = n.outputs[0];
   const std::vector<ir::Node*>& users = ctx.users(out);
-  ir::Node* add = ctx.single_use(out) && users.size() == 1 && users[0]->op == ir::OpKind::kAddTensor ? users[0] : nullptr;
+  ir::Node* add = ctx.single_use(out) && users.size() == 1 && users[0]->op == ir::OpKind::kAddTensor &&
+                          plain_add(ctx, *users[0])
+                      ? users[0]
+                      : nullptr;
   if (add) {
-    const ir::Arg* alpha = add->find("alpha");
-    const bool unit = !alpha || std::holds_alternative<ir::NoneArg>(*alpha) ||
-                      (std::holds_alternative<int64_t>(*alpha) && std::get<int64_t>(*alpha) == 1) ||
-                      (std::holds_alternative<double>(*alpha) && std::get<double>(*alpha) == 1.0);
     ir::Value* self = PatternContext::tensor_arg(*add, "self");
     ir::Value* b = self == out ? PatternContext::tensor_arg(*add, "other") : self;
     const Tensor* bt = b && b != out ? ctx.constant(b) : nullptr;
-    if (unit && bt && bt->dim() == 1 && bt->size(0) == wt->size(1) && bt->dtype() == wt->dtype() &&
-        add->outputs[0]->type.dtype == out->type.dtype && same_sizes(add->outputs[0]->type, out->type)) {
+    if (bt && bt->dim() == 1 && bt->size(0) == wt->size(1) && bt->dtype() == wt->dtype() &&
+        add->outputs[0]->type.dtype == out->type.dtype && same_sizes(add->outputs[0]->type.sizes, out->type.sizes)) {
       m.add = add;
       m.bias = bt;
       m.result = add->outputs[0];
@@ -90,11 +79,14 @@ Expected<bool> fuse(PatternContext& ctx, ir::Node& root) {
     const std::optional<Member> first = member_of(ctx, root, input, biased);
     if (!first) continue;
     // The members in graph order (same weight rows and dtype); the first is where the fused product goes.
+    const std::vector<ir::Node*>& readers = ctx.users(input);
     std::vector<Member> members;
-    for (const auto& n : ctx.graph().nodes())
+    for (const auto& n : ctx.graph().nodes()) {
+      if (std::find(readers.begin(), readers.end(), n.get()) == readers.end()) continue;
       if (auto m = member_of(ctx, *n, input, biased);
           m && m->weight->size(0) == first->weight->size(0) && m->weight->dtype() == first->weight->dtype())
         members.push_back(*m);
+    }
     if (members.size() < 2 || members[0].mm != &root) return false;
     std::vector<const Tensor*> weights, biases;
     for (const Member& m : members) {

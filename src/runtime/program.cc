@@ -284,12 +284,11 @@ Status compile_profiles(const std::string& name, const std::string& path, const 
   for (size_t k = 0; k < profiles.size(); ++k) {
     LoadOptions o = options;
     o.compile.shapes = profiles[k];
-    const std::string label = "profile " + std::to_string(k) + " (method " +
-                              (k == 0 ? name : name + "@" + std::to_string(k)) + ")";
+    const std::string label = "profile " + std::to_string(k) + " (method " + profile_method_name(name, k) + ")";
     if (profiles.size() > 1 && options.compile.progress)
       o.compile.progress = [&options, label](const std::string& m) { options.compile.progress(label + ": " + m); };
     program::CompiledMethod cm;
-    cm.name = k == 0 ? name : name + "@" + std::to_string(k);
+    cm.name = profile_method_name(name, k);
     auto compiled = compile_pt2(path, o);
     if (!compiled) return profiles.size() == 1 ? compiled.status() : compiled.status().with_context(label);
     cm.program = std::move(*compiled);

@@ -157,11 +157,11 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
                                  const std::vector<Tensor>& inputs) {
   Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->module(), inputs);
   if (checked) return Profile{p, std::move(*checked)};
-  if (method.find('@') != std::string_view::npos || !program.method(std::string(method) + "@1"))
+  if (method.find('@') != std::string_view::npos || !program.method(profile_method_name(method, 1)))
     return checked.status();
   std::string why = "profile 0 (" + std::string(method) + "): " + checked.status().message();
-  for (int k = 1;; ++k) {
-    const std::string name = std::string(method) + "@" + std::to_string(k);
+  for (size_t k = 1;; ++k) {
+    const std::string name = profile_method_name(method, k);
     const Program* q = program.method(name);
     if (q == nullptr) break;
     Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->module(), inputs);
