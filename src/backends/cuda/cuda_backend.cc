@@ -338,6 +338,7 @@ class CudaBackend final : public engine::Backend {
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
     BuildConfig config;
     KILN_ASSIGN_OR_RETURN(config.device, current_device());
+    KILN_TRY(cublaslt_loaded());
     if (config.device.major < 8)
       return unsupported("the CUDA backend needs compute capability 8.0 or newer; " + config.device.name + " has " +
                          config.device.arch());
@@ -388,6 +389,7 @@ class CudaBackend final : public engine::Backend {
         return format_error(e->what + ": output " + std::to_string(o) + " is written in place into input " +
                             std::to_string(in) + " but the plan gives it another slot");
     KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
+    KILN_TRY(cublaslt_loaded().with_context(e->what));
     if (dev.arch() != p.arch)
       return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name +
                          "); this device is " + dev.name + " (" + dev.arch() + "): rebuild it here");

@@ -1,0 +1,120 @@
+// cuBLASLt, loaded when the CUDA backend first uses it rather than when the
+// process starts.
+//
+// libcublasLt's static initializers take 60-80 ms of every process that
+// links it, GPU or not (measured on the development machine and on an H200
+// host): more than a warm `kiln compile` should take in all. kiln therefore
+// does not link it. The functions the backend calls are defined here with the
+// header's own declarations and forward to the library, opened with dlopen on
+// the first call. A machine without the library gets
+// CUBLAS_STATUS_NOT_INITIALIZED from every call, and cublaslt_loaded() says
+// why in words.
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+#include "backends/cuda/cuda_support.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+struct Library {
+  void* handle = nullptr;
+  std::string error;
+};
+
+const Library& library() {
+  static const Library lib = [] {
+    Library l;
+    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+    l.handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef KILN_CUBLASLT_DIR
+    // Where kiln was built against it, for a library that is not on the search path.
+    if (!l.handle) l.handle = ::dlopen((std::string(KILN_CUBLASLT_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!l.handle) {
+      const char* e = ::dlerror();
+      l.error = "cannot load " + soname + (e ? std::string(": ") + e : std::string());
+    }
+    return l;
+  }();
+  return lib;
+}
+
+void* symbol(const char* name) {
+  const Library& l = library();
+  return l.handle ? ::dlsym(l.handle, name) : nullptr;
+}
+
+}  // namespace
+
+Status cublaslt_loaded() {
+  const Library& l = library();
+  if (l.handle) return Status::ok();
+  return unsupported("cuBLASLt is not usable here: " + l.error);
+}
+
+}  // namespace kiln::cuda
+
+// Each forwarder resolves its function once.
+#define KILN_CUBLASLT_FORWARD(name, params, args)                                                       \
+  cublasStatus_t CUBLASWINAPI name params {                                                             \
+    static const auto fn = reinterpret_cast<decltype(&name)>(::kiln::cuda::symbol(#name));           \
+    return fn ? fn args : CUBLAS_STATUS_NOT_INITIALIZED;                                                \
+  }
+
+extern "C" {
+
+size_t CUBLASWINAPI cublasLtGetVersion(void) {
+  static const auto fn = reinterpret_cast<decltype(&cublasLtGetVersion)>(::kiln::cuda::symbol("cublasLtGetVersion"));
+  return fn ? fn() : 0;
+}
+
+KILN_CUBLASLT_FORWARD(cublasLtCreate, (cublasLtHandle_t * handle), (handle))
+KILN_CUBLASLT_FORWARD(cublasLtDestroy, (cublasLtHandle_t handle), (handle))
+KILN_CUBLASLT_FORWARD(cublasLtMatmul,
+                      (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* a,
+                       cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc, const void* beta,
+                       const void* c, cublasLtMatrixLayout_t c_desc, void* d, cublasLtMatrixLayout_t d_desc,
+                       const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream),
+                      (handle, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc, algo, workspace,
+                       workspace_bytes, stream))
+KILN_CUBLASLT_FORWARD(cublasLtMatrixLayoutCreate,
+                      (cublasLtMatrixLayout_t * layout, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld),
+                      (layout, type, rows, cols, ld))
+KILN_CUBLASLT_FORWARD(cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t layout), (layout))
+KILN_CUBLASLT_FORWARD(cublasLtMatrixLayoutSetAttribute,
+                      (cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, const void* buf,
+                       size_t bytes),
+                      (layout, attr, buf, bytes))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulDescCreate,
+                      (cublasLtMatmulDesc_t * desc, cublasComputeType_t compute, cudaDataType_t scale),
+                      (desc, compute, scale))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulDescInit_internal,
+                      (cublasLtMatmulDesc_t desc, size_t size, cublasComputeType_t compute, cudaDataType_t scale),
+                      (desc, size, compute, scale))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t desc), (desc))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulDescSetAttribute,
+                      (cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t bytes),
+                      (desc, attr, buf, bytes))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref), (pref))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref), (pref))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceSetAttribute,
+                      (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                       size_t bytes),
+                      (pref, attr, buf, bytes))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulAlgoGetHeuristic,
+                      (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_desc,
+                       cublasLtMatrixLayout_t b_desc, cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
+                       cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
+                       int* returned),
+                      (handle, desc, a_desc, b_desc, c_desc, d_desc, pref, requested, results, returned))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulAlgoCheck,
+                      (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_desc,
+                       cublasLtMatrixLayout_t b_desc, cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
+                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result),
+                      (handle, desc, a_desc, b_desc, c_desc, d_desc, algo, result))
+
+}  // extern "C"
