@@ -18,7 +18,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(zip pt2_json pt2 safetensors kiln_file plan cache_entry)
 
 source tools/packages.sh
-ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev
+ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev libssl-dev
 
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \

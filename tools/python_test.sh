@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source tools/packages.sh
-ensure_packages cmake ninja-build g++ nlohmann-json3-dev libopenblas-dev
+ensure_packages cmake ninja-build g++ nlohmann-json3-dev libopenblas-dev libssl-dev
 
 env_dir="${KILN_PYTHON_ENV:-$HOME/.cache/kiln/venv-py}"
 stamp="$env_dir/.kiln-requirements"

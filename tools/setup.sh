@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source tools/packages.sh
-ensure_packages cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libopenblas-dev
+ensure_packages cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libopenblas-dev libssl-dev
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)"
