@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 
+#include "kiln/status.h"
+
 namespace kiln {
 
 using Sha256Digest = std::array<uint8_t, 32>;
@@ -22,6 +24,11 @@ Sha256Digest sha256(std::span<const uint8_t> bytes);
 // pieces are hashed on several threads, so 100 MB take milliseconds.
 inline constexpr size_t kContentPiece = size_t{4} << 20;
 std::string content_digest(std::span<const uint8_t> bytes);
+
+// content_digest of the file at `path`, read piece by piece on several
+// threads (pread, not a mapping: a file truncated while it is read is an
+// error, not a SIGBUS). kNotFound / kIo naming the path otherwise.
+Expected<std::string> file_content_digest(const std::string& path);
 
 // Lower-case hex of a digest.
 std::string hex(std::span<const uint8_t> digest);

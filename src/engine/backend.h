@@ -68,6 +68,10 @@ class Backend {
   // Everything about where plans are built and run that changes a plan
   // (device model, compute capability, library versions), for engine cache keys.
   virtual std::string identity() const { return std::string(name()); }
+  // An identity that changes whenever identity() would, told without starting
+  // the device's runtime (for a cache of whole programs, whose hit must cost
+  // less than that start); empty when the backend cannot tell it cheaply.
+  virtual std::string quick_identity() const { return identity(); }
 
   // Builds an engine plan for `network` (fusion, kernel choice, memory plan)
   // and serializes it. `network` may be rewritten in place (it is consumed).

@@ -1,23 +1,16 @@
 #include "program/engine_cache.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "base/section_file.h"
+#include "program/cache_files.h"
 
 namespace kiln::program {
 
@@ -25,74 +18,6 @@ namespace {
 
 constexpr std::string_view kMagic = "KILNCACH";
 constexpr uint32_t kVersion = 1;
-constexpr const char* kEntrySuffix = ".kce";
-constexpr const char* kUseSuffix = ".use";
-
-// Holds an exclusive flock on a file for its lifetime (nothing when the file cannot be opened).
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-      }
-    }
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-
- private:
-  int fd_ = -1;
-};
-
-Status make_dirs(const std::string& dir) {
-  std::string path;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || (dir[i] == '/' && i > 0)) {
-      path = dir.substr(0, i);
-      if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
-        return io_error("cannot create cache directory '" + path + "': " + std::strerror(errno));
-    }
-  }
-  return Status::ok();
-}
-
-Expected<std::vector<uint8_t>> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("no file '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return io_error("cannot read '" + path + "'");
-  return bytes;
-}
-
-// Writes `text` to `path` through a temporary file and a rename.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f) {
-      std::remove(tmp.c_str());
-      return;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
-}
-
-nlohmann::json read_json(const std::string& path) {
-  auto bytes = read_file(path);
-  if (!bytes) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
-  return j.is_object() ? j : nlohmann::json::object();
-}
-
-int64_t json_int(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
 
 uint64_t mix64(uint64_t x) {
   x ^= x >> 33;
@@ -101,17 +26,6 @@ uint64_t mix64(uint64_t x) {
   x *= 0xc4ceb9fe1a85ec53ULL;
   x ^= x >> 33;
   return x;
-}
-
-// Milliseconds since the epoch: last use is ordered finer than seconds.
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-bool is_hash_name(const std::string& s) {
-  return s.size() == 32 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
@@ -142,11 +56,7 @@ std::string EngineCache::default_dir() {
 EngineCache::EngineCache(CacheOptions options) : options_(std::move(options)) {}
 
 void EngineCache::count(const char* what) {
-  if (options_.dir.empty()) return;
-  FileLock lock(options_.dir + "/stats.lock");
-  nlohmann::json j = read_json(options_.dir + "/stats.json");
-  j[what] = json_int(j, what) + 1;
-  write_atomically(options_.dir + "/stats.json", j.dump());
+  if (!options_.dir.empty()) count_event(options_.dir, what);
 }
 
 void EngineCache::remember(const std::string& key_material, std::vector<uint8_t> plan) {
@@ -173,8 +83,8 @@ Expected<std::vector<uint8_t>> parse_cache_entry(std::span<const uint8_t> bytes,
 
 Expected<std::vector<uint8_t>> EngineCache::read_entry(const std::string& hash, const std::string& key_material,
                                                        const std::function<void(const std::string&)>& progress) {
-  const std::string path = options_.dir + "/" + hash + kEntrySuffix;
-  auto bytes = read_file(path);
+  const std::string path = options_.dir + "/" + hash + kEngineEntrySuffix;
+  auto bytes = read_whole_file(path);
   if (!bytes) return not_found("no entry");
   auto discard = [&](const std::string& why) -> Status {
     if (progress) progress("discarding cache entry " + hash + ": " + why);
@@ -185,12 +95,7 @@ Expected<std::vector<uint8_t>> EngineCache::read_entry(const std::string& hash, 
   auto parsed = parse_cache_entry(*bytes, key_material, path);
   if (!parsed) return discard(parsed.status().message());
   std::vector<uint8_t> out = std::move(*parsed);
-  const std::string use_path = options_.dir + "/" + hash + kUseSuffix;
-  nlohmann::json use = read_json(use_path);
-  use["hits"] = json_int(use, "hits") + 1;
-  use["last_use"] = now_ms();
-  if (!use.contains("created")) use["created"] = now_ms();
-  write_atomically(use_path, use.dump());
+  record_use(options_.dir, hash);
   count("hits");
   return out;
 }
@@ -200,21 +105,18 @@ Status EngineCache::write_entry(const std::string& hash, const std::string& key_
   SectionFileWriter w(kMagic, kVersion);
   KILN_TRY(w.add("key", std::vector<uint8_t>(key_material.begin(), key_material.end())));
   KILN_TRY(w.add("plan", plan));
-  KILN_TRY(w.write(options_.dir + "/" + hash + kEntrySuffix));
-  const int64_t now = now_ms();
-  write_atomically(options_.dir + "/" + hash + kUseSuffix,
-                   nlohmann::json({{"created", now}, {"last_use", now}, {"hits", 0}}).dump());
+  KILN_TRY(w.write(options_.dir + "/" + hash + kEngineEntrySuffix));
+  record_new(options_.dir, hash);
   return Status::ok();
 }
 
-void EngineCache::evict_disk() {
-  auto stats = inspect(options_.dir);
+void evict_cache_dir(const std::string& dir, uint64_t max_bytes) {
+  auto stats = EngineCache::inspect(dir);
   if (!stats) return;
   uint64_t total = stats->bytes;
   // Least recently used last in the list.
-  for (auto it = stats->entries.rbegin(); it != stats->entries.rend() && total > options_.max_disk_bytes; ++it) {
-    std::remove((options_.dir + "/" + it->key + kEntrySuffix).c_str());
-    std::remove((options_.dir + "/" + it->key + kUseSuffix).c_str());
+  for (auto it = stats->entries.rbegin(); it != stats->entries.rend() && total > max_bytes; ++it) {
+    remove_entry(dir, it->key, it->kind == "program");
     total -= it->bytes;
   }
 }
@@ -257,7 +159,7 @@ Expected<std::vector<uint8_t>> EngineCache::get_or_build(const std::string& key_
         progress("engine cache: could not store the plan: " + s.message());
     }
   }
-  if (!*from_cache) evict_disk();
+  if (!*from_cache) evict_cache_dir(options_.dir, options_.max_disk_bytes);
   remember(key_material, plan);
   return plan;
 }
@@ -270,10 +172,12 @@ Expected<CacheDirStats> EngineCache::inspect(const std::string& dir) {
   while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
   ::closedir(d);
   for (const std::string& n : names) {
-    if (n.size() != 32 + std::strlen(kEntrySuffix) || n.substr(32) != kEntrySuffix || !is_hash_name(n.substr(0, 32)))
-      continue;
+    const bool engine = n.size() == 32 + std::strlen(kEngineEntrySuffix) && n.substr(32) == kEngineEntrySuffix;
+    const bool program = n.size() == 32 + std::strlen(kProgramEntrySuffix) && n.substr(32) == kProgramEntrySuffix;
+    if (!(engine || program) || !is_hash_name(n.substr(0, 32))) continue;
     CacheEntryInfo e;
     e.key = n.substr(0, 32);
+    e.kind = engine ? "engine" : "program";
     struct stat st {};
     if (::stat((dir + "/" + n).c_str(), &st) != 0) continue;
     e.bytes = static_cast<uint64_t>(st.st_size);
@@ -281,7 +185,13 @@ Expected<CacheDirStats> EngineCache::inspect(const std::string& dir) {
     e.created = json_int(use, "created");
     e.last_use = use.contains("last_use") ? json_int(use, "last_use") : static_cast<int64_t>(st.st_mtime) * 1000;
     e.hits = json_int(use, "hits");
-    if (auto bytes = read_file(dir + "/" + n)) {
+    if (program) {
+      // The program itself is a plain .kiln file; its key is beside it.
+      const nlohmann::json meta = read_json(dir + "/" + e.key + kProgramMetaSuffix);
+      auto key = meta.find("key");
+      e.summary = key != meta.end() && key->is_string() ? key->get<std::string>() : "(no key record: unusable)";
+      e.summary = e.summary.substr(0, e.summary.find('\n'));
+    } else if (auto bytes = read_whole_file(dir + "/" + n)) {
       if (auto f = SectionFile::parse(*bytes, kMagic, kVersion, n)) {
         if (auto key = f->section("key")) {
           std::string text(key->begin(), key->end());
@@ -301,6 +211,8 @@ Expected<CacheDirStats> EngineCache::inspect(const std::string& dir) {
   out.hits = json_int(stats, "hits");
   out.misses = json_int(stats, "misses");
   out.discarded = json_int(stats, "discarded");
+  out.program_hits = json_int(stats, "program_hits");
+  out.program_misses = json_int(stats, "program_misses");
   return out;
 }
 

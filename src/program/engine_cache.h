@@ -42,7 +42,8 @@ struct CacheOptions {
 
 // One disk entry, as `kiln inspect --cache` lists it.
 struct CacheEntryInfo {
-  std::string key;  // 32 hex digits
+  std::string key;   // 32 hex digits
+  std::string kind;  // "engine" (a plan) or "program" (a whole compiled program, program_cache.h)
   uint64_t bytes = 0;
   int64_t created = 0, last_use = 0;  // milliseconds since the epoch
   int64_t hits = 0;
@@ -51,7 +52,8 @@ struct CacheEntryInfo {
 
 struct CacheDirStats {
   std::vector<CacheEntryInfo> entries;  // most recently used first
-  int64_t hits = 0, misses = 0, discarded = 0;
+  int64_t hits = 0, misses = 0, discarded = 0;  // engine plans (discarded: damaged entries of both kinds)
+  int64_t program_hits = 0, program_misses = 0;
   uint64_t bytes = 0;
 };
 
@@ -76,7 +78,8 @@ class EngineCache {
                                               const std::function<void(const std::string&)>& progress,
                                               bool* from_cache);
 
-  // Every disk entry with its size, last use and hits, and the directory's totals.
+  // Every disk entry (engine plans and whole programs) with its size, last
+  // use and hits, and the directory's totals.
   static Expected<CacheDirStats> inspect(const std::string& dir);
 
   // The default disk cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,
@@ -88,7 +91,6 @@ class EngineCache {
                                             const std::function<void(const std::string&)>& progress);
   Status write_entry(const std::string& hash, const std::string& key_material, const std::vector<uint8_t>& plan);
   void remember(const std::string& key_material, std::vector<uint8_t> plan);
-  void evict_disk();
   void count(const char* what);
 
   CacheOptions options_;
@@ -96,6 +98,10 @@ class EngineCache {
   std::list<std::pair<std::string, std::vector<uint8_t>>> memory_;  // most recently used first
   uint64_t memory_bytes_ = 0;
 };
+
+// Removes the least recently used entries of `dir` (both kinds) until the
+// rest take at most `max_bytes`.
+void evict_cache_dir(const std::string& dir, uint64_t max_bytes);
 
 // The process-wide cache for `dir` (one per directory, so that compiles in one
 // process share its memory level).

@@ -22,21 +22,27 @@ std::string dims(const TensorSpec& s) {
 
 }  // namespace
 
-// kiln inspect --cache DIR: the engine cache's entries and totals.
+// kiln inspect --cache DIR: the cache's entries (engine plans and whole programs) and totals.
 int inspect_cache(const std::string& dir) {
   auto stats = program::EngineCache::inspect(dir);
   if (!stats) return fail(stats.status());
-  std::printf("engine cache %s: %zu entries, %llu bytes; %lld hits, %lld misses, %lld damaged entries discarded\n",
-              dir.c_str(), stats->entries.size(), static_cast<unsigned long long>(stats->bytes),
-              static_cast<long long>(stats->hits), static_cast<long long>(stats->misses),
-              static_cast<long long>(stats->discarded));
+  size_t programs = 0;
+  for (const auto& e : stats->entries) programs += e.kind == "program";
+  std::printf(
+      "engine cache %s: %zu entries (%zu engine plans, %zu programs), %llu bytes; engine plans: %lld hits, %lld "
+      "misses; programs: %lld hits, %lld misses; %lld damaged entries discarded\n",
+      dir.c_str(), stats->entries.size(), stats->entries.size() - programs, programs,
+      static_cast<unsigned long long>(stats->bytes), static_cast<long long>(stats->hits),
+      static_cast<long long>(stats->misses), static_cast<long long>(stats->program_hits),
+      static_cast<long long>(stats->program_misses), static_cast<long long>(stats->discarded));
   if (!stats->entries.empty())
-    std::printf("%-32s  %12s  %-20s  %6s  %s\n", "key", "bytes", "last use (UTC)", "hits", "what");
+    std::printf("%-32s  %-7s  %12s  %-20s  %6s  %s\n", "key", "kind", "bytes", "last use (UTC)", "hits", "what");
   for (const auto& e : stats->entries) {
     const std::time_t t = static_cast<std::time_t>(e.last_use / 1000);
     char when[32] = "-";
     if (std::tm tm{}; t > 0 && gmtime_r(&t, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    std::printf("%-32s  %12llu  %-20s  %6lld  %s\n", e.key.c_str(), static_cast<unsigned long long>(e.bytes), when,
+    std::printf("%-32s  %-7s  %12llu  %-20s  %6lld  %s\n", e.key.c_str(), e.kind.c_str(),
+                static_cast<unsigned long long>(e.bytes), when,
                 static_cast<long long>(e.hits), e.summary.c_str());
   }
   return kExitOk;

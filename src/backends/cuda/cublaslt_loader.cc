@@ -9,16 +9,53 @@
 // the first call. A machine without the library gets
 // CUBLAS_STATUS_NOT_INITIALIZED from every call, and cublaslt_loaded() says
 // why in words.
+//
+// Which file is opened is decided here, not by the dynamic loader's search,
+// so that cublaslt_path() can name it without loading it (a cache key made
+// without starting anything must still change when the library does).
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/stat.h>
 
-#include <mutex>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_support.h"
 
 namespace kiln::cuda {
 
 namespace {
+
+const std::string& soname() {
+  static const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  return name;
+}
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The directory of the loaded library whose file name starts with `prefix`.
+std::string loaded_library_dir(const char* prefix) {
+  struct Search {
+    const char* prefix;
+    std::string dir;
+  } search{prefix, {}};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        const std::string path = info->dlpi_name ? info->dlpi_name : "";
+        const size_t slash = path.rfind('/');
+        if (slash == std::string::npos || path.compare(slash + 1, std::strlen(s->prefix), s->prefix) != 0) return 0;
+        s->dir = path.substr(0, slash);
+        return 1;
+      },
+      &search);
+  return search.dir;
+}
 
 struct Library {
   void* handle = nullptr;
@@ -28,15 +65,17 @@ struct Library {
 const Library& library() {
   static const Library lib = [] {
     Library l;
-    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-    l.handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-#ifdef KILN_CUBLASLT_DIR
-    // Where kiln was built against it, for a library that is not on the search path.
-    if (!l.handle) l.handle = ::dlopen((std::string(KILN_CUBLASLT_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-#endif
+    const std::string path = cublaslt_path();
+    if (path.empty()) {
+      l.error = "cannot find " + soname() +
+                " in LD_LIBRARY_PATH, beside the loaded NVRTC or cuDNN, or where kiln was built "
+                "(set KILN_CUBLASLT to the library's path)";
+      return l;
+    }
+    l.handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!l.handle) {
       const char* e = ::dlerror();
-      l.error = "cannot load " + soname + (e ? std::string(": ") + e : std::string());
+      l.error = "cannot load " + path + (e ? std::string(": ") + e : std::string());
     }
     return l;
   }();
@@ -49,6 +88,26 @@ void* symbol(const char* name) {
 }
 
 }  // namespace
+
+std::string cublaslt_path() {
+  if (const char* p = std::getenv("KILN_CUBLASLT"); p && *p) return p;
+  std::vector<std::string> dirs;
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
+    for (std::string rest = ld; !rest.empty();) {
+      const size_t colon = rest.find(':');
+      if (colon > 0) dirs.push_back(rest.substr(0, colon));
+      rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    }
+  // The toolkit that kiln's NVRTC and cuDNN come from holds the matching cuBLASLt.
+  for (const char* prefix : {"libnvrtc.so", "libcudnn.so"})
+    if (std::string d = loaded_library_dir(prefix); !d.empty()) dirs.push_back(d);
+#ifdef KILN_CUBLASLT_DIR
+  dirs.push_back(KILN_CUBLASLT_DIR);
+#endif
+  for (const std::string& d : dirs)
+    if (is_file(d + "/" + soname())) return d + "/" + soname();
+  return "";
+}
 
 Status cublaslt_loaded() {
   const Library& l = library();

@@ -334,6 +334,7 @@ class CudaBackend final : public engine::Backend {
            std::to_string(cublasLtGetVersion()) + ", cuDNN " + std::to_string(cudnnGetVersion()) + ", NVRTC " +
            nvrtc_version();
   }
+  std::string quick_identity() const override { return cuda::quick_identity(); }
 
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
     BuildConfig config;

@@ -49,6 +49,17 @@ bool cuda_available();
 // cuBLASLt is opened on first use (cublaslt_loader.cc): ok once it is,
 // kUnsupported naming the library and the loader's reason when it cannot be.
 Status cublaslt_loaded();
+// The file cuBLASLt is (or would be) opened from, found without opening it:
+// $KILN_CUBLASLT, else the first directory holding libcublasLt.so.MAJOR
+// among LD_LIBRARY_PATH, the loaded NVRTC's and cuDNN's directories and the
+// directory kiln was built against; empty when none does.
+std::string cublaslt_path();
+
+// The backend's identity found without starting the CUDA runtime (through
+// NVML and file facts; quick_identity.cc), or empty when that cannot be told
+// for sure. It changes whenever the device model, compute capability, core
+// count, driver or any library the engines use does.
+std::string quick_identity();
 
 // Device memory owned by one object.
 class DeviceBuffer {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -50,6 +54,23 @@ TEST(ContentDigest, LargeContentIsTheDigestOfItsPiecesDigestsAndLength) {
   }
   EXPECT_NE(content_digest(all.first(data.size() - 1)), digest);
   EXPECT_EQ(content_digest(all), digest);
+}
+
+TEST(FileContentDigest, EqualsTheDigestOfTheBytesAndNamesAMissingFile) {
+  const std::string path = ::testing::TempDir() + "kiln_digest_" + std::to_string(::getpid());
+  for (size_t n : {size_t{0}, size_t{100}, 3 * kContentPiece + 1}) {
+    std::vector<uint8_t> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(n));
+    auto d = file_content_digest(path);
+    ASSERT_TRUE(d) << d.status().message();
+    EXPECT_EQ(*d, content_digest(data)) << n << " bytes";
+  }
+  std::remove(path.c_str());
+  auto missing = file_content_digest(path);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(path), std::string::npos) << missing.status().message();
 }
 
 }  // namespace

@@ -1,0 +1,227 @@
+#include "program/program_cache.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/sha256.h"
+#include "engine/plan.h"
+#include "program/cache_files.h"
+#include "program/kiln_file.h"
+
+namespace kiln::program {
+
+namespace {
+
+// The file this kiln runs from (the executable, or the Python extension),
+// with its size and modification time: a rebuilt kiln of the same version
+// must not take programs an earlier build lowered.
+std::string own_file_fingerprint() {
+  Dl_info info{};
+  std::string path;
+  if (::dladdr(reinterpret_cast<void*>(&own_file_fingerprint), &info) != 0 && info.dli_fname) {
+    char real[PATH_MAX];
+    if (::realpath(info.dli_fname, real)) path = real;
+  }
+  if (path.empty()) {
+    char exe[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) path.assign(exe, static_cast<size_t>(n));
+  }
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "unknown";
+  return path + " (" + std::to_string(st.st_size) + " bytes, modified " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + ")";
+}
+
+// Makes `to` a name of the file `from` (a hard link), else a copy of it;
+// either way through a temporary name and a rename, so `to` is never half written.
+Status link_or_copy(const std::string& from, const std::string& to) {
+  static int counter = 0;
+  const std::string tmp = to + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  if (::link(from.c_str(), tmp.c_str()) != 0) {
+    const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return io_error("cannot read '" + from + "': " + std::strerror(errno));
+    const int o = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (o < 0) {
+      const int err = errno;
+      ::close(in);
+      return io_error("cannot write '" + to + "': cannot create '" + tmp + "': " + std::strerror(err));
+    }
+    bool ok = true;
+    for (;;) {
+      ssize_t n = ::copy_file_range(in, nullptr, o, nullptr, size_t{1} << 30, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        char buf[1 << 16];  // no in-kernel copy between these files: read and write
+        n = ::read(in, buf, sizeof buf);
+        for (ssize_t w = 0; n > 0 && w < n;) {
+          const ssize_t k = ::write(o, buf + w, static_cast<size_t>(n - w));
+          if (k <= 0) {
+            n = -1;
+            break;
+          }
+          w += k;
+        }
+      }
+      if (n == 0) break;
+      if (n < 0 && errno != EINTR) {
+        ok = false;
+        break;
+      }
+    }
+    const int err = errno;
+    ::close(in);
+    if (::close(o) != 0) ok = false;
+    if (!ok) {
+      ::unlink(tmp.c_str());
+      return io_error("copying '" + from + "' to '" + to + "' failed: " + std::strerror(err));
+    }
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return io_error("cannot write '" + to + "': renaming '" + tmp + "' to it failed: " + std::strerror(err));
+  }
+  // When `to` already was a name of the same file, rename did nothing and the temporary name stays.
+  ::unlink(tmp.c_str());
+  return Status::ok();
+}
+
+nlohmann::json summary_json(const ProgramSummary& s) {
+  return {{"methods", s.methods},
+          {"segments", s.segments},
+          {"engines", s.engines},
+          {"plan_bytes", s.plan_bytes},
+          {"fallback_nodes", s.fallback_nodes}};
+}
+
+bool summary_from_json(const nlohmann::json& j, ProgramSummary& s) {
+  if (!j.is_object()) return false;
+  auto methods = j.find("methods");
+  if (methods == j.end() || !methods->is_array()) return false;
+  for (const auto& m : *methods) {
+    if (!m.is_string()) return false;
+    s.methods.push_back(m.get<std::string>());
+  }
+  for (auto [name, field] : {std::pair{"segments", &s.segments}, std::pair{"engines", &s.engines},
+                             std::pair{"plan_bytes", &s.plan_bytes}, std::pair{"fallback_nodes", &s.fallback_nodes}}) {
+    auto it = j.find(name);
+    if (it == j.end() || !it->is_number_integer()) return false;
+    *field = it->get<int64_t>();
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<std::string> program_cache_key(const std::vector<ProgramSource>& sources, const std::string& settings,
+                                        const engine::Backend& backend) {
+  std::string identity = backend.quick_identity();
+  if (identity.empty()) identity = backend.identity();
+  std::string key = "kiln " + std::string(KILN_VERSION_STRING) + " program, backend " + identity +
+                    ", program format " + std::to_string(kProgramVersion) + ", plan format " +
+                    std::to_string(engine::kPlanVersion) + "\nkiln file " + own_file_fingerprint() + "\n" + settings;
+  if (!key.empty() && key.back() != '\n') key += '\n';
+  for (const ProgramSource& s : sources) {
+    KILN_ASSIGN_OR_RETURN(std::string digest, file_content_digest(s.path));
+    key += "method " + s.method + " from sha256 " + digest + "\n";
+  }
+  return key;
+}
+
+Expected<ProgramSummary> ProgramCache::fetch(const std::string& hash, const std::string& key_material,
+                                             const std::string& out,
+                                             const std::function<void(const std::string&)>& progress) {
+  const std::string& dir = options_.dir;
+  const std::string entry = dir + "/" + hash + kProgramEntrySuffix;
+  struct stat st {};
+  if (::stat(entry.c_str(), &st) != 0) return not_found("no entry");
+  auto discard = [&](const std::string& why) -> Status {
+    if (progress) progress("discarding cached program " + hash + ": " + why);
+    remove_entry(dir, hash, true);
+    count_event(dir, "discarded");
+    return not_found("discarded");
+  };
+  const nlohmann::json meta = read_json(dir + "/" + hash + kProgramMetaSuffix);
+  auto key = meta.find("key");
+  auto digest = meta.find("digest");
+  ProgramSummary summary;
+  if (key == meta.end() || !key->is_string() || digest == meta.end() || !digest->is_string() ||
+      !summary_from_json(meta.value("summary", nlohmann::json()), summary))
+    return discard("its key record is missing or damaged");
+  if (key->get_ref<const std::string&>() != key_material)
+    return discard("its key differs from this compile's (a hash collision)");
+  auto actual = file_content_digest(entry);
+  if (!actual) return discard(actual.status().message());
+  if (*actual != digest->get_ref<const std::string&>())
+    return discard("its bytes changed since it was stored (SHA-256 " + actual->substr(0, 16) + "..., stored " +
+                   digest->get<std::string>().substr(0, 16) + "...)");
+  if (Status s = link_or_copy(entry, out); !s) {
+    if (::stat(entry.c_str(), &st) != 0) return not_found("evicted while it was read");
+    return s;
+  }
+  record_use(dir, hash);
+  count_event(dir, "program_hits");
+  return summary;
+}
+
+Status ProgramCache::store(const std::string& hash, const std::string& key_material, const std::string& out,
+                           const ProgramSummary& summary) {
+  const std::string& dir = options_.dir;
+  // The digest of what is stored, read back from the entry itself.
+  KILN_TRY(link_or_copy(out, dir + "/" + hash + kProgramEntrySuffix));
+  auto digest = file_content_digest(dir + "/" + hash + kProgramEntrySuffix);
+  if (!digest) {
+    remove_entry(dir, hash, true);
+    return digest.status();
+  }
+  nlohmann::json meta = {{"key", key_material}, {"digest", *digest}, {"summary", summary_json(summary)}};
+  write_atomically(dir + "/" + hash + kProgramMetaSuffix, meta.dump());
+  record_new(dir, hash);
+  return Status::ok();
+}
+
+Expected<ProgramSummary> ProgramCache::place(const std::string& key_material, const std::string& out,
+                                             const std::function<Expected<ProgramSummary>()>& compile,
+                                             const std::function<void(const std::string&)>& progress,
+                                             bool* from_cache) {
+  *from_cache = false;
+  if (Status s = make_dirs(options_.dir); !s) {
+    if (progress) progress("program cache not used: " + s.message());
+    return compile();
+  }
+  const std::string hash = cache_key_hash(key_material);
+  ProgramSummary summary;
+  {
+    FileLock lock(options_.dir + "/" + hash + ".lock");
+    const auto start = std::chrono::steady_clock::now();
+    auto cached = fetch(hash, key_material, out, progress);
+    if (cached) {
+      *from_cache = true;
+      if (progress)
+        progress("the compiled program from the cache in " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count()) +
+                 " ms (entry " + hash + ")");
+      return cached;
+    }
+    if (cached.status().code() != ErrorCode::kNotFound) return cached.status();  // the output could not be written
+    KILN_ASSIGN_OR_RETURN(summary, compile());
+    count_event(options_.dir, "program_misses");
+    if (Status s = store(hash, key_material, out, summary); !s && progress)
+      progress("program cache: could not store the program: " + s.message());
+  }
+  evict_cache_dir(options_.dir, options_.max_disk_bytes);
+  return summary;
+}
+
+}  // namespace kiln::program
