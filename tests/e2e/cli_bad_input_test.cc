@@ -362,6 +362,66 @@ TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
   fs::remove_all(dir);
 }
 
+// A second compile of the same content with the same settings takes the
+// whole program from the cache; every setting and the source's content are
+// in the key; the program placed from the cache matches PyTorch; a placed
+// program written over in place is discarded, not placed again.
+TEST(CliProgramCache, SameContentAndSettingsTakeTheWholeProgramAndNothingElseDoes) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_cli_pcache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = (dir / "model.pt2").string(), out = (dir / "m.kiln").string();
+  fs::copy_file(kModel, model);
+  const std::string cache = " --cache-dir " + (dir / "cache").string();
+  const std::string whole = "(the whole program from the cache)";
+  auto compile = [&](const std::string& extra) { return kiln_cli("compile " + model + " -o " + out + cache + extra); };
+  CliResult first = compile("");
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_EQ(first.output.find(whole), std::string::npos) << first.output;
+  CliResult second = compile("");
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_NE(second.output.find("engines: 0 built, 1 from cache " + whole), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("wrote " + out + ": 1 segments (1 engines"), std::string::npos) << second.output;
+  CliResult check = kiln_cli("check " + out + " " + kIo);
+  EXPECT_EQ(check.code, 0) << check.output;
+
+  for (const std::string setting : {" --min-block-size 3", " --fallback-ops relu", " --require-full-compilation",
+                                    " --method other", " --precision fp16", " --no-cache"}) {
+    CliResult r = kiln_cli("compile " + model + " -o " + out + (setting == " --no-cache" ? "" : cache) + setting);
+    EXPECT_EQ(r.code, 0) << setting << ": " << r.output;
+    EXPECT_EQ(r.output.find(whole), std::string::npos) << setting << " took another setting's program: " << r.output;
+  }
+  CliResult again = compile(" --min-block-size 3");
+  EXPECT_NE(again.output.find(whole), std::string::npos) << again.output;
+
+  // Another model's bytes under the same name are another program.
+  const std::string other = kDir + "mobilenet_v2";
+  fs::copy_file(other + ".pt2", model, fs::copy_options::overwrite_existing);
+  CliResult changed = compile("");
+  ASSERT_EQ(changed.code, 0) << changed.output;
+  EXPECT_EQ(changed.output.find(whole), std::string::npos) << changed.output;
+  check = kiln_cli("check " + out + " " + other + ".io.safetensors");
+  EXPECT_EQ(check.code, 0) << check.output;
+
+  // The output written over in place (as `cp` does): it shares its file with
+  // the cache entry (a hard link: one file system), so the entry changed too,
+  // and it is not used again.
+  EXPECT_EQ(fs::hard_link_count(out), 2u);
+  fs::copy_file(kModel, dir / "unrelated.bin");
+  {
+    std::ifstream in(dir / "unrelated.bin", std::ios::binary);
+    std::ofstream o(out, std::ios::binary | std::ios::in | std::ios::out);
+    o << in.rdbuf();
+  }
+  CliResult after = compile("");
+  ASSERT_EQ(after.code, 0) << after.output;
+  EXPECT_NE(after.output.find("discarding cached program"), std::string::npos) << after.output;
+  EXPECT_EQ(after.output.find(whole), std::string::npos) << after.output;
+  check = kiln_cli("check " + out + " " + other + ".io.safetensors");
+  EXPECT_EQ(check.code, 0) << check.output;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kiln
 

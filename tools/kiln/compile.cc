@@ -220,6 +220,11 @@ int run_compile(int argc, char** argv) {
   };
   auto key = program_key(*args, *options, method_names);
   if (!key) return fail(key.status());
+  if (!key->empty())
+    std::fprintf(stderr, "kiln: program cache key in %lld ms\n",
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count()));
   bool from_cache = false;
   Expected<program::ProgramSummary> summary = program::ProgramSummary{};
   if (key->empty()) {
