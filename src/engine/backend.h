@@ -72,6 +72,9 @@ class Backend {
   // the device's runtime (for a cache of whole programs, whose hit must cost
   // less than that start); empty when the backend cannot tell it cheaply.
   virtual std::string quick_identity() const { return identity(); }
+  // Whether load() copies weights onto a device of the backend's own (so a
+  // loaded engine is worth keeping for reuse: runtime/engine_hot_set.h).
+  virtual bool loads_onto_device() const { return false; }
 
   // Builds an engine plan for `network` (fusion, kernel choice, memory plan)
   // and serializes it. `network` may be rewritten in place (it is consumed).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/engine_hot_set.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::runtime {
@@ -89,7 +90,7 @@ Status Executable::ensure_engines() const {
       if (it == m.weights.end()) return not_found("the program has no weight '" + name + "'");
       return it->second;
     };
-    std::vector<std::unique_ptr<engine::Engine>> engines;
+    std::vector<std::shared_ptr<engine::Engine>> engines;
     for (size_t si = 0; si < p_.segments.size(); ++si) {
       const program::SegmentRecord& s = p_.segments[si];
       if (s.kind != SegmentKind::kEngine) {
@@ -97,12 +98,14 @@ Status Executable::ensure_engines() const {
         continue;
       }
       const engine::Backend* backend = program::builtin_backends().find(s.backend);  // checked by load()
-      auto h = backend->load(s.plan, weights, what_ + ", segment " + std::to_string(si));
-      if (!h) {
-        engines_status_ = h.status();
+      bool reused = false;
+      auto e = EngineHotSet::instance().load(*backend, s.plan, weights, what_ + ", segment " + std::to_string(si),
+                                             &reused);
+      if (!e) {
+        engines_status_ = e.status();
         return;
       }
-      engines.push_back(std::make_unique<engine::Engine>(backend, *h));
+      engines.push_back(std::move(*e));
     }
     engines_ = std::move(engines);
   });

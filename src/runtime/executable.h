@@ -59,7 +59,8 @@ class Executable {
   std::string what_;
   mutable std::once_flag engines_once_;
   mutable Status engines_status_;
-  mutable std::vector<std::unique_ptr<engine::Engine>> engines_;  // per segment; null for fallback segments
+  // Per segment; null for fallback segments. Shared with the hot set and other programs (engine_hot_set.h).
+  mutable std::vector<std::shared_ptr<engine::Engine>> engines_;
   std::vector<std::vector<int>> release_after_;                   // per segment: value ids no later segment reads
 };
 

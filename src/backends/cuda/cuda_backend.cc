@@ -335,6 +335,7 @@ class CudaBackend final : public engine::Backend {
            nvrtc_version();
   }
   std::string quick_identity() const override { return cuda::quick_identity(); }
+  bool loads_onto_device() const override { return true; }
 
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
     BuildConfig config;

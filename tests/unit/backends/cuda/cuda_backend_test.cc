@@ -9,8 +9,14 @@
 #include <map>
 #include <random>
 
+#include <filesystem>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_support.h"
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+#include "runtime/engine_hot_set.h"
+#include "runtime/fixture_check.h"
 #include "support/network_text.h"
 
 namespace kiln::cuda {
@@ -242,5 +248,45 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
   }
 }
 
+// A fixture file: under the source tree this binary was built from, else
+// under the working directory (a GPU machine runs it from a copy of the tree).
+std::string fixture_path(const std::string& name) {
+  const std::string rel = "tests/fixtures/torch2.11/" + name;
+#ifdef KILN_SOURCE_DIR
+  if (std::filesystem::exists(std::string(KILN_SOURCE_DIR) + "/" + rel)) return std::string(KILN_SOURCE_DIR) + "/" + rel;
+#endif
+  return rel;
+}
+
+// A program loaded twice (and the compile that wrote it) shares one engine,
+// and both loads give PyTorch's outputs.
+TEST(CudaHotSet, TheSameProgramLoadedTwiceSharesItsEngineAndMatchesPyTorch) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string model = fixture_path("resnet_basic.pt2");
+  auto io = frontend::read_safetensors(fixture_path("resnet_basic.io.safetensors"));
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  runtime::EngineHotSet& hot = runtime::EngineHotSet::instance();
+  hot.set_capacity(8);
+  LoadOptions o;
+  o.compile.device = "cuda";
+  const auto before_compile = hot.stats();
+  auto compiled = Program::load(model, o);
+  ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
+  EXPECT_EQ(hot.stats().loaded, before_compile.loaded + 1);
+  const std::string saved = ::testing::TempDir() + "kiln_hot_set_" + std::to_string(::getpid()) + ".kiln";
+  ASSERT_TRUE((*compiled)->save(saved));
+  const auto before = hot.stats();
+  auto a = Program::load(saved, o);
+  auto b = Program::load(saved, o);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_EQ(hot.stats().loaded, before.loaded) << "a second copy of the engine was loaded";
+  EXPECT_EQ(hot.stats().reused, before.reused + 2);
+  for (const auto& p : {*a, *b, *compiled}) {
+    auto report = runtime::check_fixture(p, *io, {});
+    ASSERT_TRUE(report.has_value()) << report.status().message();
+    EXPECT_TRUE(report->pass()) << "max abs err " << report->max_abs();
+  }
+  std::remove(saved.c_str());
+}
 }  // namespace
 }  // namespace kiln::cuda
