@@ -75,6 +75,9 @@ class Backend {
   // Whether load() copies weights onto a device of the backend's own (so a
   // loaded engine is worth keeping for reuse: runtime/engine_hot_set.h).
   virtual bool loads_onto_device() const { return false; }
+  // Settings load() reads from outside the plan (environment switches), as
+  // text: an engine loaded under other settings is not reused for this load.
+  virtual std::string load_settings() const { return ""; }
 
   // Builds an engine plan for `network` (fusion, kernel choice, memory plan)
   // and serializes it. `network` may be rewritten in place (it is consumed).

@@ -1,5 +1,6 @@
 #include "program/cache_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -102,6 +103,35 @@ void record_new(const std::string& dir, const std::string& hash) {
   const int64_t now = now_ms();
   write_atomically(dir + "/" + hash + kUseSuffix,
                    nlohmann::json({{"created", now}, {"last_use", now}, {"hits", 0}}).dump());
+}
+
+void sweep_leftovers(const std::string& dir, int64_t age_ms) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  const int64_t now = now_ms();
+  auto old = [&](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 &&
+           now - (static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000) > age_ms;
+  };
+  auto exists = [&](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+  };
+  for (const std::string& n : names) {
+    const std::string path = dir + "/" + n;
+    const bool temporary = n.find(".tmp.") != std::string::npos;
+    bool orphan = false;
+    if (n.size() > 32 && is_hash_name(n.substr(0, 32)) && !temporary) {
+      const std::string base = dir + "/" + n.substr(0, 32), suffix = n.substr(32);
+      if (suffix == kProgramMetaSuffix) orphan = !exists(base + kProgramEntrySuffix);
+      if (suffix == kUseSuffix) orphan = !exists(base + kProgramEntrySuffix) && !exists(base + kEngineEntrySuffix);
+    }
+    if ((temporary || orphan) && old(path)) std::remove(path.c_str());
+  }
 }
 
 void remove_entry(const std::string& dir, const std::string& hash, bool program) {

@@ -56,6 +56,11 @@ void count_event(const std::string& dir, const char* what);
 void record_use(const std::string& dir, const std::string& hash);
 // Records a new entry `hash`: created and last used now, no hits.
 void record_new(const std::string& dir, const std::string& hash);
+// Removes what writers killed mid-way leave in `dir` once it is older than
+// `age_ms`: temporary files (NAME.tmp.PID.N), and key and use records whose
+// entry is gone.
+void sweep_leftovers(const std::string& dir, int64_t age_ms);
+
 // Removes the files of entry `hash` of one kind, and its use record.
 void remove_entry(const std::string& dir, const std::string& hash, bool program);
 

@@ -111,6 +111,8 @@ Status EngineCache::write_entry(const std::string& hash, const std::string& key_
 }
 
 void evict_cache_dir(const std::string& dir, uint64_t max_bytes) {
+  // A writer killed an hour ago is not coming back for its temporary files.
+  sweep_leftovers(dir, int64_t{3600} * 1000);
   auto stats = EngineCache::inspect(dir);
   if (!stats) return;
   uint64_t total = stats->bytes;
@@ -188,9 +190,22 @@ Expected<CacheDirStats> EngineCache::inspect(const std::string& dir) {
     if (program) {
       // The program itself is a plain .kiln file; its key is beside it.
       const nlohmann::json meta = read_json(dir + "/" + e.key + kProgramMetaSuffix);
-      auto key = meta.find("key");
-      e.summary = key != meta.end() && key->is_string() ? key->get<std::string>() : "(no key record: unusable)";
-      e.summary = e.summary.substr(0, e.summary.find('\n'));
+      auto key = meta.find("key_hex");
+      e.summary = "(no key record: unusable)";
+      if (key != meta.end() && key->is_string()) {
+        // The key's first line, from its hex record.
+        const std::string& h = key->get_ref<const std::string&>();
+        std::string text;
+        auto nibble = [](char c) {
+          return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        };
+        for (size_t i = 0; i + 1 < h.size(); i += 2) {
+          const int hi = nibble(h[i]), lo = nibble(h[i + 1]);
+          if (hi < 0 || lo < 0 || hi * 16 + lo == '\n') break;
+          text += static_cast<char>(hi * 16 + lo);
+        }
+        e.summary = text;
+      }
     } else if (auto bytes = read_whole_file(dir + "/" + n)) {
       if (auto f = SectionFile::parse(*bytes, kMagic, kVersion, n)) {
         if (auto key = f->section("key")) {

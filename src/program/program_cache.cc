@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <atomic>
 
 #include "base/sha256.h"
 #include "engine/plan.h"
@@ -43,11 +45,42 @@ std::string own_file_fingerprint() {
          std::to_string(st.st_mtim.tv_nsec) + ")";
 }
 
+// A name for a temporary file beside `path`, unique in this process and among processes.
+std::string temporary_name(const std::string& path) {
+  static std::atomic<int> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+// Copies the whole of file `in` to file `out`; false (errno set) on failure.
+bool copy_fd(int in, int out) {
+  for (;;) {
+    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, size_t{1} << 30, 0);
+    if (n == 0) return true;
+    if (n > 0) continue;
+    if (errno == EINTR) continue;
+    if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) return false;
+    // No in-kernel copy between these files: read and write.
+    char buf[1 << 16];
+    n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    for (ssize_t w = 0; w < n;) {
+      const ssize_t k = ::write(out, buf + w, static_cast<size_t>(n - w));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        if (k == 0) errno = EIO;
+        return false;
+      }
+      w += k;
+    }
+  }
+}
+
 // Makes `to` a name of the file `from` (a hard link), else a copy of it;
 // either way through a temporary name and a rename, so `to` is never half written.
 Status link_or_copy(const std::string& from, const std::string& to) {
-  static int counter = 0;
-  const std::string tmp = to + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const std::string tmp = temporary_name(to);
   if (::link(from.c_str(), tmp.c_str()) != 0) {
     const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0) return io_error("cannot read '" + from + "': " + std::strerror(errno));
@@ -57,27 +90,7 @@ Status link_or_copy(const std::string& from, const std::string& to) {
       ::close(in);
       return io_error("cannot write '" + to + "': cannot create '" + tmp + "': " + std::strerror(err));
     }
-    bool ok = true;
-    for (;;) {
-      ssize_t n = ::copy_file_range(in, nullptr, o, nullptr, size_t{1} << 30, 0);
-      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-        char buf[1 << 16];  // no in-kernel copy between these files: read and write
-        n = ::read(in, buf, sizeof buf);
-        for (ssize_t w = 0; n > 0 && w < n;) {
-          const ssize_t k = ::write(o, buf + w, static_cast<size_t>(n - w));
-          if (k <= 0) {
-            n = -1;
-            break;
-          }
-          w += k;
-        }
-      }
-      if (n == 0) break;
-      if (n < 0 && errno != EINTR) {
-        ok = false;
-        break;
-      }
-    }
+    bool ok = copy_fd(in, o);
     const int err = errno;
     ::close(in);
     if (::close(o) != 0) ok = false;
@@ -94,6 +107,12 @@ Status link_or_copy(const std::string& from, const std::string& to) {
   // When `to` already was a name of the same file, rename did nothing and the temporary name stays.
   ::unlink(tmp.c_str());
   return Status::ok();
+}
+
+// The key material as the .kcm records it: hex, since it may hold bytes that
+// are not UTF-8 (paths), which JSON strings cannot.
+std::string key_record(const std::string& key_material) {
+  return hex({reinterpret_cast<const uint8_t*>(key_material.data()), key_material.size()});
 }
 
 nlohmann::json summary_json(const ProgramSummary& s) {
@@ -162,13 +181,13 @@ Expected<ProgramSummary> ProgramCache::fetch(const std::string& hash, const std:
     return not_found("discarded");
   };
   const nlohmann::json meta = read_json(dir + "/" + hash + kProgramMetaSuffix);
-  auto key = meta.find("key");
+  auto key = meta.find("key_hex");
   auto digest = meta.find("digest");
   ProgramSummary summary;
   if (key == meta.end() || !key->is_string() || digest == meta.end() || !digest->is_string() ||
       !summary_from_json(meta.value("summary", nlohmann::json()), summary))
     return discard("its key record is missing or damaged");
-  if (key->get_ref<const std::string&>() != key_material)
+  if (key->get_ref<const std::string&>() != key_record(key_material))
     return discard("its key differs from this compile's (a hash collision)");
   auto actual = file_content_digest(entry);
   if (!actual) return discard(actual.status().message());
@@ -179,35 +198,38 @@ Expected<ProgramSummary> ProgramCache::fetch(const std::string& hash, const std:
     if (::stat(entry.c_str(), &st) != 0) return not_found("evicted while it was read");
     return s;
   }
+  // The output is new now, whatever its file's first compile was (build tools order files by time).
+  ::utimes(out.c_str(), nullptr);
   record_use(dir, hash);
   count_event(dir, "program_hits");
   return summary;
 }
 
-Status ProgramCache::store(const std::string& hash, const std::string& key_material, const std::string& out,
+Status ProgramCache::store(const std::string& hash, const std::string& key_material, const std::string& written,
                            const ProgramSummary& summary) {
   const std::string& dir = options_.dir;
-  // The digest of what is stored, read back from the entry itself.
-  KILN_TRY(link_or_copy(out, dir + "/" + hash + kProgramEntrySuffix));
-  auto digest = file_content_digest(dir + "/" + hash + kProgramEntrySuffix);
-  if (!digest) {
-    remove_entry(dir, hash, true);
-    return digest.status();
-  }
-  nlohmann::json meta = {{"key", key_material}, {"digest", *digest}, {"summary", summary_json(summary)}};
-  write_atomically(dir + "/" + hash + kProgramMetaSuffix, meta.dump());
+  const std::string entry = dir + "/" + hash + kProgramEntrySuffix;
+  // `written` is this compile's own file (no other process writes that name):
+  // its digest is taken before it is linked anywhere.
+  KILN_ASSIGN_OR_RETURN(std::string digest, file_content_digest(written));
+  KILN_TRY(link_or_copy(written, entry));
+  nlohmann::json meta = {
+      {"key_hex", key_record(key_material)}, {"digest", digest}, {"summary", summary_json(summary)}};
+  // Method names come from the command line and may not be UTF-8: they are only shown.
+  write_atomically(dir + "/" + hash + kProgramMetaSuffix,
+                   meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   record_new(dir, hash);
   return Status::ok();
 }
 
 Expected<ProgramSummary> ProgramCache::place(const std::string& key_material, const std::string& out,
-                                             const std::function<Expected<ProgramSummary>()>& compile,
+                                             const Compile& compile,
                                              const std::function<void(const std::string&)>& progress,
                                              bool* from_cache) {
   *from_cache = false;
   if (Status s = make_dirs(options_.dir); !s) {
     if (progress) progress("program cache not used: " + s.message());
-    return compile();
+    return compile(out);
   }
   const std::string hash = cache_key_hash(key_material);
   ProgramSummary summary;
@@ -226,10 +248,21 @@ Expected<ProgramSummary> ProgramCache::place(const std::string& key_material, co
       return cached;
     }
     if (cached.status().code() != ErrorCode::kNotFound) return cached.status();  // the output could not be written
-    KILN_ASSIGN_OR_RETURN(summary, compile());
+    const std::string written = temporary_name(out);
+    auto compiled = compile(written);
+    if (!compiled) {
+      ::unlink(written.c_str());
+      return compiled;
+    }
+    summary = std::move(*compiled);
     count_event(options_.dir, "program_misses");
-    if (Status s = store(hash, key_material, out, summary); !s && progress)
+    if (Status s = store(hash, key_material, written, summary); !s && progress)
       progress("program cache: could not store the program: " + s.message());
+    if (::rename(written.c_str(), out.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(written.c_str());
+      return io_error("cannot write '" + out + "': renaming '" + written + "' to it failed: " + std::strerror(err));
+    }
   }
   evict_cache_dir(options_.dir, options_.max_disk_bytes);
   return summary;

@@ -57,20 +57,24 @@ class ProgramCache {
   explicit ProgramCache(CacheOptions options) : options_(std::move(options)) {}
 
   // Puts the program for `key_material` at `out`: the cached one when the
-  // entry is whole, else the one `compile` writes to `out`, which is then
-  // stored. One process compiles a key at a time: another waits for it and
-  // takes its entry. `progress` (may be empty) hears about hits and
-  // discarded entries; a cache that cannot store never fails the compile.
-  //   from_cache: set to whether `out` came from the cache.
+  // entry is whole, else the one `compile` writes (to a private name beside
+  // `out`, which is stored and then renamed to `out`, so that nothing another
+  // process writes to `out` meanwhile can be stored under this key). One
+  // process compiles a key at a time: another waits for it and takes its
+  // entry. `out` gets the current time either way (a placed link shares the
+  // entry's file). `progress` (may be empty) hears about hits and discarded
+  // entries; a cache that cannot store never fails the compile.
+  //   compile: writes the program to the path it is given; its summary
+  //   from_cache: set to whether `out` came from the cache
   // Returns the program's summary, or `compile`'s error.
-  Expected<ProgramSummary> place(const std::string& key_material, const std::string& out,
-                                 const std::function<Expected<ProgramSummary>()>& compile,
+  using Compile = std::function<Expected<ProgramSummary>(const std::string& path)>;
+  Expected<ProgramSummary> place(const std::string& key_material, const std::string& out, const Compile& compile,
                                  const std::function<void(const std::string&)>& progress, bool* from_cache);
 
  private:
   Expected<ProgramSummary> fetch(const std::string& hash, const std::string& key_material, const std::string& out,
                                  const std::function<void(const std::string&)>& progress);
-  Status store(const std::string& hash, const std::string& key_material, const std::string& out,
+  Status store(const std::string& hash, const std::string& key_material, const std::string& written,
                const ProgramSummary& summary);
 
   CacheOptions options_;

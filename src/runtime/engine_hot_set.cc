@@ -17,18 +17,21 @@ bool same_weight(const Tensor& a, const Tensor& b) {
   return ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
-size_t capacity_from_environment() {
-  const char* v = std::getenv("KILN_HOT_ENGINES");
-  if (!v || !*v) return 8;
+// A non-negative whole number from environment variable `name`, else `fallback`.
+uint64_t from_environment(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
   char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= 0 ? static_cast<size_t>(n) : 8;
+  const long long n = std::strtoll(v, &end, 10);
+  return *end == '\0' && n >= 0 ? static_cast<uint64_t>(n) : fallback;
 }
 
 }  // namespace
 
 EngineHotSet& EngineHotSet::instance() {
-  static EngineHotSet* set = new EngineHotSet(capacity_from_environment());  // engines outlive static destruction order
+  // Never destroyed: kept engines are not torn down in static destruction order.
+  static EngineHotSet* set = new EngineHotSet(static_cast<size_t>(from_environment("KILN_HOT_ENGINES", 8)),
+                                              from_environment("KILN_HOT_ENGINE_MB", 4096) << 20);
   return *set;
 }
 
@@ -40,10 +43,11 @@ Expected<std::shared_ptr<engine::Engine>> EngineHotSet::load(const engine::Backe
   std::lock_guard<std::mutex> lock(mutex_);
   const bool keep = capacity_ > 0 && backend.loads_onto_device();
   std::string digest;
+  const std::string settings = keep ? backend.load_settings() : "";
   if (keep) {
     digest = hex(sha256(plan));
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->backend != backend.name() || it->plan_digest != digest) continue;
+      if (it->backend != backend.name() || it->plan_digest != digest || it->settings != settings) continue;
       bool match = true;
       for (const auto& [name, kept] : it->weights) {
         auto now = weights(name);
@@ -70,20 +74,27 @@ Expected<std::shared_ptr<engine::Engine>> EngineHotSet::load(const engine::Backe
   auto e = std::make_shared<engine::Engine>(&backend, h);
   ++stats_.loaded;
   if (keep) {
-    entries_.push_front({std::string(backend.name()), digest, std::move(asked), e});
+    uint64_t bytes = 0;
+    for (const auto& [name, t] : asked) bytes += t.nbytes();
+    entries_.push_front({std::string(backend.name()), settings, digest, bytes, std::move(asked), e});
     trim();
   }
   return e;
 }
 
 void EngineHotSet::trim() {
-  while (entries_.size() > capacity_) entries_.pop_back();
-  stats_.kept = entries_.size();
+  uint64_t bytes = 0;
+  for (const Entry& e : entries_) bytes += e.bytes;
+  while (!entries_.empty() && (entries_.size() > capacity_ || bytes > max_bytes_)) {
+    bytes -= entries_.back().bytes;
+    entries_.pop_back();
+  }
 }
 
-void EngineHotSet::set_capacity(size_t capacity) {
+void EngineHotSet::set_capacity(size_t capacity, uint64_t max_weight_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   capacity_ = capacity;
+  max_bytes_ = max_weight_bytes;
   trim();
 }
 
@@ -91,6 +102,7 @@ EngineHotSet::Stats EngineHotSet::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   Stats s = stats_;
   s.kept = entries_.size();
+  for (const Entry& e : entries_) s.kept_bytes += e.bytes;
   return s;
 }
 

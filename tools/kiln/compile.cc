@@ -190,7 +190,7 @@ int run_compile(int argc, char** argv) {
   std::fprintf(stderr, "kiln: compiling %s for %s\n", models.c_str(), options->compile.device.c_str());
 
   // Reads, lowers, builds and saves; what the cache stores.
-  auto compile = [&]() -> Expected<program::ProgramSummary> {
+  auto compile = [&](const std::string& path) -> Expected<program::ProgramSummary> {
     Expected<std::shared_ptr<const Program>> program = std::shared_ptr<const Program>();
     if (!method_names.empty()) {
       std::vector<Program::MethodFile> files;
@@ -201,7 +201,7 @@ int run_compile(int argc, char** argv) {
     }
     if (!program) return program.status();
     const auto save_start = std::chrono::steady_clock::now();
-    KILN_TRY((*program)->save(*out));
+    KILN_TRY((*program)->save(path));
     std::fprintf(stderr, "kiln: saved in %lld ms\n",
                  static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                             std::chrono::steady_clock::now() - save_start)
@@ -228,7 +228,7 @@ int run_compile(int argc, char** argv) {
   bool from_cache = false;
   Expected<program::ProgramSummary> summary = program::ProgramSummary{};
   if (key->empty()) {
-    summary = compile();
+    summary = compile(*out);
   } else {
     program::CacheOptions co;
     co.dir = options->compile.cache_dir;

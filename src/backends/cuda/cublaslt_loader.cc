@@ -10,9 +10,10 @@
 // CUBLAS_STATUS_NOT_INITIALIZED from every call, and cublaslt_loaded() says
 // why in words.
 //
-// Which file is opened is decided here, not by the dynamic loader's search,
-// so that cublaslt_path() can name it without loading it (a cache key made
-// without starting anything must still change when the library does).
+// Which file is opened is decided here before the dynamic loader's search is
+// asked, so that cublaslt_path() can name it without loading it (a cache key
+// made without starting anything must still change when the library does;
+// where only the loader's search finds it, that key is not made quickly).
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/stat.h>
@@ -65,17 +66,16 @@ struct Library {
 const Library& library() {
   static const Library lib = [] {
     Library l;
-    const std::string path = cublaslt_path();
-    if (path.empty()) {
-      l.error = "cannot find " + soname() +
-                " in LD_LIBRARY_PATH, beside the loaded NVRTC or cuDNN, or where kiln was built "
-                "(set KILN_CUBLASLT to the library's path)";
-      return l;
-    }
+    // Where cublaslt_path() finds no file, the dynamic loader's own search
+    // (its cache, the default directories) may still.
+    std::string path = cublaslt_path();
+    if (path.empty()) path = soname();
     l.handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!l.handle) {
       const char* e = ::dlerror();
-      l.error = "cannot load " + path + (e ? std::string(": ") + e : std::string());
+      l.error = "cannot load " + path + (e ? std::string(": ") + e : std::string()) +
+                " (looked in LD_LIBRARY_PATH, beside the loaded NVRTC and cuDNN, where kiln was built and the "
+                "loader's search path; set KILN_CUBLASLT to the library's file)";
     }
     return l;
   }();

@@ -336,6 +336,14 @@ class CudaBackend final : public engine::Backend {
   }
   std::string quick_identity() const override { return cuda::quick_identity(); }
   bool loads_onto_device() const override { return true; }
+  std::string load_settings() const override {
+    std::string text;
+    for (const char* name : {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE"}) {
+      const char* v = std::getenv(name);
+      text += std::string(name) + "=" + (v ? v : "") + ";";
+    }
+    return text;
+  }
 
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
     BuildConfig config;

@@ -43,13 +43,13 @@ std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// A stand-in compile: writes `content` to `out`, counts itself.
+// A stand-in compile: writes `content` where it is told to, counts itself.
 struct Compiler {
   int compiles = 0;
-  std::function<Expected<ProgramSummary>()> writing(const std::string& out, const std::string& content) {
-    return [this, out, content]() -> Expected<ProgramSummary> {
+  ProgramCache::Compile writing(const std::string& content) {
+    return [this, content](const std::string& path) -> Expected<ProgramSummary> {
       ++compiles;
-      write_text(out, content);
+      write_text(path, content);
       ProgramSummary s;
       s.methods = {"forward"};
       s.segments = 3;
@@ -102,12 +102,12 @@ TEST(ProgramCache, AMissCompilesAndStoresAHitPlacesTheSameBytesWithoutCompiling)
   Compiler c;
   ProgramCache cache({dir + "/cache"});
   bool hit = true;
-  auto first = cache.place("the key", out1, c.writing(out1, "compiled program"), {}, &hit);
+  auto first = cache.place("the key", out1, c.writing("compiled program"), {}, &hit);
   ASSERT_TRUE(first.has_value()) << first.status().message();
   EXPECT_FALSE(hit);
   std::vector<std::string> heard;
   auto second = cache.place(
-      "the key", out2, c.writing(out2, "must not run"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+      "the key", out2, c.writing("must not run"), [&](const std::string& m) { heard.push_back(m); }, &hit);
   ASSERT_TRUE(second.has_value()) << second.status().message();
   EXPECT_TRUE(hit);
   EXPECT_EQ(c.compiles, 1);
@@ -117,13 +117,13 @@ TEST(ProgramCache, AMissCompilesAndStoresAHitPlacesTheSameBytesWithoutCompiling)
   ASSERT_EQ(heard.size(), 1u);
   EXPECT_NE(heard[0].find("from the cache"), std::string::npos) << heard[0];
   // Placing over an existing output, and over the output that already is the entry, leaves one name each.
-  ASSERT_TRUE(cache.place("the key", out2, c.writing(out2, "must not run"), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("the key", out2, c.writing("must not run"), {}, &hit).has_value());
   EXPECT_TRUE(hit);
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 2u) << "a temporary name was left behind";
   // Another key is another program.
-  ASSERT_TRUE(cache.place("other key", out2, c.writing(out2, "other program"), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("other key", out2, c.writing("other program"), {}, &hit).has_value());
   EXPECT_FALSE(hit);
   EXPECT_EQ(read_text(out2), "other program");
   auto stats = EngineCache::inspect(dir + "/cache");
@@ -135,6 +135,76 @@ TEST(ProgramCache, AMissCompilesAndStoresAHitPlacesTheSameBytesWithoutCompiling)
   fs::remove_all(dir);
 }
 
+TEST(ProgramCache, AnotherWriterOfTheOutputNeverGetsItsProgramStoredUnderThisKey) {
+  const std::string dir = fresh_dir("writer");
+  const std::string out = dir + "/out.kiln";
+  bool hit = false;
+  int compiles = 0;
+  ProgramCache cache({dir + "/cache"});
+  // While this compile runs, another compile (other settings, same -o) writes the output.
+  auto compile = [&](const std::string& path) -> Expected<ProgramSummary> {
+    ++compiles;
+    write_text(path, "program A");
+    write_text(out, "program B");
+    return ProgramSummary{{"forward"}, 1, 1, 9, 0};
+  };
+  ASSERT_TRUE(cache.place("key A", out, compile, {}, &hit).has_value());
+  EXPECT_EQ(read_text(out), "program A");
+  const std::string again = dir + "/again.kiln";
+  ASSERT_TRUE(cache.place("key A", again, compile, {}, &hit).has_value());
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(compiles, 1);
+  EXPECT_EQ(read_text(again), "program A");
+  fs::remove_all(dir);
+}
+
+TEST(ProgramCache, APlacedOutputIsNewAndKeysNeedNotBeText) {
+  const std::string dir = fresh_dir("time");
+  std::string key = "paths \xe9\xff";  // not UTF-8, and a NUL in it
+  key += '\0';
+  key += " are bytes";
+  Compiler c;
+  bool hit = false;
+  ProgramCache cache({dir + "/cache"});
+  ASSERT_TRUE(cache.place(key, dir + "/a.kiln", c.writing("program"), {}, &hit).has_value());
+  // The entry (and the first output, one file) from a day ago.
+  const std::string entry = dir + "/cache/" + cache_key_hash(key) + kProgramEntrySuffix;
+  const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  fs::last_write_time(entry, day_ago);
+  const auto before = fs::file_time_type::clock::now() - std::chrono::seconds(2);
+  ASSERT_TRUE(cache.place(key, dir + "/b.kiln", c.writing("must not run"), {}, &hit).has_value());
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(c.compiles, 1);
+  EXPECT_GE(fs::last_write_time(dir + "/b.kiln"), before) << "the placed output keeps the first compile's time";
+  auto stats = EngineCache::inspect(dir + "/cache");
+  ASSERT_TRUE(stats.has_value());
+  ASSERT_EQ(stats->entries.size(), 1u);
+  EXPECT_EQ(stats->entries[0].summary, key);
+  fs::remove_all(dir);
+}
+
+TEST(ProgramCache, LeftoversOfKilledWritersAreSweptOnceOld) {
+  const std::string dir = fresh_dir("sweep");
+  const std::string cache_dir = dir + "/cache";
+  fs::create_directories(cache_dir);
+  const std::string h = cache_key_hash("gone");
+  const std::string old_tmp = cache_dir + "/" + h + ".kcp.tmp.123.0", new_tmp = cache_dir + "/" + h + ".kce.tmp.456.0";
+  const std::string orphan_meta = cache_dir + "/" + h + kProgramMetaSuffix, orphan_use = cache_dir + "/" + h + kUseSuffix;
+  for (const std::string& f : {old_tmp, new_tmp, orphan_meta, orphan_use}) write_text(f, "left over");
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const std::string& f : {old_tmp, orphan_meta, orphan_use}) fs::last_write_time(f, two_hours_ago);
+  Compiler c;
+  bool hit = false;
+  ProgramCache cache({cache_dir});
+  ASSERT_TRUE(cache.place("key", dir + "/out.kiln", c.writing("program"), {}, &hit).has_value());  // a miss sweeps
+  EXPECT_FALSE(fs::exists(old_tmp));
+  EXPECT_FALSE(fs::exists(orphan_meta));
+  EXPECT_FALSE(fs::exists(orphan_use));
+  EXPECT_TRUE(fs::exists(new_tmp)) << "a temporary file a live writer may still use was removed";
+  EXPECT_TRUE(fs::exists(cache_dir + "/" + cache_key_hash("key") + kProgramMetaSuffix));
+  fs::remove_all(dir);
+}
+
 TEST(ProgramCache, AStoredProgramChangedAfterwardsIsDiscardedNotUsed) {
   const std::string dir = fresh_dir("changed");
   const std::string out = dir + "/out.kiln";
@@ -142,7 +212,7 @@ TEST(ProgramCache, AStoredProgramChangedAfterwardsIsDiscardedNotUsed) {
   Compiler c;
   bool hit = false;
   ProgramCache cache({cache_dir});
-  ASSERT_TRUE(cache.place("key", out, c.writing(out, "the right program"), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("key", out, c.writing("the right program"), {}, &hit).has_value());
   const std::string entry = cache_dir + "/" + cache_key_hash("key") + kProgramEntrySuffix;
   // Written in place through the output's name (cp and shell redirection do
   // this): where the output is a hard link to the entry, the entry changes too.
@@ -151,7 +221,7 @@ TEST(ProgramCache, AStoredProgramChangedAfterwardsIsDiscardedNotUsed) {
   std::vector<std::string> heard;
   const std::string out2 = dir + "/out2.kiln";
   auto p = cache.place(
-      "key", out2, c.writing(out2, "the right program"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+      "key", out2, c.writing("the right program"), [&](const std::string& m) { heard.push_back(m); }, &hit);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   EXPECT_FALSE(hit);
   EXPECT_EQ(c.compiles, 2);
@@ -160,7 +230,7 @@ TEST(ProgramCache, AStoredProgramChangedAfterwardsIsDiscardedNotUsed) {
   EXPECT_NE(heard[0].find("its bytes changed since it was stored"), std::string::npos) << heard[0];
   // The rebuilt entry is whole again.
   const std::string out3 = dir + "/out3.kiln";
-  ASSERT_TRUE(cache.place("key", out3, c.writing(out3, "x"), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("key", out3, c.writing("x"), {}, &hit).has_value());
   EXPECT_TRUE(hit);
   EXPECT_EQ(read_text(out3), "the right program");
   auto stats = EngineCache::inspect(cache_dir);
@@ -177,19 +247,19 @@ TEST(ProgramCache, EntriesWithoutTheirKeyRecordOrWithAnotherKeyAreDiscarded) {
   bool hit = false;
   ProgramCache cache({cache_dir});
   const std::string out = dir + "/out.kiln";
-  ASSERT_TRUE(cache.place("key", out, c.writing(out, "program"), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("key", out, c.writing("program"), {}, &hit).has_value());
   for (const char* damage : {"missing", "other key", "garbage"}) {
     const std::string d = damage;
     if (d == "missing") fs::remove(meta);
     if (d == "other key") {
       nlohmann::json j = read_json(meta);
-      j["key"] = "a different key with the same hash";
+      j["key_hex"] = "6120646966666572656e74206b6579";  // "a different key"
       write_text(meta, j.dump());
     }
     if (d == "garbage") write_text(meta, "{not json");
     std::vector<std::string> heard;
     auto p = cache.place(
-        "key", out, c.writing(out, "program"), [&](const std::string& m) { heard.push_back(m); }, &hit);
+        "key", out, c.writing("program"), [&](const std::string& m) { heard.push_back(m); }, &hit);
     ASSERT_TRUE(p.has_value()) << d;
     EXPECT_FALSE(hit) << d;
     ASSERT_FALSE(heard.empty()) << d;
@@ -217,14 +287,14 @@ TEST(ProgramCache, ProgramsAndEnginePlansAreEvictedTogetherByLastUse) {
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   for (const char* k : {"B", "C"}) {
     const std::string out = dir + "/" + k + ".kiln";
-    ASSERT_TRUE(cache.place(k, out, c.writing(out, big), {}, &hit).has_value());
+    ASSERT_TRUE(cache.place(k, out, c.writing(big), {}, &hit).has_value());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   // B is older than C but used after it.
-  ASSERT_TRUE(cache.place("B", dir + "/B2.kiln", c.writing(dir + "/B2.kiln", big), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("B", dir + "/B2.kiln", c.writing(big), {}, &hit).has_value());
   EXPECT_TRUE(hit);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(cache.place("D", dir + "/D.kiln", c.writing(dir + "/D.kiln", big), {}, &hit).has_value());
+  ASSERT_TRUE(cache.place("D", dir + "/D.kiln", c.writing(big), {}, &hit).has_value());
   auto stats = EngineCache::inspect(cache_dir);
   ASSERT_TRUE(stats.has_value());
   std::set<std::string> keys;
@@ -248,10 +318,10 @@ TEST(ProgramCache, TwoProcessesCompileOneKeyOnce) {
       bool hit = false;
       auto p = cache.place(
           "shared key", out,
-          [&]() -> Expected<ProgramSummary> {
+          [&](const std::string& path) -> Expected<ProgramSummary> {
             std::ofstream(log, std::ios::app) << "compiled\n";
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
-            write_text(out, "the shared program");
+            write_text(path, "the shared program");
             return ProgramSummary{{"forward"}, 1, 1, 18, 0};
           },
           {}, &hit);
@@ -282,8 +352,8 @@ TEST(ProgramCache, ACompileKilledMidwayLeavesNothingThatIsUsed) {
     bool hit = false;
     auto p = cache.place(
         "key", out,
-        [&]() -> Expected<ProgramSummary> {
-          write_text(out, "half a prog");
+        [&](const std::string& path) -> Expected<ProgramSummary> {
+          write_text(path, "half a prog");
           write_text(started, "1");
           std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before this ends
           return ProgramSummary{};
@@ -302,7 +372,7 @@ TEST(ProgramCache, ACompileKilledMidwayLeavesNothingThatIsUsed) {
   Compiler c;
   bool hit = true;
   ProgramCache cache({dir + "/cache"});
-  auto p = cache.place("key", out, c.writing(out, "the program"), {}, &hit);  // the lock died with the process
+  auto p = cache.place("key", out, c.writing("the program"), {}, &hit);  // the lock died with the process
   ASSERT_TRUE(p.has_value()) << p.status().message();
   EXPECT_FALSE(hit);
   EXPECT_EQ(c.compiles, 1);
@@ -321,8 +391,8 @@ TEST(ProgramCache, CopiesWhereTheOutputIsOnAnotherFileSystem) {
   Compiler c;
   bool hit = false;
   ProgramCache cache({dir + "/cache"});
-  ASSERT_TRUE(cache.place("key", dir + "/first.kiln", c.writing(dir + "/first.kiln", "program"), {}, &hit));
-  auto p = cache.place("key", out, c.writing(out, "must not run"), {}, &hit);
+  ASSERT_TRUE(cache.place("key", dir + "/first.kiln", c.writing("program"), {}, &hit));
+  auto p = cache.place("key", out, c.writing("must not run"), {}, &hit);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   EXPECT_TRUE(hit);
   EXPECT_EQ(read_text(out), "program");

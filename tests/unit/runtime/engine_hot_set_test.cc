@@ -23,6 +23,7 @@ class CountingBackend final : public engine::Backend {
   std::string_view name() const override { return "counting"; }
   const engine::TargetInfo& target() const override { return cpu_->target(); }
   bool loads_onto_device() const override { return true; }
+  std::string load_settings() const override { return settings; }
   Expected<std::vector<uint8_t>> build(engine::Network n, const engine::BuildOptions& o) const override {
     return cpu_->build(std::move(n), o);
   }
@@ -37,6 +38,7 @@ class CountingBackend final : public engine::Backend {
   }
   void destroy(engine::EngineHandle e) const override { cpu_->destroy(e); }
   mutable std::atomic<int> loads{0};
+  std::string settings = "graphs on";
 
  private:
   std::unique_ptr<engine::Backend> cpu_ = cpu::make_cpu_backend();
@@ -141,6 +143,36 @@ TEST_F(HotSet, CapacityKeepsTheMostRecentlyUsedAndZeroKeepsNothing) {
   ASSERT_TRUE(set.load(backend_, plan_, weights(1), "x", &reused));
   EXPECT_FALSE(reused);
   EXPECT_EQ(backend_.loads, 7);
+}
+
+TEST_F(HotSet, TheWeightBudgetBoundsWhatIsKept) {
+  EngineHotSet set(8, 30);  // one engine's 24 bytes of weights fit, two do not
+  bool reused = false;
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "a", &reused));
+  EXPECT_EQ(set.stats().kept_bytes, 24u);
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 2)}}), "b", &reused));
+  EXPECT_EQ(set.stats().kept, 1u);
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 2)}}), "b again", &reused));
+  EXPECT_TRUE(reused);
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "a again", &reused));
+  EXPECT_FALSE(reused) << "the engine beyond the budget was kept";
+  set.set_capacity(8, 20);  // no engine fits
+  EXPECT_EQ(set.stats().kept, 0u);
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "a", &reused));
+  EXPECT_EQ(set.stats().kept, 0u);
+}
+
+TEST_F(HotSet, AnEngineLoadedUnderOtherLoadSettingsIsNotReused) {
+  EngineHotSet set(8);
+  bool reused = false;
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "a", &reused));
+  backend_.settings = "graphs off";
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "b", &reused));
+  EXPECT_FALSE(reused);
+  backend_.settings = "graphs on";
+  ASSERT_TRUE(set.load(backend_, plan_, lookup({{"w", filled({3, 2}, 1)}}), "c", &reused));
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(backend_.loads, 2);
 }
 
 TEST_F(HotSet, AnEngineOutOfTheSetLivesWhileAProgramUsesIt) {
