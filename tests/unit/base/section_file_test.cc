@@ -217,7 +217,9 @@ TEST(SectionFile, EveryFlippedByteIsRefused) {
       // Every flip is a format error; only one in the version field reads as a bad version.
       const bool in_version = pos >= 8 && pos < 12;
       EXPECT_EQ(f.status().code(), ErrorCode::kFormat) << pos << ": " << f.status().to_string();
-      if (f.status().fault() == FileFault::kBadVersion) EXPECT_TRUE(in_version) << pos << ": " << f.status().to_string();
+      if (f.status().fault() == FileFault::kBadVersion) {
+        EXPECT_TRUE(in_version) << pos << ": " << f.status().to_string();
+      }
     }
   }
 }
