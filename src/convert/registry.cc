@@ -145,7 +145,9 @@ Capability ConverterRegistry::check(const ir::Node& node, const engine::TargetIn
       for (const ir::Dim& d : v->type.sizes)
         if (!d.is_static())
           return Capability::no("size " + d.to_string() + " of '" + v->name + "' is known only at run time; backend '" +
-                                target.backend + "' builds static shapes only");
+                                target.backend +
+                                "' builds static shapes only (a --shape profile with min = opt = max fixes it: "
+                                "one such profile per size served)");
   }
   if (!target.symbolic_dims)
     for (const ir::Value* v : node.outputs)
