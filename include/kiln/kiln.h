@@ -68,6 +68,15 @@ struct CompileOptions {
   // NAME@k of the method NAME it profiles (profile 0 is NAME itself); a call
   // of NAME runs the first profile whose ranges hold the inputs.
   std::vector<ShapeProfile> shapes;
+  // Padded batch buckets, for a profile whose one dynamic size is the leading
+  // dimension of its inputs: "auto" (on backends that build static shapes
+  // only, CUDA), "on" (any backend) or "off". The profile is compiled for
+  // sizes min, the powers of two between, opt and max; a call with b rows
+  // runs the smallest size >= b with its inputs padded and its outputs cut
+  // back to b rows. Only programs whose output rows depend on the same input
+  // rows alone get buckets ("on" refuses any other; "auto" says why and
+  // compiles the range as it is).
+  std::string batch_buckets = "auto";
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".
@@ -181,6 +190,7 @@ class Program {
  private:
   std::unique_ptr<Impl> impl_;
   friend class Session;
+  friend const Impl& program_impl(const Program& p);  // the library's own access (program_impl.h)
 };
 
 // A program's state (its buffers) and calls on it. A session is used by one

@@ -25,6 +25,15 @@ Status eliminate_dead_code(ir::Module& m);
 // that computed those scalars are left for eliminate_dead_code.
 Status specialize_symbols(ir::Module& m);
 
+// An analysis, not a pass: ok when every output row along the leading
+// dimension that `symbol` sizes depends only on the same row of the inputs
+// (so padding the inputs with rows leaves the first rows of every output as
+// they were); kUnsupported naming the first node (or input, output, buffer
+// write) that may mix rows otherwise. `output_factors` (may be null) gets,
+// per graph output, c where its leading size is symbol * c, or 0 for an
+// output that does not hold the rows.
+Status check_batch_separable(const ir::Module& m, const std::string& symbol, std::vector<int64_t>* output_factors);
+
 // ---- simplifications that let the pattern rewrites see whole patterns
 
 // Drops aten._assert_tensor_metadata checks whose dtype the IR's static types

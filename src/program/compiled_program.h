@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,10 +29,23 @@ struct SegmentRecord {
   bool from_cache = false;           // engine segments: the plan came from the engine cache (not saved in .kiln)
 };
 
+// A method compiled for one size of a dynamic leading dimension (a padded
+// batch bucket, for backends that build static shapes only): a call with
+// fewer rows, inside [min, max], has its inputs padded to `size` rows and its
+// outputs cut back (runtime/session.cc). Only programs whose output rows
+// depend on the same input rows alone get buckets (lowering::check_batch_separable).
+struct PaddedBatch {
+  std::string symbol;
+  int64_t size = 0, min = 0, max = 0;
+  std::vector<int> inputs;              // user inputs (call order) whose dimension 0 the symbol sizes
+  std::vector<int64_t> output_factors;  // per graph output: c where its leading size is symbol * c; 0: kept whole
+};
+
 struct CompiledProgram {
   ir::Module module;  // lowered; graph value ids are dense (canonical) so segments can name them
   std::string device;
   std::vector<SegmentRecord> segments;
+  std::optional<PaddedBatch> padded;
 };
 
 // One named entry point of a program: "forward" for a single exported

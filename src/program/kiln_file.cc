@@ -122,6 +122,11 @@ json method_json(const CompiledProgram& p, const std::string& prefix, WeightBlob
                        {"offset", blob.place(name, t)},
                        {"nbytes", t.nbytes()}});
   j["weights"] = weights;
+  if (p.padded) {
+    const PaddedBatch& b = *p.padded;
+    j["padded_batch"] = {{"symbol", b.symbol},   {"size", b.size},      {"min", b.min},
+                         {"max", b.max},         {"inputs", b.inputs}, {"output_factors", b.output_factors}};
+  }
   return j;
 }
 
@@ -293,6 +298,29 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     if (!t) return as_format_error(t.status(), rn.where());
     m.weights[name] = std::move(*t);
   }
+  if (j.contains("padded_batch")) {
+    Reader rb(j["padded_batch"], r.where() + " padded_batch");
+    PaddedBatch b;
+    KILN_ASSIGN_OR_RETURN(b.symbol, rb.string("symbol"));
+    KILN_ASSIGN_OR_RETURN(b.size, rb.integer("size"));
+    KILN_ASSIGN_OR_RETURN(b.min, rb.integer("min"));
+    KILN_ASSIGN_OR_RETURN(b.max, rb.integer("max"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> inputs, rb.ints("inputs"));
+    KILN_ASSIGN_OR_RETURN(b.output_factors, rb.ints("output_factors"));
+    size_t user_inputs = 0;
+    for (const ir::InputSpec& s : m.input_specs) user_inputs += s.kind == ir::InputSpec::Kind::kUserInput;
+    if (!(1 <= b.min && b.min <= b.size && b.size <= b.max) || inputs.empty() ||
+        b.output_factors.size() != m.graph.outputs().size())
+      return format_error(rb.where() + ": sizes, inputs or outputs do not fit the method");
+    for (int64_t i : inputs) {
+      if (i < 0 || static_cast<size_t>(i) >= user_inputs) return format_error(rb.where() + ": input " + std::to_string(i) + " out of range");
+      b.inputs.push_back(static_cast<int>(i));
+    }
+    for (int64_t c : b.output_factors)
+      if (c < 0 || c > (int64_t{1} << 32)) return format_error(rb.where() + ": bad output factor");
+    p.padded = std::move(b);
+  }
+
   // Every weight, constant and buffer the graph takes is there, with its declared type.
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];

@@ -11,6 +11,7 @@
 #include "lowering/pass.h"
 #include "lowering/pipeline.h"
 #include "partition/partition.h"
+#include "program/compiled_program.h"
 #include "program/kiln_file.h"
 #include "runtime/interpreter.h"
 #include "runtime/program_impl.h"
@@ -276,23 +277,157 @@ Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::
 
 namespace {
 
+// The most sizes one range is compiled for as padded batch buckets.
+constexpr int64_t kMaxBucketSize = 4096;
+
+// How one profile is compiled as padded batch buckets (CompileOptions::batch_buckets).
+struct BucketPlan {
+  program::PaddedBatch batch;              // size set per bucket
+  std::vector<int64_t> sizes;              // ascending
+  std::vector<ShapeProfile> fixed_shapes;  // the profile's shapes for inputs that the symbol does not size
+  std::vector<std::pair<std::string, std::vector<ir::Dim>>> row_inputs;  // inputs the symbol sizes, their dims
+};
+
+// The padded batch buckets for compiling the .pt2 at `path` with one profile
+// (`options.compile.shapes`), or nullopt to compile the profile as it is.
+Expected<std::optional<BucketPlan>> plan_buckets(const std::string& path, const LoadOptions& options) {
+  const CompileOptions& co = options.compile;
+  if (co.batch_buckets == "off") return std::optional<BucketPlan>();
+  const bool forced = co.batch_buckets == "on";
+  if (!forced) {
+    const engine::Backend* backend = program::builtin_backends().find(co.device);
+    // Backends that take sizes known at run time serve the range as it is; "null" builds nothing.
+    if (backend == nullptr || backend->target().symbolic_dims || backend->name() == "null")
+      return std::optional<BucketPlan>();
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));
+  KILN_TRY_CTX(apply_shape_profiles(m, co.shapes), path);
+  KILN_TRY_CTX(lowering::specialize_symbols(m), path);
+  // The one symbol left free that sizes a user input.
+  std::set<std::string> free;
+  for (size_t i = 0; i < m.input_specs.size(); ++i) {
+    if (m.input_specs[i].kind != ir::InputSpec::Kind::kUserInput) continue;
+    for (const ir::Dim& d : m.graph.inputs()[i]->type.sizes)
+      if (!d.is_static()) {
+        std::vector<std::string> names;
+        d.expr->collect_symbols(names);
+        free.insert(names.begin(), names.end());
+      }
+  }
+  auto decline = [&](const std::string& why) -> Expected<std::optional<BucketPlan>> {
+    if (forced) return unsupported(path + ": --batch-buckets on: " + why);
+    if (co.progress) co.progress("batch buckets not used: " + why);
+    return std::optional<BucketPlan>();
+  };
+  if (free.empty()) return std::optional<BucketPlan>();  // every size is fixed: nothing to pad
+  if (free.size() > 1) {
+    std::string names;
+    for (const std::string& n : free) names += (names.empty() ? "" : ", ") + n;
+    return decline("the inputs have " + std::to_string(free.size()) + " dynamic sizes (" + names +
+                   "); buckets take one (fix the others with --shape min = opt = max)");
+  }
+  const std::string symbol = *free.begin();
+  auto range = m.symbols.find(symbol);
+  if (range == m.symbols.end()) return decline("size " + symbol + " has no range");
+  const ir::SymbolRange r = range->second;
+  if (r.min < 1 || r.max > kMaxBucketSize)
+    return decline("size " + symbol + " ranges over [" + std::to_string(r.min) + ", " + std::to_string(r.max) +
+                   "]; buckets need 1 <= min and max <= " + std::to_string(kMaxBucketSize) +
+                   " (give the range with --shape)");
+  BucketPlan plan;
+  plan.batch.symbol = symbol;
+  plan.batch.min = r.min;
+  plan.batch.max = r.max;
+  std::set<std::string> row_names;
+  for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i) {
+    if (m.input_specs[i].kind != ir::InputSpec::Kind::kUserInput) continue;
+    const ir::Value* v = m.graph.inputs()[i];
+    bool has = false;
+    for (const ir::Dim& d : v->type.sizes) has = has || !d.is_static();
+    if (has) {
+      plan.batch.inputs.push_back(static_cast<int>(u));
+      plan.row_inputs.emplace_back(v->name, v->type.sizes);
+      row_names.insert(v->name);
+    }
+    ++u;
+  }
+  for (const ShapeProfile& p : co.shapes)
+    if (!row_names.count(p.input)) plan.fixed_shapes.push_back(p);
+
+  // The proof, on the program as lowered for the whole range.
+  lowering::PipelineOptions po;
+  po.keep_ops = co.fallback_ops;
+  KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
+  if (Status s = lowering::check_batch_separable(m, symbol, &plan.batch.output_factors); !s) return decline(s.message());
+
+  std::set<int64_t> sizes{r.min, r.max, std::clamp(r.opt, r.min, r.max)};
+  for (int64_t p = 1; p <= r.max; p *= 2)
+    if (p >= r.min) sizes.insert(p);
+  plan.sizes.assign(sizes.begin(), sizes.end());
+  return std::optional<BucketPlan>(std::move(plan));
+}
+
+// The shapes of bucket `size`: the profile's fixed shapes, and every input
+// the symbol sizes at that size exactly.
+std::vector<ShapeProfile> bucket_shapes(const BucketPlan& plan, int64_t size) {
+  std::vector<ShapeProfile> shapes = plan.fixed_shapes;
+  for (const auto& [name, dims] : plan.row_inputs) {
+    ShapeProfile p;
+    p.input = name;
+    for (const ir::Dim& d : dims) p.min.push_back(d.is_static() ? d.value : size);
+    p.opt = p.max = p.min;
+    shapes.push_back(std::move(p));
+  }
+  return shapes;
+}
+
 // Method `name` from the .pt2 at `path`, compiled once per shape profile:
-// `name`, then `name@1`, `name@2`, ... (see CompileOptions::shapes).
+// `name`, then `name@1`, `name@2`, ... (see CompileOptions::shapes); a
+// profile compiled as padded batch buckets takes one method per bucket size.
 Status compile_profiles(const std::string& name, const std::string& path, const LoadOptions& options,
                         std::vector<program::CompiledMethod>& out) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::vector<ShapeProfile>> profiles, group_profiles(options.compile.shapes));
+  size_t method = 0;
   for (size_t k = 0; k < profiles.size(); ++k) {
     LoadOptions o = options;
     o.compile.shapes = profiles[k];
-    const std::string label = "profile " + std::to_string(k) + " (method " + profile_method_name(name, k) + ")";
+    const std::string label = "profile " + std::to_string(k);
     if (profiles.size() > 1 && options.compile.progress)
       o.compile.progress = [&options, label](const std::string& m) { options.compile.progress(label + ": " + m); };
-    program::CompiledMethod cm;
-    cm.name = profile_method_name(name, k);
-    auto compiled = compile_pt2(path, o);
-    if (!compiled) return profiles.size() == 1 ? compiled.status() : compiled.status().with_context(label);
-    cm.program = std::move(*compiled);
-    out.push_back(std::move(cm));
+    auto plan = plan_buckets(path, o);
+    if (!plan) return profiles.size() == 1 ? plan.status() : plan.status().with_context(label);
+    std::vector<std::optional<int64_t>> sizes{std::nullopt};
+    if (*plan) {
+      sizes.assign((*plan)->sizes.begin(), (*plan)->sizes.end());
+      if (o.compile.progress) {
+        std::string list;
+        for (int64_t b : (*plan)->sizes) list += (list.empty() ? "" : ", ") + std::to_string(b);
+        o.compile.progress("size " + (*plan)->batch.symbol + " in [" + std::to_string((*plan)->batch.min) + ", " +
+                           std::to_string((*plan)->batch.max) + "] as padded batch buckets " + list);
+      }
+    }
+    for (const std::optional<int64_t>& size : sizes) {
+      LoadOptions ob = o;
+      const std::string method_name = profile_method_name(name, method++);
+      std::string what = label + " (method " + method_name + ")";
+      if (size) {
+        ob.compile.shapes = bucket_shapes(**plan, *size);
+        what = label + ", bucket " + std::to_string(*size) + " (method " + method_name + ")";
+        if (options.compile.progress)
+          ob.compile.progress = [&options, what](const std::string& m) { options.compile.progress(what + ": " + m); };
+      }
+      auto compiled = compile_pt2(path, ob);
+      if (!compiled)
+        return profiles.size() == 1 && !size ? compiled.status() : compiled.status().with_context(what);
+      program::CompiledMethod cm;
+      cm.name = method_name;
+      cm.program = std::move(*compiled);
+      if (size) {
+        cm.program.padded = (*plan)->batch;
+        cm.program.padded->size = *size;
+      }
+      out.push_back(std::move(cm));
+    }
   }
   return Status::ok();
 }

@@ -33,4 +33,6 @@ struct Program::Impl {
   std::set<std::string, std::less<>> unread_buffers;
 };
 
+inline const Program::Impl& program_impl(const Program& p) { return *p.impl_; }
+
 }  // namespace kiln

@@ -152,7 +152,68 @@ Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m,
 struct Profile {
   const Program* program = nullptr;
   std::vector<const ir::Value*> user_inputs;
+  // A padded batch bucket: the inputs padded to its rows, and the caller's row count (-1: not padded).
+  std::vector<Tensor> padded_inputs;
+  int64_t rows = -1;
 };
+
+// The smallest padded batch bucket among `method`'s profiles that takes
+// `inputs` once their rows are padded to its size (program::PaddedBatch);
+// nullopt when none does, with the reason added to `why`.
+std::optional<Profile> padded_profile(const Program& program, std::string_view method,
+                                      const std::vector<Tensor>& inputs, std::string& why) {
+  const Program* best = nullptr;
+  int64_t rows = -1;
+  for (size_t k = 0;; ++k) {
+    const Program* q = program.method(profile_method_name(method, k));
+    if (q == nullptr) break;
+    const auto& pad = program_impl(*q).exec->program().padded;
+    if (!pad) continue;
+    int64_t b = -1;
+    bool fits = true;
+    for (int i : pad->inputs) {
+      if (static_cast<size_t>(i) >= inputs.size() || !inputs[static_cast<size_t>(i)].defined() ||
+          inputs[static_cast<size_t>(i)].dim() == 0) {
+        fits = false;
+        break;
+      }
+      const int64_t n = inputs[static_cast<size_t>(i)].sizes()[0];
+      if (b >= 0 && n != b) {
+        why += "; the padded batch inputs have " + std::to_string(b) + " and " + std::to_string(n) + " rows";
+        return std::nullopt;
+      }
+      b = n;
+    }
+    if (!fits || b < pad->min || b > pad->size) continue;
+    if (best == nullptr || pad->size < program_impl(*best).exec->program().padded->size) {
+      best = q;
+      rows = b;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  const program::PaddedBatch& pad = *program_impl(*best).exec->program().padded;
+  Profile chosen;
+  chosen.program = best;
+  chosen.rows = rows;
+  chosen.padded_inputs = inputs;
+  for (int i : pad.inputs) {
+    const Tensor& t = inputs[static_cast<size_t>(i)];
+    Shape sizes = t.sizes();
+    sizes[0] = pad.size;
+    Tensor padded = Tensor::zeros(t.dtype(), sizes);  // the rows added are zeros
+    sizes[0] = rows;
+    padded.as_strided(sizes, padded.strides(), 0).copy_from(t);
+    chosen.padded_inputs[static_cast<size_t>(i)] = padded;
+  }
+  Expected<std::vector<const ir::Value*>> c = checked_user_inputs(best->module(), chosen.padded_inputs);
+  if (!c) {
+    why += "; padded to bucket " + std::to_string(pad.size) + ": " + c.status().message();
+    return std::nullopt;
+  }
+  chosen.user_inputs = std::move(*c);
+  return chosen;
+}
+
 Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
                                  const std::vector<Tensor>& inputs) {
   Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->module(), inputs);
@@ -168,6 +229,7 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
     if (c) return Profile{q, std::move(*c)};
     why += "; profile " + std::to_string(k) + " (" + name + "): " + c.status().message();
   }
+  if (std::optional<Profile> padded = padded_profile(program, method, inputs, why)) return std::move(*padded);
   return Status(checked.status().code(),
                 "no shape profile of method '" + std::string(method) + "' takes these inputs: " + why);
 }
@@ -195,7 +257,8 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
   const ir::Module& m = chosen.program->impl_->module();
-  return chosen.program->impl_->exec->time_resident(assemble_graph_inputs(m, buffers_, inputs), warmup, iters);
+  return chosen.program->impl_->exec->time_resident(
+      assemble_graph_inputs(m, buffers_, chosen.rows >= 0 ? chosen.padded_inputs : inputs), warmup, iters);
 }
 
 Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
@@ -205,6 +268,10 @@ Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vect
     return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+  if (chosen.rows >= 0)
+    return unsupported("these inputs have " + std::to_string(chosen.rows) + " rows, which only a padded batch bucket (" +
+                       std::to_string(chosen.program->impl_->exec->program().padded->size) +
+                       " rows) takes; padding happens in host memory: run them with host tensors");
   const ir::Module& m = chosen.program->impl_->module();
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
   for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
@@ -237,7 +304,8 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       if (inputs[i].storage() == b.storage())
         return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
                                 ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
-  KILN_ASSIGN_OR_RETURN(auto results, p->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs)));
+  KILN_ASSIGN_OR_RETURN(auto results,
+                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, chosen.rows >= 0 ? chosen.padded_inputs : inputs)));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran).
@@ -250,6 +318,16 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
       Tensor t = cpu::rt_value_to_tensor(r);
       if (!t.defined()) return internal_error("output " + std::to_string(i) + " has no value");
+      if (chosen.rows >= 0) {
+        // A padded batch bucket: the caller's rows only.
+        const int64_t c = p->impl_->exec->program().padded->output_factors.at(i);
+        if (c > 0) {
+          const Tensor full = t.contiguous();
+          Shape sizes = full.sizes();
+          sizes[0] = chosen.rows * c;
+          t = full.as_strided(sizes, full.strides(), full.storage_offset()).clone();
+        }
+      }
       user_outputs.push_back(t.contiguous());
       continue;
     }

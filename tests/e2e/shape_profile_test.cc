@@ -157,6 +157,69 @@ TEST(ShapeProfile, AFixedDimensionIsStaticInItsProfileAndMatchesPyTorch) {
   }
 }
 
+// Padded batch buckets: a range compiled for a few sizes serves every size in
+// it, with the rows padded to the next size and the outputs cut back, giving
+// what the program compiled for the whole range gives.
+TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSaveAndLoad) {
+  LoadOptions o;
+  o.compile.batch_buckets = "on";
+  o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
+  std::vector<std::string> heard;
+  o.compile.progress = [&](const std::string& m) { heard.push_back(m); };
+  auto bucketed = Program::load(kDynBatch, o);
+  ASSERT_TRUE(bucketed.has_value()) << bucketed.status().message();
+  // min, the powers of two, opt and max.
+  EXPECT_EQ((*bucketed)->method_names(),
+            (std::vector<std::string>{"forward", "forward@1", "forward@2", "forward@3", "forward@4"}));
+  bool said = false;
+  for (const std::string& m : heard) said = said || m.find("as padded batch buckets 1, 2, 3, 4, 7") != std::string::npos;
+  EXPECT_TRUE(said) << "no progress line names the buckets";
+  for (const std::string& name : (*bucketed)->method_names())
+    for (const TensorSpec& in : (*bucketed)->method(name)->inputs())
+      EXPECT_EQ(in.dims[0].find_first_not_of("0123456789"), std::string::npos) << name << ": " << in.dims[0];
+
+  auto plain = load_with({{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}});
+  ASSERT_TRUE(plain.has_value()) << plain.status().message();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("kiln_buckets_" + std::to_string(::getpid()) + ".kiln")).string();
+  ASSERT_TRUE((*bucketed)->save(path).is_ok());
+  auto reloaded = Program::load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(reloaded.has_value()) << reloaded.status().message();
+  for (const auto& program : {*bucketed, *reloaded}) {
+    Session a(program), b(*plain);
+    for (int64_t n = 1; n <= 7; ++n) {
+      auto got = a.run({batch_of(n)});
+      ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
+      auto want = b.run({batch_of(n)});
+      ASSERT_TRUE(want.has_value());
+      ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes()) << "batch " << n;
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i)
+        ASSERT_NEAR((*got)[0].value_at(i), (*want)[0].value_at(i), 1e-5 + 1e-5 * std::fabs((*want)[0].value_at(i)))
+            << "batch " << n << ", element " << i;
+    }
+    auto refused = a.run({batch_of(8)});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.status().message().find("dimension 0"), std::string::npos) << refused.status().message();
+  }
+}
+
+TEST(PaddedBatchBuckets, ProgramsThatMixRowsOrHaveOtherDynamicSizesGetNone) {
+  // bert_dynseq: its dynamic size is the sequence, not the leading dimension.
+  LoadOptions o;
+  o.compile.batch_buckets = "on";
+  o.compile.shapes = {{"input_ids", {2, 2}, {2, 8}, {2, 32}}};
+  auto refused = Program::load(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.status().message().find("other than as its leading size"), std::string::npos)
+      << refused.status().message();
+  // "auto" on a backend that takes run-time sizes compiles the range as it is.
+  o.compile.batch_buckets = "auto";
+  auto range = Program::load(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
+  ASSERT_TRUE(range.has_value()) << range.status().message();
+  EXPECT_EQ((*range)->method_names().size(), 1u);
+}
+
 TEST(ShapeProfile, BadProfilesAreRefusedNamingWhatIsWrong) {
   struct Case {
     ShapeProfile p;

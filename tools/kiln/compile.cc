@@ -53,8 +53,8 @@ Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
 
 }  // namespace
 
-const std::vector<std::string> kCompileValued = {"device",    "min-block-size", "fallback-ops", "precision",
-                                                 "cache-dir", "shape",          "method"};
+const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision",
+                                                 "cache-dir", "shape", "method", "batch-buckets"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -83,6 +83,11 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
     if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16")
       return invalid_argument("--precision must be fp32, tf32, fp16 or bf16, got '" + *p + "'");
     c.precision = *p;
+  }
+  if (auto b = a.get("batch-buckets")) {
+    if (*b != "auto" && *b != "on" && *b != "off")
+      return invalid_argument("--batch-buckets must be auto, on or off, got '" + *b + "'");
+    c.batch_buckets = *b;
   }
   if (auto m = a.get("min-block-size")) {
     char* end = nullptr;
@@ -147,7 +152,7 @@ Expected<std::string> program_key(const Args& a, const LoadOptions& options,
   // Every setting that changes what is written, in a fixed order.
   std::string settings = "device " + c.device + "\nprecision " + c.precision + "\nmin-block-size " +
                          std::to_string(c.min_block_size) + "\nrequire-full-compilation " +
-                         (c.require_full_compilation ? "yes" : "no") + "\n";
+                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " + c.batch_buckets + "\n";
   for (const std::string& op : c.fallback_ops) settings += "fallback-op " + op + "\n";
   auto dims = [](const std::vector<int64_t>& d) {
     std::string t;
