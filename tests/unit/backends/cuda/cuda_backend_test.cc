@@ -288,5 +288,48 @@ TEST(CudaHotSet, TheSameProgramLoadedTwiceSharesItsEngineAndMatchesPyTorch) {
   }
   std::remove(saved.c_str());
 }
+// A range of batch sizes on CUDA (static engines): padded batch buckets serve
+// every size in it on CUDA engines, matching the CPU program compiled for the range.
+TEST(CudaPaddedBatch, EveryBatchSizeInTheRangeRunsOnCudaAndMatchesTheCpuProgram) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string model = fixture_path("resnet_basic_dynbatch.pt2");
+  LoadOptions o;
+  o.compile.device = "cuda";
+  o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
+  auto gpu = Program::load(model, o);
+  ASSERT_TRUE(gpu.has_value()) << gpu.status().message();
+  ASSERT_EQ((*gpu)->method_names().size(), 5u);  // buckets 1, 2, 3, 4, 7
+  for (const std::string& name : (*gpu)->method_names()) {
+    int engines = 0, fallback_nodes = 0;
+    for (const SegmentInfo& s : (*gpu)->method(name)->segments()) {
+      engines += s.engine && s.backend == "cuda";
+      if (!s.engine) fallback_nodes += s.num_nodes;
+    }
+    EXPECT_EQ(engines, 1) << name;
+    EXPECT_EQ(fallback_nodes, 0) << name;
+  }
+  LoadOptions c = o;
+  c.compile.device = "cpu";
+  auto cpu = Program::load(model, c);
+  ASSERT_TRUE(cpu.has_value()) << cpu.status().message();
+  ASSERT_EQ((*cpu)->method_names().size(), 1u);
+  Session on_gpu(*gpu), on_cpu(*cpu);
+  for (int64_t n = 1; n <= 7; ++n) {
+    const Tensor x = random_tensor(DType::Float32, {n, 3, 32, 32}, static_cast<uint32_t>(100 + n));
+    auto got = on_gpu.run({x});
+    ASSERT_TRUE(got.has_value()) << "batch " << n << ": " << got.status().message();
+    auto want = on_cpu.run({x});
+    ASSERT_TRUE(want.has_value()) << want.status().message();
+    ASSERT_EQ((*got)[0].sizes(), (*want)[0].sizes()) << "batch " << n;
+    double worst = 0;
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+      const double w = (*want)[0].value_at(i), g = (*got)[0].value_at(i);
+      worst = std::max(worst, std::fabs(g - w) / (1e-4 + 1e-4 * std::fabs(w)));
+    }
+    EXPECT_LE(worst, 1.0) << "batch " << n;
+  }
+  auto refused = on_gpu.run({random_tensor(DType::Float32, {8, 3, 32, 32}, 1)});
+  EXPECT_FALSE(refused.has_value());
+}
 }  // namespace
 }  // namespace kiln::cuda
