@@ -51,7 +51,9 @@ const std::set<std::string_view> kPointwise = {
     "aten.lift_fresh_copy.default", "aten.alias.default", "aten.detach.default", "aten.fill.Scalar",
     "aten.zero.default", "aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default",
     "kiln.fused_elementwise", "kiln.silu_mul", "kiln.rotary", "aten.scaled_dot_product_attention.default",
-    "kiln.attention"};
+    "kiln.attention",
+    // Over the last two dimensions; on a matrix of rows, row i's result depends on row i and on i alone.
+    "aten.tril.default", "aten.triu.default"};
 
 // Per sample: the first operand carries the rows, the others are weights (filters, biases,
 // running statistics) that no row indexes.
@@ -82,7 +84,7 @@ const std::set<std::string_view> kAlongDims = {
     "aten.diff.default", "aten.transpose.int", "aten.select.int", "aten.slice.Tensor", "aten.narrow.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.unflatten.int", "aten.split.Tensor",
     "aten.split_with_sizes.default", "aten.chunk.default", "aten.unbind.int", "aten.cat.default",
-    "aten.index_select.default", "aten.gather.default", "aten.tril.default", "aten.triu.default"};
+    "aten.index_select.default", "aten.gather.default"};
 // The same, whose "dim" counts the output's dimensions (one more than the input's).
 const std::set<std::string_view> kAlongNewDims = {"aten.unsqueeze.default", "aten.stack.default"};
 
@@ -189,7 +191,22 @@ Status check_batch_separable(const ir::Module& m, const std::string& symbol, std
     const bool factory = kFactories.count(op) > 0;
     const bool reshape = kReshapes.count(op) > 0;
     const bool expand = op == "aten.expand.default" || op == "aten.expand_as.default";
-    if (shape && !factory && !reshape && !expand) return why(n, "reads a size computed from " + symbol + " as data");
+    // A size computed from the symbol may size a result (a SymInt[] argument of a
+    // factory, reshape or expand), never be a value (a fill value, an arange end).
+    for (const ir::NamedArg& a : n.args) {
+      auto is_shape = [&](const ir::Value* v) { return v && kind[static_cast<size_t>(v->id)] == Kind::kShape; };
+      bool as_value = false, as_size = false;
+      if (const auto* v = std::get_if<ir::Value*>(&a.value)) as_value = is_shape(*v);
+      if (const auto* l = std::get_if<std::vector<ir::Value*>>(&a.value))
+        for (const ir::Value* v : *l) as_value = as_value || is_shape(v);
+      if (const auto* l = std::get_if<std::vector<std::optional<ir::Value*>>>(&a.value))
+        for (const auto& v : *l) as_value = as_value || (v && is_shape(*v));
+      if (const auto* l = std::get_if<std::vector<ir::SymInt>>(&a.value))
+        for (const ir::SymInt& v : *l)
+          if (const auto* pv = std::get_if<ir::Value*>(&v)) as_size = as_size || is_shape(*pv);
+      if (as_value || (as_size && !factory && !reshape && !expand))
+        return why(n, "reads a size computed from " + symbol + " as data (argument '" + a.name + "')");
+    }
     bool out_has_symbol = false;
     for (const ir::Value* o : n.outputs)
       out_has_symbol = out_has_symbol || (o->kind == ir::ValueKind::kTensor && symbol_in_sizes(*o, symbol));

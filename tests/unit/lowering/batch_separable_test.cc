@@ -128,6 +128,22 @@ TEST(BatchSeparable, InputsStateAndSizesAsDataAreRefused) {
 )");
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("as data"), std::string::npos) << s.message();
+  Status fill = check(R"(graph(%x: float32[s0, 8]) {
+  %n: symint = aten.sym_size.int(self=%x, dim=0)
+  %f: float32[s0, 8] = aten.full.default(size=[%n, 8], fill_value=%n)
+  return (%f)
+}
+)");
+  ASSERT_FALSE(fill.is_ok());
+  EXPECT_NE(fill.message().find("argument 'fill_value'"), std::string::npos) << fill.message();
+  // Sizing a view by it is what sizes are for.
+  Status view = check(R"(graph(%x: float32[s0, 8]) {
+  %n: symint = aten.sym_size.int(self=%x, dim=0)
+  %v: float32[s0, 2, 4] = aten.view.default(self=%x, size=[%n, 2, 4])
+  return (%v)
+}
+)");
+  EXPECT_TRUE(view.is_ok()) << view.message();
   ir::Module m = module_from(R"(graph(%x: float32[s0, 8], %b_state: float32[8]) {
   %r: float32[s0, 8] = aten.relu.default(self=%x)
   return (%b_state, %r)
