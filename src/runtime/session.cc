@@ -1,3 +1,4 @@
+#include <map>
 #include <set>
 
 #include "backends/cpu/kernel.h"
@@ -164,6 +165,9 @@ std::optional<Profile> padded_profile(const Program& program, std::string_view m
                                       const std::vector<Tensor>& inputs, std::string& why) {
   const Program* best = nullptr;
   int64_t rows = -1;
+  // Per range of buckets: its sizes, and the rows these inputs have, for the refusal.
+  std::map<std::pair<int64_t, int64_t>, std::string> ranges;
+  std::string rows_of;
   for (size_t k = 0;; ++k) {
     const Program* q = program.method(profile_method_name(method, k));
     if (q == nullptr) break;
@@ -184,13 +188,26 @@ std::optional<Profile> padded_profile(const Program& program, std::string_view m
       }
       b = n;
     }
+    std::string& sizes = ranges[{pad->min, pad->max}];
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(pad->size);
+    if (fits && rows_of.empty()) {
+      const int first = pad->inputs[0];
+      rows_of = "input '" + q->inputs()[static_cast<size_t>(first)].name + "' (input " + std::to_string(first) +
+                "): dimension 0 is " + std::to_string(b);
+    }
     if (!fits || b < pad->min || b > pad->size) continue;
     if (best == nullptr || pad->size < program_impl(*best).exec->program().padded->size) {
       best = q;
       rows = b;
     }
   }
-  if (best == nullptr) return std::nullopt;
+  if (best == nullptr) {
+    for (const auto& [range, sizes] : ranges)
+      why += "; " + (rows_of.empty() ? std::string("the inputs") : rows_of) + ", outside the range [" +
+             std::to_string(range.first) + ", " + std::to_string(range.second) +
+             "] that padded batch buckets serve (compiled for " + sizes + ")";
+    return std::nullopt;
+  }
   const program::PaddedBatch& pad = *program_impl(*best).exec->program().padded;
   Profile chosen;
   chosen.program = best;
@@ -220,16 +237,20 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
   if (checked) return Profile{p, std::move(*checked)};
   if (method.find('@') != std::string_view::npos || !program.method(profile_method_name(method, 1)))
     return checked.status();
-  std::string why = "profile 0 (" + std::string(method) + "): " + checked.status().message();
+  // Padded batch buckets are summed up as their range below, not refused one size at a time.
+  auto padded_bucket = [](const Program* q) { return program_impl(*q).exec->program().padded.has_value(); };
+  std::string why = padded_bucket(p) ? "" : "profile 0 (" + std::string(method) + "): " + checked.status().message();
   for (size_t k = 1;; ++k) {
     const std::string name = profile_method_name(method, k);
     const Program* q = program.method(name);
     if (q == nullptr) break;
     Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->module(), inputs);
     if (c) return Profile{q, std::move(*c)};
-    why += "; profile " + std::to_string(k) + " (" + name + "): " + c.status().message();
+    if (!padded_bucket(q))
+      why += (why.empty() ? "" : "; ") + ("profile " + std::to_string(k) + " (" + name + "): " + c.status().message());
   }
   if (std::optional<Profile> padded = padded_profile(program, method, inputs, why)) return std::move(*padded);
+  if (why.starts_with("; ")) why = why.substr(2);
   return Status(checked.status().code(),
                 "no shape profile of method '" + std::string(method) + "' takes these inputs: " + why);
 }
