@@ -217,21 +217,23 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 }
 
 // Methods share state and weights by name: a buffer must have one dtype,
-// shape and initial value in every method that has it; a parameter or buffer
-// of equal bytes is kept once in memory (constants folded per method may
-// differ under one name and stay apart).
+// shape and initial value in every method that has it; a parameter, buffer or
+// constant of equal bytes is kept once in memory (constants folded per method
+// may differ under one name and then stay apart).
 Status share_by_name(std::vector<program::CompiledMethod>& methods, const std::string& what) {
   std::map<std::string, std::pair<Tensor, std::string>> first;  // fqn -> (tensor, method)
   for (program::CompiledMethod& cm : methods) {
     ir::Module& m = cm.program.module;
     for (const ir::InputSpec& s : m.input_specs) {
-      if (s.kind != ir::InputSpec::Kind::kBuffer && s.kind != ir::InputSpec::Kind::kParameter) continue;
+      if (s.kind == ir::InputSpec::Kind::kUserInput) continue;
       Tensor& t = m.weights.at(s.target);
-      auto [it, inserted] = first.try_emplace(s.target, t, cm.name);
+      // Constants folded per method share a name only when they share bytes too.
+      const std::string key = (s.kind == ir::InputSpec::Kind::kConstant ? "constant " : "") + s.target;
+      auto [it, inserted] = first.try_emplace(key, t, cm.name);
       if (inserted) continue;
       const Tensor& other = it->second.first;
       if (same_bytes(t, other)) {
-        t = other;  // one copy in memory
+        t = other;  // one copy in memory (and one on a device: engines share copies of one host weight)
         continue;
       }
       if (s.kind == ir::InputSpec::Kind::kBuffer)

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_builder.h"
@@ -28,7 +29,9 @@ struct CudaEngine final : engine::EngineState {
   CudaPlan plan;
   std::vector<int> alias_input;  // per engine output: the engine input it is written into in place, or -1
   DeviceBuffer arena, workspace;
-  std::vector<DeviceBuffer> constants;
+  // Device copies of the weights, shared with every other engine of this
+  // process made from the same host weight in the same device form.
+  std::vector<std::shared_ptr<const DeviceBuffer>> constants;
   cudaLibrary_t library = nullptr;
   std::vector<cudaKernel_t> kernels;
   cublasLtHandle_t lt = nullptr;
@@ -60,7 +63,7 @@ struct CudaEngine final : engine::EngineState {
   }
 
   void* ptr(const BufferRef& r) const {
-    uint8_t* base = r.region == kArenaRegion ? arena.bytes() : constants[static_cast<size_t>(r.region)].bytes();
+    uint8_t* base = r.region == kArenaRegion ? arena.bytes() : constants[static_cast<size_t>(r.region)]->bytes();
     return base + r.offset;
   }
 
@@ -312,6 +315,61 @@ Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
   return t.contiguous();
 }
 
+// One weight's device copy, with the host weight it was made from held alive
+// (so that no other host tensor can take its address while the copy exists).
+struct SharedConstant {
+  DeviceBuffer buffer;
+  Tensor host;
+};
+
+// The device copy of host weight `w` in the form `c` asks for, shared across
+// the engines of this process: the prefill and decode methods of one model,
+// the shape profiles and padded batch buckets of one method, and programs
+// loaded twice each bind the same weights, and keep one copy on the device.
+// Keyed by the host bytes' address and size and the device form; an entry
+// lives while an engine uses it.
+using SharedConstantKey = std::tuple<const void*, size_t, int, std::vector<int64_t>, int, bool, bool, int64_t>;
+std::mutex shared_constants_mutex;
+std::map<SharedConstantKey, std::weak_ptr<SharedConstant>>& shared_constants() {
+  static auto* shared = new std::map<SharedConstantKey, std::weak_ptr<SharedConstant>>();
+  return *shared;
+}
+
+Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c) {
+  using Key = SharedConstantKey;
+  std::mutex& mutex = shared_constants_mutex;
+  auto* shared = &shared_constants();
+  const Key key{w.raw_data(), w.nbytes(), static_cast<int>(w.dtype()), c.sizes, static_cast<int>(c.dtype),
+                c.channels_last, c.transposed, c.padded_channels};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = shared->find(key); it != shared->end()) {
+    if (auto s = it->second.lock()) return std::shared_ptr<const DeviceBuffer>(s, &s->buffer);
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor host, device_form(w, c));
+  auto s = std::make_shared<SharedConstant>();
+  KILN_ASSIGN_OR_RETURN(s->buffer, DeviceBuffer::allocate(static_cast<size_t>(c.nbytes())));
+  KILN_CUDA_TRY(cudaMemcpy(s->buffer.get(), host.raw_data(), static_cast<size_t>(c.nbytes()), cudaMemcpyHostToDevice));
+  s->host = w;
+  for (auto it = shared->begin(); it != shared->end();) it = it->second.expired() ? shared->erase(it) : std::next(it);
+  (*shared)[key] = s;
+  return std::shared_ptr<const DeviceBuffer>(s, &s->buffer);
+}
+
+}  // namespace
+
+std::pair<size_t, uint64_t> device_weight_copies() {
+  std::lock_guard<std::mutex> lock(shared_constants_mutex);
+  std::pair<size_t, uint64_t> out{0, 0};
+  for (const auto& [key, weak] : shared_constants())
+    if (auto s = weak.lock()) {
+      ++out.first;
+      out.second += s->buffer.nbytes();
+    }
+  return out;
+}
+
+namespace {
+
 class CudaBackend final : public engine::Backend {
  public:
   CudaBackend() {
@@ -424,9 +482,7 @@ class CudaBackend final : public engine::Backend {
     for (const DeviceConstant& c : p.constants) {
       auto w = weights(c.name);
       if (!w) return format_error(e->what + ": constant '" + c.name + "': " + w.status().message());
-      KILN_ASSIGN_OR_RETURN(Tensor host, device_form(*w, c));
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::allocate(static_cast<size_t>(c.nbytes())));
-      KILN_CUDA_TRY(cudaMemcpy(d.get(), host.raw_data(), static_cast<size_t>(c.nbytes()), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(*w, c));
       e->constants.push_back(std::move(d));
     }
     if (!p.kernel_names.empty()) {

@@ -1,7 +1,9 @@
 // The CUDA engine backend (NVIDIA GPUs, sm_80 and newer; tuned for sm_90).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "engine/backend.h"
 
@@ -11,5 +13,9 @@ namespace kiln::cuda {
 // loading and running. On a machine without one, build/load answer
 // kUnsupported saying so.
 std::unique_ptr<engine::Backend> make_cuda_backend();
+
+// The device copies of weights alive in this process (engines made from one
+// host weight in one device form share one copy), and their bytes.
+std::pair<size_t, uint64_t> device_weight_copies();
 
 }  // namespace kiln::cuda

@@ -295,10 +295,22 @@ TEST(CudaPaddedBatch, EveryBatchSizeInTheRangeRunsOnCudaAndMatchesTheCpuProgram)
   const std::string model = fixture_path("resnet_basic_dynbatch.pt2");
   LoadOptions o;
   o.compile.device = "cuda";
+  // The weights one bucket puts on the device, for comparison.
+  o.compile.shapes = {{"x", {4, 3, 32, 32}, {4, 3, 32, 32}, {4, 3, 32, 32}}};
+  const auto before_one = device_weight_copies();
+  auto one = Program::load(model, o);
+  ASSERT_TRUE(one.has_value()) << one.status().message();
+  const uint64_t one_bytes = device_weight_copies().second - before_one.second;
   o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
+  const auto before = device_weight_copies();
   auto gpu = Program::load(model, o);
   ASSERT_TRUE(gpu.has_value()) << gpu.status().message();
   ASSERT_EQ((*gpu)->method_names().size(), 5u);  // buckets 1, 2, 3, 4, 7
+  // The five buckets' engines share the device copies of their weights (a
+  // bucket may still want one in another form, e.g. a transposed matrix).
+  const uint64_t five_bytes = device_weight_copies().second - before.second;
+  EXPECT_GT(one_bytes, 0u);
+  EXPECT_LT(five_bytes, 2 * one_bytes) << "each bucket put its own weights on the device";
   for (const std::string& name : (*gpu)->method_names()) {
     int engines = 0, fallback_nodes = 0;
     for (const SegmentInfo& s : (*gpu)->method(name)->segments()) {
