@@ -64,9 +64,11 @@ struct CompileOptions {
   // profiles: the k-th range given for an input belongs to profile k, and an
   // input given once keeps its range in every profile (e.g. decode 1..1 and
   // prefill 2..512 for a token input). Each profile is compiled on its own
-  // (engines built for it, kernel choices at its OPT) and stored as method
-  // NAME@k of the method NAME it profiles (profile 0 is NAME itself); a call
-  // of NAME runs the first profile whose ranges hold the inputs.
+  // (engines built for it, kernel choices at its OPT) and stored as methods
+  // NAME, NAME@1, NAME@2, ... in profile order: one per profile, or one per
+  // bucket size for a profile made into padded batch buckets (batch_buckets),
+  // so NAME@k is profile k when no profile has buckets. A call of NAME runs
+  // the first profile that takes the inputs.
   std::vector<ShapeProfile> shapes;
   // Padded batch buckets, for a profile whose one dynamic size is the leading
   // dimension of its inputs: "auto" (on backends that build static shapes
@@ -209,7 +211,7 @@ class Session {
   // Runs method `method` of the program on the session's state: of a method
   // compiled with several shape profiles, the first profile whose ranges
   // hold the inputs (an error names each profile's objection when none does);
-  // NAME@k runs profile k only.
+  // NAME@k runs that method only (see CompileOptions::shapes).
   Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
 
   // Buffer `fqn`: the session's own memory (or the caller's, when bound), so

@@ -347,7 +347,8 @@ def _is_args_kwargs(example_inputs):
 
 
 def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", precision="fp32", min_block_size=5,
-            fallback_ops=(), cache_dir=None, shapes=None, require_full_compilation=False, strict=False):
+            fallback_ops=(), cache_dir=None, shapes=None, require_full_compilation=False, strict=False,
+            batch_buckets="auto"):
     """Compiles a torch.export.ExportedProgram or an nn.Module with kiln.
 
     model: an ExportedProgram, or an nn.Module exported here with
@@ -360,6 +361,9 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
     cache_dir: engine cache directory; None for the CLI's default, "" for none.
     shapes: {input name: (min sizes, opt sizes, max sizes)} shape ranges.
     require_full_compilation: fail, naming the node, if anything stays out of engines.
+    batch_buckets: "auto", "on" or "off": a range of one batch dimension compiled for a few
+        sizes, calls padded to the next one (by default on backends that build static shapes
+        only, CUDA; see the README).
 
     Returns a CompiledModule, or a PartitionedModule when the program has ops
     kiln does not know (they run in PyTorch between kiln pieces).
@@ -375,7 +379,7 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
         raise TypeError(f"kiln.compile takes an ExportedProgram or an nn.Module, not {type(model).__name__}")
     options = dict(device=device, precision=precision, cache_dir=_cache_dir(cache_dir), min_block_size=min_block_size,
                    fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
-                   require_full_compilation=require_full_compilation)
+                   require_full_compilation=require_full_compilation, batch_buckets=batch_buckets)
     unknown = _unknown_ops(ep.graph)
     if not unknown:
         return _compile_exported(ep, options)

@@ -184,8 +184,9 @@ struct ProgramHandle {
 kiln::LoadOptions load_options(const std::string& device, const std::string& precision, const std::string& cache_dir,
                                int min_block_size, const std::vector<std::string>& fallback_ops,
                                const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-                               bool require_full_compilation) {
+                               bool require_full_compilation, const std::string& batch_buckets) {
   kiln::LoadOptions o;
+  o.compile.batch_buckets = batch_buckets;
   o.compile.device = device;
   o.compile.precision = precision;
   o.compile.cache_dir = cache_dir;
@@ -278,16 +279,16 @@ NB_MODULE(_C, m) {
           [](const std::string& path, const std::string& device, const std::string& precision,
              const std::string& cache_dir, int min_block_size, const std::vector<std::string>& fallback_ops,
              const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-             bool require_full_compilation) {
+             bool require_full_compilation, const std::string& batch_buckets) {
             kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
-                                               require_full_compilation);
+                                               require_full_compilation, batch_buckets);
             nb::gil_scoped_release release;
             return ProgramHandle{take(kiln::Program::load(path, o))};
           },
           "path"_a, "device"_a = "cpu", "precision"_a = "fp32", "cache_dir"_a = "", "min_block_size"_a = 5,
           "fallback_ops"_a = std::vector<std::string>{},
           "shapes"_a = std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>{},
-          "require_full_compilation"_a = false,
+          "require_full_compilation"_a = false, "batch_buckets"_a = "auto",
           "Loads a .pt2 (compiling it with these options) or a compiled .kiln file.")
       .def(
           "save",

@@ -169,9 +169,12 @@ Status check_batch_separable(const ir::Module& m, const std::string& symbol, std
                          " other than as its leading size");
     kind[static_cast<size_t>(v.id)] = Kind::kRows;
   }
-  for (const ir::OutputSpec& s : m.output_specs)
+  for (const ir::OutputSpec& s : m.output_specs) {
     if (s.kind == ir::OutputSpec::Kind::kBufferMutation)
       return unsupported("the program writes buffer '" + s.target + "' (state does not split into rows)");
+    if (s.kind == ir::OutputSpec::Kind::kUserInputMutation)
+      return unsupported("the program writes input '" + s.target + "' (padded rows would be written back)");
+  }
 
   for (const auto& node : g.nodes()) {
     const ir::Node& n = *node;
@@ -231,6 +234,14 @@ Status check_batch_separable(const ir::Module& m, const std::string& symbol, std
       // A factory or expand sized by the symbol at dimension 0 only: every row alike.
       if (!factory && !expand) return why(n, "gives rows without reading any");
     } else if (kPointwise.count(op)) {
+      // Attention mixes positions along its sequence dimension and rotary
+      // embeddings read positions along theirs: dimension 0 must be a batch
+      // dimension in front of those (rank 3 and up), never the sequence itself.
+      if (op == "aten.scaled_dot_product_attention.default" || op == "kiln.attention" || op == "kiln.rotary")
+        for (const ir::Value* v : n.operands())
+          if (kind[static_cast<size_t>(v->id)] == Kind::kRows && v->type.sizes.size() < 3)
+            return why(n, "attends over rows '" + v->name + "' " + v->type.to_string() +
+                              ", whose dimension 0 is the sequence, not a batch");
       for (const ir::Value* v : n.operands()) {
         if (v->kind != ir::ValueKind::kTensor) continue;
         const int64_t r = static_cast<int64_t>(v->type.sizes.size());

@@ -312,12 +312,28 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
     if (!(1 <= b.min && b.min <= b.size && b.size <= b.max) || inputs.empty() ||
         b.output_factors.size() != m.graph.outputs().size())
       return format_error(rb.where() + ": sizes, inputs or outputs do not fit the method");
+    // Each padded input's leading size is the bucket's, each cut output's the bucket's times its factor.
+    std::vector<const ir::Value*> user;
+    for (size_t i = 0; i < m.input_specs.size(); ++i)
+      if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) user.push_back(m.graph.inputs()[i]);
     for (int64_t i : inputs) {
-      if (i < 0 || static_cast<size_t>(i) >= user_inputs) return format_error(rb.where() + ": input " + std::to_string(i) + " out of range");
+      if (i < 0 || static_cast<size_t>(i) >= user_inputs)
+        return format_error(rb.where() + ": input " + std::to_string(i) + " out of range");
+      const ir::Value* v = user[static_cast<size_t>(i)];
+      if (v->type.sizes.empty() || !v->type.sizes[0].is_static() || v->type.sizes[0].value != b.size)
+        return format_error(rb.where() + ": input '" + v->name + "' " + v->type.to_string() +
+                            " does not have the bucket's " + std::to_string(b.size) + " rows");
       b.inputs.push_back(static_cast<int>(i));
     }
-    for (int64_t c : b.output_factors)
-      if (c < 0 || c > (int64_t{1} << 32)) return format_error(rb.where() + ": bad output factor");
+    for (size_t o = 0; o < b.output_factors.size(); ++o) {
+      const int64_t c = b.output_factors[o];
+      if (c == 0) continue;
+      const ir::Value* v = m.graph.outputs()[o];
+      if (c < 0 || c > (int64_t{1} << 32) || v->kind != ir::ValueKind::kTensor || v->type.sizes.empty() ||
+          !v->type.sizes[0].is_static() || v->type.sizes[0].value != b.size * c)
+        return format_error(rb.where() + ": output " + std::to_string(o) + " does not have " + std::to_string(c) +
+                            " rows per bucket row");
+    }
     p.padded = std::move(b);
   }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -147,88 +148,86 @@ Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m,
 }
 
 // The method that runs `inputs`: `p` (method `method` of `program`), or the
-// first of its shape profiles (method@1, method@2, ...) whose ranges hold
-// them; NAME@k named directly is that profile alone. When none does, the
+// first of its shape profiles (method@1, method@2, ...) that takes them; NAME@k
+// named directly is that method alone. A run of padded batch buckets (methods
+// of one range, smallest size first) takes them in its place in that order:
+// its smallest bucket that holds their rows, padded. When none does, the
 // error gives every profile's objection.
 struct Profile {
   const Program* program = nullptr;
   std::vector<const ir::Value*> user_inputs;
-  // A padded batch bucket: the inputs padded to its rows, and the caller's row count (-1: not padded).
-  std::vector<Tensor> padded_inputs;
-  int64_t rows = -1;
+  int64_t rows = -1;  // a padded batch bucket: the caller's rows (-1: not padded)
 };
 
-// The smallest padded batch bucket among `method`'s profiles that takes
-// `inputs` once their rows are padded to its size (program::PaddedBatch);
-// nullopt when none does, with the reason added to `why`.
-std::optional<Profile> padded_profile(const Program& program, std::string_view method,
-                                      const std::vector<Tensor>& inputs, std::string& why) {
-  const Program* best = nullptr;
-  int64_t rows = -1;
-  // Per range of buckets: its sizes, and the rows these inputs have, for the refusal.
-  std::map<std::pair<int64_t, int64_t>, std::string> ranges;
-  std::string rows_of;
-  for (size_t k = 0;; ++k) {
-    const Program* q = program.method(profile_method_name(method, k));
-    if (q == nullptr) break;
-    const auto& pad = program_impl(*q).exec->program().padded;
-    if (!pad) continue;
-    int64_t b = -1;
-    bool fits = true;
-    for (int i : pad->inputs) {
-      if (static_cast<size_t>(i) >= inputs.size() || !inputs[static_cast<size_t>(i)].defined() ||
-          inputs[static_cast<size_t>(i)].dim() == 0) {
-        fits = false;
-        break;
-      }
-      const int64_t n = inputs[static_cast<size_t>(i)].sizes()[0];
-      if (b >= 0 && n != b) {
-        why += "; the padded batch inputs have " + std::to_string(b) + " and " + std::to_string(n) + " rows";
-        return std::nullopt;
-      }
-      b = n;
+const std::optional<program::PaddedBatch>& padded_of(const Program* q) {
+  return program_impl(*q).exec->program().padded;
+}
+
+// The rows `inputs` have along the padded dimension of bucket `pad`, or -1 when
+// they do not agree or an input has no dimension 0 (`why` says which).
+int64_t padded_rows(const program::PaddedBatch& pad, const Program* q, const std::vector<Tensor>& inputs,
+                    std::string& rows_of) {
+  int64_t b = -1;
+  for (int i : pad.inputs) {
+    const size_t u = static_cast<size_t>(i);
+    if (u >= inputs.size() || !inputs[u].defined() || inputs[u].dim() == 0) return -1;
+    const int64_t n = inputs[u].sizes()[0];
+    if (b >= 0 && n != b) {
+      rows_of = "the inputs of padded batch buckets have " + std::to_string(b) + " and " + std::to_string(n) + " rows";
+      return -1;
     }
-    std::string& sizes = ranges[{pad->min, pad->max}];
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(pad->size);
-    if (fits && rows_of.empty()) {
-      const int first = pad->inputs[0];
-      rows_of = "input '" + q->inputs()[static_cast<size_t>(first)].name + "' (input " + std::to_string(first) +
-                "): dimension 0 is " + std::to_string(b);
-    }
-    if (!fits || b < pad->min || b > pad->size) continue;
-    if (best == nullptr || pad->size < program_impl(*best).exec->program().padded->size) {
-      best = q;
-      rows = b;
-    }
+    b = n;
   }
-  if (best == nullptr) {
-    for (const auto& [range, sizes] : ranges)
-      why += "; " + (rows_of.empty() ? std::string("the inputs") : rows_of) + ", outside the range [" +
-             std::to_string(range.first) + ", " + std::to_string(range.second) +
-             "] that padded batch buckets serve (compiled for " + sizes + ")";
-    return std::nullopt;
+  rows_of = "input '" + q->inputs()[static_cast<size_t>(pad.inputs[0])].name + "' (input " +
+            std::to_string(pad.inputs[0]) + "): dimension 0 is " + std::to_string(b);
+  return b;
+}
+
+// Whether bucket `q` takes `inputs` once padded to its size: every input's
+// type as the method declares it, the padded inputs' dimension 0 aside (no
+// data is read). The reason when not.
+Status fits_padded(const Program* q, const program::PaddedBatch& pad, const std::vector<Tensor>& inputs) {
+  const std::vector<TensorSpec>& decl = q->inputs();
+  if (decl.size() != inputs.size())
+    return invalid_argument("the method takes " + std::to_string(decl.size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool padded = std::find(pad.inputs.begin(), pad.inputs.end(), static_cast<int>(i)) != pad.inputs.end();
+    if (!inputs[i].defined() || inputs[i].dtype() != decl[i].dtype ||
+        static_cast<size_t>(inputs[i].dim()) != decl[i].dims.size())
+      return invalid_argument("input '" + decl[i].name + "' (input " + std::to_string(i) + ") must be " +
+                              std::string(dtype_name(decl[i].dtype)) + " of rank " +
+                              std::to_string(decl[i].dims.size()));
+    for (size_t d = padded ? 1 : 0; d < decl[i].dims.size(); ++d)
+      if (decl[i].dims[d] != std::to_string(inputs[i].sizes()[d]))
+        return invalid_argument("input '" + decl[i].name + "' (input " + std::to_string(i) + "): dimension " +
+                                std::to_string(d) + " must be " + decl[i].dims[d] + ", got " +
+                                std::to_string(inputs[i].sizes()[d]));
   }
-  const program::PaddedBatch& pad = *program_impl(*best).exec->program().padded;
-  Profile chosen;
-  chosen.program = best;
-  chosen.rows = rows;
-  chosen.padded_inputs = inputs;
+  return Status::ok();
+}
+
+// `inputs` with the padded ones grown to the bucket's rows by repeating their
+// last row (a real row: zeros could be an out-of-range index or a divisor).
+std::vector<Tensor> pad_inputs(const program::PaddedBatch& pad, int64_t rows, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out = inputs;
   for (int i : pad.inputs) {
     const Tensor& t = inputs[static_cast<size_t>(i)];
     Shape sizes = t.sizes();
     sizes[0] = pad.size;
-    Tensor padded = Tensor::zeros(t.dtype(), sizes);  // the rows added are zeros
+    Tensor padded = Tensor::zeros(t.dtype(), sizes);
     sizes[0] = rows;
     padded.as_strided(sizes, padded.strides(), 0).copy_from(t);
-    chosen.padded_inputs[static_cast<size_t>(i)] = padded;
+    if (pad.size > rows) {
+      Shape extra = t.sizes(), repeat_strides = t.strides();
+      extra[0] = pad.size - rows;
+      repeat_strides[0] = 0;
+      const Tensor last = t.as_strided(extra, repeat_strides, t.storage_offset() + (rows - 1) * t.strides()[0]);
+      padded.as_strided(extra, padded.strides(), rows * padded.strides()[0]).copy_from(last);
+    }
+    out[static_cast<size_t>(i)] = padded;
   }
-  Expected<std::vector<const ir::Value*>> c = checked_user_inputs(best->module(), chosen.padded_inputs);
-  if (!c) {
-    why += "; padded to bucket " + std::to_string(pad.size) + ": " + c.status().message();
-    return std::nullopt;
-  }
-  chosen.user_inputs = std::move(*c);
-  return chosen;
+  return out;
 }
 
 Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
@@ -237,21 +236,57 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
   if (checked) return Profile{p, std::move(*checked)};
   if (method.find('@') != std::string_view::npos || !program.method(profile_method_name(method, 1)))
     return checked.status();
-  // Padded batch buckets are summed up as their range below, not refused one size at a time.
-  auto padded_bucket = [](const Program* q) { return program_impl(*q).exec->program().padded.has_value(); };
-  std::string why = padded_bucket(p) ? "" : "profile 0 (" + std::string(method) + "): " + checked.status().message();
-  for (size_t k = 1;; ++k) {
-    const std::string name = profile_method_name(method, k);
-    const Program* q = program.method(name);
+  std::vector<const Program*> methods;
+  for (size_t k = 0;; ++k) {
+    const Program* q = program.method(profile_method_name(method, k));
     if (q == nullptr) break;
-    Expected<std::vector<const ir::Value*>> c = checked_user_inputs(q->module(), inputs);
-    if (c) return Profile{q, std::move(*c)};
-    if (!padded_bucket(q))
-      why += (why.empty() ? "" : "; ") + ("profile " + std::to_string(k) + " (" + name + "): " + c.status().message());
+    methods.push_back(q);
   }
-  if (std::optional<Profile> padded = padded_profile(program, method, inputs, why)) return std::move(*padded);
-  if (why.starts_with("; ")) why = why.substr(2);
-  return Status(checked.status().code(),
+  std::string why;
+  auto add = [&why](const std::string& text) { why += (why.empty() ? "" : "; ") + text; };
+  for (size_t k = 0; k < methods.size();) {
+    const Program* q = methods[k];
+    const auto& pad = padded_of(q);
+    if (!pad) {
+      Expected<std::vector<const ir::Value*>> c = k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
+      if (c) return Profile{q, std::move(*c)};
+      add("method " + profile_method_name(method, k) + ": " + c.status().message());
+      ++k;
+      continue;
+    }
+    // A run of buckets of one range, ascending: the smallest that holds the rows.
+    size_t end = k;
+    std::string sizes;
+    while (end < methods.size() && padded_of(methods[end]) && padded_of(methods[end])->symbol == pad->symbol &&
+           padded_of(methods[end])->min == pad->min && padded_of(methods[end])->max == pad->max) {
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(padded_of(methods[end])->size);
+      ++end;
+    }
+    std::string rows_of;
+    const int64_t b = padded_rows(*pad, q, inputs, rows_of);
+    std::string objection;
+    if (b >= pad->min && b <= pad->max) {
+      for (size_t j = k; j < end; ++j) {
+        const program::PaddedBatch& bucket = *padded_of(methods[j]);
+        if (bucket.size < b) continue;
+        if (Status fit = fits_padded(methods[j], bucket, inputs); !fit) {
+          objection = "; padded to " + std::to_string(bucket.size) + ": " + fit.message();
+          continue;
+        }
+        Profile chosen{methods[j], {}, b};
+        const ir::Module& m = methods[j]->module();
+        for (size_t i = 0; i < m.input_specs.size(); ++i)
+          if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) chosen.user_inputs.push_back(m.graph.inputs()[i]);
+        return chosen;
+      }
+    }
+    add((rows_of.empty() ? std::string("the inputs") : rows_of) +
+        (b >= pad->min && b <= pad->max ? "" : ", outside the range [" + std::to_string(pad->min) + ", " +
+                                                   std::to_string(pad->max) + "]") +
+        " that padded batch buckets serve (compiled for " + sizes + ")" + objection);
+    k = end;
+  }
+  return Status(ErrorCode::kInvalidArgument,
                 "no shape profile of method '" + std::string(method) + "' takes these inputs: " + why);
 }
 
@@ -279,7 +314,9 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
   const ir::Module& m = chosen.program->impl_->module();
   return chosen.program->impl_->exec->time_resident(
-      assemble_graph_inputs(m, buffers_, chosen.rows >= 0 ? chosen.padded_inputs : inputs), warmup, iters);
+      assemble_graph_inputs(m, buffers_,
+                            chosen.rows >= 0 ? pad_inputs(*padded_of(chosen.program), chosen.rows, inputs) : inputs),
+      warmup, iters);
 }
 
 Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
@@ -326,7 +363,8 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
         return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
                                 ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
   KILN_ASSIGN_OR_RETURN(auto results,
-                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, chosen.rows >= 0 ? chosen.padded_inputs : inputs)));
+                        p->impl_->exec->run(assemble_graph_inputs(
+                            m, buffers_, chosen.rows >= 0 ? pad_inputs(*padded_of(p), chosen.rows, inputs) : inputs)));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran).

@@ -154,6 +154,36 @@ def test_shape_profiles_fixed_and_dynamic(device, tmp_path):
         assert "no shape profile" in str(e.value) and f"is {n}" in str(e.value) and "[3, 8]" in str(e.value)
 
 
+class ShiftedEmbedding(torch.nn.Module):
+    """Token ids from 1 up, looked up one lower: a zero row would be an index out of range."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(10, 6)
+        self.lin = torch.nn.Linear(6, 3)
+
+    def forward(self, ids):
+        return torch.relu(self.lin(self.emb(ids - 1))).sum(-1)
+
+
+def test_padded_batch_buckets_serve_every_size_in_the_range(device, tmp_path):
+    model = ShiftedEmbedding().eval()
+    batch = torch.export.Dim("batch", min=1, max=8)
+    ids = torch.randint(1, 10, (2, 4))
+    compiled = kiln.compile(model, (ids,), dynamic_shapes={"ids": {0: batch}}, device=device, cache_dir=tmp_path,
+                            shapes={"ids": ((1, 4), (3, 4), (8, 4))}, batch_buckets="on")
+    # min, opt, the powers of two and max: 1, 2, 3, 4, 8; every size in between runs one of them, padded.
+    assert compiled.program.method_names == ["forward"] + [f"forward@{k}" for k in range(1, 5)]
+    with torch.no_grad():
+        for n in range(1, 9):
+            x = torch.randint(1, 10, (n, 4))
+            torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    with pytest.raises(kiln.KilnError) as e:
+        compiled(*on(device, torch.randint(1, 10, (9, 4))))
+    assert "dimension 0 is 9" in str(e.value) and "[1, 8]" in str(e.value)
+
+
 def test_forced_fallback_op_in_the_middle(device, tmp_path):
     model = ConvReluConv().eval()
     x = torch.randn(2, 3, 16, 16)

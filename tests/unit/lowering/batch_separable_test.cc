@@ -113,6 +113,22 @@ TEST(BatchSeparable, RowsAsAWeightOrMixedWithOtherRowsAreRefused) {
                  "aten.add.Tensor", "does not broadcast along dimension 0");
 }
 
+TEST(BatchSeparable, AttentionOverTheRowsThemselvesIsRefusedAttentionPerBatchIsNot) {
+  // [s0, E]: the rows are the sequence; padding would add keys.
+  expect_refused(R"(graph(%x: float32[s0, 8]) {
+  %y: float32[s0, 8] = aten.scaled_dot_product_attention.default(query=%x, key=%x, value=%x)
+  return (%y)
+}
+)",
+                 "aten.scaled_dot_product_attention.default", "whose dimension 0 is the sequence");
+  Status batched = check(R"(graph(%x: float32[s0, 2, 5, 8], %c_m: bool[1, 1, 5, 5]) {
+  %y: float32[s0, 2, 5, 8] = aten.scaled_dot_product_attention.default(query=%x, key=%x, value=%x, attn_mask=%c_m)
+  return (%y)
+}
+)");
+  EXPECT_TRUE(batched.is_ok()) << batched.message();
+}
+
 TEST(BatchSeparable, InputsStateAndSizesAsDataAreRefused) {
   expect_refused(R"(graph(%x: float32[4, s0]) {
   %r: float32[4, s0] = aten.relu.default(self=%x)
