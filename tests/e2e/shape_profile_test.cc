@@ -198,6 +198,10 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
         ASSERT_NEAR((*got)[0].value_at(i), (*want)[0].value_at(i), 1e-5 + 1e-5 * std::fabs((*want)[0].value_at(i)))
             << "batch " << n << ", element " << i;
     }
+    // Padding happens in host memory: a call on device memory that needs it is refused before any data is read.
+    Status on_device = a.run_on_device({batch_of(5)}, {Tensor::zeros(DType::Float32, {5, 10})}, nullptr);
+    ASSERT_FALSE(on_device.is_ok());
+    EXPECT_NE(on_device.message().find("padded batch bucket"), std::string::npos) << on_device.message();
     auto refused = a.run({batch_of(8)});
     ASSERT_FALSE(refused.has_value());
     EXPECT_NE(refused.status().message().find(
