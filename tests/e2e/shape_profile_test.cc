@@ -87,7 +87,7 @@ TEST(ShapeProfile, SeveralProfilesEachServeTheirRangeAndSurviveSaveAndLoad) {
       auto refused = a.run({batch_of(n)});
       ASSERT_FALSE(refused.has_value()) << "batch " << n;
       const std::string m = refused.status().message();
-      for (const std::string part : {std::string("no shape profile of method 'forward'"), std::string("'x'"),
+      for (const std::string& part : {std::string("no shape profile of method 'forward'"), std::string("'x'"),
                                      std::string("dimension 0 is ") + std::to_string(n), std::string("[1, 4]"),
                                      std::string("[8, 16]")})
         EXPECT_NE(m.find(part), std::string::npos) << m;
