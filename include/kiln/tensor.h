@@ -64,6 +64,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   bool is_contiguous() const;
+  // Same dtype, sizes and element bytes (the same memory viewed alike is
+  // answered without reading it).
+  bool same_bytes(const Tensor& other) const;
   // This tensor if contiguous, else a contiguous copy.
   Tensor contiguous() const;
   // Always a fresh contiguous copy.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <type_traits>
 #include <limits>
@@ -179,6 +180,13 @@ int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes_) n *= s;
   return n;
+}
+
+bool Tensor::same_bytes(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
+  if (storage_ == other.storage_ && offset_ == other.offset_ && strides_ == other.strides_) return true;
+  const Tensor a = contiguous(), b = other.contiguous();
+  return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 bool Tensor::is_contiguous() const {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -48,8 +49,13 @@ Expected<std::vector<uint8_t>> read_whole_file(const std::string& path) {
   return bytes;
 }
 
+std::string temporary_name(const std::string& path) {
+  static std::atomic<int> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_name(path);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;

@@ -37,6 +37,10 @@ class FileLock {
   int fd_ = -1;
 };
 
+// A name for a temporary file beside `path` (PATH.tmp.PID.N), unique in this
+// process and among processes; sweep_leftovers knows the pattern.
+std::string temporary_name(const std::string& path);
+
 // Creates `dir` and its parents.
 Status make_dirs(const std::string& dir);
 Expected<std::vector<uint8_t>> read_whole_file(const std::string& path);

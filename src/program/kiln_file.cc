@@ -52,8 +52,7 @@ class WeightBlob {
   size_t place(const std::string& name, const Tensor& t) {
     Tensor c = t.contiguous();
     for (const Entry& e : entries_)
-      if (e.name == name && e.tensor.dtype() == c.dtype() && e.tensor.sizes() == c.sizes() &&
-          (c.nbytes() == 0 || std::memcmp(e.tensor.raw_data(), c.raw_data(), c.nbytes()) == 0))
+      if (e.name == name && e.tensor.same_bytes(c))
         return e.offset;
     const size_t offset = (size_ + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
     size_ = offset + c.nbytes();

@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
-#include <atomic>
 
+#include "base/file_fingerprint.h"
 #include "base/sha256.h"
 #include "engine/plan.h"
 #include "program/cache_files.h"
@@ -25,7 +25,7 @@ namespace kiln::program {
 namespace {
 
 // The file this kiln runs from (the executable, or the Python extension),
-// with its size and modification time: a rebuilt kiln of the same version
+// told apart by its fingerprint: a rebuilt kiln of the same version
 // must not take programs an earlier build lowered.
 std::string own_file_fingerprint() {
   Dl_info info{};
@@ -39,16 +39,8 @@ std::string own_file_fingerprint() {
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) path.assign(exe, static_cast<size_t>(n));
   }
-  struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "unknown";
-  return path + " (" + std::to_string(st.st_size) + " bytes, modified " + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec) + ")";
-}
-
-// A name for a temporary file beside `path`, unique in this process and among processes.
-std::string temporary_name(const std::string& path) {
-  static std::atomic<int> counter{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const std::string fingerprint = file_fingerprint(path);
+  return fingerprint.empty() ? "unknown" : fingerprint;
 }
 
 // Copies the whole of file `in` to file `out`; false (errno set) on failure.

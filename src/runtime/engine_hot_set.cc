@@ -9,14 +9,6 @@ namespace kiln::runtime {
 
 namespace {
 
-bool same_weight(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  if (a.storage() == b.storage() && a.storage_offset() == b.storage_offset() && a.strides() == b.strides())
-    return true;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
-}
-
 // A non-negative whole number from environment variable `name`, else `fallback`.
 uint64_t from_environment(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -51,7 +43,7 @@ Expected<std::shared_ptr<engine::Engine>> EngineHotSet::load(const engine::Backe
       bool match = true;
       for (const auto& [name, kept] : it->weights) {
         auto now = weights(name);
-        if (!now || !same_weight(*now, kept)) {
+        if (!now || !now->same_bytes(kept)) {
           match = false;
           break;
         }

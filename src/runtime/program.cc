@@ -210,12 +210,6 @@ namespace {
 
 std::string type_text(const Tensor& t) { return t.type_string(); }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
-}
-
 // Methods share state and weights by name: a buffer must have one dtype,
 // shape and initial value in every method that has it; a parameter, buffer or
 // constant of equal bytes is kept once in memory (constants folded per method
@@ -232,7 +226,7 @@ Status share_by_name(std::vector<program::CompiledMethod>& methods, const std::s
       auto [it, inserted] = first.try_emplace(key, t, cm.name);
       if (inserted) continue;
       const Tensor& other = it->second.first;
-      if (same_bytes(t, other)) {
+      if (t.same_bytes(other)) {
         t = other;  // one copy in memory (and one on a device: engines share copies of one host weight)
         continue;
       }

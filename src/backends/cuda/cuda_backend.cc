@@ -336,22 +336,19 @@ std::map<SharedConstantKey, std::weak_ptr<SharedConstant>>& shared_constants() {
 }
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c) {
-  using Key = SharedConstantKey;
-  std::mutex& mutex = shared_constants_mutex;
-  auto* shared = &shared_constants();
-  const Key key{w.raw_data(), w.nbytes(), static_cast<int>(w.dtype()), c.sizes, static_cast<int>(c.dtype),
-                c.channels_last, c.transposed, c.padded_channels};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = shared->find(key); it != shared->end()) {
+  const SharedConstantKey key{w.raw_data(),  w.nbytes(),       static_cast<int>(w.dtype()), c.sizes,
+                              static_cast<int>(c.dtype), c.channels_last, c.transposed, c.padded_channels};
+  std::lock_guard<std::mutex> lock(shared_constants_mutex);
+  auto& shared = shared_constants();
+  if (auto it = shared.find(key); it != shared.end())
     if (auto s = it->second.lock()) return std::shared_ptr<const DeviceBuffer>(s, &s->buffer);
-  }
   KILN_ASSIGN_OR_RETURN(Tensor host, device_form(w, c));
   auto s = std::make_shared<SharedConstant>();
   KILN_ASSIGN_OR_RETURN(s->buffer, DeviceBuffer::allocate(static_cast<size_t>(c.nbytes())));
   KILN_CUDA_TRY(cudaMemcpy(s->buffer.get(), host.raw_data(), static_cast<size_t>(c.nbytes()), cudaMemcpyHostToDevice));
   s->host = w;
-  for (auto it = shared->begin(); it != shared->end();) it = it->second.expired() ? shared->erase(it) : std::next(it);
-  (*shared)[key] = s;
+  std::erase_if(shared, [](const auto& entry) { return entry.second.expired(); });
+  shared[key] = s;
   return std::shared_ptr<const DeviceBuffer>(s, &s->buffer);
 }
 

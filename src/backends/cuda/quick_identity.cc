@@ -14,12 +14,12 @@
 //   - cuBLASLt's file cannot be named (its version needs it loaded, so the
 //     file's size, modification time and inode stand for the version).
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "backends/cuda/cuda_support.h"
+#include "base/file_fingerprint.h"
 #include "backends/cuda/nvrtc_compile.h"
 
 namespace kiln::cuda {
@@ -47,13 +47,6 @@ template <typename F>
 bool resolve(void* lib, const char* name, F& fn) {
   fn = reinterpret_cast<F>(::dlsym(lib, name));
   return fn != nullptr;
-}
-
-std::string file_fingerprint(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "";
-  return path + " (" + std::to_string(st.st_size) + " bytes, modified " + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec) + ", inode " + std::to_string(st.st_ino) + ")";
 }
 
 // "NVIDIA H200 sm_90, 16896 CUDA cores, 1 device(s), driver 580.159", or empty.
