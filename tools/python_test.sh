@@ -16,8 +16,8 @@ if [ ! -x "$env_dir/bin/python" ] || ! cmp -s tools/requirements-python.txt "$st
   echo "python_test: preparing $env_dir (PyTorch and friends from PyPI)"
   rm -rf "$env_dir"
   python3 -m venv "$env_dir"
-  "$env_dir/bin/pip" install -q --upgrade pip
-  "$env_dir/bin/pip" install -q -r tools/requirements-python.txt
+  "$env_dir/bin/pip" install -q --no-cache-dir --upgrade pip
+  "$env_dir/bin/pip" install -q --no-cache-dir -r tools/requirements-python.txt
   cp tools/requirements-python.txt "$stamp"
 fi
 
