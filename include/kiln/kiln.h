@@ -34,6 +34,12 @@ struct TensorSpec {
   std::string kind;               // "user_input", "parameter", "buffer", "constant", "user_output", "buffer_mutation"
 };
 
+// The dtype and sizes of one output of a call (Session::output_types).
+struct OutputType {
+  DType dtype = DType::Float32;
+  Shape sizes;
+};
+
 struct SymbolInfo {
   std::string name;
   int64_t min = 0;
@@ -238,11 +244,19 @@ class Session {
   // a Tensor's storage (Storage::borrow) and never read on the host. The
   // work is ordered on `stream` (a cudaStream_t; null for the default
   // stream) and the call returns without waiting for it. Inputs are checked
-  // as run() checks them. kUnsupported, saying why, unless the program is
-  // one engine segment on a backend with a device of its own (CUDA) that
-  // reads only user inputs, and writes no buffer: the caller then uses run()
-  // with host tensors.
+  // as run() checks them, and pick the shape profile as run() does; a padded
+  // batch bucket pads and cuts on the device. kUnsupported, saying why,
+  // unless the method that runs is one engine segment on a backend with a
+  // device of its own (CUDA) that reads only user inputs, and the program
+  // writes no buffer: the caller then uses run() with host tensors.
   Status run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream);
+  // The dtype and sizes of each user output that a call of the program's
+  // method with `inputs` returns (of the shape profile that takes them; a
+  // padded batch bucket's outputs cut to the caller's rows): the memory to
+  // pass run_on_device. Reads the inputs' types only, never their data.
+  // Inputs are checked as run() checks them; kUnsupported for an output
+  // whose size depends on the inputs' values.
+  Expected<std::vector<OutputType>> output_types(const std::vector<Tensor>& inputs) const;
 
   // For benchmarks: when the program is a single engine on a backend with a
   // device of its own (CUDA), copies `inputs` there once and returns the

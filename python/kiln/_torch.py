@@ -62,14 +62,14 @@ class CompiledModule(torch.nn.Module):
                 self._static_outputs = None
                 break
             self._static_outputs.append((getattr(torch, spec["dtype"]), [int(d) for d in spec["dims"]]))
-        # Shape profiles (methods NAME@k) pick their program per call, with outputs of their own sizes.
-        profiles = any("@" in name for name in program.method_names)
-        self._on_device = (program.device == "cuda" and self._static_outputs is not None and
-                           not program.mutated_buffers() and not profiles)
+        # Shape profiles (methods NAME@k) pick their program per call, with
+        # outputs of their own sizes: the session tells them per call.
+        if any("@" in name for name in program.method_names):
+            self._static_outputs = None
+        self._on_device = program.device == "cuda" and not program.mutated_buffers()
         # Why calls on CUDA tensors go through host memory (None while they need not).
         self.host_staging_reason = None if self._on_device or program.device != "cuda" else (
-            "the program has several shape profiles" if profiles else
-            "the program writes buffers or has outputs of dynamic size")
+            "the program writes buffers, whose state lives in host memory")
         for spec in program.buffers():
             fqn = spec["name"]
             memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
@@ -102,15 +102,22 @@ class CompiledModule(torch.nn.Module):
         device = inputs[0].device
         if not all(t.device == device for t in inputs):
             return None
-        outputs = [torch.empty(sizes, dtype=dtype, device=device) for dtype, sizes in self._static_outputs]
+        inputs = [t.contiguous() for t in inputs]
         stream = torch.cuda.current_stream(device).cuda_stream
         try:
+            if self._static_outputs is not None:
+                types = self._static_outputs
+            else:  # the shape profile or padded batch bucket that takes these inputs says
+                types = [(getattr(torch, dtype), sizes) for dtype, sizes in self._session.output_types(inputs)]
+            outputs = [torch.empty(sizes, dtype=dtype, device=device) for dtype, sizes in types]
             with self._lock, torch.cuda.device(device):
-                self._session.run_on_device([t.contiguous() for t in inputs], outputs, stream)
+                self._session.run_on_device(inputs, outputs, stream)
         except _C.KilnError as e:
             if e.code != "unsupported":
                 raise
-            self._on_device = False  # e.g. fallback segments: host tensors from now on
+            if self._static_outputs is not None:
+                self._on_device = False  # e.g. fallback segments: host tensors from now on
+            # (with shape profiles another call may pick a profile that can)
             self.host_staging_reason = str(e)
             return None
         return outputs

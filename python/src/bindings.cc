@@ -228,6 +228,21 @@ class SessionHandle {
     check(st);
   }
 
+  // Per user output, (dtype name, sizes) of a call with `inputs` (CUDA or
+  // host memory; only their types are read).
+  nb::list output_types(const std::vector<AnyArray>& inputs) const {
+    std::vector<kiln::Tensor> ts;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string what = "input " + std::to_string(i);
+      ts.push_back(inputs[i].device_type() == nb::device::cuda::value ? device_tensor_of(inputs[i], what)
+                                                                       : tensor_of(inputs[i], what));
+    }
+    nb::list result;
+    for (const kiln::OutputType& t : take(session_.output_types(ts)))
+      result.append(nb::make_tuple(std::string(kiln::dtype_name(t.dtype)), t.sizes));
+    return result;
+  }
+
   nb::object buffer(const std::string& fqn) const { return array_of(take(session_.buffer(fqn))); }
   void set_buffer(const std::string& fqn, const AnyArray& value) {
     check(session_.set_buffer(fqn, tensor_of(value, "buffer '" + fqn + "'")));
@@ -346,6 +361,9 @@ NB_MODULE(_C, m) {
       .def("run_on_device", &SessionHandle::run_on_device, "inputs"_a, "outputs"_a, "stream"_a = 0,
            "Runs the program on CUDA memory (DLPack, contiguous), ordered on `stream` (a cudaStream_t as an int), "
            "writing its outputs into `outputs`; raises KilnError (code 'unsupported') for programs that need run().")
+      .def("output_types", &SessionHandle::output_types, "inputs"_a,
+           "Per user output, (dtype name, sizes) of a call with `inputs` (DLPack tensors; only their types are "
+           "read): the memory run_on_device writes.")
       .def("buffer", &SessionHandle::buffer, "fqn"_a, "Buffer `fqn` as an array viewing the session's memory.")
       .def("set_buffer", &SessionHandle::set_buffer, "fqn"_a, "value"_a)
       .def("bind_buffer", &SessionHandle::bind_buffer, "fqn"_a, "memory"_a,

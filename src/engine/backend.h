@@ -60,6 +60,18 @@ struct EngineState {
 };
 using EngineHandle = EngineState*;
 
+// A call on device memory with fewer rows than the engine's padded batch
+// bucket (program::PaddedBatch): the caller's padded inputs hold `rows` rows
+// along dimension 0 where the engine's hold more, and the engine's rows past
+// them repeat the caller's last row (a real row: zeros could be an
+// out-of-range index or a divisor); its padded outputs are written for the
+// caller's rows only (`rows` times the output's factor).
+struct DevicePadding {
+  int64_t rows = 0;
+  std::vector<bool> inputs;             // per engine input: padded along dimension 0
+  std::vector<int64_t> output_factors;  // per engine output: c (rows * c rows written), 0 = whole
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -120,10 +132,12 @@ class Backend {
   //   stream:  the caller's stream (a cudaStream_t); the work is ordered on
   //            it and the call returns without waiting for it, except for
   //            engines whose kernels check indices (the error word is read)
+  //   padding: null, or a call with fewer rows than the engine was built
+  //            for (a padded batch bucket): see DevicePadding
   // kUnsupported from backends that compute where the caller's tensors are
   // (CPU) and for engines that write an input in place.
-  virtual Status execute_on_device(EngineHandle engine, std::span<const Tensor> inputs,
-                                   std::span<const Tensor> outputs, void* stream) const {
+  virtual Status execute_on_device(EngineHandle engine, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                                   void* stream, const DevicePadding* padding) const {
     return unsupported("backend '" + std::string(name()) + "' has no device of its own to run on");
   }
   // Releases the engine; `engine` may be null.

@@ -21,8 +21,9 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
   // Invariant 4: the program's results and every engine's outputs in the one canonical order.
   const ir::OutputOrder order(p.module);
   if (!order.program_outputs_ordered())
-    return format_error(w + ": the program's outputs are not in kiln's order (buffer mutations first, in buffer "
-                            "order); recompile it");
+    return format_error(w +
+                        ": the program's outputs are not in kiln's order (buffer mutations first, in buffer "
+                        "order); recompile it");
 
   for (size_t si = 0; si < p.segments.size(); ++si) {
     const program::SegmentRecord& s = p.segments[si];
@@ -42,8 +43,9 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
       std::vector<const ir::Value*> outs;
       for (int v : s.outputs) outs.push_back(g.value(static_cast<size_t>(v)));
       if (!order.ordered(outs))
-        return format_error(where + ": the engine's outputs are not in kiln's order (buffer mutations first, in "
-                                      "buffer order); recompile it");
+        return format_error(where +
+                            ": the engine's outputs are not in kiln's order (buffer mutations first, in "
+                            "buffer order); recompile it");
     } else {
       std::vector<bool> produced(nv, false);
       for (int ni : s.nodes) {
@@ -99,8 +101,8 @@ Status Executable::ensure_engines() const {
       }
       const engine::Backend* backend = program::builtin_backends().find(s.backend);  // checked by load()
       bool reused = false;
-      auto e = EngineHotSet::instance().load(*backend, s.plan, weights, what_ + ", segment " + std::to_string(si),
-                                             &reused);
+      auto e =
+          EngineHotSet::instance().load(*backend, s.plan, weights, what_ + ", segment " + std::to_string(si), &reused);
       if (!e) {
         engines_status_ = e.status();
         return;
@@ -166,7 +168,7 @@ Expected<std::vector<float>> Executable::time_resident(std::vector<cpu::RtValue>
 }
 
 Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
-                                 void* stream) const {
+                                 void* stream, int64_t rows) const {
   KILN_TRY(ensure_engines());
   if (p_.segments.size() != 1 || !engines_[0])
     return unsupported("running on device memory needs a program that is one engine segment; this one has " +
@@ -176,6 +178,18 @@ Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span
   if (graph_inputs.size() != g.inputs().size() || graph_outputs.size() != g.outputs().size())
     return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs and " +
                             std::to_string(g.outputs().size()) + " outputs");
+  if (rows >= 0 && !p_.padded) return internal_error("a padded call of a program that is not a padded batch bucket");
+  // Graph inputs padded along dimension 0: the bucket's user inputs.
+  std::vector<bool> padded_input(g.inputs().size(), false);
+  if (rows >= 0)
+    for (size_t i = 0, u = 0; i < p_.module.input_specs.size(); ++i)
+      if (p_.module.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
+        padded_input[i] = std::find(p_.padded->inputs.begin(), p_.padded->inputs.end(), static_cast<int>(u)) !=
+                          p_.padded->inputs.end();
+        ++u;
+      }
+  engine::DevicePadding padding;
+  padding.rows = rows;
   std::vector<Tensor> ins, outs;
   for (int v : s.inputs) {
     size_t i = 0;
@@ -184,6 +198,7 @@ Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span
       return unsupported("engine input '" + g.value(static_cast<size_t>(v))->name +
                          "' is not an input the caller passes in device memory");
     ins.push_back(graph_inputs[i]);
+    padding.inputs.push_back(padded_input[i]);
   }
   if (s.outputs.size() != g.outputs().size())
     return unsupported("the engine's outputs are not the program's outputs one for one");
@@ -191,12 +206,14 @@ Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span
     size_t j = 0, found = 0, at = 0;
     for (; j < g.outputs().size(); ++j)
       if (g.outputs()[j]->id == v) ++found, at = j;
-    if (found != 1) return unsupported("engine output '" + g.value(static_cast<size_t>(v))->name +
-                                       "' is not exactly one program output");
+    if (found != 1)
+      return unsupported("engine output '" + g.value(static_cast<size_t>(v))->name +
+                         "' is not exactly one program output");
     outs.push_back(graph_outputs[at]);
+    padding.output_factors.push_back(rows >= 0 ? p_.padded->output_factors.at(at) : 0);
   }
   const engine::Engine& e = *engines_[0];
-  return e.backend().execute_on_device(e.handle(), ins, outs, stream);
+  return e.backend().execute_on_device(e.handle(), ins, outs, stream, rows >= 0 ? &padding : nullptr);
 }
 
 }  // namespace kiln::runtime

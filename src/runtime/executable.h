@@ -4,8 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,10 +38,13 @@ class Executable {
   // own (engine::Backend::execute_on_device), run on the caller's device
   // memory: `graph_inputs` parallel to the graph inputs (the ones the engine
   // reads defined, as device tensors), `graph_outputs` parallel to the graph
-  // outputs (device memory the engine writes). kUnsupported, saying why, for
-  // any other program.
-  Status run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
-                       void* stream) const;
+  // outputs (device memory the engine writes). `rows` >= 0: a padded batch
+  // bucket (program().padded) called with that many rows, its padded inputs
+  // and cut outputs that many rows long (times the output's factor) where
+  // the engine's are the bucket's. kUnsupported, saying why, for any other
+  // program.
+  Status run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs, void* stream,
+                       int64_t rows = -1) const;
   const program::CompiledProgram& program() const { return p_; }
   // Every buffer mutation, in graph output order: written in place by an engine or copied back.
   const std::vector<program::BufferWrite>& buffer_writes() const { return buffer_writes_; }
@@ -61,7 +64,7 @@ class Executable {
   mutable Status engines_status_;
   // Per segment; null for fallback segments. Shared with the hot set and other programs (engine_hot_set.h).
   mutable std::vector<std::shared_ptr<engine::Engine>> engines_;
-  std::vector<std::vector<int>> release_after_;                   // per segment: value ids no later segment reads
+  std::vector<std::vector<int>> release_after_;  // per segment: value ids no later segment reads
 };
 
 }  // namespace kiln::runtime

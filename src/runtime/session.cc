@@ -248,7 +248,8 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
     const Program* q = methods[k];
     const auto& pad = padded_of(q);
     if (!pad) {
-      Expected<std::vector<const ir::Value*>> c = k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
+      Expected<std::vector<const ir::Value*>> c =
+          k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
       if (c) return Profile{q, std::move(*c)};
       add("method " + profile_method_name(method, k) + ": " + c.status().message());
       ++k;
@@ -276,13 +277,15 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
         Profile chosen{methods[j], {}, b};
         const ir::Module& m = methods[j]->module();
         for (size_t i = 0; i < m.input_specs.size(); ++i)
-          if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) chosen.user_inputs.push_back(m.graph.inputs()[i]);
+          if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput)
+            chosen.user_inputs.push_back(m.graph.inputs()[i]);
         return chosen;
       }
     }
     add((rows_of.empty() ? std::string("the inputs") : rows_of) +
-        (b >= pad->min && b <= pad->max ? "" : ", outside the range [" + std::to_string(pad->min) + ", " +
-                                                   std::to_string(pad->max) + "]") +
+        (b >= pad->min && b <= pad->max
+             ? ""
+             : ", outside the range [" + std::to_string(pad->min) + ", " + std::to_string(pad->max) + "]") +
         " that padded batch buckets serve (compiled for " + sizes + ")" + objection);
     k = end;
   }
@@ -319,6 +322,39 @@ Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& i
       warmup, iters);
 }
 
+Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor>& inputs) const {
+  KILN_ASSIGN_OR_RETURN(Profile chosen,
+                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+  const ir::Module& m = chosen.program->impl_->module();
+  // The symbols the inputs bind (select_profile checked that they agree).
+  ir::SymBindings bound;
+  for (size_t u = 0; u < chosen.user_inputs.size(); ++u) {
+    const ir::TensorType& t = chosen.user_inputs[u]->type;
+    for (size_t d = 0; d < t.sizes.size(); ++d)
+      if (!t.sizes[d].is_static() && t.sizes[d].expr->kind() == ir::SymExpr::Kind::kSymbol)
+        bound[t.sizes[d].expr->name()] = inputs[u].sizes()[d];
+  }
+  const std::optional<program::PaddedBatch>& pad = chosen.program->impl_->exec->program().padded;
+  std::vector<OutputType> types;
+  for (size_t i = 0; i < m.output_specs.size(); ++i) {
+    if (m.output_specs[i].kind != ir::OutputSpec::Kind::kUserOutput) continue;
+    const ir::Value* v = m.graph.outputs()[i];
+    OutputType t{v->type.dtype, {}};
+    for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+      const ir::Dim& dim = v->type.sizes[d];
+      Expected<int64_t> n = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(bound);
+      if (!n.has_value())
+        return unsupported("output '" + v->name + "' (output " + std::to_string(types.size()) + "): dimension " +
+                           std::to_string(d) + " is " + dim.expr->to_string() +
+                           ", which the inputs' sizes do not tell (it depends on their values)");
+      t.sizes.push_back(*n);
+    }
+    if (chosen.rows >= 0 && pad->output_factors.at(i) > 0) t.sizes.at(0) = chosen.rows * pad->output_factors[i];
+    types.push_back(std::move(t));
+  }
+  return types;
+}
+
 Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
   // Buffers live in host memory: an engine that reads one is refused below
   // (its input is not the caller's), one the program writes here.
@@ -326,18 +362,15 @@ Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vect
     return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
-  if (chosen.rows >= 0)
-    return unsupported("these inputs have " + std::to_string(chosen.rows) + " rows, which only a padded batch bucket (" +
-                       std::to_string(chosen.program->impl_->exec->program().padded->size) +
-                       " rows) takes; padding happens in host memory: run them with host tensors");
   const ir::Module& m = chosen.program->impl_->module();
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
   for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
     if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
-  if (outputs.size() != program_->outputs().size())
-    return invalid_argument("the program has " + std::to_string(program_->outputs().size()) + " outputs, got memory for " +
-                            std::to_string(outputs.size()));
-  return chosen.program->impl_->exec->run_on_device(graph_inputs, outputs, stream);
+  if (outputs.size() != chosen.program->outputs().size())
+    return invalid_argument("the program has " + std::to_string(chosen.program->outputs().size()) +
+                            " outputs, got memory for " + std::to_string(outputs.size()));
+  // A padded batch bucket pads and cuts on the device (engine::DevicePadding).
+  return chosen.program->impl_->exec->run_on_device(graph_inputs, outputs, stream, chosen.rows);
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {

@@ -1,7 +1,6 @@
 // --shape profiles: a dynamic dimension takes the given range; shapes outside
 // it are refused before anything runs, naming input, dimension, value and range.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -87,9 +86,9 @@ TEST(ShapeProfile, SeveralProfilesEachServeTheirRangeAndSurviveSaveAndLoad) {
       auto refused = a.run({batch_of(n)});
       ASSERT_FALSE(refused.has_value()) << "batch " << n;
       const std::string m = refused.status().message();
-      for (const std::string& part : {std::string("no shape profile of method 'forward'"), std::string("'x'"),
-                                     std::string("dimension 0 is ") + std::to_string(n), std::string("[1, 4]"),
-                                     std::string("[8, 16]")})
+      for (const std::string& part :
+           {std::string("no shape profile of method 'forward'"), std::string("'x'"),
+            std::string("dimension 0 is ") + std::to_string(n), std::string("[1, 4]"), std::string("[8, 16]")})
         EXPECT_NE(m.find(part), std::string::npos) << m;
     }
     // A profile by name runs only its own range.
@@ -113,8 +112,8 @@ TEST(ShapeProfile, ProfilesNeedEveryRepeatedInputTheSameNumberOfTimes) {
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.status().message().find("once per profile"), std::string::npos) << bad.status().message();
   // A profile's own error names the profile.
-  auto wrong = load_with({{"x", {1, 3, 32, 32}, {2, 3, 32, 32}, {4, 3, 32, 32}},
-                          {"x", {8, 3, 32, 32}, {4, 3, 32, 32}, {16, 3, 32, 32}}});
+  auto wrong = load_with(
+      {{"x", {1, 3, 32, 32}, {2, 3, 32, 32}, {4, 3, 32, 32}}, {"x", {8, 3, 32, 32}, {4, 3, 32, 32}, {16, 3, 32, 32}}});
   ASSERT_FALSE(wrong.has_value());
   EXPECT_NE(wrong.status().message().find("profile 1"), std::string::npos) << wrong.status().message();
   EXPECT_NE(wrong.status().message().find("min <= opt <= max"), std::string::npos) << wrong.status().message();
@@ -172,7 +171,8 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
   EXPECT_EQ((*bucketed)->method_names(),
             (std::vector<std::string>{"forward", "forward@1", "forward@2", "forward@3", "forward@4"}));
   bool said = false;
-  for (const std::string& m : heard) said = said || m.find("as padded batch buckets 1, 2, 3, 4, 7") != std::string::npos;
+  for (const std::string& m : heard)
+    said = said || m.find("as padded batch buckets 1, 2, 3, 4, 7") != std::string::npos;
   EXPECT_TRUE(said) << "no progress line names the buckets";
   for (const std::string& name : (*bucketed)->method_names())
     for (const TensorSpec& in : (*bucketed)->method(name)->inputs())
@@ -197,11 +197,22 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
       for (int64_t i = 0; i < (*want)[0].numel(); ++i)
         ASSERT_NEAR((*got)[0].value_at(i), (*want)[0].value_at(i), 1e-5 + 1e-5 * std::fabs((*want)[0].value_at(i)))
             << "batch " << n << ", element " << i;
+      // The memory a call on device memory needs: the caller's rows, not the bucket's; from the range program too.
+      for (const Session* s : {&a, &b}) {
+        auto types = s->output_types({batch_of(n)});
+        ASSERT_TRUE(types.has_value()) << "batch " << n << ": " << types.status().message();
+        ASSERT_EQ(types->size(), 1u);
+        EXPECT_EQ((*types)[0].sizes, (*want)[0].sizes()) << "batch " << n;
+        EXPECT_EQ((*types)[0].dtype, (*want)[0].dtype());
+      }
     }
-    // Padding happens in host memory: a call on device memory that needs it is refused before any data is read.
+    // The CPU backend computes where the tensors are: no call on device memory, padded or not, and no data read.
     Status on_device = a.run_on_device({batch_of(5)}, {Tensor::zeros(DType::Float32, {5, 10})}, nullptr);
-    ASSERT_FALSE(on_device.is_ok());
-    EXPECT_NE(on_device.message().find("padded batch bucket"), std::string::npos) << on_device.message();
+    EXPECT_EQ(on_device.code(), ErrorCode::kUnsupported) << on_device.message();
+    auto no_types = a.output_types({batch_of(8)});
+    ASSERT_FALSE(no_types.has_value());
+    EXPECT_NE(no_types.status().message().find("outside the range [1, 7]"), std::string::npos)
+        << no_types.status().message();
     auto refused = a.run({batch_of(8)});
     ASSERT_FALSE(refused.has_value());
     EXPECT_NE(refused.status().message().find(

@@ -148,6 +148,8 @@ def test_shape_profiles_fixed_and_dynamic(device, tmp_path):
         for n in (2, 3, 5, 8):
             x = torch.randn(n, 3, 16, 16)
             torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    # CUDA tensors stayed on the device: each call ran its profile's engine there.
+    assert compiled.host_staging_reason is None, compiled.host_staging_reason
     for n in (1, 9):
         with pytest.raises(kiln.KilnError) as e:
             compiled(*on(device, torch.randn(n, 3, 16, 16)))
@@ -179,6 +181,8 @@ def test_padded_batch_buckets_serve_every_size_in_the_range(device, tmp_path):
         for n in range(1, 9):
             x = torch.randint(1, 10, (n, 4))
             torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    # On CUDA the padding and the cut happen on the device: no call staged through host memory.
+    assert compiled.host_staging_reason is None, compiled.host_staging_reason
     with pytest.raises(kiln.KilnError) as e:
         compiled(*on(device, torch.randint(1, 10, (9, 4))))
     assert "dimension 0 is 9" in str(e.value) and "[1, 8]" in str(e.value)

@@ -127,7 +127,9 @@ struct CudaEngine final : engine::EngineState {
     std::map<std::string, std::pair<int, float>> by_kind;
     for (const auto& [ms, i] : times) {
       const Step& s = plan.steps[i];
-      std::string kind = s.kind == Step::Kind::kGemm ? "cuBLASLt gemm" : s.kind == Step::Kind::kConv ? "cuDNN conv" : "kernel";
+      std::string kind = s.kind == Step::Kind::kGemm   ? "cuBLASLt gemm"
+                         : s.kind == Step::Kind::kConv ? "cuDNN conv"
+                                                       : "kernel";
       if (s.layer.size() > 5 && s.layer.compare(s.layer.size() - 5, 5, " gemv") == 0) kind = "gemv kernel";
       by_kind[kind].first += 1;
       by_kind[kind].second += ms;
@@ -142,7 +144,8 @@ struct CudaEngine final : engine::EngineState {
     }
     std::sort(times.rbegin(), times.rend());
     std::fprintf(stderr, "kiln: %s: %zu steps, %.4f ms summed one by one:", what.c_str(), times.size(), total);
-    for (const auto& [kind, nt] : by_kind) std::fprintf(stderr, " %s %d in %.4f ms;", kind.c_str(), nt.first, nt.second);
+    for (const auto& [kind, nt] : by_kind)
+      std::fprintf(stderr, " %s %d in %.4f ms;", kind.c_str(), nt.first, nt.second);
     std::fprintf(stderr, " slowest:\n");
     for (size_t k = 0; k < std::min<size_t>(25, times.size()); ++k) {
       const Step& s = plan.steps[times[k].second];
@@ -336,8 +339,9 @@ std::map<SharedConstantKey, std::weak_ptr<SharedConstant>>& shared_constants() {
 }
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c) {
-  const SharedConstantKey key{w.raw_data(),  w.nbytes(),       static_cast<int>(w.dtype()), c.sizes,
-                              static_cast<int>(c.dtype), c.channels_last, c.transposed, c.padded_channels};
+  const SharedConstantKey key{
+      w.raw_data(), w.nbytes(),       static_cast<int>(w.dtype()), c.sizes, static_cast<int>(c.dtype), c.channels_last,
+      c.transposed, c.padded_channels};
   std::lock_guard<std::mutex> lock(shared_constants_mutex);
   auto& shared = shared_constants();
   if (auto it = shared.find(key); it != shared.end())
@@ -542,26 +546,62 @@ class CudaBackend final : public engine::Backend {
     return Status::ok();
   }
 
-  Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs,
-                           std::span<const Tensor> outputs, void* stream_arg) const override {
+  Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                           void* stream_arg, const engine::DevicePadding* padding) const override {
     auto* e = static_cast<CudaEngine*>(handle);
-    KILN_TRY(e->check_inputs(inputs));
+    // The rows the caller's tensor has along dimension 0 of a slot: all of
+    // them, or the padded call's rows (times the output's factor).
+    const int64_t rows = padding ? padding->rows : 0;
+    auto padded_in = [&](size_t i) { return padding && i < padding->inputs.size() && padding->inputs[i]; };
+    auto out_factor = [&](size_t o) {
+      return padding && o < padding->output_factors.size() ? padding->output_factors[o] : int64_t{0};
+    };
+    auto expect = [](const IoSlot& s, int64_t lead) {
+      Shape sizes = s.sizes;
+      if (lead >= 0) sizes[0] = lead;
+      return sizes;
+    };
+    if (padding) {
+      if (padding->inputs.size() != e->plan.inputs.size() || padding->output_factors.size() != e->plan.outputs.size())
+        return internal_error(e->what + ": padding names " + std::to_string(padding->inputs.size()) + " inputs and " +
+                              std::to_string(padding->output_factors.size()) + " outputs");
+      for (size_t i = 0; i < e->plan.inputs.size(); ++i)
+        if (padded_in(i) && (e->plan.inputs[i].sizes.empty() || rows < 1 || rows > e->plan.inputs[i].sizes[0]))
+          return invalid_argument(e->what + ": input " + std::to_string(i) + " ('" + e->plan.inputs[i].name +
+                                  "') cannot take " + std::to_string(rows) + " rows padded");
+      for (size_t o = 0; o < e->plan.outputs.size(); ++o)
+        if (out_factor(o) > 0 &&
+            (e->plan.outputs[o].sizes.empty() || rows * out_factor(o) > e->plan.outputs[o].sizes[0]))
+          return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + e->plan.outputs[o].name +
+                                  "') has fewer than " + std::to_string(rows * out_factor(o)) + " rows");
+    }
+    if (inputs.size() != e->plan.inputs.size())
+      return invalid_argument(e->what + ": the engine takes " + std::to_string(e->plan.inputs.size()) +
+                              " inputs, got " + std::to_string(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const IoSlot& s = e->plan.inputs[i];
+      const Shape want = expect(s, padded_in(i) ? rows : -1);
+      if (!inputs[i].defined() || inputs[i].dtype() != s.dtype || inputs[i].sizes() != want)
+        return invalid_argument(e->what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + ", got " +
+                                (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
+      if (!inputs[i].is_contiguous())
+        return invalid_argument(e->what + ": input " + std::to_string(i) + " must be contiguous device memory");
+    }
     if (outputs.size() != e->plan.outputs.size())
       return invalid_argument(e->what + ": the engine has " + std::to_string(e->plan.outputs.size()) +
                               " outputs, got memory for " + std::to_string(outputs.size()));
     for (size_t o = 0; o < outputs.size(); ++o) {
       const IoSlot& s = e->plan.outputs[o];
-      if (!outputs[o].defined() || outputs[o].dtype() != s.dtype || outputs[o].sizes() != s.sizes ||
+      const Shape want = expect(s, out_factor(o) > 0 ? rows * out_factor(o) : -1);
+      if (!outputs[o].defined() || outputs[o].dtype() != s.dtype || outputs[o].sizes() != want ||
           !outputs[o].is_contiguous())
         return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
-                                std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) + " memory, got " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + " memory, got " +
                                 (outputs[o].defined() ? outputs[o].type_string() : std::string("none")));
       if (o < e->alias_input.size() && e->alias_input[o] >= 0)
         return unsupported(e->what + ": output " + std::to_string(o) + " is written into an input in place");
     }
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!inputs[i].is_contiguous())
-        return invalid_argument(e->what + ": input " + std::to_string(i) + " must be contiguous device memory");
     std::lock_guard<std::mutex> lock(e->mutex);
     cudaStream_t caller = static_cast<cudaStream_t>(stream_arg);
     cudaStream_t stream = e->own_stream;
@@ -569,17 +609,31 @@ class CudaBackend final : public engine::Backend {
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->caller_ready, 0));
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IoSlot& slot = e->plan.inputs[i];
-      KILN_CUDA_TRY(cudaMemcpyAsync(e->arena.bytes() + slot.offset, inputs[i].raw_data(),
-                                    static_cast<size_t>(slot.nbytes()), cudaMemcpyDeviceToDevice, stream));
+      uint8_t* dst = e->arena.bytes() + slot.offset;
+      const size_t given = static_cast<size_t>(inputs[i].nbytes());
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst, inputs[i].raw_data(), given, cudaMemcpyDeviceToDevice, stream));
+      if (!padded_in(i)) continue;
+      // The rows past the caller's: its last row, then copies of what is filled
+      // so far (doubling), so a bucket of any size costs a few copies.
+      const size_t row = given / static_cast<size_t>(rows), total = static_cast<size_t>(slot.nbytes());
+      size_t filled = given;
+      if (filled < total) {
+        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - row, row, cudaMemcpyDeviceToDevice, stream));
+        filled += row;
+      }
+      for (size_t done = row; filled < total;) {
+        const size_t n = std::min(done, total - filled);
+        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - done, n, cudaMemcpyDeviceToDevice, stream));
+        filled += n;
+        done += n;
+      }
     }
     KILN_TRY(e->launch(stream).with_context(e->what));
     // Only kernels that check indices write the error word; others need no wait.
     if (!e->plan.error_layers.empty()) KILN_TRY(e->check_error_word(stream));
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      const IoSlot& s = e->plan.outputs[o];
-      KILN_CUDA_TRY(cudaMemcpyAsync(outputs[o].raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
-                                    cudaMemcpyDeviceToDevice, stream));
-    }
+    for (size_t o = 0; o < outputs.size(); ++o)
+      KILN_CUDA_TRY(cudaMemcpyAsync(outputs[o].raw_data(), e->arena.bytes() + e->plan.outputs[o].offset,
+                                    static_cast<size_t>(outputs[o].nbytes()), cudaMemcpyDeviceToDevice, stream));
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
     KILN_CUDA_TRY(cudaStreamWaitEvent(caller, e->engine_done, 0));
     return Status::ok();

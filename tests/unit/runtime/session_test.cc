@@ -158,6 +158,32 @@ TEST(Session, RunOnDeviceRefusesWhatOnlyRunCanDo) {
   EXPECT_NE(st.message().find("writes buffers"), std::string::npos) << st.message();
 }
 
+// output_types gives the memory a call's outputs need from the inputs' types
+// alone, as run() returns them, and checks the inputs as run() does.
+TEST(Session, OutputTypesAreWhatRunReturns) {
+  for (const char* model : {"resnet_basic.pt2", "conv_state.pt2"}) {
+    auto program = load(model);
+    ASSERT_TRUE(program);
+    Session s(program);
+    const Tensor x =
+        Tensor::zeros(program->inputs()[0].dtype, std::string(model) == "resnet_basic.pt2"
+                                                      ? io("resnet_basic.io.safetensors").find("input.0")->sizes()
+                                                      : io("conv_state.io.safetensors").find("step0.input.0")->sizes());
+    auto types = s.output_types({x});
+    ASSERT_TRUE(types.has_value()) << model << ": " << types.status().message();
+    auto out = s.run({x});
+    ASSERT_TRUE(out.has_value()) << model << ": " << out.status().message();
+    ASSERT_EQ(types->size(), out->size()) << model;
+    for (size_t i = 0; i < out->size(); ++i) {
+      EXPECT_EQ((*types)[i].sizes, (*out)[i].sizes()) << model << " output " << i;
+      EXPECT_EQ((*types)[i].dtype, (*out)[i].dtype()) << model << " output " << i;
+    }
+    auto wrong = s.output_types({Tensor::zeros(DType::Float32, {1})});
+    ASSERT_FALSE(wrong.has_value());
+    EXPECT_EQ(wrong.status().code(), ErrorCode::kInvalidArgument) << wrong.status().message();
+  }
+}
+
 TEST(Session, ProgramDescribesItsSignature) {
   auto program = load("llama_decode.pt2");
   ASSERT_TRUE(program);

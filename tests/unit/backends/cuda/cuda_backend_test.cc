@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
-
-#include <filesystem>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_support.h"
@@ -149,7 +148,7 @@ TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
     ASSERT_EQ(cudaMemcpyAsync(din->get(), ids.raw_data(), din->nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
     const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
     const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
-    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream);
+    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream, nullptr);
     ASSERT_TRUE(s.is_ok()) << s.message();
     Tensor got = Tensor::zeros(DType::Float32, {2, 8, 24});
     ASSERT_EQ(cudaMemcpyAsync(got.raw_data(), dout->get(), dout->nbytes(), cudaMemcpyDeviceToHost, stream),
@@ -165,14 +164,14 @@ TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
   // Memory of the wrong size for the output is refused before anything runs.
   const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
   const std::vector<Tensor> small = {device_tensor(*dout, DType::Float32, {2, 8, 12})};
-  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, small, stream).code(),
+  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, small, stream, nullptr).code(),
             ErrorCode::kInvalidArgument);
   // An index out of range is still an error naming the layer.
   Tensor bad = random_tensor(DType::Int64, {2, 8}, 4, 16);
   bad.data<int64_t>()[3] = 99;
   ASSERT_EQ(cudaMemcpy(din->get(), bad.raw_data(), din->nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
   const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
-  Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream);
+  Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream, nullptr);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("'e'"), std::string::npos) << s.message();
   cudaStreamDestroy(stream);
@@ -192,16 +191,19 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
     bool matmul = false;  // x @ w with w stored k x n (as lowering leaves a linear's weight)
   };
   const Case cases[] = {
-      {DType::BFloat16, "bfloat16", 1, 40, 1024, false, false}, {DType::BFloat16, "bfloat16", 1, 3000, 256, true, false},
-      {DType::Float16, "float16", 3, 37, 2048, true, true},      {DType::Float16, "float16", 8, 129, 512, false, false},
-      {DType::Float32, "float32", 1, 77, 4096, true, false},     {DType::Float32, "float32", 5, 9, 64, true, true},
+      {DType::BFloat16, "bfloat16", 1, 40, 1024, false, false},
+      {DType::BFloat16, "bfloat16", 1, 3000, 256, true, false},
+      {DType::Float16, "float16", 3, 37, 2048, true, true},
+      {DType::Float16, "float16", 8, 129, 512, false, false},
+      {DType::Float32, "float32", 1, 77, 4096, true, false},
+      {DType::Float32, "float32", 5, 9, 64, true, true},
       {DType::BFloat16, "bfloat16", 1, 2048, 8192, false, false, true},
       {DType::Float16, "float16", 2, 100, 320, false, true, true},
       {DType::Float16, "float16", 8, 64, 8192, true, false},  // the most rows, a long k
   };
   for (const Case& c : cases) {
-    const std::string at = std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-                           " k=" + std::to_string(c.k);
+    const std::string at =
+        std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
     auto dims = [](std::initializer_list<int64_t> d) {
       std::string s = "[";
       for (int64_t v : d) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
@@ -253,7 +255,8 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
 std::string fixture_path(const std::string& name) {
   const std::string rel = "tests/fixtures/torch2.11/" + name;
 #ifdef KILN_SOURCE_DIR
-  if (std::filesystem::exists(std::string(KILN_SOURCE_DIR) + "/" + rel)) return std::string(KILN_SOURCE_DIR) + "/" + rel;
+  if (std::filesystem::exists(std::string(KILN_SOURCE_DIR) + "/" + rel))
+    return std::string(KILN_SOURCE_DIR) + "/" + rel;
 #endif
   return rel;
 }
@@ -339,6 +342,33 @@ TEST(CudaPaddedBatch, EveryBatchSizeInTheRangeRunsOnCudaAndMatchesTheCpuProgram)
       worst = std::max(worst, std::fabs(g - w) / (1e-4 + 1e-4 * std::fabs(w)));
     }
     EXPECT_LE(worst, 1.0) << "batch " << n;
+
+    // The same call on device memory: padded and cut on the device, into
+    // memory of the size output_types gives (the caller's rows).
+    auto types = on_gpu.output_types({x});
+    ASSERT_TRUE(types.has_value()) << types.status().message();
+    ASSERT_EQ(types->size(), 1u);
+    ASSERT_EQ((*types)[0].sizes, (*want)[0].sizes()) << "batch " << n;
+    auto din = DeviceBuffer::allocate(x.nbytes());
+    auto dout = DeviceBuffer::allocate((*want)[0].nbytes());
+    ASSERT_TRUE(din.has_value() && dout.has_value());
+    ASSERT_EQ(cudaMemcpy(din->get(), x.raw_data(), x.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    const Tensor dx = device_tensor(*din, DType::Float32, x.sizes());
+    Status st = on_gpu.run_on_device({dx}, {device_tensor(*dout, DType::Float32, (*types)[0].sizes)}, nullptr);
+    ASSERT_TRUE(st.is_ok()) << "batch " << n << ": " << st.message();
+    Tensor on_device = Tensor::zeros(DType::Float32, (*types)[0].sizes);
+    ASSERT_EQ(cudaMemcpy(on_device.raw_data(), dout->get(), on_device.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+      const double w = (*want)[0].value_at(i);
+      ASSERT_NEAR(on_device.value_at(i), w, 1e-4 + 1e-4 * std::fabs(w)) << "batch " << n << " on device, element " << i;
+    }
+    // Memory for the bucket's rows instead of the caller's is refused before anything runs.
+    if (n == 5) {
+      auto big = DeviceBuffer::allocate(7 * 10 * sizeof(float));
+      ASSERT_TRUE(big.has_value());
+      Status wrong = on_gpu.run_on_device({dx}, {device_tensor(*big, DType::Float32, {7, 10})}, nullptr);
+      EXPECT_EQ(wrong.code(), ErrorCode::kInvalidArgument) << wrong.message();
+    }
   }
   auto refused = on_gpu.run({random_tensor(DType::Float32, {8, 3, 32, 32}, 1)});
   EXPECT_FALSE(refused.has_value());
