@@ -174,6 +174,10 @@ class Program {
   const std::vector<SymbolInfo>& symbols() const;  // dynamic dimensions and their ranges
   // Names of buffers the program writes (each becomes a buffer_mutation).
   const std::vector<std::string>& mutated_buffers() const;
+  // Names of user inputs the program writes in place (as the eager module
+  // does, e.g. x.add_(1)): Session::run writes the new value into the
+  // caller's tensor.
+  const std::vector<std::string>& mutated_inputs() const;
   // Whether an engine writes buffer `fqn` in place (its plan aliases the
   // engine output to the buffer's input); false for a buffer whose new value
   // is copied back after the call, or one the program does not write.

@@ -64,12 +64,19 @@ class CompiledModule(torch.nn.Module):
             self._static_outputs.append((getattr(torch, spec["dtype"]), [int(d) for d in spec["dims"]]))
         # Shape profiles (methods NAME@k) pick their program per call, with
         # outputs of their own sizes: the session tells them per call.
-        if any("@" in name for name in program.method_names):
+        self._profiles = any("@" in name for name in program.method_names)
+        if self._profiles:
             self._static_outputs = None
-        self._on_device = program.device == "cuda" and not program.mutated_buffers()
-        # Why calls on CUDA tensors go through host memory (None while they need not).
+        self._staged_shapes = set()  # input sizes whose profile cannot run on device memory
+        # User inputs the program writes in place (positions in call order).
+        written = set(program.mutated_inputs())
+        self._mutated_inputs = [i for i, spec in enumerate(program.inputs()) if spec["name"] in written]
+        self._on_device = (program.device == "cuda" and not program.mutated_buffers() and
+                           not self._mutated_inputs)
+        # Why calls on CUDA tensors go through host memory (None while none has).
         self.host_staging_reason = None if self._on_device or program.device != "cuda" else (
-            "the program writes buffers, whose state lives in host memory")
+            "the program writes buffers, whose state lives in host memory" if program.mutated_buffers() else
+            "the program writes an input in place")
         for spec in program.buffers():
             fqn = spec["name"]
             memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
@@ -102,6 +109,9 @@ class CompiledModule(torch.nn.Module):
         device = inputs[0].device
         if not all(t.device == device for t in inputs):
             return None
+        shapes = tuple(tuple(t.shape) for t in inputs)
+        if shapes in self._staged_shapes:
+            return None
         inputs = [t.contiguous() for t in inputs]
         stream = torch.cuda.current_stream(device).cuda_stream
         try:
@@ -115,9 +125,10 @@ class CompiledModule(torch.nn.Module):
         except _C.KilnError as e:
             if e.code != "unsupported":
                 raise
-            if self._static_outputs is not None:
+            if self._profiles:  # another profile may run on the device; this one stages
+                self._staged_shapes.add(shapes)
+            else:
                 self._on_device = False  # e.g. fallback segments: host tensors from now on
-            # (with shape profiles another call may pick a profile that can)
             self.host_staging_reason = str(e)
             return None
         return outputs
@@ -152,8 +163,13 @@ class CompiledModule(torch.nn.Module):
         if outputs is None:
             # Host tensors; a CUDA program's other calls stage through host memory.
             device = next((t.device for t in inputs if t.is_cuda), None)
+            staged = [t.cpu() for t in inputs] if device is not None else inputs
             with self._lock:
-                arrays = self._session.run([t.cpu() for t in inputs] if device is not None else inputs)
+                arrays = self._session.run(staged)
+            # Inputs the program writes in place: the caller's tensors get the new values.
+            for i in self._mutated_inputs:
+                if staged[i] is not inputs[i]:
+                    inputs[i].copy_(staged[i])
             outputs = [torch.from_dlpack(a) for a in arrays]
             if device is not None:
                 outputs = [t.to(device) for t in outputs]

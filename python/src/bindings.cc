@@ -319,6 +319,8 @@ NB_MODULE(_C, m) {
            "method"_a = nb::none())
       .def("buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).buffers()); },
            "method"_a = nb::none())
+      .def("mutated_inputs", [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_inputs(); },
+           "method"_a = nb::none())
       .def("mutated_buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_buffers(); },
            "method"_a = nb::none())
       .def("buffer_updated_in_place", [](const ProgramHandle& p, const std::string& fqn) {

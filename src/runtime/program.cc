@@ -63,6 +63,8 @@ void describe(Program::Impl& im) {
       im.outputs.push_back(spec_of(v, v->name, "user_output"));
     else if (s.kind == ir::OutputSpec::Kind::kBufferMutation)
       im.mutated.push_back(s.target);
+    else
+      im.mutated_inputs.push_back(s.target);
   }
   for (const auto& [name, range] : m.symbols) im.symbols.push_back({name, range.min, range.max});
   for (const program::SegmentRecord& r : im.exec->program().segments) {
@@ -354,7 +356,8 @@ Expected<std::optional<BucketPlan>> plan_buckets(const std::string& path, const 
   lowering::PipelineOptions po;
   po.keep_ops = co.fallback_ops;
   KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
-  if (Status s = lowering::check_batch_separable(m, symbol, &plan.batch.output_factors); !s) return decline(s.message());
+  if (Status s = lowering::check_batch_separable(m, symbol, &plan.batch.output_factors); !s)
+    return decline(s.message());
 
   std::set<int64_t> sizes{r.min, r.max, std::clamp(r.opt, r.min, r.max)};
   for (int64_t p = 1; p <= r.max; p *= 2)
@@ -413,8 +416,7 @@ Status compile_profiles(const std::string& name, const std::string& path, const 
           ob.compile.progress = [&options, what](const std::string& m) { options.compile.progress(what + ": " + m); };
       }
       auto compiled = compile_pt2(path, ob);
-      if (!compiled)
-        return profiles.size() == 1 && !size ? compiled.status() : compiled.status().with_context(what);
+      if (!compiled) return profiles.size() == 1 && !size ? compiled.status() : compiled.status().with_context(what);
       program::CompiledMethod cm;
       cm.name = method_name;
       cm.program = std::move(*compiled);
@@ -503,6 +505,7 @@ const std::vector<TensorSpec>& Program::buffers() const { return impl_->buffers;
 const std::vector<TensorSpec>& Program::weights() const { return impl_->weights; }
 const std::vector<SymbolInfo>& Program::symbols() const { return impl_->symbols; }
 const std::vector<std::string>& Program::mutated_buffers() const { return impl_->mutated; }
+const std::vector<std::string>& Program::mutated_inputs() const { return impl_->mutated_inputs; }
 bool Program::buffer_updated_in_place(std::string_view fqn) const {
   for (const program::BufferWrite& w : impl_->exec->buffer_writes())
     if (w.buffer == fqn) return w.in_place;

@@ -26,6 +26,7 @@ struct Program::Impl {
   std::vector<TensorSpec> inputs, outputs, buffers, weights;
   std::vector<SymbolInfo> symbols;
   std::vector<std::string> mutated;
+  std::vector<std::string> mutated_inputs;  // user inputs written in place (user_input_mutation)
   std::vector<SegmentInfo> segments;
   // Buffers no node reads any more: lowering folded them (read-only buffers
   // such as batch-norm statistics are frozen into the weights), so setting

@@ -346,7 +346,7 @@ Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor
       if (!n.has_value())
         return unsupported("output '" + v->name + "' (output " + std::to_string(types.size()) + "): dimension " +
                            std::to_string(d) + " is " + dim.expr->to_string() +
-                           ", which the inputs' sizes do not tell (it depends on their values)");
+                           ", which the inputs' sizes do not determine");
       t.sizes.push_back(*n);
     }
     if (chosen.rows >= 0 && pad->output_factors.at(i) > 0) t.sizes.at(0) = chosen.rows * pad->output_factors[i];
@@ -362,6 +362,9 @@ Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vect
     return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+  if (!chosen.program->mutated_inputs().empty())
+    return unsupported("the program writes input '" + chosen.program->mutated_inputs()[0] +
+                       "' in place: run it with host tensors");
   const ir::Module& m = chosen.program->impl_->module();
   std::vector<Tensor> graph_inputs(m.graph.inputs().size());
   for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)

@@ -188,6 +188,38 @@ def test_padded_batch_buckets_serve_every_size_in_the_range(device, tmp_path):
     assert "dimension 0 is 9" in str(e.value) and "[1, 8]" in str(e.value)
 
 
+class AddsOneToItsInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        x.add_(1)
+        return self.lin(x) * 2 + y
+
+
+def test_inputs_the_program_writes_in_place_are_written_for_the_caller(device, tmp_path):
+    model = AddsOneToItsInput().eval()
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    compiled = kiln.compile(model, (x.clone(), y), device=device, min_block_size=1, cache_dir=tmp_path)
+    assert compiled.program.mutated_inputs() == [compiled.program.inputs()[0]["name"]]
+    eager_x, kiln_x = x.clone(), x.clone().to(device)
+    with torch.no_grad():
+        want = model(eager_x, y)
+        got = compiled(kiln_x, y.to(device))
+    torch.testing.assert_close(got.cpu(), want, **tol(device))
+    # The caller's tensor holds the new value, on the host or on the GPU.
+    torch.testing.assert_close(kiln_x.cpu(), eager_x)
+    if device == "cuda":
+        assert "writes an input" in compiled.host_staging_reason, compiled.host_staging_reason
+        # The device path refuses such a program, naming the input, before anything runs.
+        with pytest.raises(kiln.KilnError) as e:
+            compiled._session.run_on_device([kiln_x, y.cuda()], [torch.empty(2, 4, device="cuda")], 0)
+        assert e.value.code == "unsupported" and "writes input" in str(e.value)
+        torch.testing.assert_close(kiln_x.cpu(), eager_x)
+
+
 def test_forced_fallback_op_in_the_middle(device, tmp_path):
     model = ConvReluConv().eval()
     x = torch.randn(2, 3, 16, 16)

@@ -177,6 +177,60 @@ TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
   cudaStreamDestroy(stream);
 }
 
+// A padded call on device memory (a padded batch bucket): the engine's rows
+// past the caller's hold the caller's last row, so the whole output is the
+// engine's result on the padded input; a cut output gets the caller's rows.
+TEST(CudaBackend, PadsTheCallersRowsOnTheDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto weights = embed_mlp_weights();
+  Loaded gpu, cpu;
+  ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), kEmbedMlp, weights, gpu));
+  ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), kEmbedMlp, weights, cpu));
+  const Tensor row = random_tensor(DType::Int64, {1, 8}, 77, 16);
+  Tensor both = Tensor::zeros(DType::Int64, {2, 8});  // the caller's row, and the same row as padding
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t j = 0; j < 8; ++j) both.data<int64_t>()[r * 8 + j] = row.data<int64_t>()[j];
+  std::vector<Tensor> want;
+  const std::vector<Tensor> host_in = {both};
+  ASSERT_TRUE(cpu.engine->execute(host_in, want).is_ok());
+  auto din = DeviceBuffer::allocate(8 * sizeof(int64_t));
+  auto dout = DeviceBuffer::allocate(2 * 8 * 24 * sizeof(float));
+  ASSERT_TRUE(din.has_value() && dout.has_value());
+  // Garbage in the engine's input slot first: a full call with other ids.
+  const Tensor other = random_tensor(DType::Int64, {2, 8}, 78, 16);
+  auto dother = DeviceBuffer::allocate(other.nbytes());
+  ASSERT_TRUE(dother.has_value());
+  ASSERT_EQ(cudaMemcpy(dother->get(), other.raw_data(), other.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(
+      gpu.backend
+          ->execute_on_device(gpu.engine->handle(), std::vector<Tensor>{device_tensor(*dother, DType::Int64, {2, 8})},
+                              std::vector<Tensor>{device_tensor(*dout, DType::Float32, {2, 8, 24})}, nullptr, nullptr)
+          .is_ok());
+  ASSERT_EQ(cudaMemcpy(din->get(), row.raw_data(), row.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {1, 8})};
+  for (int64_t factor : {0, 1}) {
+    engine::DevicePadding padding{1, {true}, {factor}};
+    const Shape out_sizes = {factor ? 1 : 2, 8, 24};
+    const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, out_sizes)};
+    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, nullptr, &padding);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    Tensor got = Tensor::zeros(DType::Float32, out_sizes);
+    ASSERT_EQ(cudaMemcpy(got.raw_data(), dout->get(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(got.value_at(i), want[0].value_at(i), 1e-5 + 1e-4 * std::fabs(want[0].value_at(i)))
+          << "factor " << factor << ", element " << i;
+  }
+  // More rows than the engine holds, and output memory of the engine's rows for a cut output, are refused.
+  engine::DevicePadding three{3, {true}, {1}};
+  const std::vector<Tensor> in3 = {device_tensor(*dother, DType::Int64, {2, 8})};
+  const std::vector<Tensor> out2 = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in3, out2, nullptr, &three).code(),
+            ErrorCode::kInvalidArgument);
+  engine::DevicePadding one{1, {true}, {1}};
+  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, out2, nullptr, &one).code(),
+            ErrorCode::kInvalidArgument);
+}
+
 // Few-row linear layers (a decoder's one token) run as generated
 // matrix-vector kernels: every row count up to the limit, each float dtype,
 // bias with and without ReLU, small n (k split among warps) and odd n, and
