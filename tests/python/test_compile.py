@@ -211,6 +211,12 @@ def test_inputs_the_program_writes_in_place_are_written_for_the_caller(device, t
     torch.testing.assert_close(got.cpu(), want, **tol(device))
     # The caller's tensor holds the new value, on the host or on the GPU.
     torch.testing.assert_close(kiln_x.cpu(), eager_x)
+    # kiln inspect says so.
+    pt2 = tmp_path / "adds_one.pt2"
+    torch.export.save(torch.export.export(model, (x.clone(), y)), pt2)
+    r = subprocess.run([cli(), "inspect", str(pt2)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if "written in place" in line][0].split()[0] == "x", r.stdout
     if device == "cuda":
         assert "writes an input" in compiled.host_staging_reason, compiled.host_staging_reason
         # The device path refuses such a program, naming the input, before anything runs.

@@ -85,7 +85,10 @@ int run_inspect(int argc, char** argv) {
     std::printf("program %s\n", p.source().c_str());
     std::printf("  exported by torch %s, %s dialect\n", p.torch_version().c_str(), p.dialect().c_str());
     std::printf("inputs (%zu)\n", p.inputs().size());
-    for (const auto& s : p.inputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
+    const std::set<std::string> written(p.mutated_inputs().begin(), p.mutated_inputs().end());
+    for (const auto& s : p.inputs())
+      std::printf("  %-32s %s%s\n", s.name.c_str(), dims(s).c_str(),
+                  written.count(s.name) ? "  written in place (the caller's tensor gets the new value)" : "");
     std::printf("outputs (%zu)\n", p.outputs().size());
     for (const auto& s : p.outputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
     std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
