@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace kiln::runtime {
@@ -21,6 +24,39 @@ double CheckReport::max_rel() const {
   double m = 0;
   for (const auto& t : tensors) m = std::max(m, t.max_rel);
   return m;
+}
+
+Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const frontend::SafetensorsFile& io) {
+  auto named = io.metadata.find("fixture");
+  if (named == io.metadata.end()) return std::optional<Tolerance>{};
+  const std::filesystem::path io_file(io_path);
+  const std::filesystem::path manifest = io_file.parent_path() / "manifest.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(manifest, ec)) return std::optional<Tolerance>{};
+  const std::string where = manifest.string();
+  std::ifstream in(manifest);
+  if (!in) return io_error(where + ": cannot be read");
+  nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return format_error(where + ": not a JSON object");
+  if (!m.contains("fixtures") || !m["fixtures"].is_array()) return format_error(where + ": no \"fixtures\" list");
+  for (const nlohmann::json& f : m["fixtures"]) {
+    if (!f.is_object() || !f.contains("name") || f["name"] != named->second) continue;
+    const std::string entry = where + ": fixture '" + named->second + "'";
+    // The entry must be for this io file, not another of the same name.
+    if (!f.contains("files") || !f["files"].is_object() || !f["files"].contains("io") ||
+        f["files"]["io"] != io_file.filename().string())
+      continue;
+    if (!f.contains("tolerance") || !f["tolerance"].is_object()) return format_error(entry + " has no tolerance");
+    Tolerance tol;
+    for (auto [key, value] : {std::pair{"rtol", &tol.rtol}, std::pair{"atol", &tol.atol}}) {
+      const nlohmann::json& t = f["tolerance"];
+      if (!t.contains(key) || !t[key].is_number() || !std::isfinite(t[key].get<double>()) || t[key].get<double>() < 0)
+        return format_error(entry + ": tolerance." + key + " must be a finite number >= 0");
+      *value = t[key].get<double>();
+    }
+    return std::optional<Tolerance>(tol);
+  }
+  return std::optional<Tolerance>{};
 }
 
 TensorComparison compare_tensors(const std::string& name, const Tensor& got, const Tensor& want, Tolerance tol) {

@@ -5,6 +5,7 @@
 //   final.buffer.<fqn>                           a buffer's value after the last call
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,14 @@ struct Tolerance {
 };
 
 struct TensorComparison {
-  std::string name;       // "step1.output.0", "final.buffer.cache"
-  std::string got_type;   // "float32[1, 10]"
+  std::string name;      // "step1.output.0", "final.buffer.cache"
+  std::string got_type;  // "float32[1, 10]"
   std::string want_type;
-  double max_abs = 0;     // largest |got - want|
-  double max_rel = 0;     // largest |got - want| / |want| over elements with |want| > atol
-  bool exact = false;     // compared exactly (integer and bool tensors)
+  double max_abs = 0;  // largest |got - want|
+  double max_rel = 0;  // largest |got - want| / |want| over elements with |want| > atol
+  bool exact = false;  // compared exactly (integer and bool tensors)
   bool pass = false;
-  std::string problem;    // why it failed, when it did
+  std::string problem;  // why it failed, when it did
 };
 
 struct CheckReport {
@@ -36,6 +37,16 @@ struct CheckReport {
   double max_abs() const;
   double max_rel() const;
 };
+
+// The tolerance a fixture's manifest records for it: the io file names its
+// fixture in its metadata ("fixture"), and manifest.json beside it lists
+// that fixture with this io file and a tolerance (tools/export_fixtures.py
+// measures each against a more precise reference). nullopt when the file
+// names no fixture or no manifest lists it; an error naming the manifest
+// when it cannot be read or its entry's tolerance is not two finite numbers
+// >= 0.
+//   io_path: the io file's path (the manifest is looked for in its directory)
+Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const frontend::SafetensorsFile& io);
 
 // Compares one tensor; float types use |got - want| <= atol + rtol * |want|
 // (with floors for float16 and bfloat16 outputs); NaN must match NaN.

@@ -97,6 +97,41 @@ TEST_F(CliBadInput, GoodFixturePassesWithExitZero) {
   EXPECT_NE(r.output.find("tensors checked, max abs err"), std::string::npos);
 }
 
+// kiln check compares at the tolerance the fixture's manifest records
+// (mlp_bf16 computes in bfloat16: rtol 0.02 there), unless the command line
+// gives one; a manifest it cannot use is an error naming it.
+TEST_F(CliBadInput, CheckUsesTheFixturesRecordedTolerance) {
+  const std::string model = kDir + "mlp_bf16.pt2", io = kDir + "mlp_bf16.io.safetensors";
+  CliResult r = kiln_cli("check " + model + " " + io + " --verbose");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tolerance: rtol 0.02, atol 0.01 (manifest.json, fixture mlp_bf16)"), std::string::npos)
+      << r.output;
+  r = kiln_cli("check " + model + " " + io + " --rtol 1e-4");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("(command line)"), std::string::npos) << r.output;
+
+  // Copies beside manifests of their own.
+  fs::copy_file(io, dir_ / "mlp_bf16.io.safetensors");
+  const std::string copy = (dir_ / "mlp_bf16.io.safetensors").string();
+  auto with_manifest = [&](const std::string& text) { std::ofstream(dir_ / "manifest.json") << text; };
+  with_manifest("{\"fixtures\": [");
+  r = kiln_cli("check " + model + " " + copy);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("manifest.json: not a JSON object"), std::string::npos) << r.output;
+  with_manifest(R"({"fixtures": [{"name": "mlp_bf16", "files": {"io": "mlp_bf16.io.safetensors"},
+                                  "tolerance": {"rtol": -1, "atol": 0.01}}]})");
+  r = kiln_cli("check " + model + " " + copy);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("fixture 'mlp_bf16': tolerance.rtol must be a finite number >= 0"), std::string::npos)
+      << r.output;
+  // An entry for another io file does not apply: the default tolerance, which this fixture does not meet.
+  with_manifest(R"({"fixtures": [{"name": "mlp_bf16", "files": {"io": "other.io.safetensors"},
+                                  "tolerance": {"rtol": 0.02, "atol": 0.01}}]})");
+  r = kiln_cli("check " + model + " " + copy);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("(default)"), std::string::npos) << r.output;
+}
+
 // The caches and counters of a decode step in memory the caller owns (Session::bind_buffer): the
 // cache writes land there, the final values read from there match PyTorch's.
 TEST_F(CliBadInput, CheckWithCallerBoundBuffers) {
@@ -341,8 +376,7 @@ TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
   // The same compile again takes the whole program from the cache.
   CliResult second = kiln_cli("compile " + model + " -o " + out + shape + cache);
   EXPECT_EQ(second.code, 0) << second.output;
-  EXPECT_NE(second.output.find("engines: 0 built, 1 from cache (the whole program from the cache)"),
-            std::string::npos)
+  EXPECT_NE(second.output.find("engines: 0 built, 1 from cache (the whole program from the cache)"), std::string::npos)
       << second.output;
   CliResult listing = kiln_cli("inspect --cache " + (dir / "cache").string());
   EXPECT_EQ(listing.code, 0) << listing.output;
@@ -354,8 +388,8 @@ TEST(CliShapeAndCache, BadShapeSyntaxIsExitCode2AndTheCacheCountsBuilds) {
   EXPECT_NE(info.output.find("[1, 4]"), std::string::npos) << info.output;
   // A second profile is a second engine build (the key holds each profile's
   // ranges); the first profile's engine comes from the cache.
-  CliResult two = kiln_cli("compile " + model + " -o " + out + shape + " --shape x:8x3x32x32,12x3x32x32,16x3x32x32" +
-                           cache);
+  CliResult two =
+      kiln_cli("compile " + model + " -o " + out + shape + " --shape x:8x3x32x32,12x3x32x32,16x3x32x32" + cache);
   EXPECT_EQ(two.code, 0) << two.output;
   EXPECT_NE(two.output.find("engines: 1 built, 1 from cache"), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("methods forward, forward@1"), std::string::npos) << two.output;

@@ -17,6 +17,7 @@ int run_check(int argc, char** argv) {
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
   runtime::Tolerance tol;
+  const bool tol_given = args->get("rtol") || args->get("atol");
   if (auto r = args->get("rtol")) {
     auto v = parse_double("rtol", *r);
     if (!v) return fail(v.status());
@@ -33,6 +34,18 @@ int run_check(int argc, char** argv) {
   if (!program) return fail(program.status());
   auto io = frontend::read_safetensors(io_path);
   if (!io) return fail(io.status());
+  // A fixture's recorded tolerance, unless the command line sets one.
+  std::string tol_from = "default";
+  if (!tol_given) {
+    auto recorded = runtime::manifest_tolerance(io_path, *io);
+    if (!recorded) return fail(recorded.status());
+    if (*recorded) {
+      tol = **recorded;
+      tol_from = "manifest.json, fixture " + io->metadata.at("fixture");
+    }
+  } else {
+    tol_from = "command line";
+  }
   auto report = runtime::check_fixture(*program, *io, tol, args->flag("bind-buffers"));
   if (!report) return fail(report.status().with_context(io_path));
 
@@ -49,6 +62,8 @@ int run_check(int argc, char** argv) {
     }
   }
   bool pass = report->pass();
+  if (args->flag("verbose") || !pass)
+    std::printf("tolerance: rtol %.2g, atol %.2g (%s)\n", tol.rtol, tol.atol, tol_from.c_str());
   std::printf("%zu tensors checked, max abs err %.1e, max rel err %.1e: %s\n", report->tensors.size(),
               report->max_abs(), report->max_rel(), pass ? "PASS" : "FAIL");
   return pass ? kExitOk : kExitMismatch;
