@@ -67,7 +67,7 @@ class CompiledModule(torch.nn.Module):
         self._profiles = any("@" in name for name in program.method_names)
         if self._profiles:
             self._static_outputs = None
-        self._staged_shapes = set()  # input sizes whose profile cannot run on device memory
+        self._staged_shapes = set()  # input sizes and dtypes whose profile cannot run on device memory
         # User inputs the program writes in place (positions in call order).
         written = set(program.mutated_inputs())
         self._mutated_inputs = [i for i, spec in enumerate(program.inputs()) if spec["name"] in written]
@@ -109,7 +109,7 @@ class CompiledModule(torch.nn.Module):
         device = inputs[0].device
         if not all(t.device == device for t in inputs):
             return None
-        shapes = tuple(tuple(t.shape) for t in inputs)
+        shapes = tuple((tuple(t.shape), t.dtype) for t in inputs)
         if shapes in self._staged_shapes:
             return None
         inputs = [t.contiguous() for t in inputs]
@@ -126,6 +126,8 @@ class CompiledModule(torch.nn.Module):
             if e.code != "unsupported":
                 raise
             if self._profiles:  # another profile may run on the device; this one stages
+                if len(self._staged_shapes) >= 1024:
+                    self._staged_shapes.clear()
                 self._staged_shapes.add(shapes)
             else:
                 self._on_device = False  # e.g. fallback segments: host tensors from now on

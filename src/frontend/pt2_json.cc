@@ -478,6 +478,12 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
     } else if (u.first == "user_input_mutation") {
       s.kind = ir::OutputSpec::Kind::kUserInputMutation;
       s.target = field(p, "user_input_name").is_string() ? field(p, "user_input_name").get<std::string>() : "";
+      bool names_input = false;
+      for (size_t k = 0; k < m.input_specs.size() && k < m.graph.inputs().size(); ++k)
+        names_input = names_input || (m.input_specs[k].kind == ir::InputSpec::Kind::kUserInput &&
+                                      m.graph.inputs()[k]->name == s.target);
+      if (!names_input)
+        return r.error(where, "user_input_mutation names '" + s.target + "', which is not a user input");
     } else {
       return unsupported(source + ": " + where + ": output kind '" + u.first + "' is not supported (training graphs)");
     }

@@ -31,9 +31,12 @@ Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path
   if (named == io.metadata.end()) return std::optional<Tolerance>{};
   const std::filesystem::path io_file(io_path);
   const std::filesystem::path manifest = io_file.parent_path() / "manifest.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(manifest, ec)) return std::optional<Tolerance>{};
   const std::string where = manifest.string();
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(manifest, ec);
+  if (st.type() == std::filesystem::file_type::not_found) return std::optional<Tolerance>{};
+  if (ec) return io_error(where + ": " + ec.message());
+  if (st.type() != std::filesystem::file_type::regular) return io_error(where + ": not a regular file");
   std::ifstream in(manifest);
   if (!in) return io_error(where + ": cannot be read");
   nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -442,11 +442,14 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       new_buffers.emplace_back(s.target, t->storage() == old.storage() ? t->clone() : *t);
     } else {
       // A mutated user input: write into the caller's tensor, as eager PyTorch does.
+      bool written = false;
       for (size_t k = 0; k < user_decl.size(); ++k)
         if (user_decl[k]->name == s.target) {
           Tensor dst = inputs[k];
           dst.copy_from(*t);
+          written = true;
         }
+      if (!written) return internal_error("the program writes input '" + s.target + "', which it does not take");
     }
   }
   for (auto& [name, t] : new_buffers) buffers_.at(name).copy_from(t);  // into the buffer's own memory

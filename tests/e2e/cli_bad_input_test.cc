@@ -104,11 +104,11 @@ TEST_F(CliBadInput, CheckUsesTheFixturesRecordedTolerance) {
   const std::string model = kDir + "mlp_bf16.pt2", io = kDir + "mlp_bf16.io.safetensors";
   CliResult r = kiln_cli("check " + model + " " + io + " --verbose");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("tolerance: rtol 0.02, atol 0.01 (manifest.json, fixture mlp_bf16)"), std::string::npos)
+  EXPECT_NE(r.output.find("tolerance: rtol 0.02, atol 0.01 (manifest.json, fixture mlp_bf16;"), std::string::npos)
       << r.output;
   r = kiln_cli("check " + model + " " + io + " --rtol 1e-4");
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("(command line)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(command line;"), std::string::npos) << r.output;
 
   // Copies beside manifests of their own.
   fs::copy_file(io, dir_ / "mlp_bf16.io.safetensors");
@@ -129,7 +129,7 @@ TEST_F(CliBadInput, CheckUsesTheFixturesRecordedTolerance) {
                                   "tolerance": {"rtol": 0.02, "atol": 0.01}}]})");
   r = kiln_cli("check " + model + " " + copy);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("(default)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(default;"), std::string::npos) << r.output;
 }
 
 // The caches and counters of a decode step in memory the caller owns (Session::bind_buffer): the
@@ -235,6 +235,25 @@ TEST_F(CliBadInput, DanglingValueReference) {
   EXPECT_EQ(r.code, 2) << r.output;
   // The placeholder is renamed, so the first node reading x refers to nothing.
   EXPECT_NE(r.output.find("undefined value 'x'"), std::string::npos) << r.output;
+}
+
+// An input write that names no user input would be lost: refused where it is read.
+TEST_F(CliBadInput, InputMutationOfNoInput) {
+  for (const std::string& target : {std::string("linear"), std::string("")}) {
+    std::string path = repack("mutation.pt2", [&](const std::string& n, std::vector<uint8_t>& d) {
+      if (n == "models/model.json")
+        replace_text(d, "[{\"user_output\": {\"arg\": {\"as_tensor\": {\"name\": \"linear\"}}}}]",
+                     "[{\"user_input_mutation\": {\"arg\": {\"as_tensor\": {\"name\": \"linear\"}}, "
+                     "\"user_input_name\": \"" +
+                         target + "\"}}]");
+    });
+    CliResult r = kiln_cli("inspect " + path);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("signature.output_specs[0]: user_input_mutation names '" + target +
+                            "', which is not a user input"),
+              std::string::npos)
+        << r.output;
+  }
 }
 
 TEST_F(CliBadInput, PickledLegacyArchiveAsksForAResave) {

@@ -10,10 +10,12 @@
 namespace kiln::cli {
 
 int run_check(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, with({"rtol", "atol"}, kCompileValued), with({"verbose", "bind-buffers"}, kCompileFlags));
+  auto args = parse_args(argc, argv, 2, with({"rtol", "atol"}, kCompileValued),
+                         with({"verbose", "bind-buffers"}, kCompileFlags));
   if (!args) return fail(args.status());
   if (args->positional.size() != 2)
-    return fail(invalid_argument("usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A] [--bind-buffers]"));
+    return fail(invalid_argument(
+        "usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A] [--bind-buffers]"));
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
   runtime::Tolerance tol;
@@ -63,7 +65,10 @@ int run_check(int argc, char** argv) {
   }
   bool pass = report->pass();
   if (args->flag("verbose") || !pass)
-    std::printf("tolerance: rtol %.2g, atol %.2g (%s)\n", tol.rtol, tol.atol, tol_from.c_str());
+    std::printf(
+        "tolerance: rtol %.2g, atol %.2g (%s; float16 outputs at least 1e-3 each, bfloat16 at least "
+        "rtol 0.016, atol 0.01)\n",
+        tol.rtol, tol.atol, tol_from.c_str());
   std::printf("%zu tensors checked, max abs err %.1e, max rel err %.1e: %s\n", report->tensors.size(),
               report->max_abs(), report->max_rel(), pass ? "PASS" : "FAIL");
   return pass ? kExitOk : kExitMismatch;
