@@ -17,12 +17,13 @@ std::string dims_text(const ir::TensorType& t) {
   return s + "]";
 }
 
-// Checks user inputs against the program's declared types and binds symbols.
-Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& decl, const std::vector<Tensor>& inputs) {
+// Checks user inputs against the program's declared types and binds symbols
+// (into `bound`).
+Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& decl, const std::vector<Tensor>& inputs,
+                    ir::SymBindings& bound) {
   if (inputs.size() != decl.size())
     return invalid_argument("the program takes " + std::to_string(decl.size()) + " inputs, got " +
                             std::to_string(inputs.size()));
-  ir::SymBindings bound;
   std::map<std::string, std::string> bound_by;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value* v = decl[i];
@@ -138,13 +139,18 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
 namespace {
 
 // The program graph's inputs for one call: user inputs, the session's buffers, weights.
-// The program's user inputs, in call order, once `inputs` passed check_inputs.
-Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m, const std::vector<Tensor>& inputs) {
+// The program's user inputs, in call order, and the symbols they bind, once
+// `inputs` passed check_inputs.
+struct CheckedInputs {
   std::vector<const ir::Value*> decl;
+  ir::SymBindings bound;
+};
+Expected<CheckedInputs> checked_user_inputs(const ir::Module& m, const std::vector<Tensor>& inputs) {
+  CheckedInputs c;
   for (size_t i = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) decl.push_back(m.graph.inputs()[i]);
-  KILN_TRY(check_inputs(m, decl, inputs));
-  return decl;
+    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) c.decl.push_back(m.graph.inputs()[i]);
+  KILN_TRY(check_inputs(m, c.decl, inputs, c.bound));
+  return c;
 }
 
 // The method that runs `inputs`: `p` (method `method` of `program`), or the
@@ -156,7 +162,8 @@ Expected<std::vector<const ir::Value*>> checked_user_inputs(const ir::Module& m,
 struct Profile {
   const Program* program = nullptr;
   std::vector<const ir::Value*> user_inputs;
-  int64_t rows = -1;  // a padded batch bucket: the caller's rows (-1: not padded)
+  int64_t rows = -1;      // a padded batch bucket: the caller's rows (-1: not padded)
+  ir::SymBindings bound;  // the symbols the inputs bind (none for a bucket: its sizes are static)
 };
 
 const std::optional<program::PaddedBatch>& padded_of(const Program* q) {
@@ -232,8 +239,8 @@ std::vector<Tensor> pad_inputs(const program::PaddedBatch& pad, int64_t rows, co
 
 Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
                                  const std::vector<Tensor>& inputs) {
-  Expected<std::vector<const ir::Value*>> checked = checked_user_inputs(p->module(), inputs);
-  if (checked) return Profile{p, std::move(*checked)};
+  Expected<CheckedInputs> checked = checked_user_inputs(p->module(), inputs);
+  if (checked) return Profile{p, std::move(checked->decl), -1, std::move(checked->bound)};
   if (method.find('@') != std::string_view::npos || !program.method(profile_method_name(method, 1)))
     return checked.status();
   std::vector<const Program*> methods;
@@ -248,9 +255,8 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
     const Program* q = methods[k];
     const auto& pad = padded_of(q);
     if (!pad) {
-      Expected<std::vector<const ir::Value*>> c =
-          k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
-      if (c) return Profile{q, std::move(*c)};
+      Expected<CheckedInputs> c = k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
+      if (c) return Profile{q, std::move(c->decl), -1, std::move(c->bound)};
       add("method " + profile_method_name(method, k) + ": " + c.status().message());
       ++k;
       continue;
@@ -326,14 +332,6 @@ Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
   const ir::Module& m = chosen.program->impl_->module();
-  // The symbols the inputs bind (select_profile checked that they agree).
-  ir::SymBindings bound;
-  for (size_t u = 0; u < chosen.user_inputs.size(); ++u) {
-    const ir::TensorType& t = chosen.user_inputs[u]->type;
-    for (size_t d = 0; d < t.sizes.size(); ++d)
-      if (!t.sizes[d].is_static() && t.sizes[d].expr->kind() == ir::SymExpr::Kind::kSymbol)
-        bound[t.sizes[d].expr->name()] = inputs[u].sizes()[d];
-  }
   const std::optional<program::PaddedBatch>& pad = chosen.program->impl_->exec->program().padded;
   std::vector<OutputType> types;
   for (size_t i = 0; i < m.output_specs.size(); ++i) {
@@ -342,7 +340,7 @@ Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor
     OutputType t{v->type.dtype, {}};
     for (size_t d = 0; d < v->type.sizes.size(); ++d) {
       const ir::Dim& dim = v->type.sizes[d];
-      Expected<int64_t> n = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(bound);
+      Expected<int64_t> n = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(chosen.bound);
       if (!n.has_value())
         return unsupported("output '" + v->name + "' (output " + std::to_string(types.size()) + "): dimension " +
                            std::to_string(d) + " is " + dim.expr->to_string() +
