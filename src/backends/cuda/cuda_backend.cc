@@ -229,20 +229,16 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  // Inputs against the plan's slots; a padded call's padded inputs hold its
-  // rows along dimension 0 instead of the slot's.
-  Status check_inputs(std::span<const Tensor> inputs, const engine::DevicePadding* padding = nullptr) const {
+  Status check_inputs(std::span<const Tensor> inputs) const {
     if (inputs.size() != plan.inputs.size())
       return invalid_argument(what + ": the engine takes " + std::to_string(plan.inputs.size()) + " inputs, got " +
                               std::to_string(inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IoSlot& s = plan.inputs[i];
       const Tensor& t = inputs[i];
-      Shape want = s.sizes;
-      if (padding && padding->inputs[i]) want[0] = padding->rows;
-      if (!t.defined() || t.dtype() != s.dtype || t.sizes() != want)
+      if (!t.defined() || t.dtype() != s.dtype || t.sizes() != s.sizes)
         return invalid_argument(what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
-                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + ", got " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) + ", got " +
                                 (t.defined() ? t.type_string() : std::string("an undefined tensor")));
     }
     return Status::ok();
@@ -553,11 +549,18 @@ class CudaBackend final : public engine::Backend {
   Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                            void* stream_arg, const engine::DevicePadding* padding) const override {
     auto* e = static_cast<CudaEngine*>(handle);
-    // A padded call: the caller's padded inputs hold `rows` rows along
-    // dimension 0, its cut outputs `rows` times their factor (checked first).
+    // The rows the caller's tensor has along dimension 0 of a slot: all of
+    // them, or the padded call's rows (times the output's factor).
     const int64_t rows = padding ? padding->rows : 0;
-    auto padded_in = [&](size_t i) { return padding && padding->inputs[i]; };
-    auto out_factor = [&](size_t o) { return padding ? padding->output_factors[o] : int64_t{0}; };
+    auto padded_in = [&](size_t i) { return padding && i < padding->inputs.size() && padding->inputs[i]; };
+    auto out_factor = [&](size_t o) {
+      return padding && o < padding->output_factors.size() ? padding->output_factors[o] : int64_t{0};
+    };
+    auto expect = [](const IoSlot& s, int64_t lead) {
+      Shape sizes = s.sizes;
+      if (lead >= 0) sizes[0] = lead;
+      return sizes;
+    };
     if (padding) {
       if (padding->inputs.size() != e->plan.inputs.size() || padding->output_factors.size() != e->plan.outputs.size())
         return internal_error(e->what + ": padding names " + std::to_string(padding->inputs.size()) + " inputs and " +
@@ -572,17 +575,25 @@ class CudaBackend final : public engine::Backend {
           return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + e->plan.outputs[o].name +
                                   "') has fewer than " + std::to_string(rows * out_factor(o)) + " rows");
     }
-    KILN_TRY(e->check_inputs(inputs, padding));
-    for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs.size() != e->plan.inputs.size())
+      return invalid_argument(e->what + ": the engine takes " + std::to_string(e->plan.inputs.size()) +
+                              " inputs, got " + std::to_string(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const IoSlot& s = e->plan.inputs[i];
+      const Shape want = expect(s, padded_in(i) ? rows : -1);
+      if (!inputs[i].defined() || inputs[i].dtype() != s.dtype || inputs[i].sizes() != want)
+        return invalid_argument(e->what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + ", got " +
+                                (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
       if (!inputs[i].is_contiguous())
         return invalid_argument(e->what + ": input " + std::to_string(i) + " must be contiguous device memory");
+    }
     if (outputs.size() != e->plan.outputs.size())
       return invalid_argument(e->what + ": the engine has " + std::to_string(e->plan.outputs.size()) +
                               " outputs, got memory for " + std::to_string(outputs.size()));
     for (size_t o = 0; o < outputs.size(); ++o) {
       const IoSlot& s = e->plan.outputs[o];
-      Shape want = s.sizes;
-      if (out_factor(o) > 0) want[0] = rows * out_factor(o);
+      const Shape want = expect(s, out_factor(o) > 0 ? rows * out_factor(o) : -1);
       if (!outputs[o].defined() || outputs[o].dtype() != s.dtype || outputs[o].sizes() != want ||
           !outputs[o].is_contiguous())
         return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
