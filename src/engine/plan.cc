@@ -33,6 +33,10 @@ Expected<std::vector<PlanAlias>> in_place_aliases(const Network& net) {
   std::vector<PlanAlias> aliases;
   for (const auto& n : g.nodes()) {
     if (n->op != ir::OpKind::kCacheWrite) continue;
+    // A layer graph read from a plan may declare a write with no result.
+    if (n->outputs.size() != 1)
+      return internal_error(n->describe() + ": an in-place write must have one result, it has " +
+                            std::to_string(n->outputs.size()));
     const ir::Arg* self = n->find("self");
     const auto* cache = self ? std::get_if<ir::Value*>(self) : nullptr;
     int input = -1, output = -1;

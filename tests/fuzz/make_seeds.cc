@@ -3,7 +3,8 @@
 // OUT_DIR/<target>/ gets .pt2 archives (zip, pt2), their model JSON
 // (pt2_json), the recorded I/O (safetensors), compiled programs (kiln_file,
 // one of them with two methods), their engine plans (plan) and engine cache
-// entries (cache_entry, keyed "kiln fuzz seed key").
+// entries (cache_entry, keyed "kiln fuzz seed key"); where the CUDA backend is
+// built, a CUDA engine plan written without a GPU (cuda_plan).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,9 @@
 #include "kiln/kiln.h"
 #include "program/engine_cache.h"
 #include "program/kiln_file.h"
+#ifdef KILN_HAVE_CUDA
+#include "support/cuda_plan_sample.h"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -112,6 +116,9 @@ int main(int argc, char** argv) {
       }
   }
   fs::remove_all(tmp);
+#ifdef KILN_HAVE_CUDA
+  write(out / "cuda_plan" / "sample.plan", kiln::testing::sample_cuda_engine_plan());
+#endif
   std::cout << "seeds: " << n << " archives, " << programs.size() << " programs, " << plans << " plans\n";
   return 0;
 }

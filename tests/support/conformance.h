@@ -143,6 +143,27 @@ inline std::vector<ConformanceCase> conformance_cases() {
        1e-5,
        1e-4,
        1},
+      {"conv_grouped_constants",  // ShuffleNet/ResNeXt-style: grouped filter and 1-d bias bound as weights at load
+       R"(graph(%x: float32[2, 16, 9, 9], %w: float32[24, 4, 3, 3], %b: float32[24]) {
+  %c: float32[2, 24, 9, 9] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=4)
+  %r: float32[2, 24, 9, 9] = aten.relu.default(self=%c)
+  return (%r)
+}
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
+      {"conv_depthwise7x7_constants",  // ConvNeXt-style: a depthwise 7x7 filter and its bias as weights
+       R"(graph(%x: float32[1, 32, 14, 14], %w: float32[32, 1, 7, 7], %b: float32[32]) {
+  %c: float32[1, 32, 14, 14] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=32)
+  return (%c)
+}
+)",
+       {0, 0, 0},
+       1e-5,
+       1e-4,
+       1},
       {"conv1x1",
        R"(graph(%x: float32[1, 32, 7, 7], %w: float32[64, 32, 1, 1], %b: float32[64]) {
   %c: float32[1, 64, 7, 7] = aten.conv2d.default(input=%x, weight=%w, bias=%b)
@@ -412,9 +433,48 @@ inline Tensor conformance_input(const ir::Value& v, int64_t modulus, uint32_t se
   return t.to(v.type.dtype);
 }
 
-// Builds `c` with `backend`, runs it on seeded inputs and compares every output
-// with the reference interpreter's.
-inline void run_conformance_case(const engine::Backend& backend, const ConformanceCase& c) {
+// The tolerance a case is held to at an engine precision: the case's own,
+// widened to what computing in float16 (about 2^-11 per rounding) or
+// bfloat16 (2^-8) over a chain of ops allows.
+inline std::pair<double, double> conformance_tolerance(const ConformanceCase& c, const std::string& precision) {
+  const double floor = precision == "fp16" ? 2e-2 : precision == "bf16" ? 8e-2 : 0.0;
+  return {std::max(c.atol, floor), std::max(c.rtol, floor)};
+}
+
+// Runs `engine` on `inputs` and compares every output with `want` (the
+// reference interpreter's), naming `run` in failures.
+inline void expect_conformance_outputs(const engine::Engine& engine, const std::vector<Tensor>& inputs,
+                                       const std::vector<cpu::RtValue>& want, const ConformanceCase& c,
+                                       const std::string& precision, const std::string& run) {
+  std::vector<Tensor> got;
+  Status s = engine.execute(inputs, got);
+  ASSERT_TRUE(s.is_ok()) << run << ": " << s.message();
+  ASSERT_EQ(got.size(), want.size()) << run;
+  const auto [atol, rtol] = conformance_tolerance(c, precision);
+  for (size_t o = 0; o < got.size(); ++o) {
+    const Tensor w = cpu::rt_value_to_tensor(want[o]);
+    ASSERT_EQ(got[o].dtype(), w.dtype()) << run << ": output " << o;
+    ASSERT_EQ(got[o].sizes(), w.sizes()) << run << ": output " << o;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double a = got[o].value_at(i), b = w.value_at(i);
+      if (std::isnan(b)) {
+        EXPECT_TRUE(std::isnan(a)) << run << ": output " << o << " element " << i;
+        continue;
+      }
+      ASSERT_LE(std::fabs(a - b), atol + rtol * std::fabs(b))
+          << c.name << " (" << precision << ", " << run << "): output " << o << " element " << i << ": got " << a
+          << ", want " << b;
+    }
+  }
+}
+
+// Builds `c` with `backend` at `precision`, runs it on seeded inputs and
+// compares every output with the reference interpreter's, twice: the engine
+// loaded from the bytes build() returned, and the engine loaded again from a
+// copy of those bytes, with copies of the weights, after the first bytes are
+// gone (as the engine cache and a .kiln file give them back).
+inline void run_conformance_case(const engine::Backend& backend, const ConformanceCase& c,
+                                 const std::string& precision = "fp32") {
   engine::Network probe = network_from(c.ir);
   const size_t n_in = std::min(c.engine_inputs, probe.graph.inputs().size());
   std::vector<std::string> names;
@@ -435,36 +495,36 @@ inline void run_conformance_case(const engine::Backend& backend, const Conforman
   }
   auto want = runtime::interpret(net.graph, ref_inputs, cpu::cpu_kernels());
   ASSERT_TRUE(want.has_value()) << want.status().message();
-  auto plan = backend.build(std::move(net), {});
+  engine::BuildOptions options;
+  options.precision = precision;
+  auto plan = backend.build(std::move(net), options);
   if (!plan.has_value() && plan.status().code() == ErrorCode::kUnsupported)
     GTEST_SKIP() << backend.name() << " does not take it: " << plan.status().message();
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
-  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
-    auto it = weights.find(n);
-    if (it == weights.end()) return not_found("no weight '" + n + "'");
-    return it->second;
+  auto lookup_in = [](const std::map<std::string, Tensor>& w) {
+    return [&w](const std::string& n) -> Expected<Tensor> {
+      auto it = w.find(n);
+      if (it == w.end()) return not_found("no weight '" + n + "'");
+      return it->second;
+    };
   };
-  auto handle = backend.load(*plan, lookup, c.name);
+  auto handle = backend.load(*plan, lookup_in(weights), c.name);
   ASSERT_TRUE(handle.has_value()) << handle.status().message();
-  engine::Engine engine(&backend, *handle);
-  std::vector<Tensor> got;
-  Status s = engine.execute(inputs, got);
-  ASSERT_TRUE(s.is_ok()) << s.message();
-  ASSERT_EQ(got.size(), want->size());
-  for (size_t o = 0; o < got.size(); ++o) {
-    const Tensor w = cpu::rt_value_to_tensor((*want)[o]);
-    ASSERT_EQ(got[o].dtype(), w.dtype()) << "output " << o;
-    ASSERT_EQ(got[o].sizes(), w.sizes()) << "output " << o;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      const double a = got[o].value_at(i), b = w.value_at(i);
-      if (std::isnan(b)) {
-        EXPECT_TRUE(std::isnan(a)) << "output " << o << " element " << i;
-        continue;
-      }
-      ASSERT_LE(std::fabs(a - b), c.atol + c.rtol * std::fabs(b))
-          << c.name << ": output " << o << " element " << i << ": got " << a << ", want " << b;
-    }
-  }
+  engine::Engine built(&backend, *handle);
+  expect_conformance_outputs(built, inputs, *want, c, precision, "as built");
+  if (::testing::Test::HasFatalFailure()) return;
+
+  // The serialized plan read back: new bytes and new host weights (nothing
+  // the first load made can be reused by address), the first bytes freed.
+  const std::vector<uint8_t> stored(plan->begin(), plan->end());
+  plan->clear();
+  plan->shrink_to_fit();
+  std::map<std::string, Tensor> stored_weights;
+  for (const auto& [name, w] : weights) stored_weights[name] = w.clone();
+  auto again = backend.load(stored, lookup_in(stored_weights), c.name + " (stored)");
+  ASSERT_TRUE(again.has_value()) << again.status().message();
+  engine::Engine loaded(&backend, *again);
+  expect_conformance_outputs(loaded, inputs, *want, c, precision, "loaded from its serialized plan");
 }
 
 }  // namespace kiln::testing

@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "backends/cuda/cuda_builder.h"
+#include "backends/cuda/device_constant.h"
 #include "backends/cuda/nvrtc_compile.h"
 #include "engine/plan.h"
 
 namespace kiln::cuda {
 
 namespace {
-
-constexpr const char* kPlanSection = "cuda.plan";
-constexpr const char* kCubinSection = "cuda.cubin";
 
 // Everything load() creates for one engine. Executions are serialized on the
 // engine (one arena); the first execution on a stream captures a CUDA graph
@@ -258,66 +256,6 @@ struct CudaEngine final : engine::EngineState {
   }
 };
 
-// The transpose of a contiguous 2-D tensor: 32 x 32 tiles, so that both
-// sides stay in cache, on up to 16 threads, since a decoder's weights are
-// gigabytes and this runs while an engine loads.
-Tensor transposed_matrix(const Tensor& m) {
-  const int64_t rows = m.sizes()[0], cols = m.sizes()[1];
-  Tensor out = Tensor::zeros(m.dtype(), {cols, rows});
-  const size_t es = dtype_size(m.dtype());
-  const auto* src = static_cast<const uint8_t*>(m.raw_data());
-  auto* dst = static_cast<uint8_t*>(out.raw_data());
-  constexpr int64_t kTile = 32;
-  auto run = [&](auto element, int64_t first_tile, int64_t last_tile) {
-    using E = decltype(element);
-    const E* a = reinterpret_cast<const E*>(src);
-    E* b = reinterpret_cast<E*>(dst);
-    for (int64_t i0 = first_tile * kTile; i0 < std::min(rows, last_tile * kTile); i0 += kTile)
-      for (int64_t j0 = 0; j0 < cols; j0 += kTile)
-        for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
-          for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) b[j * rows + i] = a[i * cols + j];
-  };
-  auto part = [&](int64_t first_tile, int64_t last_tile) {
-    switch (es) {
-      case 1: run(uint8_t{}, first_tile, last_tile); break;
-      case 2: run(uint16_t{}, first_tile, last_tile); break;
-      case 4: run(uint32_t{}, first_tile, last_tile); break;
-      default: run(uint64_t{}, first_tile, last_tile); break;
-    }
-  };
-  const int64_t tiles = (rows + kTile - 1) / kTile;
-  const int64_t threads = std::clamp<int64_t>(
-      std::min<int64_t>(std::thread::hardware_concurrency(), rows * cols / (int64_t{1} << 20)), 1, 16);
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(part, tiles * t / threads, tiles * (t + 1) / threads);
-  part(0, tiles / threads);
-  for (std::thread& th : pool) th.join();
-  return out;
-}
-
-// A host weight as the plan wants it on the device: converted dtype, filters channels-last (and
-// zero-padded channels), matrices transposed where the plan asks.
-Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
-  if (w.sizes() != c.sizes)
-    return format_error("constant '" + c.name + "' is " + w.type_string() + ", the plan expects " +
-                        shape_to_string(c.sizes));
-  Tensor t = w.to(c.dtype);
-  Shape s = c.sizes;
-  if (c.padded_channels > s[1]) {  // zeros past the weight's own channels
-    Tensor padded = Tensor::zeros(c.dtype, {s[0], c.padded_channels, s[2], s[3]});
-    padded.as_strided(s, padded.strides(), 0).copy_from(t);
-    t = padded;
-    s[1] = c.padded_channels;
-  }
-  if (c.channels_last) {  // K, C, R, S -> K, R, S, C
-    t = t.as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
-                     t.storage_offset())
-            .contiguous();
-  }
-  if (c.transposed) return transposed_matrix(t.contiguous());
-  return t.contiguous();
-}
-
 // One weight's device copy, with the host weight it was made from held alive
 // (so that no other host tensor can take its address while the copy exists).
 struct SharedConstant {
@@ -432,31 +370,15 @@ class CudaBackend final : public engine::Backend {
 
   Expected<engine::EngineHandle> load(std::span<const uint8_t> bytes, const engine::WeightLookup& weights,
                                       std::string_view what) const override {
-    KILN_ASSIGN_OR_RETURN(engine::EnginePlan ep, engine::deserialize_plan(bytes, "cuda", what));
-    const std::vector<uint8_t>* json = nullptr;
-    const std::vector<uint8_t>* cubin = nullptr;
-    for (const auto& [name, data] : ep.extra) {
-      if (name == kPlanSection) json = &data;
-      if (name == kCubinSection) cubin = &data;
-    }
-    if (!json || !cubin)
-      return format_error(std::string(what) + ": CUDA plan without its cuda.plan/cuda.cubin sections");
+    // Everything in the bytes is read and checked on the host before the
+    // device is touched (read_cuda_engine_plan; the fuzz target fuzz_cuda_plan
+    // drives the same reader).
+    KILN_ASSIGN_OR_RETURN(CudaEnginePlan read, read_cuda_engine_plan(bytes, what));
     auto e = std::make_unique<CudaEngine>();
     e->what = std::string(what);
-    e->alias_input.assign(ep.network.graph.outputs().size(), -1);
-    for (const engine::PlanAlias& a : ep.aliases) e->alias_input[static_cast<size_t>(a.output)] = a.input;
-    KILN_ASSIGN_OR_RETURN(
-        e->plan,
-        CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin));
+    e->alias_input = std::move(read.alias_input);
+    e->plan = std::move(read.plan);
     const CudaPlan& p = e->plan;
-    if (p.outputs.size() != e->alias_input.size() || p.inputs.size() != ep.network.num_inputs)
-      return format_error(e->what + ": the CUDA plan's input and output slots do not match the layer graph");
-    for (size_t o = 0; o < p.outputs.size(); ++o)
-      if (const int in = e->alias_input[o];
-          in >= 0 && (p.outputs[o].offset != p.inputs[static_cast<size_t>(in)].offset ||
-                      p.outputs[o].nbytes() != p.inputs[static_cast<size_t>(in)].nbytes()))
-        return format_error(e->what + ": output " + std::to_string(o) + " is written in place into input " +
-                            std::to_string(in) + " but the plan gives it another slot");
     KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
     KILN_TRY(cublaslt_loaded().with_context(e->what));
     if (dev.arch() != p.arch)
@@ -494,6 +416,25 @@ class CudaBackend final : public engine::Backend {
                      .with_context(e->what + ": kernel " + k));
         e->kernels.push_back(kern);
       }
+      // Every step passes one device pointer per parameter of its kernel: a
+      // launch reads as many argument slots as the compiled kernel has
+      // parameters, so a step with fewer would hand it whatever lies past them.
+      std::vector<size_t> params(e->kernels.size(), 0);
+      for (size_t k = 0; k < e->kernels.size(); ++k) {
+        for (size_t offset = 0, size = 0;
+             cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]), params[k], &offset, &size) ==
+             cudaSuccess;
+             ++params[k])
+          if (size != sizeof(void*) || params[k] > 256)
+            return format_error(e->what + ": kernel " + p.kernel_names[k] + " has a parameter of " +
+                                std::to_string(size) + " bytes; plans pass device pointers only");
+        (void)cudaGetLastError();  // the query past the last parameter is the expected error
+      }
+      for (const Step& s : p.steps)
+        if (s.kind == Step::Kind::kKernel && s.kernel.args.size() != params[static_cast<size_t>(s.kernel.kernel)])
+          return format_error(e->what + ": layer '" + s.layer + "' passes " + std::to_string(s.kernel.args.size()) +
+                              " arguments to kernel " + p.kernel_names[static_cast<size_t>(s.kernel.kernel)] +
+                              ", which takes " + std::to_string(params[static_cast<size_t>(s.kernel.kernel)]));
     }
     KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
     KILN_CUDNN_TRY(cudnnCreate(&e->dnn));

@@ -363,7 +363,24 @@ Expected<CudaPlan> Builder::build() {
       bind(v, cast);
     }
   }
-  for (const auto& n : net_.graph.nodes()) KILN_TRY_CTX(emit_layer(*this, *n), n->describe());
+  for (const auto& n : net_.graph.nodes()) {
+    KILN_TRY_CTX(emit_layer(*this, *n), n->describe());
+    // Every layer's results have the sizes the graph declares (a .pt2's
+    // tensor_meta, not trusted): later layers index the device tensors by the
+    // ranks the capability checks read from those declared types.
+    for (const ir::Value* v : n->outputs) {
+      if (v->kind != ir::ValueKind::kTensor || static_cast<size_t>(v->id) >= refs_.size() ||
+          !refs_[static_cast<size_t>(v->id)])
+        continue;
+      const std::vector<int64_t>& got = refs_[static_cast<size_t>(v->id)]->sizes;
+      bool same = got.size() == v->type.sizes.size();
+      for (size_t d = 0; same && d < got.size(); ++d)
+        same = v->type.sizes[d].is_static() && v->type.sizes[d].value == got[d];
+      if (!same)
+        return invalid_argument(n->describe() + ": gives %" + v->name + " of " + shape_to_string(got) +
+                                " where the graph declares " + v->type.to_string());
+    }
+  }
   // Engine outputs: each in its own contiguous slot of the IR dtype, live to the end.
   std::vector<int> used_as_output;
   for (const ir::Value* v : net_.graph.outputs()) {

@@ -128,7 +128,7 @@ bool fold_rms_norm_casts(engine::Network& net, Uses& u, ir::Node& n) {
   if (!w || w == down->outputs[0] || !is_constant(net, w) || w->type.dtype != t || w->type.sizes.size() != 1 ||
       os.empty() || !os.back().is_static() || !w->type.sizes[0].is_static() ||
       w->type.sizes[0].value != os.back().value || mul->outputs[0]->type.dtype != t ||
-      mul->outputs[0]->type.sizes.size() != os.size())
+      mul->outputs[0]->type.sizes.size() != os.size() || x->type.sizes.size() != os.size())
     return false;
   for (size_t d = 0; d < os.size(); ++d)
     if (!os[d].is_static() || !mul->outputs[0]->type.sizes[d].is_static() ||

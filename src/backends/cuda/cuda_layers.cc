@@ -155,8 +155,21 @@ TRef narrowed(const TRef& in, size_t dim, int64_t start, int64_t size, int64_t s
   return r;
 }
 
-// `t` broadcast to `sizes` (aligned right; stride 0 on broadcast dims).
-TRef expanded(const TRef& t, const std::vector<int64_t>& sizes) {
+// Whether `from` broadcasts to `to` (aligned right: each size equal or 1).
+bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
+  return true;
+}
+
+// `t` broadcast to `sizes` (aligned right; stride 0 on broadcast dims), or
+// kInvalidArgument when it does not broadcast to them (sizes from a .pt2's
+// tensor_meta that disagree with the operand).
+Expected<TRef> expanded(const TRef& t, const std::vector<int64_t>& sizes) {
+  if (!broadcasts_to(t.sizes, sizes))
+    return invalid_argument(shape_to_string(t.sizes) + " does not broadcast to " + shape_to_string(sizes));
   TRef r = t;
   r.sizes = sizes;
   r.strides.assign(sizes.size(), 0);
@@ -188,13 +201,32 @@ Status emit_view(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const std::vector<int64_t> out_sizes = static_sizes(out);
   const size_t rank = in.sizes.size();
+  // A dim argument within [0, rank) once wrapped: a .pt2's attributes and
+  // tensor_meta are not trusted to agree with the operand.
+  auto dim_in = [&](int64_t d, size_t of_rank, const char* what) -> Expected<size_t> {
+    const int64_t nd = norm_dim(d, of_rank);
+    if (nd < 0 || nd >= static_cast<int64_t>(of_rank))
+      return invalid_argument(std::string(what) + " dim " + std::to_string(d) + " of a " + std::to_string(of_rank) +
+                              "-d tensor");
+    return static_cast<size_t>(nd);
+  };
+  auto same_rank = [&](const std::vector<int64_t>& os, size_t want) -> Status {
+    if (os.size() != want)
+      return invalid_argument("the exported output " + shape_to_string(os) + " of a view of " +
+                              shape_to_string(in.sizes) + " has rank " + std::to_string(os.size()) + ", not " +
+                              std::to_string(want));
+    return Status::ok();
+  };
   switch (n.op) {
     case OpKind::kPermute: {
       auto dims = ints_arg(n, "dims");
       if (!dims || dims->size() != rank) return invalid_argument("permute: bad dims");
       TRef r = in;
+      std::vector<bool> seen(rank, false);
       for (size_t d = 0; d < rank; ++d) {
-        const auto s = static_cast<size_t>(norm_dim((*dims)[d], rank));
+        KILN_ASSIGN_OR_RETURN(const size_t s, dim_in((*dims)[d], rank, "permute"));
+        if (seen[s]) return invalid_argument("permute names dim " + std::to_string(s) + " twice");
+        seen[s] = true;
         r.sizes[d] = in.sizes[s];
         r.strides[d] = in.strides[s];
       }
@@ -205,8 +237,10 @@ Status emit_view(Builder& b, const ir::Node& n) {
     case OpKind::kT: {
       TRef r = in;
       if (rank >= 2) {
-        const auto d0 = static_cast<size_t>(n.op == OpKind::kT ? 0 : norm_dim(int_arg(n, "dim0").value_or(0), rank));
-        const auto d1 = static_cast<size_t>(n.op == OpKind::kT ? 1 : norm_dim(int_arg(n, "dim1").value_or(1), rank));
+        KILN_ASSIGN_OR_RETURN(const size_t d0,
+                              dim_in(n.op == OpKind::kT ? 0 : int_arg(n, "dim0").value_or(0), rank, "transpose"));
+        KILN_ASSIGN_OR_RETURN(const size_t d1,
+                              dim_in(n.op == OpKind::kT ? 1 : int_arg(n, "dim1").value_or(1), rank, "transpose"));
         std::swap(r.sizes[d0], r.sizes[d1]);
         std::swap(r.strides[d0], r.strides[d1]);
       }
@@ -214,11 +248,19 @@ Status emit_view(Builder& b, const ir::Node& n) {
       return Status::ok();
     }
     case OpKind::kExpand:
-    case OpKind::kExpandAs: b.bind(out, expanded(in, out_sizes)); return Status::ok();
+    case OpKind::kExpandAs:
+    {
+      KILN_ASSIGN_OR_RETURN(TRef r, expanded(in, out_sizes));
+      b.bind(out, r);
+      return Status::ok();
+    }
     case OpKind::kSelectInt: {
-      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "select"));
       int64_t idx = int_arg(n, "index").value_or(0);
       if (idx < 0) idx += in.sizes[d];
+      if (idx < 0 || idx >= in.sizes[d])
+        return invalid_argument("select of index " + std::to_string(int_arg(n, "index").value_or(0)) +
+                                " along a dim of size " + std::to_string(in.sizes[d]));
       TRef r = narrowed(in, d, idx, 1);
       r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
       r.strides.erase(r.strides.begin() + static_cast<long>(d));
@@ -227,11 +269,17 @@ Status emit_view(Builder& b, const ir::Node& n) {
     }
     case OpKind::kSliceTensor:
     case OpKind::kNarrow: {
-      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "slice"));
+      KILN_TRY(same_rank(out_sizes, rank));
       int64_t start = int_arg(n, "start").value_or(0);
       if (start < 0) start += in.sizes[d];
       start = std::clamp<int64_t>(start, 0, in.sizes[d]);
       const int64_t step = n.op == OpKind::kSliceTensor ? int_arg(n, "step").value_or(1) : 1;
+      // The exported length must lie inside the operand along d.
+      if (step < 1 || out_sizes[d] < 0 || (out_sizes[d] > 0 && start + (out_sizes[d] - 1) * step >= in.sizes[d]))
+        return invalid_argument("a slice of " + std::to_string(out_sizes[d]) + " from " + std::to_string(start) +
+                                " step " + std::to_string(step) + " along a dim of size " +
+                                std::to_string(in.sizes[d]));
       b.bind(out, narrowed(in, d, start, out_sizes[d], step));
       return Status::ok();
     }
@@ -239,10 +287,14 @@ Status emit_view(Builder& b, const ir::Node& n) {
     case OpKind::kSplitWithSizes:
     case OpKind::kChunk:
     case OpKind::kUnbind: {
-      const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), rank));
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "split"));
       int64_t start = 0;
       for (const ir::Value* o : n.outputs) {
         const std::vector<int64_t> os = static_sizes(o);
+        KILN_TRY(same_rank(os, n.op == OpKind::kUnbind ? rank - 1 : rank));
+        if (start + (n.op == OpKind::kUnbind ? 1 : os[d]) > in.sizes[d])
+          return invalid_argument("the parts of a split along dim " + std::to_string(d) + " are longer than its " +
+                                  std::to_string(in.sizes[d]));
         if (n.op == OpKind::kUnbind) {
           TRef r = narrowed(in, d, start, 1);
           r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
@@ -276,7 +328,8 @@ Status emit_program(Builder& b, const std::string& layer, const engine::Elementw
     if (r.dtype != dt) {
       KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, layer, dt));
     }
-    ins.push_back(expanded(r, sizes));
+    KILN_ASSIGN_OR_RETURN(r, expanded(r, sizes));
+    ins.push_back(r);
   }
   // The output takes the layout of a full-size dense operand (channels-last stays channels-last).
   bool cl = false;
@@ -348,16 +401,16 @@ Status emit_integer_binary(Builder& b, const ir::Node& n) {
   int64_t scalar = 0;
   if (const ir::Value* other = value_arg(n, "other")) {
     KILN_ASSIGN_OR_RETURN(TRef r, b.ref(other));
-    rhs = expanded(r, sizes);
+    KILN_ASSIGN_OR_RETURN(rhs, expanded(r, sizes));
   } else {
     scalar = int_arg(n, "other").value_or(0);
   }
   const int64_t alpha = int_arg(n, "alpha").value_or(1);
   TRef o = b.new_tensor(out->type.dtype, sizes);
   const StridedLayout rl = rhs ? rhs->layout() : StridedLayout{};
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
-                        integer_binary_kernel(integer_operator(n.op), o.layout(), expanded(a, sizes).layout(),
-                                              rhs ? &rl : nullptr, scalar, alpha));
+  KILN_ASSIGN_OR_RETURN(const TRef wide, expanded(a, sizes));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, integer_binary_kernel(integer_operator(n.op), o.layout(), wide.layout(),
+                                                                 rhs ? &rl : nullptr, scalar, alpha));
   std::vector<BufferRef> args{o.buf, a.buf};
   if (rhs) args.push_back(rhs->buf);
   KILN_TRY(b.launch(n.name, std::move(k), args));
@@ -371,7 +424,8 @@ Status emit_copy_into(Builder& b, const ir::Node& n) {
   const std::vector<int64_t> sizes = static_sizes(out);
   KILN_ASSIGN_OR_RETURN(TRef src, b.ref(value_arg(n, "src")));
   TRef o = b.new_tensor(b.compute_dtype(out->type.dtype), sizes);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(o.layout(), expanded(src, sizes).layout()));
+  KILN_ASSIGN_OR_RETURN(const TRef wide, expanded(src, sizes));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(o.layout(), wide.layout()));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, src.buf}));
   b.bind(out, o);
   return Status::ok();
@@ -435,6 +489,9 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
     KILN_ASSIGN_OR_RETURN(B, b.contiguous(B, layer, dt));
   }
   const size_t rank = sizes.size();
+  if (rank < 2 || A.sizes.size() < 2 || B.sizes.size() < 2)
+    return invalid_argument("a matrix product of " + shape_to_string(A.sizes) + " and " + shape_to_string(B.sizes) +
+                            " exported as " + shape_to_string(sizes));
   const int64_t M = sizes[rank - 2], N = sizes[rank - 1], K = A.sizes.back();
   std::vector<int64_t> batch(sizes.begin(), sizes.end() - 2);
   const int64_t nbatch = prod(batch);
@@ -444,8 +501,8 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
     s.push_back(c);
     return expanded(t, s);
   };
-  A = full(A, M, K);
-  B = full(B, K, N);
+  KILN_ASSIGN_OR_RETURN(A, full(A, M, K));
+  KILN_ASSIGN_OR_RETURN(B, full(B, K, N));
   TRef C = b.new_tensor(dt, sizes);
   GemmLaunch g;
   GemmShape& s = g.shape;
@@ -674,6 +731,13 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   std::tie(s.stride_h, s.stride_w) = pair("stride", 1);
   std::tie(s.pad_h, s.pad_w) = pair("padding", 0);
   std::tie(s.dilation_h, s.dilation_w) = pair("dilation", 1);
+  // The exported output type against what the operands give (a .pt2's
+  // tensor_meta is not trusted to agree): cuDNN writes n x k x out_h x out_w.
+  if (os.size() != 4 || os[0] != s.n || os[1] != s.k || w.sizes.size() != 4 || s.groups < 1 ||
+      w.sizes[1] * s.groups != s.c)
+    return invalid_argument("the convolution of input " + shape_to_string(x.sizes) + " and filter " +
+                            shape_to_string(w.sizes) + " in " + std::to_string(s.groups) +
+                            " groups cannot give the exported output " + shape_to_string(os));
   s.out_h = os[2];
   s.out_w = os[3];
   s.channels_last = cl;
@@ -685,6 +749,9 @@ Status emit_conv(Builder& b, const ir::Node& n) {
       KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name, dt));
     }
     KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name));
+    if (prod(br.sizes) != s.k)
+      return invalid_argument("a convolution of " + std::to_string(s.k) + " filters with a bias of " +
+                              shape_to_string(br.sizes));
     bias = br;
     s.has_bias = true;
     c.bias = br.buf;
@@ -918,7 +985,14 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if (!dims || dims->empty()) {
     reduced.assign(rank, true);
   } else {
-    for (int64_t d : *dims) reduced[static_cast<size_t>(norm_dim(d, rank))] = true;
+    // dim 0 or -1 of a 0-d tensor reduces it whole, as PyTorch has it.
+    for (int64_t d : *dims) {
+      const int64_t nd = norm_dim(d, std::max<size_t>(rank, 1));
+      if (nd < 0 || nd >= std::max<int64_t>(static_cast<int64_t>(rank), 1))
+        return invalid_argument("reduction over dim " + std::to_string(d) + " of a " + std::to_string(rank) +
+                                "-d tensor");
+      if (rank > 0) reduced[static_cast<size_t>(nd)] = true;
+    }
   }
   ReduceDims rd;
   for (size_t d = 0; d < rank; ++d) {
@@ -1076,7 +1150,7 @@ Status emit_attention(Builder& b, const ir::Node& n) {
       KILN_ASSIGN_OR_RETURN(m, b.contiguous(m, n.name, dt));
     }
     const std::vector<int64_t> ms{q.sizes[0], q.sizes[1], q.sizes[2], k.sizes[2]};
-    m = expanded(m, ms);
+    KILN_ASSIGN_OR_RETURN(m, expanded(m, ms));
     p.has_mask = true;
     p.mask = m.layout();
     mask = m;
@@ -1124,6 +1198,7 @@ Status emit_gather_rows(Builder& b, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(table, b.contiguous(table, n.name, dt));
   KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, emb ? "indices" : "index")));
   KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
+  if (table.sizes.empty()) return invalid_argument("rows gathered from a 0-d table");
   const int64_t rows = prod(idx.sizes);
   const int64_t table_rows = table.sizes[0];
   const int64_t cols = table_rows == 0 ? 0 : prod(table.sizes) / table_rows;
@@ -1247,7 +1322,8 @@ Status emit_rotary(Builder& b, const ir::Node& n) {
     if (r.dtype != dt) {
       KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
     }
-    ops.push_back(expanded(r, os));
+    KILN_ASSIGN_OR_RETURN(r, expanded(r, os));
+    ops.push_back(r);
   }
   TRef o = b.new_tensor(dt, os);
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, rotary_kernel(o.layout(), ops[0].layout(), ops[1].layout(), ops[2].layout()));
@@ -1262,12 +1338,21 @@ Status emit_cat(Builder& b, const ir::Node& n) {
   const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
   if (!ins) return internal_error("cat without tensors");
   const std::vector<int64_t> os = static_sizes(out);
-  const auto d = static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), os.size()));
+  const int64_t nd = norm_dim(int_arg(n, "dim").value_or(0), os.size());
+  if (nd < 0 || nd >= static_cast<int64_t>(os.size()))
+    return invalid_argument("cat along dim " + std::to_string(int_arg(n, "dim").value_or(0)) + " of " +
+                            shape_to_string(os));
+  const auto d = static_cast<size_t>(nd);
   TRef o = b.new_tensor(dt, os);
   int64_t start = 0;
   for (const ir::Value* v : *ins) {
     KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
     if (r.sizes.size() != os.size()) continue;  // legacy empty 1-D operands
+    bool fits = start + r.sizes[d] <= os[d];
+    for (size_t k = 0; k < os.size(); ++k) fits = fits && (k == d || r.sizes[k] == os[k]);
+    if (!fits)
+      return invalid_argument("cat of " + shape_to_string(r.sizes) + " at " + std::to_string(start) + " along dim " +
+                              std::to_string(d) + " does not fit the exported output " + shape_to_string(os));
     TRef slice = narrowed(o, d, start, r.sizes[d]);
     start += r.sizes[d];
     if (prod(r.sizes) == 0) continue;
@@ -1419,10 +1504,14 @@ std::string cuda_refusal(const ir::Node& n) {
         return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
       return "";
     case Family::kIdentity:
+      if (n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor || !out)
+        return "an identity of something that is not a tensor";
       if (n.op == OpKind::kDropout && bool_arg(n, "train", false)) return "dropout in training mode";
       return "";
     case Family::kCast:
-      if (!out || out->kind != ir::ValueKind::kTensor) return "not a tensor cast";
+      if (!out || out->kind != ir::ValueKind::kTensor || n.operands().empty() ||
+          n.operands()[0]->kind != ir::ValueKind::kTensor)
+        return "not a tensor cast";
       return "";
     case Family::kGemm: {
       for (const ir::Value* v : n.operands())
@@ -1431,7 +1520,7 @@ std::string cuda_refusal(const ir::Node& n) {
       const ir::Value* w = value_arg(n, n.op == OpKind::kLinear   ? "weight"
                                         : n.op == OpKind::kMatmul ? "other"
                                                                   : "mat2");
-      if (rank(a) < 2 || rank(w) < 2) return "matrix products with a 1-D operand";
+      if (rank(a) < 2 || rank(w) < 2 || rank(out) < 2) return "matrix products with a 1-D operand or result";
       if (n.op == OpKind::kLinear && rank(w) != 2) return "linear with a weight that is not 2-D";
       if (n.op == OpKind::kAddmm) {
         if (double_arg(n, "beta").value_or(1.0) != 1.0) return "addmm with beta != 1";
@@ -1448,7 +1537,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kConv: {
       const ir::Value* x = value_arg(n, "input");
       const ir::Value* w = value_arg(n, "weight");
-      if (rank(x) != 4 || rank(w) != 4) return "convolutions other than batched 2-D";
+      if (rank(x) != 4 || rank(w) != 4 || rank(out) != 4) return "convolutions other than batched 2-D";
       if (n.op == OpKind::kConvolution) {
         if (bool_arg(n, "transposed", false)) return "transposed convolution";
         for (int64_t p : ints_arg(n, "output_padding").value_or(std::vector<int64_t>{}))
@@ -1504,6 +1593,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kGather: {
       const ir::Value* idx = value_arg(n, n.op == OpKind::kEmbedding ? "indices" : "index");
       if (!idx || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32)) return "non-integer indices";
+      if (rank(value_arg(n, n.op == OpKind::kEmbedding ? "weight" : "self")) < 1) return "rows of a 0-d table";
       if (n.op == OpKind::kIndexSelect) {
         const ir::Value* x = value_arg(n, "self");
         if (norm_dim(int_arg(n, "dim").value_or(0), rank(x)) != 0 || rank(idx) != 1)

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/tensor.h"
+
 namespace kiln::cuda {
 
 namespace {
@@ -12,6 +14,24 @@ int64_t bytes_of(DType t, const std::vector<int64_t>& sizes) {
   int64_t n = static_cast<int64_t>(dtype_size(t));
   for (int64_t s : sizes) n *= s;
   return n;
+}
+
+// Sizes and bytes a plan may declare for one tensor: each size in
+// [0, 2^40] and their bytes at most 2^48, so that bytes_of never overflows
+// on a plan that passed (kFormat naming `what` otherwise).
+constexpr int64_t kMaxDim = int64_t{1} << 40, kMaxBytes = int64_t{1} << 48;
+// More shared memory than any CUDA device gives one block (227 KiB on sm_90).
+constexpr uint32_t kMaxSharedBytes = 256 << 10;
+Status check_sizes(DType t, const std::vector<int64_t>& sizes, const std::string& what) {
+  int64_t n = static_cast<int64_t>(dtype_size(t));
+  for (int64_t s : sizes) {
+    if (s < 0 || s > kMaxDim)
+      return format_error("CUDA plan: " + what + " has size " + std::to_string(s) + " in " + shape_to_string(sizes));
+    if (__builtin_mul_overflow(n, s, &n) || n > kMaxBytes)
+      return format_error(FileFault::kSizeOverflow, "CUDA plan: " + what + " of " + shape_to_string(sizes) +
+                                                        " is larger than a plan can hold");
+  }
+  return Status::ok();
 }
 
 json ref_json(const BufferRef& r) { return json::array({r.region, r.offset}); }
@@ -161,6 +181,28 @@ int64_t DeviceConstant::nbytes() const {
   if (padded_channels > 0 && sizes.size() == 4) return bytes_of(dtype, {sizes[0], padded_channels, sizes[2], sizes[3]});
   return bytes_of(dtype, sizes);
 }
+
+Status DeviceConstant::check() const {
+  const std::string what = "constant '" + name + "'";
+  KILN_TRY(check_sizes(dtype, sizes, what));
+  if (channels_last && sizes.size() != 4)
+    return format_error("CUDA plan: channels-last " + what + " is " + shape_to_string(sizes) + ", not a 4-D filter");
+  if (transposed && (sizes.size() != 2 || channels_last))
+    return format_error("CUDA plan: transposed " + what + " is " + shape_to_string(sizes) + ", not a 2-D matrix");
+  if (padded_channels != 0) {
+    // Read sizes[1] only once the rank is known to be 4.
+    if (!channels_last)
+      return format_error("CUDA plan: " + what + " pads its channels to " + std::to_string(padded_channels) +
+                          " but is " + shape_to_string(sizes) + ", not a channels-last filter");
+    // The builder pads a filter's channels to the next multiple of 8 (so that
+    // a tensor-core convolution takes an image stem's 3), never further.
+    if (padded_channels < sizes[1] || padded_channels > (std::max<int64_t>(sizes[1], 1) + 7) / 8 * 8)
+      return format_error("CUDA plan: " + what + " pads its " + std::to_string(sizes[1]) + " channels to " +
+                          std::to_string(padded_channels));
+    KILN_TRY(check_sizes(dtype, {sizes[0], padded_channels, sizes[2], sizes[3]}, what + " (padded)"));
+  }
+  return Status::ok();
+}
 int64_t IoSlot::nbytes() const { return bytes_of(dtype, sizes); }
 
 std::string CudaPlan::to_json() const {
@@ -260,41 +302,56 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
   return p;
 }
 
+namespace {
+
+// Bytes from an operand's first element to past its last: `rows` rows of
+// `cols` elements `ld` apart, `batch` times `batch_stride` apart. In 128
+// bits, so that no plan value can wrap it; the caller compares it with the
+// region's bytes.
+__int128 strided_extent(DType t, int64_t batch, int64_t batch_stride, int64_t rows, int64_t ld, int64_t cols) {
+  const __int128 last = static_cast<__int128>(batch - 1) * batch_stride + static_cast<__int128>(rows - 1) * ld + cols;
+  return last * static_cast<__int128>(dtype_size(t));
+}
+
+}  // namespace
+
 Status CudaPlan::validate() const {
-  if (arena_bytes < 8 || error_offset < 0 || error_offset + 4 > arena_bytes || error_offset % 4 != 0)
+  // Compared without adding to error_offset (which could wrap).
+  if (arena_bytes < 8 || arena_bytes > kMaxBytes || error_offset < 0 || error_offset > arena_bytes - 4 ||
+      error_offset % 4 != 0)
     return format_error("CUDA plan: arena of " + std::to_string(arena_bytes) + " bytes with error word at " +
                         std::to_string(error_offset));
-  auto check_ref = [&](const BufferRef& r, int64_t nbytes, const std::string& where) -> Status {
+  if (workspace_bytes > static_cast<size_t>(kMaxBytes))
+    return format_error("CUDA plan: a workspace of " + std::to_string(workspace_bytes) + " bytes");
+  // A reference to `nbytes` bytes (all of them inside the region); `written`:
+  // the step writes there, which only the arena may be (device weights are
+  // shared with other engines).
+  auto check_ref = [&](const BufferRef& r, __int128 nbytes, const std::string& where, bool written = false) -> Status {
     if (nbytes < 0) return format_error("CUDA plan: " + where + ": negative size");
     if (r.region == kArenaRegion) {
       if (r.offset < 0 || r.offset > arena_bytes || nbytes > arena_bytes - r.offset)
-        return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": arena offset " + std::to_string(r.offset) +
-                            " is outside the arena of " + std::to_string(arena_bytes) + " bytes");
+        return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": " +
+                                                         std::to_string(static_cast<long double>(nbytes)) +
+                                                         " bytes at arena offset " + std::to_string(r.offset) +
+                                                         " do not fit the arena of " + std::to_string(arena_bytes) +
+                                                         " bytes");
       return Status::ok();
     }
     if (r.region < 0 || static_cast<size_t>(r.region) >= constants.size())
-      return format_error(FileFault::kDanglingReference, "CUDA plan: " + where + ": constant " + std::to_string(r.region) + " does not exist");
-    if (r.offset < 0 || r.offset > constants[static_cast<size_t>(r.region)].nbytes())
-      return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": offset past the end of constant '" +
-                          constants[static_cast<size_t>(r.region)].name + "'");
+      return format_error(FileFault::kDanglingReference,
+                          "CUDA plan: " + where + ": constant " + std::to_string(r.region) + " does not exist");
+    const DeviceConstant& c = constants[static_cast<size_t>(r.region)];
+    if (written)
+      return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": writes into constant '" + c.name + "'");
+    if (r.offset < 0 || r.offset > c.nbytes() || nbytes > c.nbytes() - r.offset)
+      return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": reads past the end of constant '" +
+                                                       c.name + "'");
     return Status::ok();
   };
-  for (const auto& c : constants) {
-    for (int64_t s : c.sizes)
-      if (s < 0 || s > (int64_t{1} << 40)) return format_error("CUDA plan: constant '" + c.name + "' has a bad size");
-    if (c.channels_last && c.sizes.size() != 4)
-      return format_error("CUDA plan: channels-last constant '" + c.name + "' is not 4-D");
-    if (c.transposed && (c.sizes.size() != 2 || c.channels_last))
-      return format_error("CUDA plan: transposed constant '" + c.name + "' is not a 2-D matrix");
-    if (c.padded_channels != 0 &&
-        (!c.channels_last || c.padded_channels < c.sizes[1] || c.padded_channels > (int64_t{1} << 20)))
-      return format_error("CUDA plan: constant '" + c.name + "' pads " + std::to_string(c.padded_channels) +
-                          " channels, which is not a channels-last filter's channel count or more");
-  }
+  for (const auto& c : constants) KILN_TRY(c.check());
   for (const auto* list : {&inputs, &outputs})
     for (const IoSlot& s : *list) {
-      for (int64_t d : s.sizes)
-        if (d < 0 || d > (int64_t{1} << 40)) return format_error("CUDA plan: slot '" + s.name + "' has a bad size");
+      KILN_TRY(check_sizes(s.dtype, s.sizes, "slot '" + s.name + "'"));
       KILN_TRY(check_ref({kArenaRegion, s.offset}, s.nbytes(), "slot '" + s.name + "'"));
     }
   for (const Step& s : steps) {
@@ -305,26 +362,121 @@ Status CudaPlan::validate() const {
           return format_error(FileFault::kDanglingReference, "CUDA plan: " + where + ": kernel index out of range");
         for (uint32_t g : s.kernel.grid)
           if (g == 0) return format_error("CUDA plan: " + where + ": empty grid");
-        if (s.kernel.block[0] * s.kernel.block[1] * s.kernel.block[2] > 1024 || s.kernel.block[0] == 0)
+        if (s.kernel.grid[1] > 65535 || s.kernel.grid[2] > 65535)
+          return format_error("CUDA plan: " + where + ": grid of more than 65535 blocks in y or z");
+        // A product in 64 bits: three 32-bit sizes can wrap to a small one in 32.
+        if (uint64_t{s.kernel.block[0]} * s.kernel.block[1] * s.kernel.block[2] > 1024 || s.kernel.block[0] == 0 ||
+            s.kernel.block[1] == 0 || s.kernel.block[2] == 0)
           return format_error("CUDA plan: " + where + ": bad block size");
+        if (s.kernel.shared_bytes > kMaxSharedBytes)
+          return format_error("CUDA plan: " + where + ": " + std::to_string(s.kernel.shared_bytes) +
+                              " bytes of shared memory");
+        // What a kernel reads and writes through its arguments is the
+        // kernel's own (compiled code, trusted like a binary); its arguments
+        // must at least start inside their regions. load() checks their count
+        // against the compiled kernel's parameters.
         for (const auto& a : s.kernel.args) KILN_TRY(check_ref(a, 0, where));
         break;
-      case Step::Kind::kGemm:
-        KILN_TRY(s.gemm.shape.validate().with_context(where));
-        for (const auto* r : {&s.gemm.a, &s.gemm.b, &s.gemm.c, &s.gemm.bias}) KILN_TRY(check_ref(*r, 0, where));
-        if (s.gemm.algo.workspace_bytes > workspace_bytes)
+      case Step::Kind::kGemm: {
+        const GemmLaunch& g = s.gemm;
+        const GemmShape& sh = g.shape;
+        KILN_TRY(sh.validate().with_context("CUDA plan: " + where));
+        KILN_TRY(check_ref(g.a,
+                           strided_extent(sh.dtype, sh.batch, sh.batch_stride_a, sh.trans_a ? sh.k : sh.m, sh.lda,
+                                          sh.trans_a ? sh.m : sh.k),
+                           where + " (A)"));
+        KILN_TRY(check_ref(g.b,
+                           strided_extent(sh.dtype, sh.batch, sh.batch_stride_b, sh.trans_b ? sh.n : sh.k, sh.ldb,
+                                          sh.trans_b ? sh.k : sh.n),
+                           where + " (B)"));
+        KILN_TRY(check_ref(g.c, strided_extent(sh.dtype, sh.batch, sh.batch_stride_c, sh.m, sh.ldc, sh.n),
+                           where + " (C)", /*written=*/true));
+        if (g.has_bias != (sh.epilogue != GemmEpilogue::kNone))
+          return format_error("CUDA plan: " + where + ": a bias pointer " + (g.has_bias ? "with" : "without") +
+                              " an epilogue that adds one");
+        if (g.has_bias) KILN_TRY(check_ref(g.bias, strided_extent(sh.dtype, 1, 0, 1, 0, sh.n), where + " (bias)"));
+        if (g.algo.workspace_bytes > workspace_bytes)
           return format_error("CUDA plan: " + where + ": workspace larger than the engine's");
         break;
-      case Step::Kind::kConv:
-        KILN_TRY(s.conv.shape.validate().with_context(where));
-        for (const auto* r : {&s.conv.x, &s.conv.w, &s.conv.bias, &s.conv.z, &s.conv.y})
-          KILN_TRY(check_ref(*r, 0, where));
-        if (s.conv.algo.workspace_bytes > workspace_bytes)
+      }
+      case Step::Kind::kConv: {
+        const ConvLaunch& c = s.conv;
+        const ConvShape& sh = c.shape;
+        KILN_TRY(sh.validate().with_context("CUDA plan: " + where));
+        const __int128 x = strided_extent(sh.dtype, 1, 0, 1, 0, sh.n * sh.c * sh.h * sh.w);
+        const __int128 y = strided_extent(sh.dtype, 1, 0, 1, 0, sh.n * sh.k * sh.out_h * sh.out_w);
+        KILN_TRY(check_ref(c.x, x, where + " (x)"));
+        KILN_TRY(check_ref(c.w, strided_extent(sh.dtype, 1, 0, 1, 0, sh.k * (sh.c / sh.groups) * sh.r * sh.s),
+                           where + " (filter)"));
+        if (sh.has_bias) KILN_TRY(check_ref(c.bias, strided_extent(sh.dtype, 1, 0, 1, 0, sh.k), where + " (bias)"));
+        if (sh.has_residual) KILN_TRY(check_ref(c.z, y, where + " (residual)"));
+        KILN_TRY(check_ref(c.y, y, where + " (y)", /*written=*/true));
+        if (c.algo.workspace_bytes > workspace_bytes)
           return format_error("CUDA plan: " + where + ": workspace larger than the engine's");
         break;
+      }
     }
   }
   return Status::ok();
+}
+
+namespace {
+
+// Whether an engine slot is what the layer graph says its binding is.
+Status check_slot(const IoSlot& slot, const ir::Value& v, const std::string& what, const std::string& which) {
+  bool same = slot.dtype == v.type.dtype && slot.sizes.size() == v.type.sizes.size();
+  for (size_t d = 0; same && d < slot.sizes.size(); ++d)
+    same = v.type.sizes[d].is_static() && v.type.sizes[d].value == slot.sizes[d];
+  if (!same)
+    return format_error(FileFault::kSizeMismatch, what + ": the CUDA plan's " + which + " slot '" + slot.name +
+                                                      "' is " + std::string(dtype_name(slot.dtype)) +
+                                                      shape_to_string(slot.sizes) + ", the layer graph's is " +
+                                                      v.type.to_string());
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, std::string_view what_view) {
+  const std::string what(what_view);
+  CudaEnginePlan out;
+  KILN_ASSIGN_OR_RETURN(out.common, engine::deserialize_plan(bytes, "cuda", what));
+  const std::vector<uint8_t>* json = nullptr;
+  const std::vector<uint8_t>* cubin = nullptr;
+  for (const auto& [name, data] : out.common.extra) {
+    if (name == kPlanSection) json = &data;
+    if (name == kCubinSection) cubin = &data;
+  }
+  if (!json || !cubin)
+    return format_error(FileFault::kDanglingReference, what + ": CUDA plan without its " + kPlanSection + "/" +
+                                                           kCubinSection + " sections");
+  auto parsed = CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin);
+  if (!parsed) return parsed.status().with_context(what);
+  out.plan = std::move(*parsed);
+  const CudaPlan& p = out.plan;
+  const engine::Network& net = out.common.network;
+  const auto& values = net.graph.inputs();
+  const auto& results = net.graph.outputs();
+  if (p.inputs.size() != net.num_inputs || p.outputs.size() != results.size() || values.size() < net.num_inputs)
+    return format_error(FileFault::kSizeMismatch,
+                        what + ": the CUDA plan has " + std::to_string(p.inputs.size()) + " input and " +
+                            std::to_string(p.outputs.size()) + " output slots, the layer graph " +
+                            std::to_string(net.num_inputs) + " inputs and " + std::to_string(results.size()) +
+                            " outputs");
+  for (size_t i = 0; i < p.inputs.size(); ++i) KILN_TRY(check_slot(p.inputs[i], *values[i], what, "input"));
+  for (size_t o = 0; o < p.outputs.size(); ++o) KILN_TRY(check_slot(p.outputs[o], *results[o], what, "output"));
+  out.alias_input.assign(p.outputs.size(), -1);
+  for (const engine::PlanAlias& a : out.common.aliases) {
+    // deserialize_plan checked both indices against the layer graph.
+    const IoSlot& o = p.outputs.at(static_cast<size_t>(a.output));
+    const IoSlot& in = p.inputs.at(static_cast<size_t>(a.input));
+    if (o.offset != in.offset || o.nbytes() != in.nbytes())
+      return format_error(FileFault::kOverlap, what + ": output " + std::to_string(a.output) +
+                                                   " is written in place into input " + std::to_string(a.input) +
+                                                   " but the plan gives it another slot");
+    out.alias_input[static_cast<size_t>(a.output)] = a.input;
+  }
+  return out;
 }
 
 }  // namespace kiln::cuda

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cuda/conv.h"
+#include "engine/plan.h"
 #include "backends/cuda/gemm.h"
 #include "kiln/dtype.h"
 #include "kiln/status.h"
@@ -22,6 +23,10 @@
 namespace kiln::cuda {
 
 constexpr int kArenaRegion = -1;
+
+// The engine plan sections the CUDA backend adds (engine/plan.h).
+constexpr const char* kPlanSection = "cuda.plan";
+constexpr const char* kCubinSection = "cuda.cubin";
 
 // Where a tensor's first element lives: the arena (region -1) or device
 // constant `region`, plus a byte offset.
@@ -40,8 +45,12 @@ struct DeviceConstant {
   // A channels-last filter stored with this many input channels, zeros past
   // sizes[1] (a convolution over zero-padded channels); 0: sizes[1].
   int64_t padded_channels = 0;
-  // Bytes on the device (padded channels included).
+  // Bytes on the device (padded channels included); meaningful once check() holds.
   int64_t nbytes() const;
+  // Whether this description is one load() can make: sizes in range (their
+  // bytes too), channels-last and padded channels on 4-D filters only, a
+  // transpose on 2-D matrices only. kFormat naming the constant otherwise.
+  Status check() const;
 };
 
 // An engine input or output: a contiguous tensor in the arena.
@@ -50,7 +59,7 @@ struct IoSlot {
   DType dtype = DType::Float32;
   std::vector<int64_t> sizes;
   int64_t offset = 0;  // in the arena
-  int64_t nbytes() const;
+  int64_t nbytes() const;  // meaningful once CudaPlan::validate() holds
 };
 
 struct KernelLaunch {
@@ -104,5 +113,21 @@ struct CudaPlan {
   static Expected<CudaPlan> from_json(std::string_view text, std::span<const uint8_t> cubin);
   Status validate() const;
 };
+
+// Everything load() reads from a CUDA engine plan's bytes before it touches
+// the device: the common plan (layer graph, aliases), the CUDA plan, and the
+// engine output each input is written into in place.
+struct CudaEnginePlan {
+  engine::EnginePlan common;
+  CudaPlan plan;
+  std::vector<int> alias_input;  // per engine output: the engine input it is written into in place, or -1
+};
+
+// Reads and checks a whole CUDA engine plan on the host (no device needed):
+// the section file, the CUDA sections (CudaPlan::from_json), and that the two
+// agree — as many input and output slots as the layer graph has, each of its
+// dtype and static sizes, and every in-place output in its input's slot.
+// kFormat naming `what` and the first thing that does not hold.
+Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, std::string_view what);
 
 }  // namespace kiln::cuda

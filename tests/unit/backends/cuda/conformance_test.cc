@@ -1,6 +1,10 @@
 // The per-op conformance suite on the CUDA backend against the reference
-// interpreter (GPU only: the tests carry the gpu label and skip elsewhere).
+// interpreter, at each engine precision, from the plan as built and from its
+// serialized bytes read back (GPU only: the tests carry the gpu label and
+// skip elsewhere).
 #include "support/conformance.h"
+
+#include <tuple>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_support.h"
@@ -8,16 +12,18 @@
 namespace kiln {
 namespace {
 
-class CudaConformance : public ::testing::TestWithParam<testing::ConformanceCase> {};
+class CudaConformance : public ::testing::TestWithParam<std::tuple<testing::ConformanceCase, std::string>> {};
 
 TEST_P(CudaConformance, MatchesTheReference) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto backend = cuda::make_cuda_backend();
-  testing::run_conformance_case(*backend, GetParam());
+  testing::run_conformance_case(*backend, std::get<0>(GetParam()), std::get<1>(GetParam()));
 }
 
-INSTANTIATE_TEST_SUITE_P(CudaOps, CudaConformance, ::testing::ValuesIn(testing::conformance_cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(CudaOps, CudaConformance,
+                         ::testing::Combine(::testing::ValuesIn(testing::conformance_cases()),
+                                            ::testing::Values("fp32", "fp16", "bf16")),
+                         [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace kiln

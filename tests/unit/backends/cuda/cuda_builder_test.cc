@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/printer.h"
+#include "support/cuda_plan_sample.h"
 #include "support/network_text.h"
 
 namespace kiln::cuda {
@@ -337,40 +338,7 @@ TEST(NodeRefusal, ConvolutionsWithDefaultPaddingAreTaken) {
             "");
 }
 
-CudaPlan small_plan() {
-  CudaPlan p;
-  p.device_name = "NVIDIA H200";
-  p.arch = "sm_90";
-  p.sm_count = 132;
-  p.precision = "fp16";
-  p.arena_bytes = 4096;
-  p.error_offset = 0;
-  p.error_layers = {"embedding"};
-  p.constants.push_back({"w", DType::Float16, {8, 16}, false});
-  p.constants.push_back({"stem", DType::Float16, {64, 3, 7, 7}, true, false, 8});  // channels padded to 8
-  p.inputs.push_back({"x", DType::Float16, {4, 8}, 256});
-  p.outputs.push_back({"y", DType::Float16, {4, 16}, 512});
-  p.kernel_names = {"kiln_k0"};
-  Step k;
-  k.layer = "relu";
-  k.kernel.kernel = 0;
-  k.kernel.grid = {1, 1, 1};
-  k.kernel.block = {256, 1, 1};
-  k.kernel.args = {{kArenaRegion, 512}, {kArenaRegion, 256}};
-  p.steps.push_back(k);
-  Step g;
-  g.kind = Step::Kind::kGemm;
-  g.layer = "mm";
-  g.gemm.shape.dtype = DType::Float16;
-  g.gemm.shape.m = 4, g.gemm.shape.n = 16, g.gemm.shape.k = 8;
-  g.gemm.shape.lda = 8, g.gemm.shape.ldb = 16, g.gemm.shape.ldc = 16;
-  g.gemm.a = {kArenaRegion, 256};
-  g.gemm.b = {0, 0};
-  g.gemm.c = {kArenaRegion, 512};
-  g.gemm.algo.data[3] = 0xdeadbeefULL;
-  p.steps.push_back(g);
-  return p;
-}
+CudaPlan small_plan() { return kiln::testing::sample_cuda_plan(); }
 
 TEST(PlanJson, RoundTripsThroughJson) {
   const CudaPlan p = small_plan();
@@ -398,7 +366,7 @@ TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
       {"error word outside the arena", [](CudaPlan& p) { p.error_offset = 4094; }, "error word"},
       {"a GEMM that does not fit its shape", [](CudaPlan& p) { p.steps[1].gemm.shape.ldc = 2; }, "ldc"},
       {"fewer padded channels than the filter has", [](CudaPlan& p) { p.constants[1].padded_channels = 2; },
-       "constant 'stem' pads 2 channels"},
+       "constant 'stem' pads its 3 channels to 2"},
       {"padded channels on a matrix", [](CudaPlan& p) { p.constants[0].padded_channels = 16; }, "constant 'w' pads"},
   };
   for (const Case& c : cases) {

@@ -1,0 +1,78 @@
+// A small CUDA engine plan written without a GPU (a GEMM, a relu kernel, a
+// channels-last filter with padded channels and a 1-d bias among its
+// constants): the seed of the CUDA plan fuzz target and the starting point of
+// the plan reader's tests. Its CUDA sections agree with its layer graph, so
+// read_cuda_engine_plan accepts it as written.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_plan.h"
+#include "engine/memory_plan.h"
+#include "engine/plan.h"
+#include "ir/printer.h"
+
+namespace kiln::testing {
+
+inline cuda::CudaPlan sample_cuda_plan() {
+  using namespace kiln::cuda;
+  CudaPlan p;
+  p.device_name = "NVIDIA H200";
+  p.arch = "sm_90";
+  p.sm_count = 132;
+  p.precision = "fp16";
+  p.arena_bytes = 4096;
+  p.error_offset = 0;
+  p.error_layers = {"embedding"};
+  p.constants.push_back({"w", DType::Float16, {8, 16}, false});
+  p.constants.push_back({"stem", DType::Float16, {64, 3, 7, 7}, true, false, 8});  // channels padded to 8
+  p.constants.push_back({"stem.bias", DType::Float16, {64}});
+  p.inputs.push_back({"x", DType::Float16, {4, 8}, 256});
+  p.outputs.push_back({"y", DType::Float16, {4, 16}, 512});
+  p.kernel_names = {"kiln_k0"};
+  Step k;
+  k.layer = "relu";
+  k.kernel.kernel = 0;
+  k.kernel.grid = {1, 1, 1};
+  k.kernel.block = {256, 1, 1};
+  k.kernel.args = {{kArenaRegion, 512}, {kArenaRegion, 256}};
+  p.steps.push_back(k);
+  Step g;
+  g.kind = Step::Kind::kGemm;
+  g.layer = "mm";
+  g.gemm.shape.dtype = DType::Float16;
+  g.gemm.shape.m = 4, g.gemm.shape.n = 16, g.gemm.shape.k = 8;
+  g.gemm.shape.lda = 8, g.gemm.shape.ldb = 16, g.gemm.shape.ldc = 16;
+  g.gemm.a = {kArenaRegion, 256};
+  g.gemm.b = {0, 0};
+  g.gemm.c = {kArenaRegion, 512};
+  g.gemm.algo.data[3] = 0xdeadbeefULL;
+  p.steps.push_back(g);
+  return p;
+}
+
+// The whole engine plan around `cuda` (sample_cuda_plan() by default): the
+// layer graph its slots and constants describe, and its two CUDA sections.
+inline std::vector<uint8_t> sample_cuda_engine_plan(const cuda::CudaPlan& cuda = sample_cuda_plan()) {
+  engine::EnginePlan plan;
+  plan.backend = "cuda";
+  auto g = ir::parse_graph(R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+  %m: float16[4, 16] = aten.mm.default(self=%x, mat2=%w)
+  %y: float16[4, 16] = aten.relu.default(self=%m)
+  return (%y)
+}
+)");
+  if (!g) return {};
+  plan.network.graph = std::move(*g);
+  plan.network.num_inputs = 1;
+  plan.network.constant_names = {"w", "stem", "stem.bias"};
+  plan.network.kernels.assign(plan.network.graph.nodes().size(), "cuda");
+  plan.memory = engine::plan_memory(plan.network, [](const ir::Node&) { return false; });
+  const std::string json = cuda.to_json();
+  plan.extra.emplace_back(cuda::kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
+  plan.extra.emplace_back(cuda::kCubinSection, std::vector<uint8_t>{0x7f, 'E', 'L', 'F'});
+  return engine::serialize_plan(plan);
+}
+
+}  // namespace kiln::testing
