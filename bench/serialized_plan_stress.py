@@ -5,9 +5,10 @@ time (engines from the engine cache) and `kiln compile -o X.kiln` then
 `kiln check X.kiln`, for convolutional models with grouped and depthwise
 convolutions, in fp16 and bf16.
 
-Models (random weights, `torch.manual_seed(0)`, eval, float32, input 1x3x224x224
-from `torch.Generator().manual_seed(0)`; the io file holds the input and
-PyTorch's float32 output):
+Models (random weights, `torch.manual_seed(0)`, BatchNorm statistics
+recalibrated on four random batches of 8 so that outputs do not vanish, eval,
+float32, input 1x3x224x224 from `torch.Generator().manual_seed(0)`; the io
+file holds the input and PyTorch's float32 output):
 
 - shufflenet_v2: torchvision.models.shufflenet_v2_x1_0()
 - mnasnet: torchvision.models.mnasnet1_0()
@@ -47,11 +48,24 @@ def export(name: str, workdir: str) -> tuple[str, str]:
     if os.path.exists(pt2) and os.path.exists(io):
         return pt2, io
     torch.manual_seed(0)
-    model = MODELS[name]().eval()
+    model = MODELS[name]()
+    # BatchNorm statistics at their defaults shrink random activations layer
+    # by layer until the outputs vanish (and any check passes): recalibrate
+    # them on random batches first.
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.reset_running_stats()
+            m.momentum = None
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(8, 3, 224, 224))
+    model.eval()
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         y = model(x)
     torch.export.save(torch.export.export(model, (x,)), pt2)
+    print(f"{name}: largest |output| {y.abs().max().item():.3g}", flush=True)
     save_file({"input.0": x.contiguous(), "output.0": y.contiguous()}, io)
     return pt2, io
 

@@ -5,7 +5,9 @@
 #
 #   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 10 s, every target)
 #
-# Targets: zip pt2_json pt2 safetensors kiln_file plan cache_entry. Each run
+# Targets: zip pt2_json pt2 safetensors kiln_file plan cache_entry, and
+# cuda_plan where the CUDA toolkit and cuDNN are found (the CUDA plan reader
+# runs on the host; no GPU is needed). Each run
 # keeps its corpus in build-fuzz/corpus/<target>/ (so later runs go on from
 # it) and any input that crashes, leaks, trips a sanitizer or allocates more
 # than 512 MB in build-fuzz/crashes/<target>/. One line per target says how
@@ -15,16 +17,19 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(zip pt2_json pt2 safetensors kiln_file plan cache_entry)
 
 source tools/packages.sh
 ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev libssl-dev
 
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
-    -DKILN_SANITIZE=ON -DKILN_CUDA=OFF -DKILN_BUILD_TESTS=OFF >/dev/null
+    -DKILN_SANITIZE=ON -DKILN_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build build-fuzz -j "$(nproc)"
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(zip pt2_json pt2 safetensors kiln_file plan cache_entry)
+  [ -x build-fuzz/fuzz_cuda_plan ] && targets+=(cuda_plan)
+fi
 rm -rf build-fuzz/seeds
 build-fuzz/kiln_fuzz_seeds . build-fuzz/seeds
 
