@@ -107,6 +107,16 @@ struct LoadOptions {
   bool load_engines = true;
 };
 
+// A host copy of `t` when its elements lie on a device, `t` itself when they
+// lie in host memory (an undefined tensor stays undefined).
+Expected<Tensor> to_host(const Tensor& t);
+
+// Copies `src`'s elements into `dst`, each in host memory or on a device one
+// of kiln's backends runs on (a session's state on a GPU, a framework's CUDA
+// tensor): the same sizes; converted between dtypes and laid out where the
+// host side allows it, device sides contiguous. Complete on return.
+Status copy_tensor(const Tensor& dst, const Tensor& src);
+
 // A node that runs on the reference kernels instead of an engine, and why.
 struct FallbackNode {
   std::string node;    // the exporter's node name
@@ -213,10 +223,14 @@ class Session {
 
   // Runs the program on user inputs given in signature order and returns the
   // user outputs. Inputs are checked (count, dtype, rank, sizes, dynamic
-  // ranges) before anything runs. Buffers copied back change only when the
-  // whole call succeeds. Buffers an engine updates in place (KV caches, see
-  // Program::buffer_updated_in_place) are written as that engine runs: after
-  // a call that fails later on, they hold the rows that call wrote.
+  // ranges) before anything runs. Each input may lie in host memory or on a
+  // device one of kiln's backends runs on (a CUDA tensor borrowed with
+  // Storage::borrow(..., Device::cuda())); the outputs lie on the device of
+  // the first input that lies on one, else in host memory. Buffers copied
+  // back change only when the whole call succeeds. Buffers an engine updates
+  // in place (KV caches, see Program::buffer_updated_in_place) are written as
+  // that engine runs: after a call that fails later on, they hold the rows
+  // that call wrote. Complete on return.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
   // Runs method `method` of the program on the session's state: of a method
   // compiled with several shape profiles, the first profile whose ranges
@@ -225,19 +239,29 @@ class Session {
   Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
 
   // Buffer `fqn`: the session's own memory (or the caller's, when bound), so
-  // later calls update what this returns, as a module's buffer in PyTorch;
-  // clone() it to keep the value of this moment.
+  // later calls update what this returns, as a module's buffer in PyTorch.
+  // It lies where the session keeps its state (state_device()): reading it on
+  // the host is the caller's explicit copy (to_host), as is keeping the value
+  // of this moment (to_host, or clone() of a host buffer).
   Expected<Tensor> buffer(std::string_view fqn) const;
-  // Copies `value` into buffer `fqn` (same dtype and shape).
+  // Copies `value` (host or device memory) into buffer `fqn` (same dtype and shape).
   Status set_buffer(std::string_view fqn, const Tensor& value);
   // Makes the caller's tensor the memory of buffer `fqn` (same dtype and
-  // shape, contiguous, not shared with another buffer): engines update it in
-  // place or the runtime copies the new value into it; the caller keeps it
-  // alive and sees every update. Its current contents are the buffer's value.
+  // shape, contiguous, not shared with another buffer), in host memory or on
+  // a device one of kiln's backends runs on (a framework's CUDA tensor as the
+  // KV cache): engines update it in place where it lies, or the runtime
+  // copies the new value into it; the caller keeps it alive and sees every
+  // update. Its current contents are the buffer's value.
   Status bind_buffer(std::string_view fqn, const Tensor& memory);
   // Restores every buffer to its initial value from the program (into the
-  // memory it has, bound or not).
-  void reset();
+  // memory it has, bound or not); an error when a device copy fails.
+  Status reset();
+  // Where the session keeps the buffers it allocates itself: the device of
+  // the program's engines when they run on one (CUDA: a session of a CUDA
+  // program holds its state in device memory, allocated once, its initial
+  // values uploaded once), else host memory. A buffer the device cannot hold
+  // starts in host memory instead.
+  Device state_device() const { return state_device_; }
 
   const Program& program() const { return *program_; }
 
@@ -271,6 +295,7 @@ class Session {
  private:
   std::shared_ptr<const Program> program_;
   std::map<std::string, Tensor, std::less<>> buffers_;
+  Device state_device_;
 };
 
 }  // namespace kiln

@@ -13,21 +13,38 @@
 
 namespace kiln {
 
-// Bytes owned by kiln (64-byte aligned) or borrowed from something a keeper
-// keeps alive (e.g. a mapped file).
+// Where a storage's bytes lie: host memory, or the memory of a device with
+// its index (CUDA device 0 is "cuda:0").
+enum class DeviceType : uint8_t { kCPU = 0, kCUDA = 1 };
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;
+  static constexpr Device cpu() { return {}; }
+  static constexpr Device cuda(int index = 0) { return {DeviceType::kCUDA, index}; }
+  bool is_cpu() const { return type == DeviceType::kCPU; }
+  bool operator==(const Device&) const = default;
+  std::string to_string() const;  // "cpu", "cuda:0"
+};
+
+// Bytes owned by kiln (64-byte aligned, host memory) or borrowed from
+// something a keeper keeps alive (a mapped file, a device allocation, a
+// framework's tensor).
 class Storage {
  public:
-  // Zero-filled, 64-byte aligned.
+  // Zero-filled, 64-byte aligned host memory.
   static std::shared_ptr<Storage> allocate(size_t nbytes);
-  // Borrows [data, data + nbytes); `keeper` owns the memory.
-  static std::shared_ptr<Storage> borrow(uint8_t* data, size_t nbytes, std::shared_ptr<void> keeper);
+  // Borrows [data, data + nbytes) on `device`; `keeper` owns the memory.
+  static std::shared_ptr<Storage> borrow(uint8_t* data, size_t nbytes, std::shared_ptr<void> keeper,
+                                         Device device = Device::cpu());
 
   uint8_t* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
  private:
   uint8_t* data_ = nullptr;
   size_t nbytes_ = 0;
+  Device device_;
   std::shared_ptr<void> keeper_;
 };
 
@@ -62,6 +79,13 @@ class Tensor {
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where the elements lie. Everything below that reads or writes elements
+  // (copies, conversions, value_at) works on host tensors only: a device
+  // tensor crosses to the host through its backend (kiln::copy_tensor in
+  // kiln.h), and reaching one of them with device memory is a bug that stops
+  // kiln naming it.
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  bool is_cpu() const { return device().is_cpu(); }
 
   bool is_contiguous() const;
   // Same dtype, sizes and element bytes (the same memory viewed alike is
@@ -94,10 +118,13 @@ class Tensor {
   double item() const { return value_at(0); }
   int64_t item_int() const { return int_at(0); }
 
-  // "float32[2, 3]"
+  // "float32[2, 3]"; device tensors add their device ("float32[2, 3] on cuda:0").
   std::string type_string() const;
 
  private:
+  // Stops kiln, naming `what`, when the elements lie on a device.
+  void require_host(const char* what) const;
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::Float32;
   Shape sizes_;

@@ -138,7 +138,8 @@ kiln::Tensor device_tensor_of(const AnyArray& a, const std::string& what) {
   }
   auto keeper = std::make_shared<AnyArray>(a);
   auto storage = kiln::Storage::borrow(static_cast<uint8_t*>(a.data()),
-                                       static_cast<size_t>(numel) * kiln::dtype_size(*dtype), keeper);
+                                       static_cast<size_t>(numel) * kiln::dtype_size(*dtype), keeper,
+                                       kiln::Device::cuda(a.device_id()));
   return take(kiln::Tensor::from_storage(storage, *dtype, sizes, kiln::contiguous_strides(sizes), 0));
 }
 
@@ -243,14 +244,15 @@ class SessionHandle {
     return result;
   }
 
-  nb::object buffer(const std::string& fqn) const { return array_of(take(session_.buffer(fqn))); }
+  // A host copy when the session keeps the buffer on a device.
+  nb::object buffer(const std::string& fqn) const { return array_of(take(kiln::to_host(take(session_.buffer(fqn))))); }
   void set_buffer(const std::string& fqn, const AnyArray& value) {
     check(session_.set_buffer(fqn, tensor_of(value, "buffer '" + fqn + "'")));
   }
   void bind_buffer(const std::string& fqn, const AnyArray& memory) {
     check(session_.bind_buffer(fqn, tensor_of(memory, "buffer '" + fqn + "'")));
   }
-  void reset() { session_.reset(); }
+  void reset() { check(session_.reset()); }
   ProgramHandle program() const { return {program_}; }
 
  private:

@@ -77,12 +77,26 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   return s;
 }
 
-std::shared_ptr<Storage> Storage::borrow(uint8_t* data, size_t nbytes, std::shared_ptr<void> keeper) {
+std::shared_ptr<Storage> Storage::borrow(uint8_t* data, size_t nbytes, std::shared_ptr<void> keeper, Device device) {
   auto s = std::make_shared<Storage>();
   s->data_ = data;
   s->nbytes_ = nbytes;
+  s->device_ = device;
   s->keeper_ = std::move(keeper);
   return s;
+}
+
+std::string Device::to_string() const {
+  return type == DeviceType::kCPU ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+void Tensor::require_host(const char* what) const {
+  if (is_cpu()) return;
+  // Host code reading device memory would fault or read garbage: a broken
+  // invariant of the runtime (device values cross through their backend).
+  std::fprintf(stderr, "kiln: internal error: Tensor::%s on %s, whose elements lie on %s\n", what,
+               type_string().c_str(), device().to_string().c_str());
+  std::abort();
 }
 
 Expected<int64_t> checked_numel(std::span<const int64_t> sizes) {
@@ -125,6 +139,11 @@ Tensor Tensor::zeros(DType dtype, Shape sizes) {
     std::abort();
   }
   int64_t n = *checked;
+  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / dtype_size(dtype)) {
+    std::fprintf(stderr, "kiln: internal error: Tensor::zeros: %s%s does not fit in memory\n",
+                 std::string(dtype_name(dtype)).c_str(), shape_to_string(sizes).c_str());
+    std::abort();
+  }
   t.storage_ = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(sizes);
@@ -185,6 +204,8 @@ int64_t Tensor::numel() const {
 bool Tensor::same_bytes(const Tensor& other) const {
   if (dtype_ != other.dtype_ || sizes_ != other.sizes_) return false;
   if (storage_ == other.storage_ && offset_ == other.offset_ && strides_ == other.strides_) return true;
+  require_host("same_bytes");
+  other.require_host("same_bytes");
   const Tensor a = contiguous(), b = other.contiguous();
   return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
@@ -206,6 +227,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
+  require_host("clone");
   Tensor out = zeros(dtype_, sizes_);
   out.copy_from(*this);
   return out;
@@ -213,6 +235,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
+  require_host("to");
   Tensor out = zeros(dtype, sizes_);
   out.copy_from(*this);
   return out;
@@ -239,6 +262,8 @@ Tensor Tensor::reshape(Shape sizes) const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
+  require_host("copy_from");
+  src.require_host("copy_from");
   // Gather src into a contiguous, converted buffer, then scatter into this
   // layout; two contiguous tensors (that do not overlap) convert in one pass.
   visit_dtype(dtype_, [&](auto dst_tag) {
@@ -264,6 +289,7 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 double Tensor::value_at(int64_t i) const {
+  require_host("value_at");
   // Unravel i in row-major order over sizes_.
   int64_t off = offset_;
   for (size_t d = sizes_.size(); d-- > 0;) {
@@ -282,6 +308,7 @@ double Tensor::value_at(int64_t i) const {
 }
 
 int64_t Tensor::int_at(int64_t i) const {
+  require_host("int_at");
   if (!is_floating(dtype_)) {
     int64_t off = offset_;
     for (size_t d = sizes_.size(); d-- > 0;) {
@@ -304,6 +331,9 @@ int64_t Tensor::int_at(int64_t i) const {
   return static_cast<int64_t>(v);
 }
 
-std::string Tensor::type_string() const { return std::string(dtype_name(dtype_)) + shape_to_string(sizes_); }
+std::string Tensor::type_string() const {
+  std::string s = std::string(dtype_name(dtype_)) + shape_to_string(sizes_);
+  return is_cpu() ? s : s + " on " + device().to_string();
+}
 
 }  // namespace kiln

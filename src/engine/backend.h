@@ -72,6 +72,24 @@ struct DevicePadding {
   std::vector<int64_t> output_factors;  // per engine output: c (rows * c rows written), 0 = whole
 };
 
+// A backend's own device memory and the copies to, from and within it: how
+// the runtime keeps values (session state, values between engines) on a
+// device and moves them across. Backends that compute in host memory have
+// none (Backend::device_memory() is null).
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual Device device() const = 0;
+  // A contiguous tensor of `dtype` and `sizes` in the device's memory (its
+  // contents unspecified), freed when its last view goes. kInternal (naming
+  // the bytes) when the device is out of memory.
+  virtual Expected<Tensor> empty(DType dtype, const Shape& sizes) const = 0;
+  // Copies `src`'s elements into `dst`: the same dtype and sizes, both
+  // contiguous, each in host memory or this device's. Complete on return
+  // (ordered after every engine call that returned before it).
+  virtual Status copy(const Tensor& dst, const Tensor& src) const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,6 +105,9 @@ class Backend {
   // Whether load() copies weights onto a device of the backend's own (so a
   // loaded engine is worth keeping for reuse: runtime/engine_hot_set.h).
   virtual bool loads_onto_device() const { return false; }
+  // The device's memory, for backends that compute on a device of their own
+  // (null for those that compute in host memory).
+  virtual const DeviceMemory* device_memory() const { return nullptr; }
   // Settings load() reads from outside the plan (environment switches), as
   // text: an engine loaded under other settings is not reused for this load.
   virtual std::string load_settings() const { return ""; }
@@ -113,11 +134,20 @@ class Backend {
   //   engine:  a handle from load(); execute may be called from several
   //            threads at once on one handle
   //   inputs:  one tensor per engine input, in binding order (symbolic
-  //            scalars travel as 0-d int64 / float64 / bool tensors)
-  //   outputs: replaced by one tensor per engine output, in binding order
+  //            scalars travel as 0-d int64 / float64 / bool tensors), each in
+  //            host memory or, on a backend with device_memory(), that
+  //            device's memory (read where it lies, and written there when
+  //            the engine writes that input in place)
+  //   outputs: on entry either empty, and then replaced by new host tensors,
+  //            or one entry per engine output, in binding order: contiguous
+  //            memory (host, or the backend's device) the output is written
+  //            into, or an undefined tensor for a new host tensor; an output
+  //            the engine writes into an input in place is that input itself,
+  //            whatever its entry held
   //   stream:  the caller's stream (a cudaStream_t for CUDA; null on CPU)
   // Inputs are checked (count, dtype, rank, static sizes) before anything
-  // runs; errors name the engine and the layer that failed.
+  // runs; errors name the engine and the layer that failed. Every result is
+  // where it belongs when execute returns.
   virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          void* stream) const = 0;
 

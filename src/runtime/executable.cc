@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
 #include "runtime/interpreter.h"
 
@@ -76,8 +77,25 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
       e->release_after_[static_cast<size_t>(last_reader[v])].push_back(static_cast<int>(v));
   KILN_ASSIGN_OR_RETURN(e->buffer_writes_, program::classify_buffer_writes(p, w));
   e->written_in_place_.assign(g.outputs().size(), false);
+  e->read_by_segment_.assign(nv, false);
+  for (const program::SegmentRecord& s : p.segments) {
+    if (s.kind == SegmentKind::kEngine)
+      for (int v : s.inputs) e->read_by_segment_[static_cast<size_t>(v)] = true;
+    else
+      for (int ni : s.nodes)
+        for (const ir::Value* v : g.nodes()[static_cast<size_t>(ni)]->operands())
+          e->read_by_segment_[static_cast<size_t>(v->id)] = true;
+  }
+  e->user_output_.assign(nv, false);
+  for (size_t i = 0; i < p.module.output_specs.size() && i < g.outputs().size(); ++i)
+    if (p.module.output_specs[i].kind == ir::OutputSpec::Kind::kUserOutput)
+      e->user_output_[static_cast<size_t>(g.outputs()[i]->id)] = true;
+  e->value_in_place_.assign(nv, false);
   for (const program::BufferWrite& bw : e->buffer_writes_)
-    if (bw.in_place) e->written_in_place_[static_cast<size_t>(bw.output)] = true;
+    if (bw.in_place) {
+      e->written_in_place_[static_cast<size_t>(bw.output)] = true;
+      e->value_in_place_[static_cast<size_t>(g.outputs()[static_cast<size_t>(bw.output)]->id)] = true;
+    }
   e->p_ = std::move(p);
   e->what_ = w;
   if (load_engines) KILN_TRY(e->ensure_engines());
@@ -114,7 +132,22 @@ Status Executable::ensure_engines() const {
   return engines_status_;
 }
 
-Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs, void* stream) const {
+namespace {
+
+// The value in `slot` in host memory: a tensor on a device is copied across
+// (and the slot keeps the host copy for later readers).
+Status bring_to_host(cpu::RtValue& slot) {
+  const Tensor* t = std::get_if<Tensor>(&slot);
+  if (!t || !t->defined() || t->is_cpu()) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(Tensor host, to_host(*t));
+  slot = std::move(host);
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs, void* stream,
+                                                    bool keep_on_device, bool user_outputs_on_host) const {
   const ir::Graph& g = p_.module.graph;
   if (graph_inputs.size() != g.inputs().size())
     return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
@@ -128,8 +161,39 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   for (size_t si = 0; si < p_.segments.size(); ++si) {
     const program::SegmentRecord& s = p_.segments[si];
     if (s.kind == SegmentKind::kEngine) {
+      const engine::DeviceMemory* device = engines_[si]->backend().device_memory();
       ins.clear();
-      for (int v : s.inputs) ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
+      for (int v : s.inputs) {
+        if (!device) KILN_TRY(bring_to_host(env[static_cast<size_t>(v)]));
+        ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
+      }
+      // Device outputs: memory on the engine's device for each (none for a
+      // buffer's new value the engine writes where the buffer lies).
+      outs.clear();
+      if (keep_on_device && device) {
+        for (int v : s.outputs) {
+          const ir::Value& val = *g.value(static_cast<size_t>(v));
+          Shape sizes;
+          bool fixed = val.kind == ir::ValueKind::kTensor;
+          for (const ir::Dim& d : val.type.sizes) {
+            fixed = fixed && d.is_static();
+            sizes.push_back(d.value);
+          }
+          if (!fixed) {  // sizes known only once it runs: host memory, as the engine gives it
+            outs.clear();
+            break;
+          }
+          // Written where the buffer lies, or a user output only the caller
+          // reads, wanted in host memory: no device memory for it.
+          if (value_in_place_[static_cast<size_t>(v)] ||
+              (user_outputs_on_host && user_output_[static_cast<size_t>(v)] && !read_by_segment_[static_cast<size_t>(v)])) {
+            outs.emplace_back();
+            continue;
+          }
+          KILN_ASSIGN_OR_RETURN(Tensor t, device->empty(val.type.dtype, sizes));
+          outs.push_back(std::move(t));
+        }
+      }
       KILN_TRY(engines_[si]->execute(ins, outs, stream));
       if (outs.size() != s.outputs.size())
         return internal_error("segment " + std::to_string(si) + ": the engine returned " + std::to_string(outs.size()) +
@@ -141,7 +205,11 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       ins.clear();
       outs.clear();
     } else {
-      for (int ni : s.nodes) KILN_TRY(run_node(*g.nodes()[static_cast<size_t>(ni)], env, cpu::cpu_kernels()));
+      for (int ni : s.nodes) {
+        const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+        for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)]));
+        KILN_TRY(run_node(n, env, cpu::cpu_kernels()));
+      }
     }
     for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};
   }

@@ -27,9 +27,16 @@ class Executable {
   static Expected<std::unique_ptr<Executable>> load(program::CompiledProgram p, std::string_view what,
                                                     bool load_engines = true);
 
-  // `graph_inputs` parallel to the module's graph inputs; returns the values
-  // of its graph outputs. `stream` is handed to every engine.
-  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, void* stream = nullptr) const;
+  // `graph_inputs` parallel to the module's graph inputs (tensors in host
+  // memory or on a device); returns the values of its graph outputs. `stream`
+  // is handed to every engine. `keep_on_device`: the outputs of engines whose
+  // backend has a device of its own stay in that device's memory (a value a
+  // fallback node or a host engine reads is copied to the host first: it
+  // crosses), except user outputs no later segment reads when
+  // `user_outputs_on_host` (written straight into host memory); otherwise
+  // every engine output comes back in host memory.
+  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, void* stream = nullptr,
+                                          bool keep_on_device = false, bool user_outputs_on_host = false) const;
 
   // For benchmarks: a program that is one engine segment, timed alone with
   // its inputs resident on the engine's device (engine::Backend::time_resident).
@@ -59,6 +66,9 @@ class Executable {
   program::CompiledProgram p_;
   std::vector<program::BufferWrite> buffer_writes_;
   std::vector<bool> written_in_place_;  // derived from buffer_writes_ at load
+  std::vector<bool> value_in_place_;    // per value id: a buffer's new value an engine writes where the buffer lies
+  std::vector<bool> read_by_segment_;   // per value id: an engine segment's input or a fallback node's operand
+  std::vector<bool> user_output_;       // per value id: a user output of the program
   std::string what_;
   mutable std::once_flag engines_once_;
   mutable Status engines_status_;

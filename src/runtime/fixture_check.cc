@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "runtime/device_copy.h"
+
 namespace kiln::runtime {
 
 bool CheckReport::pass() const {
@@ -165,7 +167,17 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
   if (bind_buffers) {
     for (const TensorSpec& b : program->buffers()) {
       KILN_ASSIGN_OR_RETURN(Tensor initial, session.buffer(b.name));
-      Tensor memory = initial.clone();
+      // Memory where the session keeps its state (a CUDA program's: device
+      // memory, as a caller owning its KV caches on the GPU binds them).
+      Tensor memory;
+      if (initial.is_cpu()) {
+        memory = initial.clone();
+      } else {
+        const engine::DeviceMemory* device = device_memory_of(initial.device());
+        if (!device) return internal_error("buffer '" + b.name + "' lies on " + initial.device().to_string());
+        KILN_ASSIGN_OR_RETURN(memory, device->empty(initial.dtype(), initial.sizes()));
+        KILN_TRY(copy_tensor(memory, initial));
+      }
       KILN_TRY(session.bind_buffer(b.name, memory));
       bound.emplace(b.name, memory);
     }
@@ -192,6 +204,7 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
         return internal_error("buffer '" + buffer + "' no longer lies in the memory bound to it");
       got = it->second;
     }
+    KILN_ASSIGN_OR_RETURN(got, to_host(got));  // the caller's explicit copy of a device buffer
     report.tensors.push_back(compare_tensors(name, got, want, tol));
   }
   return report;

@@ -483,6 +483,78 @@ const Program* Program::method(std::string_view name) const {
 const std::vector<SegmentInfo>& Program::segments() const { return impl_->segments; }
 const std::string& Program::device() const { return impl_->exec->program().device; }
 
+namespace {
+
+// The values a call with host inputs moves between the device the program's
+// engines run on and the host: what a fallback segment (or an engine on the
+// host) reads from device engines or device state, what a device engine reads
+// from the host, and user outputs handed back in host memory. Empty for a
+// program with no engine on a device of its own. Mirrors Executable::run: a
+// value copied to the host for one reader stays there for later readers.
+std::string describe_crossings(const program::CompiledProgram& cp) {
+  const ir::Graph& g = cp.module.graph;
+  auto on_device = [](const program::SegmentRecord& r) {
+    if (r.kind != partition::SegmentKind::kEngine) return false;
+    const engine::Backend* b = program::builtin_backends().find(r.backend);
+    return b && b->device_memory();
+  };
+  bool any = false;
+  for (const program::SegmentRecord& r : cp.segments) any = any || on_device(r);
+  if (!any) return "";
+  constexpr int kHost = -2, kState = -1;  // else: the device segment that made it
+  std::vector<int> where(g.num_values(), kHost);
+  for (size_t i = 0; i < cp.module.input_specs.size() && i < g.inputs().size(); ++i)
+    if (cp.module.input_specs[i].kind == ir::InputSpec::Kind::kBuffer)
+      where[static_cast<size_t>(g.inputs()[i]->id)] = kState;
+  std::string lines;
+  int count = 0;
+  int64_t bytes = 0;
+  auto cross = [&](const ir::Value& v, const std::string& how) {
+    int64_t n = static_cast<int64_t>(dtype_size(v.type.dtype));
+    for (const ir::Dim& d : v.type.sizes) n *= d.is_static() ? d.value : 1;
+    lines += "  %" + v.name + " " + v.type.to_string() + " " + how + "\n";
+    ++count;
+    bytes += n;
+  };
+  auto from = [](int w) { return w == kState ? std::string("device state") : "segment " + std::to_string(w); };
+  for (size_t si = 0; si < cp.segments.size(); ++si) {
+    const program::SegmentRecord& r = cp.segments[si];
+    const std::string seg = "segment " + std::to_string(si);
+    std::vector<int> reads = r.inputs;
+    if (r.kind != partition::SegmentKind::kEngine)
+      for (int ni : r.nodes)
+        for (const ir::Value* v : g.nodes()[static_cast<size_t>(ni)]->operands()) reads.push_back(v->id);
+    std::sort(reads.begin(), reads.end());
+    reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+    const bool device = on_device(r);
+    for (int id : reads) {
+      const ir::Value& v = *g.value(static_cast<size_t>(id));
+      int& w = where[static_cast<size_t>(id)];
+      if (v.kind != ir::ValueKind::kTensor || (w == kHost) != device) continue;
+      if (device) {
+        cross(v, "host -> device, read by " + seg);
+      } else {
+        cross(v, "device -> host, from " + from(w) + " to " + seg + " (" + (r.kind == partition::SegmentKind::kEngine ? r.backend : std::string("fallback")) + ")");
+        w = kHost;
+      }
+    }
+    for (int id : r.outputs) where[static_cast<size_t>(id)] = device ? static_cast<int>(si) : kHost;
+  }
+  for (size_t i = 0; i < cp.module.output_specs.size() && i < g.outputs().size(); ++i) {
+    const ir::Value& v = *g.outputs()[i];
+    const int w = where[static_cast<size_t>(v.id)];
+    const ir::OutputSpec::Kind k = cp.module.output_specs[i].kind;
+    if (k == ir::OutputSpec::Kind::kUserOutput && w != kHost && v.kind == ir::ValueKind::kTensor)
+      cross(v, "device -> host, from " + from(w) + ", returned to the caller");
+    else if (k == ir::OutputSpec::Kind::kBufferMutation && w == kHost && v.kind == ir::ValueKind::kTensor)
+      cross(v, "host -> device, the new value of buffer '" + cp.module.output_specs[i].target + "'");
+  }
+  return "values that cross between the device and the host in a call with host inputs: " + std::to_string(count) +
+         (count ? ", " + std::to_string(bytes) + " bytes\n" + lines : std::string("\n"));
+}
+
+}  // namespace
+
 std::string Program::partition_report() const {
   const program::CompiledProgram& cp = impl_->exec->program();
   const ir::Graph& g = cp.module.graph;
@@ -496,7 +568,7 @@ std::string Program::partition_report() const {
     s.reasons = r.reasons;
     part.segments.push_back(std::move(s));
   }
-  return partition::describe_partition(cp.module, part);
+  return partition::describe_partition(cp.module, part) + describe_crossings(cp);
 }
 
 const std::vector<TensorSpec>& Program::inputs() const { return impl_->inputs; }

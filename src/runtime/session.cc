@@ -4,6 +4,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "kiln/kiln.h"
+#include "runtime/device_copy.h"
 #include "runtime/interpreter.h"
 #include "runtime/program_impl.h"
 
@@ -77,9 +78,41 @@ Status check_inputs(const ir::Module& m, const std::vector<const ir::Value*>& de
 
 }  // namespace
 
-Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) { reset(); }
+namespace {
 
-void Session::reset() {
+// The device a program's engines run on, where they have one of their own
+// (the first such engine segment of any method), else the host.
+Device engines_device(const Program& program) {
+  for (const std::string& name : program.method_names())
+    for (const program::SegmentRecord& seg : program_impl(*program.method(name)).exec->program().segments) {
+      if (seg.kind != partition::SegmentKind::kEngine) continue;
+      const engine::Backend* b = program::builtin_backends().find(seg.backend);
+      if (b && b->device_memory()) return b->device_memory()->device();
+    }
+  return Device::cpu();
+}
+
+// A copy of `t` of its own, where `t` lies.
+Expected<Tensor> duplicate(const Tensor& t) {
+  if (t.is_cpu()) return t.clone();
+  const engine::DeviceMemory* m = runtime::device_memory_of(t.device());
+  if (!m) return unsupported("no backend of this kiln runs on " + t.device().to_string());
+  KILN_ASSIGN_OR_RETURN(Tensor copy, m->empty(t.dtype(), t.sizes()));
+  KILN_TRY(copy_tensor(copy, t));
+  return copy;
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) {
+  state_device_ = engines_device(*program_);
+  // The first fill allocates every buffer: one the device cannot hold (or
+  // copy into) starts in host memory, so nothing here can fail.
+  (void)reset();
+}
+
+Status Session::reset() {
+  const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   // Every method's buffers: methods share them by name (Program checked that they agree).
   std::set<std::string> done;
   for (const std::string& name : program_->method_names()) {
@@ -87,13 +120,19 @@ void Session::reset() {
     for (const ir::InputSpec& s : m.input_specs) {
       if (s.kind != ir::InputSpec::Kind::kBuffer || !done.insert(s.target).second) continue;
       const Tensor& initial = m.weights.at(s.target);
-      auto it = buffers_.find(s.target);
-      if (it == buffers_.end())
-        buffers_[s.target] = initial.clone();
-      else
-        it->second.copy_from(initial);  // into the memory it has (the caller's, when bound)
+      if (auto it = buffers_.find(s.target); it != buffers_.end()) {
+        // Into the memory it has (the caller's, when bound).
+        KILN_TRY(copy_tensor(it->second, initial).with_context("buffer '" + s.target + "'"));
+        continue;
+      }
+      Tensor memory;
+      if (device)
+        if (auto d = device->empty(initial.dtype(), initial.sizes()); d && copy_tensor(*d, initial).is_ok())
+          memory = std::move(*d);
+      buffers_[s.target] = memory.defined() ? memory : initial.clone();
     }
   }
+  return Status::ok();
 }
 
 Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
@@ -104,6 +143,9 @@ Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
                             (memory.defined() ? memory.type_string() : std::string("an undefined tensor")));
   if (!memory.is_contiguous())
     return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor must be contiguous");
+  if (!memory.is_cpu() && !runtime::device_memory_of(memory.device()))
+    return unsupported("buffer '" + std::string(fqn) + "': the bound tensor lies on " + memory.device().to_string() +
+                       ", where no backend of this kiln runs");
   for (const auto& [name, t] : buffers_)
     if (name != fqn && t.storage() == memory.storage())
       return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor shares memory with buffer '" + name +
@@ -132,8 +174,8 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   if (value.dtype() != it->second.dtype() || value.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
                             value.type_string());
-  it->second.copy_from(value);  // into the memory it has (the caller's, when bound)
-  return Status::ok();
+  // Into the memory it has (the caller's, when bound), wherever each lies.
+  return copy_tensor(it->second, value).with_context("buffer '" + std::string(fqn) + "'");
 }
 
 namespace {
@@ -396,9 +438,24 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       if (inputs[i].storage() == b.storage())
         return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
                                 ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
+  // Where the outputs go: the device of the first input on one, else the host.
+  Device outputs_on = Device::cpu();
+  for (const Tensor& t : inputs)
+    if (t.defined() && !t.is_cpu()) {
+      outputs_on = t.device();
+      break;
+    }
+  std::vector<Tensor> call_inputs = inputs;
+  if (chosen.rows >= 0) {
+    // Padding happens in host memory here (run_on_device pads on the device).
+    for (Tensor& t : call_inputs) {
+      KILN_ASSIGN_OR_RETURN(t, to_host(t));
+    }
+    call_inputs = pad_inputs(*padded_of(p), chosen.rows, call_inputs);
+  }
   KILN_ASSIGN_OR_RETURN(auto results,
-                        p->impl_->exec->run(assemble_graph_inputs(
-                            m, buffers_, chosen.rows >= 0 ? pad_inputs(*padded_of(p), chosen.rows, inputs) : inputs)));
+                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, call_inputs), nullptr,
+                                            !state_device_.is_cpu() || !outputs_on.is_cpu(), outputs_on.is_cpu()));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran).
@@ -411,6 +468,17 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
       Tensor t = cpu::rt_value_to_tensor(r);
       if (!t.defined()) return internal_error("output " + std::to_string(i) + " has no value");
+      if (t.device() != outputs_on) {
+        if (outputs_on.is_cpu()) {
+          KILN_ASSIGN_OR_RETURN(t, to_host(t));
+        } else {
+          const engine::DeviceMemory* dm = runtime::device_memory_of(outputs_on);
+          if (!dm) return unsupported("no backend of this kiln runs on " + outputs_on.to_string());
+          KILN_ASSIGN_OR_RETURN(Tensor host, to_host(t));
+          KILN_ASSIGN_OR_RETURN(t, dm->empty(host.dtype(), host.sizes()));
+          KILN_TRY(copy_tensor(t, host.contiguous()));
+        }
+      }
       if (chosen.rows >= 0) {
         // A padded batch bucket: the caller's rows only.
         const int64_t c = p->impl_->exec->program().padded->output_factors.at(i);
@@ -421,7 +489,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
           t = full.as_strided(sizes, full.strides(), full.storage_offset()).clone();
         }
       }
-      user_outputs.push_back(t.contiguous());
+      user_outputs.push_back(t.is_cpu() ? t.contiguous() : t);
       continue;
     }
     const Tensor* t = std::get_if<Tensor>(&r);
@@ -437,20 +505,25 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
         continue;
       }
       // Copied back below; a value that shares the buffer's memory is copied out first.
-      new_buffers.emplace_back(s.target, t->storage() == old.storage() ? t->clone() : *t);
+      if (t->storage() == old.storage()) {
+        KILN_ASSIGN_OR_RETURN(Tensor own, duplicate(*t));
+        new_buffers.emplace_back(s.target, std::move(own));
+      } else {
+        new_buffers.emplace_back(s.target, *t);
+      }
     } else {
       // A mutated user input: write into the caller's tensor, as eager PyTorch does.
       bool written = false;
       for (size_t k = 0; k < user_decl.size(); ++k)
         if (user_decl[k]->name == s.target) {
-          Tensor dst = inputs[k];
-          dst.copy_from(*t);
+          KILN_TRY(copy_tensor(inputs[k], *t).with_context("input '" + s.target + "'"));
           written = true;
         }
       if (!written) return internal_error("the program writes input '" + s.target + "', which it does not take");
     }
   }
-  for (auto& [name, t] : new_buffers) buffers_.at(name).copy_from(t);  // into the buffer's own memory
+  for (auto& [name, t] : new_buffers)  // into the buffer's own memory, wherever each lies
+    KILN_TRY(copy_tensor(buffers_.at(name), t).with_context("buffer '" + name + "'"));
   return user_outputs;
 }
 

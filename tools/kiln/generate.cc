@@ -10,7 +10,10 @@
 // whose T is a dynamic dimension takes the whole prompt in one call; a static
 // T of 1 takes it token by token. Each new token is the argmax of the last
 // logits row (the first maximum, as torch.argmax).
+#include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -112,20 +115,32 @@ Tensor ids_tensor(const std::vector<int64_t>& ids, size_t from, size_t count, bo
   return t;
 }
 
-// argmax over the last row of logits [1, T, vocab]: the first maximum.
+// The first index of the largest of n values (each converted to float by
+// `at`): a vectorizable pass for the maximum, then the first index holding it
+// (NaN never wins, as with `>`).
+template <typename At>
+int64_t first_argmax(int64_t n, At at) {
+  float best = at(0);
+  for (int64_t v = 1; v < n; ++v) best = std::max(best, at(v));
+  for (int64_t v = 0; v < n; ++v)
+    if (at(v) == best) return v;
+  return 0;
+}
+
+// argmax over the last row of logits [1, T, vocab]: the first maximum. A
+// vocabulary of 128K is scanned in tens of microseconds (a decode step of a
+// 1B model takes about a millisecond).
 int64_t last_row_argmax(const Tensor& logits) {
   const int64_t vocab = logits.size(2);
-  const int64_t row = (logits.size(1) - 1) * vocab;
-  int64_t best = 0;
-  double best_v = logits.value_at(row);
-  for (int64_t v = 1; v < vocab; ++v) {
-    const double x = logits.value_at(row + v);
-    if (x > best_v) {
-      best_v = x;
-      best = v;
-    }
+  const Tensor all = logits.contiguous();
+  const Tensor row = all.as_strided({vocab}, {1}, all.storage_offset() + (logits.size(1) - 1) * vocab);
+  if (row.dtype() == DType::BFloat16) {
+    const auto* x = static_cast<const uint16_t*>(row.raw_data());
+    return first_argmax(vocab, [x](int64_t i) { return std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16); });
   }
-  return best;
+  const Tensor f = row.to(DType::Float32);
+  const float* x = f.data<float>();
+  return first_argmax(vocab, [x](int64_t i) { return x[i]; });
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ struct CpuEngine final : engine::EngineState {
 Expected<RtValue> bind_input(const ir::Value& v, const Tensor& t, size_t i, const std::string& what) {
   const std::string where = what + ": input " + std::to_string(i) + " ('" + v.name + "')";
   if (!t.defined()) return invalid_argument(where + " is undefined");
+  if (!t.is_cpu())
+    return invalid_argument(where + " lies on " + t.device().to_string() + "; the CPU backend computes in host memory");
   if (v.kind != ir::ValueKind::kTensor) {
     if (t.dim() != 0) return invalid_argument(where + " must be a 0-d tensor carrying a scalar");
     return tensor_to_rt_value(v.kind, t);
@@ -200,10 +202,30 @@ class CpuBackend final : public engine::Backend {
       e->give_back(std::move(arena));
       return std::move(status).with_context(e->what);
     }
-    outputs.clear();
-    for (const ir::Value* v : g.outputs()) outputs.push_back(rt_value_to_tensor(env[static_cast<size_t>(v->id)]));
+    std::vector<Tensor> results;
+    for (const ir::Value* v : g.outputs()) results.push_back(rt_value_to_tensor(env[static_cast<size_t>(v->id)]));
     env.clear();
     e->give_back(std::move(arena));
+    if (outputs.empty()) {
+      outputs = std::move(results);
+      return Status::ok();
+    }
+    // Memory the caller gave for the outputs (host memory: this backend has no device).
+    if (outputs.size() != results.size())
+      return invalid_argument(e->what + ": the engine has " + std::to_string(results.size()) +
+                              " outputs, got memory for " + std::to_string(outputs.size()));
+    for (size_t o = 0; o < results.size(); ++o) {
+      if (!outputs[o].defined()) {  // a new host tensor: the result itself
+        outputs[o] = results[o];
+        continue;
+      }
+      if (!outputs[o].is_cpu() || outputs[o].dtype() != results[o].dtype() ||
+          outputs[o].sizes() != results[o].sizes())
+        return invalid_argument(e->what + ": output " + std::to_string(o) + " is " + results[o].type_string() +
+                                ", got memory " +
+                                (outputs[o].defined() ? outputs[o].type_string() : std::string("none")));
+      if (outputs[o].storage() != results[o].storage()) outputs[o].copy_from(results[o]);
+    }
     return Status::ok();
   }
 

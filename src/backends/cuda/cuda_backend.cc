@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_builder.h"
 #include "backends/cuda/device_constant.h"
+#include "backends/cuda/device_memory.h"
 #include "backends/cuda/nvrtc_compile.h"
 #include "engine/plan.h"
 
@@ -37,9 +38,16 @@ struct CudaEngine final : engine::EngineState {
   cudaStream_t own_stream = nullptr;
   std::vector<std::optional<GemmOp>> gemms;     // per step
   std::vector<std::optional<ConvOp>> convs;     // per step
-  std::vector<std::vector<void*>> kernel_args;  // per step: device pointers
-  cudaGraphExec_t graph = nullptr;
-  cudaStream_t graph_stream = nullptr;
+  std::vector<std::vector<void*>> kernel_args;  // per step: device pointers, for the bindings in `bound`
+  // Per engine input: device memory bound in place of the input's arena slot
+  // (a caller's tensor read and written where it lies: a session's KV cache),
+  // or null for the slot itself. Steps' pointers into a bound slot resolve
+  // into the bound memory instead.
+  std::vector<uint8_t*> bound;
+  // A captured graph per set of bindings, most recently used first (a few
+  // sessions alternating on one engine each keep theirs).
+  static constexpr size_t kMaxGraphs = 4;
+  std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>> graphs;
   // Device-memory calls run on own_stream, joined to the caller's stream by
   // events both ways (a stream that may be the legacy default stream, on
   // which graphs cannot be captured).
@@ -49,7 +57,7 @@ struct CudaEngine final : engine::EngineState {
   std::mutex mutex;
 
   ~CudaEngine() override {
-    if (graph) cudaGraphExecDestroy(graph);
+    for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
     gemms.clear();
     convs.clear();
     if (dnn) cudnnDestroy(dnn);
@@ -61,9 +69,30 @@ struct CudaEngine final : engine::EngineState {
   }
 
   void* ptr(const BufferRef& r) const {
-    uint8_t* base = r.region == kArenaRegion ? arena.bytes() : constants[static_cast<size_t>(r.region)]->bytes();
-    return base + r.offset;
+    if (r.region != kArenaRegion) return constants[static_cast<size_t>(r.region)]->bytes() + r.offset;
+    // Input slots are the caller's alone for the whole run (the memory plan
+    // never lends their bytes), so a bound one can be swapped whole.
+    for (size_t i = 0; i < bound.size(); ++i)
+      if (bound[i] && r.offset >= plan.inputs[i].offset && r.offset < plan.inputs[i].offset + plan.inputs[i].nbytes())
+        return bound[i] + (r.offset - plan.inputs[i].offset);
+    return arena.bytes() + r.offset;
   }
+
+  // Makes `b` the bindings the next launches use (kernel arguments resolved
+  // again when they change; GEMM and convolution pointers are resolved as
+  // steps are enqueued).
+  void bind(const std::vector<uint8_t*>& b) {
+    if (b == bound) return;
+    bound = b;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      if (plan.steps[i].kind != Step::Kind::kKernel) continue;
+      kernel_args[i].clear();
+      for (const BufferRef& r : plan.steps[i].kernel.args) kernel_args[i].push_back(ptr(r));
+    }
+  }
+
+  // The device memory engine input `i` lies in for this launch.
+  uint8_t* input_memory(size_t i) const { return bound[i] ? bound[i] : arena.bytes() + plan.inputs[i].offset; }
 
   // Enqueues every step on `stream`.
   Status enqueue(cudaStream_t stream) {
@@ -164,8 +193,8 @@ struct CudaEngine final : engine::EngineState {
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     for (const IoSlot& io : plan.inputs) {
       int64_t v[4] = {};
-      cudaMemcpy(v, arena.bytes() + io.offset, std::min<size_t>(sizeof v, static_cast<size_t>(io.nbytes())),
-                 cudaMemcpyDeviceToHost);
+      cudaMemcpy(v, input_memory(static_cast<size_t>(&io - plan.inputs.data())),
+                 std::min<size_t>(sizeof v, static_cast<size_t>(io.nbytes())), cudaMemcpyDeviceToHost);
       std::fprintf(stderr, "kiln: before step 0, slot '%s' at %lld: %lld %lld %lld %lld\n", io.name.c_str(),
                    static_cast<long long>(io.offset), (long long)v[0], (long long)v[1], (long long)v[2],
                    (long long)v[3]);
@@ -194,35 +223,79 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  // Runs the engine's work on `stream`: replays the captured graph (capturing it first).
+  // Runs the engine's work on `stream` with the current bindings: replays
+  // their captured graph (capturing it first).
   Status launch(cudaStream_t stream) {
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
-    if (!graph) {
+    auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
+    if (it == graphs.end()) {
       KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       Status st = enqueue(stream);
       cudaGraph_t g = nullptr;
       const cudaError_t e = cudaStreamEndCapture(stream, &g);
       KILN_TRY(st);
       KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
-      const cudaError_t ie = cudaGraphInstantiate(&graph, g, 0);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
       cudaGraphDestroy(g);
       KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
+      if (graphs.size() == kMaxGraphs) {
+        cudaGraphExecDestroy(graphs.back().second);
+        graphs.pop_back();
+      }
+      graphs.insert(graphs.begin(), {bound, exec});
+      it = graphs.begin();
+    } else if (it != graphs.begin()) {
+      std::rotate(graphs.begin(), it, it + 1);
+      it = graphs.begin();
     }
-    KILN_CUDA_TRY(cudaGraphLaunch(graph, stream));
+    KILN_CUDA_TRY(cudaGraphLaunch(it->second, stream));
     return Status::ok();
   }
 
-  Status upload_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
+  // Whether `t` can be bound in place of an input slot: contiguous CUDA
+  // memory as aligned as the arena's (kernels load 16-byte vectors; cuBLASLt
+  // wants 16 bytes), holding something.
+  static bool bindable(const Tensor& t) {
+    return t.device().type == DeviceType::kCUDA && t.is_contiguous() && t.nbytes() > 0 &&
+           reinterpret_cast<uintptr_t>(t.raw_data()) % 256 == 0;
+  }
+
+  // Puts every input where this launch reads it. A device tensor that can be
+  // bound is read where it lies (and written there when the engine writes
+  // that input in place), unless another input overlaps the memory of one the
+  // engine writes; every other input is copied into its slot (host to device,
+  // or device to device).
+  Status place_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
+    std::vector<uint8_t*> b(plan.inputs.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (bindable(inputs[i])) b[i] = static_cast<uint8_t*>(inputs[i].raw_data());
+    for (size_t o = 0; o < alias_input.size(); ++o) {
+      const int w = alias_input[o];
+      if (w < 0 || !b[static_cast<size_t>(w)]) continue;
+      const uint8_t* lo = b[static_cast<size_t>(w)];
+      const uint8_t* hi = lo + inputs[static_cast<size_t>(w)].nbytes();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (i == static_cast<size_t>(w) || inputs[i].is_cpu()) continue;
+        const auto* a = static_cast<const uint8_t*>(inputs[i].raw_data());
+        if (a < hi && lo < a + inputs[i].nbytes()) b[static_cast<size_t>(w)] = b[i] = nullptr;
+      }
+    }
+    bind(b);
     for (size_t i = 0; i < inputs.size(); ++i) {
+      if (b[i]) continue;
       const IoSlot& slot = plan.inputs[i];
-      const Tensor t = inputs[i].contiguous();
-      if (debug)
+      if (!inputs[i].is_cpu() && !inputs[i].is_contiguous())
+        return invalid_argument(what + ": input " + std::to_string(i) + " ('" + slot.name + "') is " +
+                                inputs[i].type_string() + " and not contiguous");
+      const Tensor t = inputs[i].is_cpu() ? inputs[i].contiguous() : inputs[i];
+      if (debug && t.is_cpu())
         std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i, slot.name.c_str(),
                      t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
                      static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
       KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
-                                    cudaMemcpyHostToDevice, stream));
+                                    cudaMemcpyDefault, stream));
     }
     return Status::ok();
   }
@@ -333,6 +406,7 @@ class CudaBackend final : public engine::Backend {
   }
   std::string quick_identity() const override { return cuda::quick_identity(); }
   bool loads_onto_device() const override { return true; }
+  const engine::DeviceMemory* device_memory() const override { return &cuda_device_memory(); }
   std::string load_settings() const override {
     std::string text;
     for (const char* name : {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE"}) {
@@ -441,6 +515,7 @@ class CudaBackend final : public engine::Backend {
     e->gemms.resize(p.steps.size());
     e->convs.resize(p.steps.size());
     e->kernel_args.resize(p.steps.size());
+    e->bound.assign(p.inputs.size(), nullptr);
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& s = p.steps[i];
       if (s.kind == Step::Kind::kGemm) {
@@ -460,29 +535,55 @@ class CudaBackend final : public engine::Backend {
                  void* stream_arg) const override {
     auto* e = static_cast<CudaEngine*>(handle);
     KILN_TRY(e->check_inputs(inputs));
+    // Memory the caller gave for the outputs, checked before anything runs.
+    std::vector<Tensor> given = std::move(outputs);
+    outputs.clear();
+    if (!given.empty()) {
+      if (given.size() != e->plan.outputs.size())
+        return invalid_argument(e->what + ": the engine has " + std::to_string(e->plan.outputs.size()) +
+                                " outputs, got memory for " + std::to_string(given.size()));
+      for (size_t o = 0; o < given.size(); ++o) {
+        const IoSlot& s = e->plan.outputs[o];
+        if (e->alias_input[o] >= 0) continue;
+        const Tensor& t = given[o];
+        if (!t.defined()) continue;  // a new host tensor
+        if (t.dtype() != s.dtype || t.sizes() != s.sizes || !t.is_contiguous() ||
+            (!t.is_cpu() && t.device().type != DeviceType::kCUDA))
+          return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
+                                  std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) +
+                                  " host or CUDA memory, got " + (t.defined() ? t.type_string() : std::string("none")));
+      }
+    }
+    for (size_t o = 0; o < e->alias_input.size(); ++o)
+      if (const int in = e->alias_input[o]; in >= 0 && !inputs[static_cast<size_t>(in)].is_contiguous())
+        return invalid_argument(e->what + ": input " + std::to_string(in) + " ('" +
+                                e->plan.inputs[static_cast<size_t>(in)].name +
+                                "') is written in place and must be contiguous");
     std::lock_guard<std::mutex> lock(e->mutex);
     cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : e->own_stream;
     if (stream != e->own_stream) KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
-    KILN_TRY(e->upload_inputs(inputs, stream));
+    KILN_TRY(e->place_inputs(inputs, stream));
     KILN_TRY(e->launch(stream).with_context(e->what));
-    KILN_TRY(e->check_error_word(stream));  // before anything reaches the caller's memory
-    outputs.clear();
+    // Before anything reaches the caller's memory; only kernels that check
+    // indices write the error word, so other engines need no wait here.
+    if (!e->plan.error_layers.empty()) KILN_TRY(e->check_error_word(stream));
     for (size_t o = 0; o < e->plan.outputs.size(); ++o) {
       const IoSlot& s = e->plan.outputs[o];
       Tensor t;
-      if (const int in = o < e->alias_input.size() ? e->alias_input[o] : -1; in >= 0) {
+      if (const int in = e->alias_input[o]; in >= 0) {
         t = inputs[static_cast<size_t>(in)];  // written in place: the caller's own tensor
-        if (!t.is_contiguous())
-          return invalid_argument(e->what + ": input " + std::to_string(in) + " ('" +
-                                  e->plan.inputs[static_cast<size_t>(in)].name +
-                                  "') is written in place and must be contiguous");
+        if (e->bound[static_cast<size_t>(in)]) {  // already, where it lies
+          outputs.push_back(std::move(t));
+          continue;
+        }
       } else {
-        t = Tensor::empty(s.dtype, s.sizes);
+        t = given.empty() || !given[o].defined() ? Tensor::empty(s.dtype, s.sizes) : given[o];
       }
       KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
-                                    cudaMemcpyDeviceToHost, stream));
+                                    cudaMemcpyDefault, stream));
       outputs.push_back(std::move(t));
     }
+    KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     return Status::ok();
   }
@@ -544,6 +645,7 @@ class CudaBackend final : public engine::Backend {
         return unsupported(e->what + ": output " + std::to_string(o) + " is written into an input in place");
     }
     std::lock_guard<std::mutex> lock(e->mutex);
+    e->bind(std::vector<uint8_t*>(e->plan.inputs.size(), nullptr));  // the caller's inputs are copied into the slots
     cudaStream_t caller = static_cast<cudaStream_t>(stream_arg);
     cudaStream_t stream = e->own_stream;
     KILN_CUDA_TRY(cudaEventRecord(e->caller_ready, caller));
@@ -588,7 +690,7 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(e->check_inputs(inputs));
     std::lock_guard<std::mutex> lock(e->mutex);
     cudaStream_t stream = e->own_stream;
-    KILN_TRY(e->upload_inputs(inputs, stream));
+    KILN_TRY(e->place_inputs(inputs, stream));
     for (int i = 0; i < warmup; ++i) KILN_TRY(e->launch(stream));
     KILN_TRY(e->check_error_word(stream));
     KILN_ASSIGN_OR_RETURN(std::vector<float> times,

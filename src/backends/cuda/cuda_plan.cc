@@ -352,6 +352,12 @@ Status CudaPlan::validate() const {
   for (const auto* list : {&inputs, &outputs})
     for (const IoSlot& s : *list) {
       KILN_TRY(check_sizes(s.dtype, s.sizes, "slot '" + s.name + "'"));
+      // Slots start 256-byte aligned, as every arena allocation does: a
+      // caller's memory bound in place of one keeps the alignment the
+      // kernels' vector loads were built for.
+      if (s.offset % 256 != 0)
+        return format_error("CUDA plan: slot '" + s.name + "' at arena offset " + std::to_string(s.offset) +
+                            ", which is not 256-byte aligned");
       KILN_TRY(check_ref({kArenaRegion, s.offset}, s.nbytes(), "slot '" + s.name + "'"));
     }
   for (const Step& s : steps) {

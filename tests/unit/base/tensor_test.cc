@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
@@ -48,6 +52,55 @@ TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::Float16, DType::BFloat16), DType::Float32);
   EXPECT_EQ(promote_types(DType::Bool, DType::Int32), DType::Int32);
   EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int16);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A tensor's storage says where its elements lie; host memory unless a
+// borrower says otherwise.
+TEST(Device, StorageSaysWhereItsBytesLie) {
+  EXPECT_EQ(Device::cpu().to_string(), "cpu");
+  EXPECT_EQ(Device::cuda(1).to_string(), "cuda:1");
+  const Tensor host = Tensor::zeros(DType::Float32, {2, 3});
+  EXPECT_TRUE(host.is_cpu());
+  EXPECT_EQ(host.type_string(), "float32[2, 3]");
+  auto bytes = std::make_shared<std::vector<uint8_t>>(24);
+  auto storage = Storage::borrow(bytes->data(), bytes->size(), bytes, Device::cuda());
+  auto t = Tensor::from_storage(storage, DType::Float32, {2, 3}, {3, 1}, 0);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->device(), Device::cuda());
+  EXPECT_EQ(t->type_string(), "float32[2, 3] on cuda:0");
+  // Views keep the device.
+  EXPECT_EQ(t->as_strided({3}, {1}, 3).device(), Device::cuda());
+}
+
+// Host code never reads a device tensor's elements: kiln stops naming the call.
+TEST(DeviceDeathTest, HostReadsOfDeviceTensorsStop) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(24);
+  auto storage = Storage::borrow(bytes->data(), bytes->size(), bytes, Device::cuda());
+  const Tensor t = *Tensor::from_storage(storage, DType::Float32, {2, 3}, {3, 1}, 0);
+  EXPECT_DEATH((void)t.clone(), "Tensor::clone on float32\\[2, 3\\] on cuda:0");
+  EXPECT_DEATH((void)t.value_at(0), "Tensor::value_at");
+  EXPECT_DEATH(Tensor::zeros(DType::Float32, {2, 3}).copy_from(t), "Tensor::copy_from");
+}
+
+// Copies between host tensors convert and lay out as copy_from does; a host
+// tensor is its own host copy.
+TEST(Device, HostCopiesConvertAndHostTensorsStayThemselves) {
+  Tensor src = Tensor::zeros(DType::Float32, {2, 2});
+  for (int i = 0; i < 4; ++i) src.data<float>()[i] = 1.5f * static_cast<float>(i);
+  const Tensor transposed = src.as_strided({2, 2}, {1, 2}, 0);
+  Tensor dst = Tensor::zeros(DType::Float64, {2, 2});
+  ASSERT_TRUE(copy_tensor(dst, transposed).is_ok());
+  EXPECT_EQ(dst.value_at(1), 3.0);  // element [0, 1] of the transpose
+  EXPECT_FALSE(copy_tensor(dst, Tensor::zeros(DType::Float32, {4})).is_ok());
+  auto same = to_host(src);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->storage(), src.storage());
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ TEST(Session, BuffersCarryOverBetweenCallsInBothDialects) {
       EXPECT_EQ(s.buffer("steps")->item_int(), start + k + 1) << model;
     }
     // reset() restores the program's initial state.
-    s.reset();
+    ASSERT_TRUE(s.reset().is_ok());
     EXPECT_EQ(s.buffer("steps")->item_int(), start);
   }
 }

@@ -125,7 +125,7 @@ TEST(CudaBackend, AnIndexOutOfRangeIsAnErrorNamingTheLayer) {
 
 // A tensor over device memory (never read on the host).
 Tensor device_tensor(const DeviceBuffer& b, DType dtype, Shape sizes) {
-  auto storage = Storage::borrow(static_cast<uint8_t*>(b.get()), b.nbytes(), nullptr);
+  auto storage = Storage::borrow(static_cast<uint8_t*>(b.get()), b.nbytes(), nullptr, Device::cuda());
   return *Tensor::from_storage(storage, dtype, sizes, contiguous_strides(sizes), 0);
 }
 

@@ -74,10 +74,10 @@ runtime::Tolerance tolerance_at(const CudaFixture& c, const std::string& precisi
 }
 
 void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const CudaFixture& c,
-                            const std::string& precision, const std::string& run) {
+                            const std::string& precision, const std::string& run, bool bind_buffers = false) {
   auto io = frontend::read_safetensors(c.dir + "/" + c.io);
   ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(program, *io, tolerance_at(c, precision));
+  auto report = runtime::check_fixture(program, *io, tolerance_at(c, precision), bind_buffers);
   ASSERT_TRUE(report.has_value()) << run << ": " << report.status().message();
   EXPECT_FALSE(report->tensors.empty());
   for (const auto& t : report->tensors)
@@ -111,6 +111,10 @@ TEST_P(CudaFixtures, MatchPyTorchAsCompiledAndFromTheirKilnFile) {
   fs::remove(saved);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   expect_matches_pytorch(*program, c, precision, "from its .kiln file");
+  // A program with state: again with every buffer bound to memory the caller
+  // owns where the session keeps its state (device memory on CUDA).
+  if (!(*program)->buffers().empty())
+    expect_matches_pytorch(*program, c, precision, "with its buffers bound to device memory", /*bind_buffers=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaModels, CudaFixtures,

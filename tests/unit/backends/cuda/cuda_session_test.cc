@@ -1,0 +1,189 @@
+// A session of a CUDA program keeps its state on the device: buffers are
+// allocated there once and engines read and write them where they lie (no
+// copy of a KV cache per call); a caller's device memory bound as a buffer is
+// that buffer. Checked against the outputs PyTorch recorded and against the
+// CPU program. GPU only (label gpu).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "backends/cuda/cuda_support.h"
+#include "frontend/safetensors.h"
+#include "kiln/kiln.h"
+#include "runtime/device_copy.h"
+#include "runtime/fixture_check.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) {
+  const fs::path built = fs::path(KILN_SOURCE_DIR) / "tests/fixtures/torch2.11" / name;
+  return fs::exists(built) ? built.string() : "tests/fixtures/torch2.11/" + name;
+}
+
+std::shared_ptr<const Program> compiled(const std::string& model, const std::string& device) {
+  LoadOptions o;
+  o.compile.device = device;
+  auto p = Program::load(fixture(model), o);
+  EXPECT_TRUE(p.has_value()) << p.status().message();
+  return p.has_value() ? *p : nullptr;
+}
+
+// The decoder's KV caches and counters live on the GPU from the session's
+// start, stay in the same device memory across calls, and every call and the
+// final state give what PyTorch recorded.
+TEST(CudaSession, StateLivesOnTheDeviceAndGivesPyTorchsOutputs) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* model : {"llama_generate.pt2", "kv_cache_attention.pt2", "cache_writes.pt2", "conv_state.pt2"}) {
+    SCOPED_TRACE(model);
+    auto program = compiled(model, "cuda");
+    ASSERT_NE(program, nullptr);
+    Session session(program);
+    EXPECT_EQ(session.state_device(), Device::cuda());
+    std::map<std::string, const void*> where;
+    for (const TensorSpec& b : program->buffers()) {
+      auto t = session.buffer(b.name);
+      ASSERT_TRUE(t.has_value()) << t.status().message();
+      EXPECT_EQ(t->device(), Device::cuda()) << b.name;
+      where[b.name] = t->raw_data();
+    }
+    std::string io_name = model;
+    io_name.replace(io_name.find(".pt2"), 4, ".io.safetensors");
+    auto io = frontend::read_safetensors(fixture(io_name));
+    ASSERT_TRUE(io.has_value()) << io.status().message();
+    auto report = runtime::check_fixture(program, *io, {1e-3, 1e-4});
+    ASSERT_TRUE(report.has_value()) << report.status().message();
+    for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << t.name << ": " << t.problem << " " << t.max_abs;
+    // check_fixture ran its own session; this one runs a call of its own too.
+    std::vector<Tensor> inputs;
+    for (size_t i = 0;; ++i) {
+      const std::string key = (io->find("input.0") ? "input." : "step0.input.") + std::to_string(i);
+      const Tensor* t = io->find(key);
+      if (!t) break;
+      inputs.push_back(*t);
+    }
+    auto out = session.run(inputs);
+    ASSERT_TRUE(out.has_value()) << out.status().message();
+    for (const Tensor& t : *out) EXPECT_TRUE(t.is_cpu()) << "host inputs give host outputs";
+    for (const TensorSpec& b : program->buffers()) {
+      auto t = session.buffer(b.name);
+      ASSERT_TRUE(t.has_value());
+      EXPECT_EQ(t->raw_data(), where[b.name]) << b.name << " moved";
+    }
+  }
+}
+
+// Device memory the caller owns, bound as the caches: the engine writes it
+// where it lies, and it holds what the CPU program's session holds after the
+// same calls. Binding memory of another shape is refused.
+TEST(CudaSession, CallersDeviceMemoryBoundAsTheCacheIsWrittenInPlace) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto gpu = compiled("kv_cache_attention.pt2", "cuda");
+  auto cpu = compiled("kv_cache_attention.pt2", "cpu");
+  ASSERT_TRUE(gpu && cpu);
+  auto io = frontend::read_safetensors(fixture("kv_cache_attention.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  Session on_gpu(gpu), on_cpu(cpu);
+  std::map<std::string, Tensor> mine;
+  for (const TensorSpec& b : gpu->buffers()) {
+    auto current = on_gpu.buffer(b.name);
+    ASSERT_TRUE(current.has_value());
+    auto memory = cuda::DeviceBuffer::allocate(current->nbytes());
+    ASSERT_TRUE(memory.has_value());
+    auto holder = std::make_shared<cuda::DeviceBuffer>(std::move(*memory));
+    auto storage = Storage::borrow(holder->bytes(), holder->nbytes(), holder, Device::cuda());
+    Tensor t = *Tensor::from_storage(storage, current->dtype(), current->sizes(), current->strides(), 0);
+    ASSERT_TRUE(copy_tensor(t, *current).is_ok());
+    ASSERT_TRUE(on_gpu.bind_buffer(b.name, t).is_ok());
+    mine[b.name] = t;
+    Tensor wrong = *Tensor::from_storage(storage, current->dtype(), {1}, {1}, 0);
+    EXPECT_FALSE(on_gpu.bind_buffer(b.name, wrong).is_ok());
+  }
+  for (int step = 0;; ++step) {
+    std::vector<Tensor> inputs;
+    for (size_t i = 0;; ++i) {
+      const Tensor* t = io->find("step" + std::to_string(step) + ".input." + std::to_string(i));
+      if (!t) break;
+      inputs.push_back(*t);
+    }
+    if (inputs.empty()) break;
+    auto a = on_gpu.run(inputs);
+    auto b = on_cpu.run(inputs);
+    ASSERT_TRUE(a.has_value() && b.has_value()) << (a ? b.status().message() : a.status().message());
+    for (const auto& [name, t] : mine) {
+      auto now = on_gpu.buffer(name);
+      ASSERT_TRUE(now.has_value());
+      EXPECT_EQ(now->raw_data(), t.raw_data()) << name << " no longer lies in the caller's memory";
+      auto got = to_host(t);
+      auto want = on_cpu.buffer(name);
+      ASSERT_TRUE(got.has_value() && want.has_value());
+      for (int64_t i = 0; i < want->numel(); ++i)
+        ASSERT_NEAR(got->value_at(i), want->value_at(i), 1e-4 + 1e-4 * std::fabs(want->value_at(i)))
+            << name << " after step " << step << ", element " << i;
+    }
+  }
+  // reset() writes the initial values into the caller's memory.
+  ASSERT_TRUE(on_gpu.reset().is_ok());
+  for (const auto& [name, t] : mine) {
+    auto got = to_host(t);
+    ASSERT_TRUE(got.has_value());
+    auto initial = Session(cpu).buffer(name);
+    ASSERT_TRUE(initial.has_value());
+    EXPECT_TRUE(got->same_bytes(*initial)) << name;
+  }
+}
+
+// Device inputs give device outputs (the device of the first device input),
+// equal to what host inputs give.
+TEST(CudaSession, DeviceInputsGiveDeviceOutputs) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto program = compiled("resnet_basic.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  auto io = frontend::read_safetensors(fixture("resnet_basic.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  ASSERT_NE(io->find("input.0"), nullptr);
+  const Tensor x = *io->find("input.0");
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  auto dx = dm->empty(x.dtype(), x.sizes());
+  ASSERT_TRUE(dx.has_value());
+  ASSERT_TRUE(copy_tensor(*dx, x).is_ok());
+  Session s(program);
+  auto on_host = s.run({x});
+  auto on_device = s.run({*dx});
+  ASSERT_TRUE(on_host.has_value() && on_device.has_value());
+  ASSERT_EQ(on_device->size(), 1u);
+  EXPECT_EQ((*on_device)[0].device(), Device::cuda());
+  auto back = to_host((*on_device)[0]);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->same_bytes((*on_host)[0]));
+}
+
+// A data-dependent op between two CUDA engines: the values that cross to the
+// host and back are the fallback segment's, named in the partition report,
+// and the program still gives PyTorch's outputs with its state on the device.
+TEST(CudaSession, TheReportNamesTheValuesThatCross) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto program = compiled("nonzero_middle.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  const std::string report = program->partition_report();
+  EXPECT_NE(report.find("values that cross between the device and the host"), std::string::npos) << report;
+  EXPECT_NE(report.find("device -> host, from segment 0 to segment 1 (fallback)"), std::string::npos) << report;
+  EXPECT_NE(report.find("host -> device, read by segment 2"), std::string::npos) << report;
+  auto io = frontend::read_safetensors(fixture("nonzero_middle.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto checked = runtime::check_fixture(program, *io, {1e-4, 1e-5});
+  ASSERT_TRUE(checked.has_value()) << checked.status().message();
+  EXPECT_TRUE(checked->pass());
+  // The CPU program moves nothing.
+  auto cpu = compiled("nonzero_middle.pt2", "cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->partition_report().find("cross"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
