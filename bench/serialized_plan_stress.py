@@ -19,7 +19,9 @@ one `kiln compile` writes the .kiln; then RUNS runs of each of
 `kiln check X.pt2 --cache-dir D` (cached engines) and `kiln check X.kiln`.
 A run that dies on a signal, or exits with something other than 0 (PASS) or 1
 (a mismatch), counts as a crash; mismatches are counted apart. Outputs are
-compared at rtol = atol = 0.05 (16-bit engines against PyTorch's float32).
+compared at rtol = atol = 0.05 (16-bit engines against PyTorch's float32);
+beside each row, PyTorch's own error in that precision (the model cast to it,
+on the GPU) against the same float32 output.
 
     python3 bench/serialized_plan_stress.py --kiln build/kiln --workdir /tmp/stress --runs 50 --jobs 4
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import copy
 import os
 import subprocess
 import time
@@ -43,10 +46,10 @@ MODELS = {
 }
 
 
-def export(name: str, workdir: str) -> tuple[str, str]:
+def export(name: str, workdir: str) -> tuple[str, str, dict[str, float]]:
+    """The .pt2 and io file, and PyTorch's own error in float16 and bfloat16
+    (the model cast to the dtype, on the GPU) against its float32 output."""
     pt2, io = os.path.join(workdir, name + ".pt2"), os.path.join(workdir, name + ".io.safetensors")
-    if os.path.exists(pt2) and os.path.exists(io):
-        return pt2, io
     torch.manual_seed(0)
     model = MODELS[name]()
     # BatchNorm statistics at their defaults shrink random activations layer
@@ -64,10 +67,17 @@ def export(name: str, workdir: str) -> tuple[str, str]:
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         y = model(x)
-    torch.export.save(torch.export.export(model, (x,)), pt2)
-    print(f"{name}: largest |output| {y.abs().max().item():.3g}", flush=True)
-    save_file({"input.0": x.contiguous(), "output.0": y.contiguous()}, io)
-    return pt2, io
+    torch_err = {}
+    for prec, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        with torch.no_grad():
+            y16 = copy.deepcopy(model).to("cuda", dtype)(x.to("cuda", dtype)).float().cpu()
+        torch_err[prec] = (y16 - y).abs().max().item()
+    print(f"{name}: largest |output| {y.abs().max().item():.3g}; PyTorch's own max abs err "
+          f"fp16 {torch_err['fp16']:.2g}, bf16 {torch_err['bf16']:.2g}", flush=True)
+    if not (os.path.exists(pt2) and os.path.exists(io)):
+        torch.export.save(torch.export.export(model, (x,)), pt2)
+        save_file({"input.0": x.contiguous(), "output.0": y.contiguous()}, io)
+    return pt2, io, torch_err
 
 
 def run(cmd: list[str]) -> tuple[int, str]:
@@ -90,7 +100,7 @@ def main() -> int:
     rows = []
     crash_lines: list[str] = []
     for name in args.models.split(","):
-        pt2, io = export(name, args.workdir)
+        pt2, io, torch_err = export(name, args.workdir)
         for prec in args.precisions.split(","):
             cache = os.path.join(args.workdir, f"cache-{name}-{prec}")
             subprocess.run(["rm", "-rf", cache])
@@ -111,13 +121,14 @@ def main() -> int:
                     crash_lines.append(f"{name} {prec} {how}: exit {rc}: {line}")
                 last = next((line for rc, line in results if rc in (0, 1)), "")
                 rows.append((name, prec, how, args.runs, codes.get(0, 0), codes.get(1, 0), len(crashes),
-                             time.time() - t0, last))
+                             time.time() - t0, last, torch_err[prec]))
             print(f"{name} {prec}: first check exit {first[0]} ({first[1]}); compile exit {comp[0]}; "
                   f"{build_s:.1f} s", flush=True)
-    print("\n| model | precision | engines from | runs | pass | mismatch | crash | seconds | last line |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| model | precision | engines from | runs | pass | mismatch | crash | seconds | last line | "
+          "PyTorch's own max abs err |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]:.0f} | {r[8]} |")
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]:.0f} | {r[8]} | {r[9]:.2g} |")
     for line in crash_lines:
         print(line)
     return 1 if any(r[6] for r in rows) else 0

@@ -12,13 +12,24 @@
 #    compute-sanitizer's memcheck and racecheck, from the normal build.
 #
 # Each step prints its report's summary line; the script fails when any
-# sanitizer reports an error. KILN_SANITIZE_FILTER narrows step 2 (a gtest
-# filter; default every conformance case).
+# sanitizer reports an error. memcheck runs every conformance case; racecheck
+# (far slower: it follows every shared-memory access, the libraries' GEMM and
+# convolution tuning included) the cases whose kernels are kiln's own
+# (attention, rows, reductions, pools, elementwise, gathers, rotary, cache
+# writes). KILN_MEMCHECK_FILTER and KILN_RACECHECK_FILTER change them (gtest
+# filters).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 asan_build="${1:-build-asan}"
 build="${2:-build}"
-filter="${KILN_SANITIZE_FILTER:-CudaOps/*}"
+case_filter() {  # conformance cases by name prefix, at every precision
+  local f="" c
+  for c in "$@"; do f+="${f:+:}CudaOps/CudaConformance.MatchesTheReference/$c*"; done
+  echo "$f"
+}
+memcheck_filter="${KILN_MEMCHECK_FILTER:-CudaOps/*}"
+racecheck_filter="${KILN_RACECHECK_FILTER:-$(case_filter unary_chain broadcast_binary single_relu pools norms softmaxes \
+  reductions embedding_gather views_and_cat attention residual_norms elementwise rms_norm rotary decode_bookkeeping)}"
 failed=0
 
 # The CUDA runtime maps memory where ASan's shadow gap would be; leaks inside
@@ -36,6 +47,8 @@ unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
 rm -f "$supp"
 
 for tool in memcheck racecheck; do
+  filter=$memcheck_filter
+  [ "$tool" = racecheck ] && filter=$racecheck_filter
   echo "== compute-sanitizer --tool $tool: $build/kiln_cuda_tests --gtest_filter='$filter'"
   compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
     "$build/kiln_cuda_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tee "/tmp/kiln_$tool.log" |

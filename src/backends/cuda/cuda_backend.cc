@@ -490,25 +490,31 @@ class CudaBackend final : public engine::Backend {
                      .with_context(e->what + ": kernel " + k));
         e->kernels.push_back(kern);
       }
-      // Every step passes one device pointer per parameter of its kernel: a
+      // Every step passes one device pointer per parameter of its kernel (a
       // launch reads as many argument slots as the compiled kernel has
-      // parameters, so a step with fewer would hand it whatever lies past them.
-      std::vector<size_t> params(e->kernels.size(), 0);
-      for (size_t k = 0; k < e->kernels.size(); ++k) {
-        for (size_t offset = 0, size = 0;
-             cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]), params[k], &offset, &size) ==
-             cudaSuccess;
-             ++params[k])
-          if (size != sizeof(void*) || params[k] > 256)
-            return format_error(e->what + ": kernel " + p.kernel_names[k] + " has a parameter of " +
-                                std::to_string(size) + " bytes; plans pass device pointers only");
-        (void)cudaGetLastError();  // the query past the last parameter is the expected error
-      }
-      for (const Step& s : p.steps)
-        if (s.kind == Step::Kind::kKernel && s.kernel.args.size() != params[static_cast<size_t>(s.kernel.kernel)])
+      // parameters): the steps of one kernel agree on the count, and the
+      // compiled kernel has a pointer-sized parameter at the last of them.
+      std::vector<int64_t> params(e->kernels.size(), -1);
+      for (const Step& s : p.steps) {
+        if (s.kind != Step::Kind::kKernel) continue;
+        int64_t& n = params[static_cast<size_t>(s.kernel.kernel)];
+        if (n >= 0 && n != static_cast<int64_t>(s.kernel.args.size()))
           return format_error(e->what + ": layer '" + s.layer + "' passes " + std::to_string(s.kernel.args.size()) +
                               " arguments to kernel " + p.kernel_names[static_cast<size_t>(s.kernel.kernel)] +
-                              ", which takes " + std::to_string(params[static_cast<size_t>(s.kernel.kernel)]));
+                              ", other steps " + std::to_string(n));
+        n = static_cast<int64_t>(s.kernel.args.size());
+      }
+      for (size_t k = 0; k < e->kernels.size(); ++k) {
+        if (params[k] <= 0) continue;
+        size_t offset = 0, size = 0;
+        if (cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]), static_cast<size_t>(params[k] - 1),
+                                 &offset, &size) != cudaSuccess ||
+            size != sizeof(void*)) {
+          (void)cudaGetLastError();
+          return format_error(e->what + ": kernel " + p.kernel_names[k] + " does not take the " +
+                              std::to_string(params[k]) + " device pointers its steps pass");
+        }
+      }
     }
     KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
     KILN_CUDNN_TRY(cudnnCreate(&e->dnn));
