@@ -12,8 +12,9 @@ as the fixtures are) for --device cuda.
 
 Times per token are medians of CUDA-event timings (PyTorch) and of kiln bench
 (CUDA events around the engine with its inputs and caches resident on the
-device), plus kiln generate end to end (host tensors copied in and out every
-call). The memory-bandwidth floor is the bytes one step must read (weights
+device), plus end to end through Session::run (kiln bench) and kiln generate:
+the session keeps the caches on the device, token ids go in and logits come
+out through host memory. The memory-bandwidth floor is the bytes one step must read (weights
 once and the KV cache) at 4.8 TB/s.
 
     python3 bench/llm_decode.py --kiln build/kiln --out bench/results

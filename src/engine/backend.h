@@ -88,6 +88,13 @@ class DeviceMemory {
   // contiguous, each in host memory or this device's. Complete on return
   // (ordered after every engine call that returned before it).
   virtual Status copy(const Tensor& dst, const Tensor& src) const = 0;
+  // copy() for each pair in turn, waited for once: a call's copied-back
+  // buffers (a decoder's many small counters) cost one wait, not one each.
+  virtual Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs) const {
+    if (dsts.size() != srcs.size()) return invalid_argument("copy_all: unequal lists");
+    for (size_t i = 0; i < dsts.size(); ++i) KILN_TRY(copy(dsts[i], srcs[i]));
+    return Status::ok();
+  }
 };
 
 class Backend {

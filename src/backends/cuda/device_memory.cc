@@ -87,7 +87,29 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return Tensor::from_storage(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0);
   }
 
-  Status copy(const Tensor& dst, const Tensor& src) const override {
+  Status copy(const Tensor& dst, const Tensor& src) const override { return copy_all({&dst, 1}, {&src, 1}); }
+
+  Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs) const override {
+    if (dsts.size() != srcs.size()) return invalid_argument("copy_all: unequal lists");
+    for (size_t i = 0; i < dsts.size(); ++i) KILN_TRY(check(dsts[i], srcs[i]));
+    // On a stream of its own, waited for once: complete on return, and after
+    // every engine call that returned before (those wait for their work).
+    cudaStream_t stream = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(stream_mutex_);
+      if (!stream_) KILN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      stream = stream_;
+    }
+    for (size_t i = 0; i < dsts.size(); ++i)
+      if (dsts[i].nbytes() > 0)
+        KILN_CUDA_TRY(
+            cudaMemcpyAsync(dsts[i].raw_data(), srcs[i].raw_data(), dsts[i].nbytes(), cudaMemcpyDefault, stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    return Status::ok();
+  }
+
+ private:
+  static Status check(const Tensor& dst, const Tensor& src) {
     if (!dst.defined() || !src.defined() || dst.dtype() != src.dtype() || dst.sizes() != src.sizes())
       return invalid_argument("a device copy into " + (dst.defined() ? dst.type_string() : std::string("nothing")) +
                               " from " + (src.defined() ? src.type_string() : std::string("nothing")));
@@ -97,21 +119,9 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     for (const Tensor* t : {&dst, &src})
       if (!t->is_cpu() && t->device().type != DeviceType::kCUDA)
         return invalid_argument("a CUDA copy of " + t->type_string());
-    if (dst.nbytes() == 0) return Status::ok();
-    // On a stream of its own, waited for: complete on return, and after
-    // every engine call that returned before (those wait for their work).
-    cudaStream_t stream = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(stream_mutex_);
-      if (!stream_) KILN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-      stream = stream_;
-    }
-    KILN_CUDA_TRY(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDefault, stream));
-    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     return Status::ok();
   }
 
- private:
   std::shared_ptr<BlockPool> pool_ = std::make_shared<BlockPool>();
   mutable std::mutex stream_mutex_;
   mutable cudaStream_t stream_ = nullptr;
