@@ -137,9 +137,9 @@ kiln::Tensor device_tensor_of(const AnyArray& a, const std::string& what) {
     numel *= sizes[d];
   }
   auto keeper = std::make_shared<AnyArray>(a);
-  auto storage = kiln::Storage::borrow(static_cast<uint8_t*>(a.data()),
-                                       static_cast<size_t>(numel) * kiln::dtype_size(*dtype), keeper,
-                                       kiln::Device::cuda(a.device_id()));
+  auto storage =
+      kiln::Storage::borrow(static_cast<uint8_t*>(a.data()), static_cast<size_t>(numel) * kiln::dtype_size(*dtype),
+                            keeper, kiln::Device::cuda(a.device_id()));
   return take(kiln::Tensor::from_storage(storage, *dtype, sizes, kiln::contiguous_strides(sizes), 0));
 }
 

@@ -11,8 +11,7 @@ const engine::DeviceMemory* device_memory_of(Device d) {
   if (d.is_cpu()) return nullptr;
   const engine::BackendRegistry& backends = program::builtin_backends();
   for (const std::string& name : backends.names())
-    if (const engine::DeviceMemory* m = backends.find(name)->device_memory(); m && m->device().type == d.type)
-      return m;
+    if (const engine::DeviceMemory* m = backends.find(name)->device_memory(); m && m->device().type == d.type) return m;
   return nullptr;
 }
 

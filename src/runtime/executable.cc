@@ -186,7 +186,8 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
           // Written where the buffer lies, or a user output only the caller
           // reads, wanted in host memory: no device memory for it.
           if (value_in_place_[static_cast<size_t>(v)] ||
-              (user_outputs_on_host && user_output_[static_cast<size_t>(v)] && !read_by_segment_[static_cast<size_t>(v)])) {
+              (user_outputs_on_host && user_output_[static_cast<size_t>(v)] &&
+               !read_by_segment_[static_cast<size_t>(v)])) {
             outs.emplace_back();
             continue;
           }

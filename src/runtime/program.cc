@@ -534,7 +534,8 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
       if (device) {
         cross(v, "host -> device, read by " + seg);
       } else {
-        cross(v, "device -> host, from " + from(w) + " to " + seg + " (" + (r.kind == partition::SegmentKind::kEngine ? r.backend : std::string("fallback")) + ")");
+        cross(v, "device -> host, from " + from(w) + " to " + seg + " (" +
+                     (r.kind == partition::SegmentKind::kEngine ? r.backend : std::string("fallback")) + ")");
         w = kHost;
       }
     }

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t s : c.sizes) small = small && s >= 0 && s <= 4096 && (n *= s) <= (1 << 20);
     if (!small || c.nbytes() > (int64_t{1} << 24)) continue;
     auto form = kiln::cuda::device_form(kiln::Tensor::zeros(kiln::DType::Float32, c.sizes), c);
-    if (form && form->nbytes() != c.nbytes()) __builtin_trap();  // the bytes load() copies to the device
+    if (form && static_cast<int64_t>(form->nbytes()) != c.nbytes()) __builtin_trap();  // the bytes load() copies
     // A weight of other sizes (n + 1 elements, 1-d) never fits the description.
     if (kiln::cuda::device_form(kiln::Tensor::zeros(kiln::DType::Float32, {n + 1}), c)) __builtin_trap();
   }

@@ -57,7 +57,8 @@ inline cuda::CudaPlan sample_cuda_plan() {
 inline std::vector<uint8_t> sample_cuda_engine_plan(const cuda::CudaPlan& cuda = sample_cuda_plan()) {
   engine::EnginePlan plan;
   plan.backend = "cuda";
-  auto g = ir::parse_graph(R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+  auto g =
+      ir::parse_graph(R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
   %m: float16[4, 16] = aten.mm.default(self=%x, mat2=%w)
   %y: float16[4, 16] = aten.relu.default(self=%m)
   return (%y)

@@ -219,8 +219,7 @@ class CpuBackend final : public engine::Backend {
         outputs[o] = results[o];
         continue;
       }
-      if (!outputs[o].is_cpu() || outputs[o].dtype() != results[o].dtype() ||
-          outputs[o].sizes() != results[o].sizes())
+      if (!outputs[o].is_cpu() || outputs[o].dtype() != results[o].dtype() || outputs[o].sizes() != results[o].sizes())
         return invalid_argument(e->what + ": output " + std::to_string(o) + " is " + results[o].type_string() +
                                 ", got memory " +
                                 (outputs[o].defined() ? outputs[o].type_string() : std::string("none")));

@@ -248,8 +248,7 @@ Status emit_view(Builder& b, const ir::Node& n) {
       return Status::ok();
     }
     case OpKind::kExpand:
-    case OpKind::kExpandAs:
-    {
+    case OpKind::kExpandAs: {
       KILN_ASSIGN_OR_RETURN(TRef r, expanded(in, out_sizes));
       b.bind(out, r);
       return Status::ok();

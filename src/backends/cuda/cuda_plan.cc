@@ -28,8 +28,8 @@ Status check_sizes(DType t, const std::vector<int64_t>& sizes, const std::string
     if (s < 0 || s > kMaxDim)
       return format_error("CUDA plan: " + what + " has size " + std::to_string(s) + " in " + shape_to_string(sizes));
     if (__builtin_mul_overflow(n, s, &n) || n > kMaxBytes)
-      return format_error(FileFault::kSizeOverflow, "CUDA plan: " + what + " of " + shape_to_string(sizes) +
-                                                        " is larger than a plan can hold");
+      return format_error(FileFault::kSizeOverflow,
+                          "CUDA plan: " + what + " of " + shape_to_string(sizes) + " is larger than a plan can hold");
   }
   return Status::ok();
 }
@@ -330,11 +330,10 @@ Status CudaPlan::validate() const {
     if (nbytes < 0) return format_error("CUDA plan: " + where + ": negative size");
     if (r.region == kArenaRegion) {
       if (r.offset < 0 || r.offset > arena_bytes || nbytes > arena_bytes - r.offset)
-        return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": " +
-                                                         std::to_string(static_cast<long double>(nbytes)) +
-                                                         " bytes at arena offset " + std::to_string(r.offset) +
-                                                         " do not fit the arena of " + std::to_string(arena_bytes) +
-                                                         " bytes");
+        return format_error(FileFault::kOutOfBounds,
+                            "CUDA plan: " + where + ": " + std::to_string(static_cast<long double>(nbytes)) +
+                                " bytes at arena offset " + std::to_string(r.offset) + " do not fit the arena of " +
+                                std::to_string(arena_bytes) + " bytes");
       return Status::ok();
     }
     if (r.region < 0 || static_cast<size_t>(r.region) >= constants.size())
@@ -344,8 +343,8 @@ Status CudaPlan::validate() const {
     if (written)
       return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": writes into constant '" + c.name + "'");
     if (r.offset < 0 || r.offset > c.nbytes() || nbytes > c.nbytes() - r.offset)
-      return format_error(FileFault::kOutOfBounds, "CUDA plan: " + where + ": reads past the end of constant '" +
-                                                       c.name + "'");
+      return format_error(FileFault::kOutOfBounds,
+                          "CUDA plan: " + where + ": reads past the end of constant '" + c.name + "'");
     return Status::ok();
   };
   for (const auto& c : constants) KILN_TRY(c.check());
@@ -454,9 +453,10 @@ Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, s
     if (name == kCubinSection) cubin = &data;
   }
   if (!json || !cubin)
-    return format_error(FileFault::kDanglingReference, what + ": CUDA plan without its " + kPlanSection + "/" +
-                                                           kCubinSection + " sections");
-  auto parsed = CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin);
+    return format_error(FileFault::kDanglingReference,
+                        what + ": CUDA plan without its " + kPlanSection + "/" + kCubinSection + " sections");
+  auto parsed =
+      CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin);
   if (!parsed) return parsed.status().with_context(what);
   out.plan = std::move(*parsed);
   const CudaPlan& p = out.plan;
@@ -464,11 +464,11 @@ Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, s
   const auto& values = net.graph.inputs();
   const auto& results = net.graph.outputs();
   if (p.inputs.size() != net.num_inputs || p.outputs.size() != results.size() || values.size() < net.num_inputs)
-    return format_error(FileFault::kSizeMismatch,
-                        what + ": the CUDA plan has " + std::to_string(p.inputs.size()) + " input and " +
-                            std::to_string(p.outputs.size()) + " output slots, the layer graph " +
-                            std::to_string(net.num_inputs) + " inputs and " + std::to_string(results.size()) +
-                            " outputs");
+    return format_error(FileFault::kSizeMismatch, what + ": the CUDA plan has " + std::to_string(p.inputs.size()) +
+                                                      " input and " + std::to_string(p.outputs.size()) +
+                                                      " output slots, the layer graph " +
+                                                      std::to_string(net.num_inputs) + " inputs and " +
+                                                      std::to_string(results.size()) + " outputs");
   for (size_t i = 0; i < p.inputs.size(); ++i) KILN_TRY(check_slot(p.inputs[i], *values[i], what, "input"));
   for (size_t o = 0; o < p.outputs.size(); ++o) KILN_TRY(check_slot(p.outputs[o], *results[o], what, "output"));
   out.alias_input.assign(p.outputs.size(), -1);

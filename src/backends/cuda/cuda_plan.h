@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/cuda/conv.h"
-#include "engine/plan.h"
 #include "backends/cuda/gemm.h"
+#include "engine/plan.h"
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 

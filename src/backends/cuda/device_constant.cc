@@ -62,8 +62,9 @@ Expected<Tensor> device_form(const Tensor& w, const DeviceConstant& c) {
     t = padded;
     s[1] = c.padded_channels;
   }
-  return t.as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
-                      t.storage_offset())
+  return t
+      .as_strided({s[0], s[2], s[3], s[1]}, {t.strides()[0], t.strides()[2], t.strides()[3], t.strides()[1]},
+                  t.storage_offset())
       .contiguous();
 }
 

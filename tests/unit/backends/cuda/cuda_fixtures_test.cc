@@ -48,8 +48,7 @@ std::vector<CudaFixture> cuda_fixtures() {
   if (!fs::exists(root)) return out;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(root))
-    if (fs::exists(e.path() / "manifest.json") && (all || e.path().filename() == "torch2.11"))
-      dirs.push_back(e.path());
+    if (fs::exists(e.path() / "manifest.json") && (all || e.path().filename() == "torch2.11")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   for (const fs::path& dir : dirs) {
     std::ifstream in(dir / "manifest.json");
@@ -57,8 +56,10 @@ std::vector<CudaFixture> cuda_fixtures() {
     for (const auto& f : m.at("fixtures"))
       for (const char* dialect : {"training", "aten"}) {
         if (!f.at("files").contains(dialect) || (!all && std::string(dialect) != "training")) continue;
-        out.push_back({dir.string(), f.at("name").get<std::string>() + (all ? std::string("_") + dialect : ""),
-                       f.at("files").at(dialect).get<std::string>(), f.at("files").at("io").get<std::string>(),
+        out.push_back({dir.string(),
+                       f.at("name").get<std::string>() + (all ? std::string("_") + dialect : ""),
+                       f.at("files").at(dialect).get<std::string>(),
+                       f.at("files").at("io").get<std::string>(),
                        {f.at("tolerance").at("rtol").get<double>(), f.at("tolerance").at("atol").get<double>()}});
       }
   }
@@ -98,9 +99,9 @@ TEST_P(CudaFixtures, MatchPyTorchAsCompiledAndFromTheirKilnFile) {
   LoadOptions o;
   o.compile.device = "cuda";
   o.compile.precision = precision;
-  const fs::path saved = fs::temp_directory_path() / ("kiln_cuda_fixture_" + std::to_string(::getpid()) + "_" +
-                                                      fs::path(c.dir).filename().string() + "_" + c.model + "_" +
-                                                      precision + ".kiln");
+  const fs::path saved =
+      fs::temp_directory_path() / ("kiln_cuda_fixture_" + std::to_string(::getpid()) + "_" +
+                                   fs::path(c.dir).filename().string() + "_" + c.model + "_" + precision + ".kiln");
   {
     auto compiled = Program::load(c.dir + "/" + c.model, o);
     ASSERT_TRUE(compiled.has_value()) << compiled.status().message();

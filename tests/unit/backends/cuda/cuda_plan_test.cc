@@ -33,15 +33,32 @@ TEST(PlanReader, SectionsThatDisagreeAreRefused) {
   };
   const Case cases[] = {
       {"an input slot of another dtype", [](CudaPlan& p) { p.inputs[0].dtype = DType::Float32; }, "input slot 'x'"},
-      {"an output slot of other sizes", [](CudaPlan& p) { p.outputs[0].sizes = {4, 8}; }, "output slot 'y'"},
+      {"an output slot of other sizes",
+       [](CudaPlan& p) {
+         p.outputs[0].sizes = {4, 8};
+       },
+       "output slot 'y'"},
       {"an output slot of another rank", [](CudaPlan& p) { p.outputs[0].sizes = {64}; }, "output slot 'y'"},
-      {"one input slot too many", [](CudaPlan& p) { p.inputs.push_back({"z", DType::Float16, {4}, 1024}); },
+      {"one input slot too many",
+       [](CudaPlan& p) {
+         p.inputs.push_back({"z", DType::Float16, {4}, 1024});
+       },
        "2 input and 1 output slots"},
       {"padded channels on the bias", [](CudaPlan& p) { p.constants[2].padded_channels = 72; }, "stem.bias"},
-      {"a block whose sizes wrap in 32 bits", [](CudaPlan& p) { p.steps[0].kernel.block = {65536, 65536, 1}; },
+      {"a block whose sizes wrap in 32 bits",
+       [](CudaPlan& p) {
+         p.steps[0].kernel.block = {65536, 65536, 1};
+       },
        "bad block size"},
-      {"a grid too tall", [](CudaPlan& p) { p.steps[0].kernel.grid = {1, 70000, 1}; }, "grid"},
-      {"a slot whose bytes overflow", [](CudaPlan& p) { p.outputs[0].sizes = {int64_t{1} << 40, int64_t{1} << 40}; },
+      {"a grid too tall",
+       [](CudaPlan& p) {
+         p.steps[0].kernel.grid = {1, 70000, 1};
+       },
+       "grid"},
+      {"a slot whose bytes overflow",
+       [](CudaPlan& p) {
+         p.outputs[0].sizes = {int64_t{1} << 40, int64_t{1} << 40};
+       },
        "larger than a plan can hold"},
   };
   for (const Case& c : cases) {
