@@ -116,6 +116,12 @@ class Fixture:
     # Extra check run on the eager module (fresh copy) after everything else;
     # returns a dict that goes into the manifest under "sanity".
     sanity: Callable[[nn.Module, "Fixture", list], dict] | None = None
+    # Exported in the training dialect only (when run_decompositions() cannot
+    # take the program: non-strict export of a static KV cache on torch 2.11).
+    # The state it writes may be tensor constants (lifted by non-strict export
+    # and written in place); their final values are the eager module's buffers
+    # they alias.
+    training_only: bool = False
 
 
 BUILDERS: list[tuple[str, Callable[[], Fixture]]] = []
@@ -667,6 +673,34 @@ def build_llama_generate():
     )
 
 
+@fixture("llama_nonstrict")
+def build_llama_nonstrict():
+    """llama_decode's model exported the default way (non-strict): the caches become written tensor constants."""
+    from transformers import LlamaForCausalLM
+
+    lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    model = _static_cache_module(lm, max_cache_len=16)
+    steps = [(torch.tensor([[t]]), torch.tensor([k])) for k, t in enumerate(LLAMA_DECODE_TOKENS)]
+    return Fixture(
+        "llama_nonstrict",
+        "Llama decode step with a static KV cache (max_cache_len 16) exported with torch.export.export's default "
+        "(non-strict) tracing: the StaticCache's key/value tensors and counters are lifted as tensor constants "
+        "(inner...lifted_tensor_<n>) and written in place (index_copy_, copy_); PyTorch's runner keeps the writes "
+        f"across calls. {len(steps)} teacher-forced steps with tokens {LLAMA_DECODE_TOKENS}; final.buffer.<name> "
+        "holds each written constant's value after the last step (the eager buffer it aliases)",
+        "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
+        + ", batch_size=1, max_cache_len=16)",
+        model,
+        steps[0],
+        steps=steps,
+        make_reference=_llama_decode_reference,
+        strict=False,
+        training_only=True,
+        notes=["training dialect only: run_decompositions() fails on this program with torch 2.11 "
+               "(AssertionError: expected compiled_fn to be GraphModule)"],
+    )
+
+
 @fixture("llama_prefill")
 def build_llama_prefill():
     """The prefill method of llama_generate's model: the whole prompt in one call."""
@@ -966,6 +1000,36 @@ def buffer_values(module: nn.Module, names) -> dict[str, torch.Tensor]:
     return {n: bufs[n].detach().clone() for n in names}
 
 
+def attribute_values(module: nn.Module, names) -> dict[str, torch.Tensor]:
+    """Tensors by fqn whether buffers or plain attributes (lifted constants of an unflattened program)."""
+    bufs = dict(module.named_buffers(remove_duplicate=False))
+    out = {}
+    for n in names:
+        if n in bufs:
+            out[n] = bufs[n].detach().clone()
+            continue
+        owner, _, leaf = n.rpartition(".")
+        out[n] = getattr(module.get_submodule(owner) if owner else module, leaf).detach().clone()
+    return out
+
+
+def written_state(ep) -> list[str]:
+    """Buffers and tensor constants the training-dialect graph writes in place (first argument of an op whose
+    schema writes it), by signature target, in signature order."""
+    kinds = (torch.export.graph_signature.InputKind.BUFFER, torch.export.graph_signature.InputKind.CONSTANT_TENSOR)
+    by_placeholder = {s.arg.name: s.target for s in ep.graph_signature.input_specs if s.kind in kinds}
+    written = set()
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.arguments or not node.args:
+            continue
+        info = schema.arguments[0].alias_info
+        first = node.args[0]
+        if info is not None and info.is_write and isinstance(first, torch.fx.Node) and first.name in by_placeholder:
+            written.add(by_placeholder[first.name])
+    return [s.target for s in ep.graph_signature.input_specs if s.target in written]
+
+
 def compare(a: torch.Tensor, b: torch.Tensor) -> float:
     """Max abs difference for floats; 0 or inf (mismatch) for exact dtypes."""
     if a.shape != b.shape:
@@ -1142,8 +1206,8 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
         ep = torch.export.export(export_mod, fx.example, dynamic_shapes=fx.dynamic_shapes, strict=fx.strict)
     if not fx.keep_debug_metadata:
         strip_debug_metadata(ep)
-    ep_aten = ep.run_decompositions()
-    if not fx.keep_debug_metadata:
+    ep_aten = None if fx.training_only else ep.run_decompositions()
+    if ep_aten is not None and not fx.keep_debug_metadata:
         strip_debug_metadata(ep_aten)
 
     # sanity: export must not have mutated the module it traced
@@ -1151,18 +1215,34 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
         if not torch.equal(a, b):
             raise AssertionError(f"export mutated {n}")
 
-    mutated = [
-        spec.target for spec in ep_aten.graph_signature.output_specs
-        if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION
-    ]
-    if any(spec.kind == torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION
-           for spec in ep_aten.graph_signature.output_specs):
-        raise AssertionError("user input mutation is not expected in fixtures")
-    final_buffers = buffer_values(eager_mod, mutated)
+    if ep_aten is not None:
+        mutated = [
+            spec.target for spec in ep_aten.graph_signature.output_specs
+            if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION
+        ]
+        if any(spec.kind == torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION
+               for spec in ep_aten.graph_signature.output_specs):
+            raise AssertionError("user input mutation is not expected in fixtures")
+        final_buffers = buffer_values(eager_mod, mutated)
+        alias = {n: n for n in mutated}
+    else:
+        # Written state by signature target; a lifted constant's final value is
+        # that of the eager buffer it aliased in the traced module.
+        mutated = written_state(ep)
+        traced = {b.data_ptr(): n for n, b in export_mod.named_buffers(remove_duplicate=False)}
+        alias = {}
+        for target in mutated:
+            t = ep.constants.get(target)
+            alias[target] = traced.get(t.data_ptr()) if t is not None else target
+            if alias[target] is None:
+                raise AssertionError(f"written constant {target} aliases no buffer of the module")
+        eager_bufs = buffer_values(eager_mod, sorted(set(alias.values())))
+        final_buffers = {target: eager_bufs[alias[target]] for target in mutated}
 
     n_user_in = sum(1 for s in ep.graph_signature.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT)
     n_user_out = sum(1 for s in ep.graph_signature.output_specs if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT)
-    n_user_out_aten = sum(1 for s in ep_aten.graph_signature.output_specs if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT)
+    n_user_out_aten = sum(1 for s in (ep_aten or ep).graph_signature.output_specs
+                          if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT)
     for args, outs in zip(calls, eager_outs):
         if len(flat_tensors(args, "inputs")) != n_user_in:
             raise AssertionError(f"{len(args)} inputs but graph has {n_user_in} user inputs")
@@ -1170,18 +1250,19 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
             raise AssertionError(f"{len(outs)} eager outputs vs {n_user_out}/{n_user_out_aten} graph user outputs")
 
     # 3. save both dialects
-    files = {
-        "training": f"{fx.name}.pt2",
-        "aten": f"{fx.name}.aten.pt2",
-        "io": f"{fx.name}.io.safetensors",
-    }
+    files = {"training": f"{fx.name}.pt2"}
+    if ep_aten is not None:
+        files["aten"] = f"{fx.name}.aten.pt2"
+    files["io"] = f"{fx.name}.io.safetensors"
+    dialects = [d for d in ("training", "aten") if d in files]
     torch.export.save(ep, os.path.join(out_dir, files["training"]))
-    torch.export.save(ep_aten, os.path.join(out_dir, files["aten"]))
+    if ep_aten is not None:
+        torch.export.save(ep_aten, os.path.join(out_dir, files["aten"]))
 
     # 4. reload both and run them through ep.module(); compare with eager
     export_pairs = []
     export_err = {}
-    for dialect in ("training", "aten"):
+    for dialect in dialects:
         loaded = torch.export.load(os.path.join(out_dir, files[dialect]))
         gm = loaded.module()
         outs = run_sequence(gm, calls)
@@ -1192,7 +1273,7 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
             for a, b in zip(o_exp, o_eager):
                 worst = max(worst, compare(a, b))
                 export_pairs.append((a, b))
-        got = buffer_values(gm, mutated)
+        got = attribute_values(gm, mutated) if ep_aten is None else buffer_values(gm, mutated)
         for n in mutated:
             worst = max(worst, compare(got[n], final_buffers[n]))
             export_pairs.append((got[n], final_buffers[n]))
@@ -1210,7 +1291,8 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
     ref_pairs = []
     for o, r in zip(eager_outs, ref_outs):
         ref_pairs += [(a, b) for a, b in zip(o, r)]
-    ref_final = buffer_values(ref_mod, mutated)
+    ref_bufs = buffer_values(ref_mod, sorted(set(alias.values())))
+    ref_final = {n: ref_bufs[alias[n]] for n in mutated}
     ref_pairs += [(final_buffers[n], ref_final[n]) for n in mutated]
     for a, b in ref_pairs:
         if not a.is_floating_point() and not torch.equal(a, b):
@@ -1245,7 +1327,7 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
     # 7. archive facts and op histograms from the serialized graphs
     graphs = {}
     roots = {}
-    for dialect in ("training", "aten"):
+    for dialect in dialects:
         root, program, raw = read_archive(os.path.join(out_dir, files[dialect]))
         if not raw:
             raise AssertionError(f"{files[dialect]}: no data/weights/model_weights_config.json (not raw-blob layout)")
@@ -1310,9 +1392,11 @@ def print_summary(entries: list[dict]) -> None:
         b = e["file_bytes"]
         g = e["graphs"]
         tol = e["tolerance"]
+        aten_bytes = human(b["aten"]) if "aten" in b else "-"
+        aten_ops = f"{g['aten']['node_count']:>5}/{len(g['aten']['ops']):<3}" if "aten" in g else f"{'-':>9}"
         print(
-            f"{e['name']:24} {e['parameters']:>7} {human(b['training']):>6} {human(b['aten']):>6} {human(b['io']):>6} "
-            f"{g['training']['node_count']:>4}/{len(g['training']['ops']):<3} {g['aten']['node_count']:>5}/{len(g['aten']['ops']):<3} "
+            f"{e['name']:24} {e['parameters']:>7} {human(b['training']):>6} {aten_bytes:>6} {human(b['io']):>6} "
+            f"{g['training']['node_count']:>4}/{len(g['training']['ops']):<3} {aten_ops} "
             f"{tol['rtol'] if tol['rtol'] is not None else '-':>6} {tol['atol'] if tol['atol'] is not None else '-':>6}"
         )
     print("(ops columns: node count / distinct targets)")

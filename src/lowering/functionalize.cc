@@ -1,6 +1,8 @@
 // Functionalization: in-place ops become functional ops, writes through views
 // become scatters into the base, and each mutated buffer gets an explicit
 // buffer_mutation output (what torch.export's run_decompositions() produces).
+// A written tensor constant becomes a buffer (state); a written parameter is
+// refused.
 //
 // Every value is tracked as (base, chain of view nodes from the base, version
 // of the base when it was made). A write bumps the base's version; a later
@@ -54,7 +56,17 @@ class Functionalizer {
     for (size_t i = 0; i < src.inputs().size(); ++i) {
       const Value* in = src.inputs()[i];
       if (version_[in] == 0) continue;
-      const ir::InputSpec& s = m_.input_specs[i];
+      ir::InputSpec& s = m_.input_specs[i];
+      if (s.kind == ir::InputSpec::Kind::kConstant) {
+        // A tensor constant the program writes is state: non-strict export
+        // lifts tensors a module holds outside its registered buffers (a
+        // static KV cache's) as constants and writes them in place, and
+        // PyTorch's own runner keeps those writes across calls. It becomes a
+        // (non-persistent) buffer: initial value from the archive, updated
+        // like any buffer, shared by methods by name.
+        s.kind = ir::InputSpec::Kind::kBuffer;
+        s.persistent = false;
+      }
       if (s.kind == ir::InputSpec::Kind::kBuffer) {
         outputs.push_back(current_[in]);
         specs.push_back({ir::OutputSpec::Kind::kBufferMutation, s.target});

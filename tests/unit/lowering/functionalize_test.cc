@@ -148,6 +148,37 @@ TEST(Functionalize, WritingIntoAParameterIsRefused) {
   EXPECT_NE(s.message().find("parameter 'w'"), std::string::npos) << s.message();
 }
 
+// Non-strict export lifts a static KV cache as a tensor constant and writes
+// it in place: the constant becomes a non-persistent buffer with a mutation
+// output, so the write persists across calls as in PyTorch's runner.
+TEST(Functionalize, AWrittenTensorConstantBecomesABuffer) {
+  auto g = ir::parse_graph(R"(graph(%c_cache: float32[1, 4, 2], %c_scale: float32[2], %pos: int64[1], %x: float32[1, 1, 2]) {
+  %w: float32[1, 4, 2] = aten.index_copy_.default(self=%c_cache, dim=1, index=%pos, source=%x)
+  %m: float32[1, 4, 2] = aten.mul.Tensor(self=%c_cache, other=%c_scale)
+  return (%m)
+}
+)");
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kConstant, "lifted_tensor_0", true},
+                   {InputSpec::Kind::kConstant, "scale", true},
+                   {InputSpec::Kind::kUserInput, "", true},
+                   {InputSpec::Kind::kUserInput, "", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}};
+  ASSERT_TRUE(functionalize(m).is_ok());
+  EXPECT_EQ(m.input_specs[0].kind, InputSpec::Kind::kBuffer);
+  EXPECT_FALSE(m.input_specs[0].persistent);
+  EXPECT_EQ(m.input_specs[1].kind, InputSpec::Kind::kConstant);  // read only: stays a constant
+  ASSERT_EQ(m.output_specs.size(), 2u);
+  EXPECT_EQ(m.output_specs[0].kind, ir::OutputSpec::Kind::kBufferMutation);
+  EXPECT_EQ(m.output_specs[0].target, "lifted_tensor_0");
+  // The product reads the written cache, as eager does.
+  const ir::Node* mul = m.graph.outputs()[1]->producer;
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(mul->operands()[0], m.graph.outputs()[0]);
+}
+
 }  // namespace
 }  // namespace kiln::lowering
 
