@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -85,6 +86,39 @@ def time_steps(fn, steps: int, warmup: int) -> list[float]:
     return times
 
 
+def python_decode_loop(kiln_path: Path, tokens: int) -> dict:
+    """Greedy decoding from Python with the compiled module on CUDA tensors:
+    each step's logits stay on the GPU, torch.argmax picks the next token there
+    and feeds it to the next call; the KV caches are the module's own CUDA
+    buffers, updated in place. Time per token over the whole loop (CUDA
+    events), as a user's loop gets it."""
+    import kiln
+
+    compiled = kiln.load(str(kiln_path), device="cuda")
+    buffers = dict(compiled.named_buffers())
+    before = {name: t.data_ptr() for name, t in buffers.items()}
+    positions = torch.arange(tokens + 8, device="cuda")
+    ids = torch.tensor([[1]], device="cuda")
+    with torch.no_grad():
+        for k in range(8):  # warm-up (graph capture)
+            ids = compiled(ids, positions[k:k + 1])[:, -1].argmax(-1, keepdim=True)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record()
+        for k in range(8, tokens):
+            ids = compiled(ids, positions[k:k + 1])[:, -1].argmax(-1, keepdim=True)
+        end.record()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3
+    steps = tokens - 8
+    after = {name: t.data_ptr() for name, t in compiled.named_buffers()}
+    return {"python_loop_ms": start.elapsed_time(end) / steps, "python_loop_wall_ms": wall / steps,
+            "python_loop_steps": steps, "python_buffers_on_cuda": all(t.is_cuda for t in buffers.values()),
+            "python_buffers_same_memory": before == after,
+            "python_host_staging_reason": compiled.host_staging_reason}
+
+
 def run(cmd: list[str], log_path: Path, timeout: int) -> subprocess.CompletedProcess:
     log(" ".join(cmd))
     t0 = time.time()
@@ -102,6 +136,8 @@ def main() -> int:
     ap.add_argument("--cache", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=64, help="timed decode steps per system")
     ap.add_argument("--skip-torch-compile", action="store_true")
+    ap.add_argument("--skip-python", action="store_true", help="no decode loop through the kiln Python package")
+    ap.add_argument("--tokens", type=int, default=201, help="new tokens for kiln generate and the Python loop")
     ap.add_argument("--commit", default=os.environ.get("KILN_COMMIT", "unknown"))
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln_llm_"))
@@ -168,8 +204,18 @@ def main() -> int:
         if p.returncode == 0:
             row["kiln_bench"] = json.loads((work / "bench.json").read_text())
         p = run([args.kiln, "generate", str(kiln), "--device", "cuda", "--prompt-ids", "1,2,3", "--max-new-tokens",
-                 "33"], work / "generate.log", 600)
+                 str(args.tokens)], work / "generate.log", 600)
         row["kiln_generate"] = (p.stdout + p.stderr).strip().splitlines()[-2:]
+        m = re.search(r"([0-9.]+) ms per token \(median ([0-9.]+) ms", p.stdout)
+        if m:
+            row["kiln_generate_ms"], row["kiln_generate_median_ms"] = float(m.group(1)), float(m.group(2))
+        if not args.skip_python:
+            try:
+                row.update(python_decode_loop(kiln, args.tokens))
+                log(f"kiln.load decode loop {row['python_loop_ms']:.3f} ms/token")
+            except Exception as e:  # keep the other columns
+                row["python_loop_error"] = f"{type(e).__name__}: {e}"[:300]
+                log(row["python_loop_error"])
     else:
         row["kiln_compile_error"] = (p.stdout + p.stderr).strip().splitlines()[-3:]
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -215,6 +216,17 @@ class Program {
   friend const Impl& program_impl(const Program& p);  // the library's own access (program_impl.h)
 };
 
+// How one Session::run call runs.
+struct RunOptions {
+  // The stream (a cudaStream_t) the call's device work is ordered on, and
+  // the memory it allocates for its results; null: the device's default
+  // stream, on which every call without a stream of its own runs in one
+  // order; cudaStreamLegacy (0x1) for CUDA's legacy default stream. Memory
+  // kiln allocates on a caller's stream is freed on it: keep the stream
+  // alive while the call's results live.
+  void* stream = nullptr;
+};
+
 // A program's state (its buffers) and calls on it. A session is used by one
 // thread at a time; use one session per thread.
 class Session {
@@ -230,13 +242,28 @@ class Session {
   // back change only when the whole call succeeds. Buffers an engine updates
   // in place (KV caches, see Program::buffer_updated_in_place) are written as
   // that engine runs: after a call that fails later on, they hold the rows
-  // that call wrote. Complete on return.
+  // that call wrote.
+  //   A call whose outputs lie in host memory is complete on return. A call
+  // whose outputs lie on a device is only enqueued there, on the call's
+  // stream (RunOptions::stream), as a framework's GPU operations are: its
+  // outputs, and the buffers it updates, are ready in that stream's order
+  // (reading them on the host with to_host() on the default stream waits for
+  // them), and a device-side error it meets (an index out of range) is
+  // reported by a later call or by synchronize().
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& options);
   // Runs method `method` of the program on the session's state: of a method
   // compiled with several shape profiles, the first profile whose ranges
   // hold the inputs (an error names each profile's objection when none does);
   // NAME@k runs that method only (see CompileOptions::shapes).
   Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs);
+  Expected<std::vector<Tensor>> run(std::string_view method, const std::vector<Tensor>& inputs,
+                                    const RunOptions& options);
+  // Waits for the device work of every call so far (on the stream each ran
+  // on) and reports a device-side error one of them left, naming the layer;
+  // after such an error, reset() the session (its buffers may hold part of a
+  // call's writes).
+  Status synchronize();
 
   // Buffer `fqn`: the session's own memory (or the caller's, when bound), so
   // later calls update what this returns, as a module's buffer in PyTorch.
@@ -296,6 +323,40 @@ class Session {
   std::shared_ptr<const Program> program_;
   std::map<std::string, Tensor, std::less<>> buffers_;
   Device state_device_;
+  void* last_stream_ = nullptr;  // the stream of the last call with device work
+  bool pending_ = false;         // a call's device work may still be running
 };
+
+// Greedy decoding with a decoder step exported the way transformers'
+// ExecuTorch recipe does it (TorchExportableModuleWithStaticCache): inputs
+// token ids int64 [1, T] and cache positions int64 [T], output 0 the logits
+// [1, T, vocab]; the KV caches are buffers of the program, kept by the
+// session. The decode step is GenerateOptions::method, else the method named
+// "decode", else the first; it takes one token per call (T is 1, or a dynamic
+// dimension). A method named "prefill" takes the prompt in one call when it
+// fits its token count; otherwise the decode step takes it in chunks as
+// large as it allows. Each new token is the argmax of the last logits row
+// (the first maximum, as torch.argmax).
+//   On a session whose state lies on a device (a CUDA program), the tokens
+// never leave it: the argmax runs there, each step's token is the next
+// step's input in device memory, and the next step is enqueued before the
+// host reads the token before it, so the device never waits for the host.
+// When decoding stops at `eos_id`, the step after it has run too (its token
+// is discarded; the session's caches hold one position more).
+struct GenerateOptions {
+  std::string method;  // the decode step (empty: "decode", else the first method)
+  int64_t max_new_tokens = 0;
+  std::optional<int64_t> eos_id;
+  std::function<void(int64_t)> on_token;  // each new token, as the host learns it
+};
+struct Generation {
+  std::vector<int64_t> tokens;  // the new tokens, the eos token included
+  std::string prompt_method;
+  double prompt_ms = 0;          // the prompt's calls up to its last logits (wall clock)
+  double decode_ms = 0;          // from then until the last new token is known
+  std::vector<double> token_ms;  // per decode step: the time between consecutive new tokens
+  bool on_device = false;        // tokens chosen on the device
+};
+Expected<Generation> generate(Session& session, const std::vector<int64_t>& prompt, const GenerateOptions& options);
 
 }  // namespace kiln

@@ -41,7 +41,7 @@ class CompiledModule(torch.nn.Module):
     `compiled.get_buffer(fqn)` always holds the current value.
     """
 
-    def __init__(self, program, *, out_spec=None, in_spec=None, signature=None):
+    def __init__(self, program, *, out_spec=None, in_spec=None, signature=None, state_device=None):
         super().__init__()
         self._program = program
         self._session = _C.Session(program)
@@ -71,15 +71,22 @@ class CompiledModule(torch.nn.Module):
         # User inputs the program writes in place (positions in call order).
         written = set(program.mutated_inputs())
         self._mutated_inputs = [i for i, spec in enumerate(program.inputs()) if spec["name"] in written]
+        # Stateless single-engine programs run on CUDA tensors through
+        # run_on_device (outputs in memory PyTorch allocates); every other
+        # call on CUDA tensors goes through Session.run on PyTorch's stream,
+        # its state in this module's CUDA buffers.
         self._on_device = (program.device == "cuda" and not program.mutated_buffers() and
                            not self._mutated_inputs)
         # Why calls on CUDA tensors go through host memory (None while none has).
-        self.host_staging_reason = None if self._on_device or program.device != "cuda" else (
-            "the program writes buffers, whose state lives in host memory" if program.mutated_buffers() else
-            "the program writes an input in place")
+        self.host_staging_reason = None
+        # The buffers lie on `state_device` ("cuda" or "cpu"; by default where
+        # the session keeps them: CUDA memory for a CUDA program), and kiln
+        # updates them where they lie.
         for spec in program.buffers():
             fqn = spec["name"]
             memory = torch.from_dlpack(self._session.buffer(fqn)).clone()
+            if state_device == "cpu" and memory.is_cuda:
+                memory = memory.cpu()
             self._session.bind_buffer(fqn, memory)
             self._kiln_buffers[fqn] = memory
             owner, _, leaf = fqn.rpartition(".")
@@ -130,10 +137,20 @@ class CompiledModule(torch.nn.Module):
                     self._staged_shapes.clear()
                 self._staged_shapes.add(shapes)
             else:
-                self._on_device = False  # e.g. fallback segments: host tensors from now on
-            self.host_staging_reason = str(e)
+                self._on_device = False  # e.g. fallback segments: Session.run from now on
             return None
         return outputs
+
+    def _run_cuda(self, inputs):
+        """Runs on the caller's CUDA tensors through the session, on PyTorch's
+        current stream (no wait): outputs come back as CUDA tensors, the
+        buffers are updated where they lie."""
+        device = inputs[0].device
+        inputs = [t.contiguous() for t in inputs]
+        stream = torch.cuda.current_stream(device).cuda_stream
+        with self._lock, torch.cuda.device(device):
+            arrays = self._session.run(inputs, stream=stream)
+        return [torch.from_dlpack(a) for a in arrays]
 
     def _tensor_inputs(self, args, kwargs):
         if self._kwarg_order is not None and set(kwargs) == set(self._kwarg_order):
@@ -160,8 +177,12 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         inputs = self._tensor_inputs(args, kwargs)
         outputs = None
-        if self._on_device and inputs and all(t.is_cuda for t in inputs):
-            outputs = self._run_on_device(inputs)
+        on_cuda = inputs and self._program.device == "cuda" and all(t.is_cuda for t in inputs)
+        if on_cuda and len({t.device for t in inputs}) == 1:
+            if self._on_device:
+                outputs = self._run_on_device(inputs)
+            if outputs is None:
+                outputs = self._run_cuda(inputs)
         if outputs is None:
             # Host tensors; a CUDA program's other calls stage through host memory.
             device = next((t.device for t in inputs if t.is_cuda), None)
@@ -222,7 +243,19 @@ def _compile_exported(ep, options):
 
     signature = [("constant", spec.arg.value) if isinstance(spec.arg, ConstantArgument) else ("tensor", None)
                  for spec in ep.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
-    return CompiledModule(program, out_spec=ep.call_spec.out_spec, in_spec=ep.call_spec.in_spec, signature=signature)
+    return CompiledModule(program, out_spec=ep.call_spec.out_spec, in_spec=ep.call_spec.in_spec, signature=signature,
+                          state_device=_state_device(ep, options.get("device")))
+
+
+def _state_device(ep, device):
+    """Where a compiled module keeps its buffers: on the GPU for a CUDA program
+    whose model or example inputs are there, else in host memory (a CUDA
+    program called with host tensors)."""
+    if device != "cuda":
+        return "cpu"
+    tensors = list(ep.state_dict.values()) + list(ep.constants.values())
+    tensors += tree_flatten(getattr(ep, "example_inputs", None) or ())[0]
+    return "cuda" if any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors) else "cpu"
 
 
 def _written_args(node):

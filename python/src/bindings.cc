@@ -74,11 +74,16 @@ struct DlpackDtype {
   uint8_t bits;
 };
 constexpr DlpackDtype kDlpackDtypes[] = {
-    {kiln::DType::Float32, nb::dlpack::dtype_code::Float, 32}, {kiln::DType::Float64, nb::dlpack::dtype_code::Float, 64},
-    {kiln::DType::Float16, nb::dlpack::dtype_code::Float, 16}, {kiln::DType::BFloat16, nb::dlpack::dtype_code::Bfloat, 16},
-    {kiln::DType::Int64, nb::dlpack::dtype_code::Int, 64},     {kiln::DType::Int32, nb::dlpack::dtype_code::Int, 32},
-    {kiln::DType::Int16, nb::dlpack::dtype_code::Int, 16},     {kiln::DType::Int8, nb::dlpack::dtype_code::Int, 8},
-    {kiln::DType::UInt8, nb::dlpack::dtype_code::UInt, 8},     {kiln::DType::Bool, nb::dlpack::dtype_code::Bool, 8},
+    {kiln::DType::Float32, nb::dlpack::dtype_code::Float, 32},
+    {kiln::DType::Float64, nb::dlpack::dtype_code::Float, 64},
+    {kiln::DType::Float16, nb::dlpack::dtype_code::Float, 16},
+    {kiln::DType::BFloat16, nb::dlpack::dtype_code::Bfloat, 16},
+    {kiln::DType::Int64, nb::dlpack::dtype_code::Int, 64},
+    {kiln::DType::Int32, nb::dlpack::dtype_code::Int, 32},
+    {kiln::DType::Int16, nb::dlpack::dtype_code::Int, 16},
+    {kiln::DType::Int8, nb::dlpack::dtype_code::Int, 8},
+    {kiln::DType::UInt8, nb::dlpack::dtype_code::UInt, 8},
+    {kiln::DType::Bool, nb::dlpack::dtype_code::Bool, 8},
 };
 
 std::optional<kiln::DType> dtype_from_dlpack(nb::dlpack::dtype t) {
@@ -109,8 +114,10 @@ kiln::Tensor tensor_of(const AnyArray& a, const std::string& what) {
     sizes[d] = static_cast<int64_t>(a.shape(d));
     strides[d] = a.stride(d);
     if (strides[d] < 0) raise(kiln::invalid_argument(what + ": negative strides are not supported"));
-    if (sizes[d] == 0) empty = true;
-    else last += (sizes[d] - 1) * strides[d];
+    if (sizes[d] == 0)
+      empty = true;
+    else
+      last += (sizes[d] - 1) * strides[d];
   }
   size_t nbytes = empty ? 0 : static_cast<size_t>(last + 1) * kiln::dtype_size(*dtype);
   // The keeper holds the DLPack producer's tensor alive (nanobind takes the GIL to release it).
@@ -143,15 +150,29 @@ kiln::Tensor device_tensor_of(const AnyArray& a, const std::string& what) {
   return take(kiln::Tensor::from_storage(storage, *dtype, sizes, kiln::contiguous_strides(sizes), 0));
 }
 
+// A kiln view of the caller's memory, host or CUDA (no copy).
+kiln::Tensor any_tensor_of(const AnyArray& a, const std::string& what) {
+  return a.device_type() == nb::device::cuda::value ? device_tensor_of(a, what) : tensor_of(a, what);
+}
+
 // The caller's view of a kiln tensor (no copy): an object with __dlpack__ that
-// keeps kiln's storage alive.
+// keeps kiln's storage alive; CUDA memory stays CUDA memory.
 nb::object array_of(const kiln::Tensor& t) {
   auto* held = new kiln::Tensor(t);
   nb::capsule owner(held, [](void* p) noexcept { delete static_cast<kiln::Tensor*>(p); });
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
-  nb::ndarray<nb::array_api> a(t.raw_data(), shape.size(), shape.data(), owner, t.strides().data(), dlpack_of(t.dtype()),
-             nb::device::cpu::value, 0);
+  const bool cuda = t.device().type == kiln::DeviceType::kCUDA;
+  nb::ndarray<nb::array_api> a(t.raw_data(), shape.size(), shape.data(), owner, t.strides().data(),
+                               dlpack_of(t.dtype()), cuda ? nb::device::cuda::value : nb::device::cpu::value,
+                               cuda ? t.device().index : 0);
   return nb::cast(a, nb::rv_policy::reference);
+}
+
+// A stream from Python: None is kiln's default stream, 0 CUDA's legacy
+// default stream (PyTorch's default), anything else a cudaStream_t.
+void* stream_of(const std::optional<uintptr_t>& stream) {
+  if (!stream) return nullptr;
+  return reinterpret_cast<void*>(*stream == 0 ? uintptr_t{1} : *stream);  // 1: cudaStreamLegacy
 }
 
 nb::dict spec_dict(const kiln::TensorSpec& s) {
@@ -182,10 +203,11 @@ struct ProgramHandle {
   }
 };
 
-kiln::LoadOptions load_options(const std::string& device, const std::string& precision, const std::string& cache_dir,
-                               int min_block_size, const std::vector<std::string>& fallback_ops,
-                               const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-                               bool require_full_compilation, const std::string& batch_buckets) {
+kiln::LoadOptions load_options(
+    const std::string& device, const std::string& precision, const std::string& cache_dir, int min_block_size,
+    const std::vector<std::string>& fallback_ops,
+    const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
+    bool require_full_compilation, const std::string& batch_buckets) {
   kiln::LoadOptions o;
   o.compile.batch_buckets = batch_buckets;
   o.compile.device = device;
@@ -202,13 +224,16 @@ class SessionHandle {
  public:
   explicit SessionHandle(const ProgramHandle& p) : program_(p.program), session_(p.program) {}
 
-  nb::list run(const std::vector<AnyArray>& inputs, const std::optional<std::string>& method) {
+  nb::list run(const std::vector<AnyArray>& inputs, const std::optional<std::string>& method,
+               const std::optional<uintptr_t>& stream) {
     std::vector<kiln::Tensor> ts;
     ts.reserve(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) ts.push_back(tensor_of(inputs[i], "input " + std::to_string(i)));
+    for (size_t i = 0; i < inputs.size(); ++i) ts.push_back(any_tensor_of(inputs[i], "input " + std::to_string(i)));
+    kiln::RunOptions options;
+    options.stream = stream_of(stream);
     kiln::Expected<std::vector<kiln::Tensor>> out = [&] {
       nb::gil_scoped_release release;
-      return method ? session_.run(*method, ts) : session_.run(ts);
+      return method ? session_.run(*method, ts, options) : session_.run(ts, options);
     }();
     ts.clear();
     nb::list result;
@@ -236,7 +261,7 @@ class SessionHandle {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string what = "input " + std::to_string(i);
       ts.push_back(inputs[i].device_type() == nb::device::cuda::value ? device_tensor_of(inputs[i], what)
-                                                                       : tensor_of(inputs[i], what));
+                                                                      : tensor_of(inputs[i], what));
     }
     nb::list result;
     for (const kiln::OutputType& t : take(session_.output_types(ts)))
@@ -244,15 +269,23 @@ class SessionHandle {
     return result;
   }
 
-  // A host copy when the session keeps the buffer on a device.
-  nb::object buffer(const std::string& fqn) const { return array_of(take(kiln::to_host(take(session_.buffer(fqn))))); }
+  // Where the session keeps it (CUDA memory for a CUDA program's state).
+  nb::object buffer(const std::string& fqn) const { return array_of(take(session_.buffer(fqn))); }
   void set_buffer(const std::string& fqn, const AnyArray& value) {
-    check(session_.set_buffer(fqn, tensor_of(value, "buffer '" + fqn + "'")));
+    check(session_.set_buffer(fqn, any_tensor_of(value, "buffer '" + fqn + "'")));
   }
   void bind_buffer(const std::string& fqn, const AnyArray& memory) {
-    check(session_.bind_buffer(fqn, tensor_of(memory, "buffer '" + fqn + "'")));
+    check(session_.bind_buffer(fqn, any_tensor_of(memory, "buffer '" + fqn + "'")));
   }
   void reset() { check(session_.reset()); }
+  void synchronize() {
+    kiln::Status st;
+    {
+      nb::gil_scoped_release release;
+      st = session_.synchronize();
+    }
+    check(st);
+  }
   ProgramHandle program() const { return {program_}; }
 
  private:
@@ -285,10 +318,12 @@ NB_MODULE(_C, m) {
     }
   });
 
-  m.def("default_cache_dir", [] { return kiln::program::EngineCache::default_dir(); },
-        "The engine cache directory the CLI uses by default ($KILN_CACHE_DIR, else under the user's cache directory).");
-  m.def("known_op", [](std::string_view target) { return kiln::ir::op_from_target(target).has_value(); }, "target"_a,
-        "Whether kiln's IR knows an op target such as 'aten.relu.default' (a .pt2 with an unknown op is refused).");
+  m.def(
+      "default_cache_dir", [] { return kiln::program::EngineCache::default_dir(); },
+      "The engine cache directory the CLI uses by default ($KILN_CACHE_DIR, else under the user's cache directory).");
+  m.def(
+      "known_op", [](std::string_view target) { return kiln::ir::op_from_target(target).has_value(); }, "target"_a,
+      "Whether kiln's IR knows an op target such as 'aten.relu.default' (a .pt2 with an unknown op is refused).");
 
   nb::class_<ProgramHandle>(m, "Program", "A loaded, compiled program (immutable; shared by sessions).")
       .def_static(
@@ -315,53 +350,67 @@ NB_MODULE(_C, m) {
           },
           "path"_a, "Writes the compiled program as a .kiln file (atomically).")
       .def_prop_ro("method_names", [](const ProgramHandle& p) { return p.program->method_names(); })
-      .def("inputs", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).inputs()); },
-           "method"_a = nb::none())
-      .def("outputs", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).outputs()); },
-           "method"_a = nb::none())
-      .def("buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).buffers()); },
-           "method"_a = nb::none())
-      .def("mutated_inputs", [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_inputs(); },
-           "method"_a = nb::none())
-      .def("mutated_buffers", [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_buffers(); },
-           "method"_a = nb::none())
-      .def("buffer_updated_in_place", [](const ProgramHandle& p, const std::string& fqn) {
-        return p.program->buffer_updated_in_place(fqn);
-      })
-      .def("symbols",
-           [](const ProgramHandle& p, std::optional<std::string> m) {
-             nb::list l;
-             for (const auto& s : p.method(m).symbols())
-               l.append(nb::make_tuple(s.name, s.min, s.max == INT64_MAX ? nb::object(nb::none()) : nb::int_(s.max)));
-             return l;
-           },
-           "method"_a = nb::none())
-      .def("segments",
-           [](const ProgramHandle& p, std::optional<std::string> m) {
-             nb::list l;
-             for (const auto& s : p.method(m).segments()) {
-               nb::dict d;
-               d["engine"] = s.engine;
-               d["backend"] = s.backend;
-               d["plan_bytes"] = s.plan_bytes;
-               d["from_cache"] = s.from_cache;
-               d["ops"] = s.ops;
-               d["num_nodes"] = s.num_nodes;
-               nb::list fb;
-               for (const auto& f : s.fallback) fb.append(nb::make_tuple(f.node, f.op, f.reason));
-               d["fallback"] = fb;
-               l.append(d);
-             }
-             return l;
-           },
-           "method"_a = nb::none())
+      .def(
+          "inputs",
+          [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).inputs()); },
+          "method"_a = nb::none())
+      .def(
+          "outputs",
+          [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).outputs()); },
+          "method"_a = nb::none())
+      .def(
+          "buffers",
+          [](const ProgramHandle& p, std::optional<std::string> m) { return spec_list(p.method(m).buffers()); },
+          "method"_a = nb::none())
+      .def(
+          "mutated_inputs",
+          [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_inputs(); },
+          "method"_a = nb::none())
+      .def(
+          "mutated_buffers",
+          [](const ProgramHandle& p, std::optional<std::string> m) { return p.method(m).mutated_buffers(); },
+          "method"_a = nb::none())
+      .def("buffer_updated_in_place",
+           [](const ProgramHandle& p, const std::string& fqn) { return p.program->buffer_updated_in_place(fqn); })
+      .def(
+          "symbols",
+          [](const ProgramHandle& p, std::optional<std::string> m) {
+            nb::list l;
+            for (const auto& s : p.method(m).symbols())
+              l.append(nb::make_tuple(s.name, s.min, s.max == INT64_MAX ? nb::object(nb::none()) : nb::int_(s.max)));
+            return l;
+          },
+          "method"_a = nb::none())
+      .def(
+          "segments",
+          [](const ProgramHandle& p, std::optional<std::string> m) {
+            nb::list l;
+            for (const auto& s : p.method(m).segments()) {
+              nb::dict d;
+              d["engine"] = s.engine;
+              d["backend"] = s.backend;
+              d["plan_bytes"] = s.plan_bytes;
+              d["from_cache"] = s.from_cache;
+              d["ops"] = s.ops;
+              d["num_nodes"] = s.num_nodes;
+              nb::list fb;
+              for (const auto& f : s.fallback) fb.append(nb::make_tuple(f.node, f.op, f.reason));
+              d["fallback"] = fb;
+              l.append(d);
+            }
+            return l;
+          },
+          "method"_a = nb::none())
       .def("partition_report", [](const ProgramHandle& p) { return p.program->partition_report(); })
       .def_prop_ro("device", [](const ProgramHandle& p) { return p.program->device(); });
 
   nb::class_<SessionHandle>(m, "Session", "A program's state (its buffers) and calls on it; one thread at a time.")
       .def(nb::init<const ProgramHandle&>(), "program"_a)
-      .def("run", &SessionHandle::run, "inputs"_a, "method"_a = nb::none(),
-           "Runs the program on DLPack tensors (host memory, no copies) and returns its outputs as DLPack arrays.")
+      .def("run", &SessionHandle::run, "inputs"_a, "method"_a = nb::none(), "stream"_a = nb::none(),
+           "Runs the program on DLPack tensors (host or CUDA memory, no copies) and returns its outputs as DLPack "
+           "arrays, on the device of the first CUDA input, else the host. CUDA work is ordered on `stream` (a "
+           "cudaStream_t as an int, 0 for CUDA's legacy default stream; None: kiln's default stream) and the call "
+           "returns without waiting for it when the outputs are on the device.")
       .def("run_on_device", &SessionHandle::run_on_device, "inputs"_a, "outputs"_a, "stream"_a = 0,
            "Runs the program on CUDA memory (DLPack, contiguous), ordered on `stream` (a cudaStream_t as an int), "
            "writing its outputs into `outputs`; raises KilnError (code 'unsupported') for programs that need run().")
@@ -371,7 +420,10 @@ NB_MODULE(_C, m) {
       .def("buffer", &SessionHandle::buffer, "fqn"_a, "Buffer `fqn` as an array viewing the session's memory.")
       .def("set_buffer", &SessionHandle::set_buffer, "fqn"_a, "value"_a)
       .def("bind_buffer", &SessionHandle::bind_buffer, "fqn"_a, "memory"_a,
-           "Makes the caller's tensor the memory of buffer `fqn`: kiln updates it in place or copies new values into it.")
+           "Makes the caller's tensor the memory of buffer `fqn`: kiln updates it in place or copies new values into "
+           "it.")
       .def("reset", &SessionHandle::reset)
+      .def("synchronize", &SessionHandle::synchronize,
+           "Waits for the session's device work; raises the device-side error a call left (an index out of range).")
       .def_prop_ro("program", &SessionHandle::program);
 }

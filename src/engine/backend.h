@@ -76,25 +76,58 @@ struct DevicePadding {
 // the runtime keeps values (session state, values between engines) on a
 // device and moves them across. Backends that compute in host memory have
 // none (Backend::device_memory() is null).
+//
+// Streams. Work on the device is ordered on streams (a cudaStream_t for
+// CUDA). Every allocation belongs to a stream: it is made and freed in that
+// stream's order, so memory a call frees is reused only by work ordered after
+// everything that call enqueued. A null stream means the device's default
+// stream (default_stream()), on which every call without a stream of its own
+// runs, in one order.
+
+// Waits for the work a stream held when the fence was made.
+class Fence {
+ public:
+  virtual ~Fence() = default;
+  virtual Status wait() = 0;
+};
+
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual Device device() const = 0;
+  // The stream calls without a stream of their own use (never null).
+  virtual void* default_stream() const = 0;
   // A contiguous tensor of `dtype` and `sizes` in the device's memory (its
-  // contents unspecified), freed when its last view goes. kInternal (naming
-  // the bytes) when the device is out of memory.
-  virtual Expected<Tensor> empty(DType dtype, const Shape& sizes) const = 0;
+  // contents unspecified), freed when its last view goes, in `stream`'s order
+  // (null: the default stream; the tensor is then ready for any stream on
+  // return). kInternal (naming the bytes) when the device is out of memory,
+  // after cached blocks went back to the device.
+  virtual Expected<Tensor> empty(DType dtype, const Shape& sizes, void* stream = nullptr) const = 0;
+  // A host tensor in page-locked memory, which copy_to_host_async fills
+  // without a wait.
+  virtual Expected<Tensor> empty_pinned(DType dtype, const Shape& sizes) const = 0;
   // Copies `src`'s elements into `dst`: the same dtype and sizes, both
   // contiguous, each in host memory or this device's. Complete on return
-  // (ordered after every engine call that returned before it).
-  virtual Status copy(const Tensor& dst, const Tensor& src) const = 0;
-  // copy() for each pair in turn, waited for once: a call's copied-back
-  // buffers (a decoder's many small counters) cost one wait, not one each.
-  virtual Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs) const {
-    if (dsts.size() != srcs.size()) return invalid_argument("copy_all: unequal lists");
-    for (size_t i = 0; i < dsts.size(); ++i) KILN_TRY(copy(dsts[i], srcs[i]));
-    return Status::ok();
-  }
+  // (ordered after everything enqueued on the default stream before it).
+  virtual Status copy(const Tensor& dst, const Tensor& src) const { return copy_all({&dst, 1}, {&src, 1}); }
+  // copy() for each pair in turn, ordered on `stream` (null: the default
+  // stream, waited for once: a call's copied-back buffers cost one wait, not
+  // one each). With a stream given, copies between device tensors are only
+  // enqueued; any copy with a host side is complete on return.
+  virtual Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs, void* stream = nullptr) const = 0;
+  // Enqueues a copy of device tensor `src` into `dst` (from empty_pinned) on
+  // `stream`; wait on a fence made after it before reading `dst`.
+  virtual Status copy_to_host_async(const Tensor& dst, const Tensor& src, void* stream) const = 0;
+  // A fence for everything enqueued on `stream` so far.
+  virtual Expected<std::unique_ptr<Fence>> fence(void* stream) const = 0;
+  // Waits for everything enqueued on `stream` (null: the default stream).
+  virtual Status synchronize(void* stream) const = 0;
+  // Writes into `out` (int64, one element per row of `x`) the index of the
+  // largest element of each row of `x` (contiguous [rows, n], floating):
+  // the first one of equal maxima, a NaN above any number, as torch.argmax.
+  // Enqueued on `stream`. For greedy decoding on the device: the logits never
+  // leave it.
+  virtual Status argmax_rows(const Tensor& x, const Tensor& out, void* stream) const = 0;
 };
 
 class Backend {
@@ -153,8 +186,17 @@ class Backend {
   //            whatever its entry held
   //   stream:  the caller's stream (a cudaStream_t for CUDA; null on CPU)
   // Inputs are checked (count, dtype, rank, static sizes) before anything
-  // runs; errors name the engine and the layer that failed. Every result is
-  // where it belongs when execute returns.
+  // runs; errors name the engine and the layer that failed. When any output
+  // goes to host memory, every result is where it belongs when execute
+  // returns. When every output lies in device memory (given, or written into
+  // an input in place) the work is only enqueued on `stream` (null: the
+  // device's default stream): results are ready in that stream's order, and
+  // a device-side error (an index out of range) is reported by a later call
+  // of the engine or by synchronize().
+  //   A device input is read where it lies when the engine writes it in place
+  //   (or when it is large and was bound the same way the call before);
+  //   other inputs are copied into the engine's own memory as the call is
+  //   enqueued, so the caller may reuse them once it returns.
   virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          void* stream) const = 0;
 
@@ -177,6 +219,9 @@ class Backend {
                                    void* stream, const DevicePadding* padding) const {
     return unsupported("backend '" + std::string(name()) + "' has no device of its own to run on");
   }
+  // Waits for the engine's enqueued work and reports a device-side error
+  // that an asynchronous call left (kInvalidArgument naming the layer).
+  virtual Status synchronize(EngineHandle engine) const { return Status::ok(); }
   // Releases the engine; `engine` may be null.
   virtual void destroy(EngineHandle engine) const = 0;
 

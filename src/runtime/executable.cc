@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/kiln.h"
+#include "runtime/device_copy.h"
 #include "runtime/engine_hot_set.h"
 #include "runtime/interpreter.h"
 
@@ -135,27 +136,50 @@ Status Executable::ensure_engines() const {
 namespace {
 
 // The value in `slot` in host memory: a tensor on a device is copied across
-// (and the slot keeps the host copy for later readers).
-Status bring_to_host(cpu::RtValue& slot) {
+// in `stream`'s order (and the slot keeps the host copy for later readers).
+Status bring_to_host(cpu::RtValue& slot, void* stream) {
   const Tensor* t = std::get_if<Tensor>(&slot);
   if (!t || !t->defined() || t->is_cpu()) return Status::ok();
-  KILN_ASSIGN_OR_RETURN(Tensor host, to_host(*t));
+  const engine::DeviceMemory* m = device_memory_of(t->device());
+  if (!m) return unsupported("no backend of this kiln runs on " + t->device().to_string());
+  Tensor host = Tensor::empty(t->dtype(), t->sizes());
+  const Tensor src = t->contiguous();
+  KILN_TRY(m->copy_all({&host, 1}, {&src, 1}, stream));
   slot = std::move(host);
   return Status::ok();
 }
 
 }  // namespace
 
-Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs, void* stream,
-                                                    bool keep_on_device, bool user_outputs_on_host) const {
+Status Executable::synchronize() const {
+  if (!engines_status_ || engines_.empty()) return Status::ok();
+  for (const auto& e : engines_)
+    if (e) KILN_TRY(e->backend().synchronize(e->handle()));
+  return Status::ok();
+}
+
+Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs,
+                                                    const RunOptions& options) const {
   const ir::Graph& g = p_.module.graph;
   if (graph_inputs.size() != g.inputs().size())
     return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(graph_inputs.size()));
   KILN_TRY(ensure_engines());
+  void* stream = options.stream;
   std::vector<cpu::RtValue> env(g.num_values());
   for (size_t i = 0; i < graph_inputs.size(); ++i)
     env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
+  // Memory given for values of the last segment: value id -> tensor.
+  std::vector<const Tensor*> given_for(options.output_memory.empty() ? 0 : g.num_values(), nullptr);
+  if (!given_for.empty() && !p_.segments.empty() && p_.segments.back().kind == SegmentKind::kEngine) {
+    std::vector<int> uses(g.num_values(), 0);
+    for (const ir::Value* v : g.outputs()) ++uses[static_cast<size_t>(v->id)];
+    for (size_t i = 0; i < g.outputs().size() && i < options.output_memory.size(); ++i) {
+      const size_t v = static_cast<size_t>(g.outputs()[i]->id);
+      if (options.output_memory[i].defined() && uses[v] == 1 && !value_in_place_[v])
+        given_for[v] = &options.output_memory[i];
+    }
+  }
 
   std::vector<Tensor> ins, outs;
   for (size_t si = 0; si < p_.segments.size(); ++si) {
@@ -164,13 +188,14 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       const engine::DeviceMemory* device = engines_[si]->backend().device_memory();
       ins.clear();
       for (int v : s.inputs) {
-        if (!device) KILN_TRY(bring_to_host(env[static_cast<size_t>(v)]));
+        if (!device) KILN_TRY(bring_to_host(env[static_cast<size_t>(v)], stream));
         ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
       }
       // Device outputs: memory on the engine's device for each (none for a
       // buffer's new value the engine writes where the buffer lies).
       outs.clear();
-      if (keep_on_device && device) {
+      const bool last = si + 1 == p_.segments.size();
+      if (options.keep_on_device && device) {
         for (int v : s.outputs) {
           const ir::Value& val = *g.value(static_cast<size_t>(v));
           Shape sizes;
@@ -186,12 +211,20 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
           // Written where the buffer lies, or a user output only the caller
           // reads, wanted in host memory: no device memory for it.
           if (value_in_place_[static_cast<size_t>(v)] ||
-              (user_outputs_on_host && user_output_[static_cast<size_t>(v)] &&
+              (options.user_outputs_on_host && user_output_[static_cast<size_t>(v)] &&
                !read_by_segment_[static_cast<size_t>(v)])) {
             outs.emplace_back();
             continue;
           }
-          KILN_ASSIGN_OR_RETURN(Tensor t, device->empty(val.type.dtype, sizes));
+          if (last && !given_for.empty() && given_for[static_cast<size_t>(v)]) {
+            const Tensor& m = *given_for[static_cast<size_t>(v)];
+            if (m.dtype() == val.type.dtype && m.sizes() == sizes && m.is_contiguous() && !m.is_cpu() &&
+                m.device() == device->device()) {
+              outs.push_back(m);
+              continue;
+            }
+          }
+          KILN_ASSIGN_OR_RETURN(Tensor t, device->empty(val.type.dtype, sizes, stream));
           outs.push_back(std::move(t));
         }
       }
@@ -208,7 +241,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     } else {
       for (int ni : s.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
-        for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)]));
+        for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)], stream));
         KILN_TRY(run_node(n, env, cpu::cpu_kernels()));
       }
     }

@@ -27,17 +27,34 @@ class Executable {
   static Expected<std::unique_ptr<Executable>> load(program::CompiledProgram p, std::string_view what,
                                                     bool load_engines = true);
 
+  struct RunOptions {
+    // Handed to every engine, and the stream device memory for the call's
+    // values is allocated on (null: the device's default stream).
+    void* stream = nullptr;
+    // The outputs of engines whose backend has a device of its own stay in
+    // that device's memory (a value a fallback node or a host engine reads is
+    // copied to the host first: it crosses), except user outputs no later
+    // segment reads when `user_outputs_on_host` (written straight into host
+    // memory); otherwise every engine output comes back in host memory.
+    bool keep_on_device = false;
+    bool user_outputs_on_host = false;
+    // Per graph output (or empty): memory the value should be written into
+    // directly, a copied-back buffer's own memory. Taken where the value is
+    // an output of the last segment, an engine, that writes it nowhere else
+    // (the returned value is then that memory itself), ignored otherwise.
+    std::vector<Tensor> output_memory;
+  };
   // `graph_inputs` parallel to the module's graph inputs (tensors in host
-  // memory or on a device); returns the values of its graph outputs. `stream`
-  // is handed to every engine. `keep_on_device`: the outputs of engines whose
-  // backend has a device of its own stay in that device's memory (a value a
-  // fallback node or a host engine reads is copied to the host first: it
-  // crosses), except user outputs no later segment reads when
-  // `user_outputs_on_host` (written straight into host memory); otherwise
-  // every engine output comes back in host memory.
-  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, void* stream = nullptr,
-                                          bool keep_on_device = false, bool user_outputs_on_host = false) const;
-
+  // memory or on a device); returns the values of its graph outputs. Device
+  // work is only enqueued when every engine output stays on the device (see
+  // engine::Backend::execute); anything that reaches host memory is complete.
+  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, const RunOptions& options) const;
+  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs) const {
+    return run(std::move(graph_inputs), RunOptions{});
+  }
+  // Waits for every engine's enqueued work and reports a device-side error an
+  // asynchronous call left.
+  Status synchronize() const;
   // For benchmarks: a program that is one engine segment, timed alone with
   // its inputs resident on the engine's device (engine::Backend::time_resident).
   Expected<std::vector<float>> time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup, int iters) const;

@@ -112,6 +112,8 @@ Session::Session(std::shared_ptr<const Program> program) : program_(std::move(pr
 }
 
 Status Session::reset() {
+  // After the calls so far (a device-side error they left is what a reset clears).
+  (void)synchronize();
   const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   // Every method's buffers: methods share them by name (Program checked that they agree).
   std::set<std::string> done;
@@ -174,7 +176,11 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
   if (value.dtype() != it->second.dtype() || value.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
                             value.type_string());
-  // Into the memory it has (the caller's, when bound), wherever each lies.
+  // Into the memory it has (the caller's, when bound), wherever each lies,
+  // after the calls so far.
+  if (pending_)
+    if (const engine::DeviceMemory* device = runtime::device_memory_of(state_device_))
+      KILN_TRY(device->synchronize(last_stream_));
   return copy_tensor(it->second, value).with_context("buffer '" + std::string(fqn) + "'");
 }
 
@@ -417,10 +423,29 @@ Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vect
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  return run(program_->impl_->method_name, inputs);
+  return run(program_->impl_->method_name, inputs, RunOptions{});
+}
+
+Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
+  return run(program_->impl_->method_name, inputs, options);
 }
 
 Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::vector<Tensor>& inputs) {
+  return run(method, inputs, RunOptions{});
+}
+
+Status Session::synchronize() {
+  if (!pending_) return Status::ok();
+  pending_ = false;
+  if (const engine::DeviceMemory* device = runtime::device_memory_of(state_device_))
+    KILN_TRY(device->synchronize(last_stream_));
+  for (const std::string& name : program_->method_names())
+    KILN_TRY(program_impl(*program_->method(name)).exec->synchronize());
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::vector<Tensor>& inputs,
+                                           const RunOptions& options) {
   const Program* p = program_->method(method);
   if (p == nullptr) {
     std::string names;
@@ -453,13 +478,34 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     }
     call_inputs = pad_inputs(*padded_of(p), chosen.rows, call_inputs);
   }
+  // The call's device work goes on its stream (the device's default stream
+  // unless the caller names one): engines, the memory they allocate, copies.
+  const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
+  if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
+  void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
+  runtime::Executable::RunOptions run_options;
+  run_options.stream = stream;
+  run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();
+  run_options.user_outputs_on_host = outputs_on.is_cpu();
+  // Buffers copied back that lie on the device: the last engine writes their
+  // new values straight into them.
+  const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
+  if (device && chosen.rows < 0) {
+    run_options.output_memory.resize(m.output_specs.size());
+    for (size_t i = 0; i < m.output_specs.size(); ++i)
+      if (m.output_specs[i].kind == ir::OutputSpec::Kind::kBufferMutation && !in_place[i])
+        if (const Tensor& b = buffers_.at(m.output_specs[i].target); !b.is_cpu()) run_options.output_memory[i] = b;
+  }
+  if (device) {
+    last_stream_ = stream;
+    pending_ = true;
+  }
   KILN_ASSIGN_OR_RETURN(auto results,
-                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, call_inputs), nullptr,
-                                            !state_device_.is_cpu() || !outputs_on.is_cpu(), outputs_on.is_cpu()));
+                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, call_inputs), run_options));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
-  // in-place ones were written by their engines as the call ran).
-  const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
+  // in-place ones were written by their engines as the call ran, and so were
+  // those the last engine wrote into their memory).
   std::vector<Tensor> user_outputs;
   std::vector<std::pair<std::string, Tensor>> new_buffers;
   for (size_t i = 0; i < m.output_specs.size(); ++i) {
@@ -470,13 +516,19 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       if (!t.defined()) return internal_error("output " + std::to_string(i) + " has no value");
       if (t.device() != outputs_on) {
         if (outputs_on.is_cpu()) {
-          KILN_ASSIGN_OR_RETURN(t, to_host(t));
+          const engine::DeviceMemory* dm = runtime::device_memory_of(t.device());
+          if (!dm) return unsupported("no backend of this kiln runs on " + t.device().to_string());
+          Tensor host = Tensor::empty(t.dtype(), t.sizes());
+          const Tensor src = t.contiguous();
+          KILN_TRY(dm->copy_all({&host, 1}, {&src, 1}, stream));
+          t = host;
         } else {
           const engine::DeviceMemory* dm = runtime::device_memory_of(outputs_on);
           if (!dm) return unsupported("no backend of this kiln runs on " + outputs_on.to_string());
           KILN_ASSIGN_OR_RETURN(Tensor host, to_host(t));
-          KILN_ASSIGN_OR_RETURN(t, dm->empty(host.dtype(), host.sizes()));
-          KILN_TRY(copy_tensor(t, host.contiguous()));
+          KILN_ASSIGN_OR_RETURN(t, dm->empty(host.dtype(), host.sizes(), stream));
+          const Tensor src = host.contiguous();
+          KILN_TRY(dm->copy_all({&t, 1}, {&src, 1}, stream));
         }
       }
       if (chosen.rows >= 0) {
@@ -504,8 +556,12 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
           return internal_error("buffer '" + s.target + "' should have been written in place by its engine");
         continue;
       }
+      if (!run_options.output_memory.empty() && run_options.output_memory[i].defined() &&
+          t->storage() == old.storage() && t->raw_data() == old.raw_data())
+        continue;  // the last engine wrote it into the buffer's memory
       // Copied back below; a value that shares the buffer's memory is copied out first.
       if (t->storage() == old.storage()) {
+        if (device) KILN_TRY(device->synchronize(stream));
         KILN_ASSIGN_OR_RETURN(Tensor own, duplicate(*t));
         new_buffers.emplace_back(s.target, std::move(own));
       } else {
@@ -514,6 +570,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     } else {
       // A mutated user input: write into the caller's tensor, as eager PyTorch does.
       bool written = false;
+      if (device) KILN_TRY(device->synchronize(stream));  // copy_tensor works on the default stream
       for (size_t k = 0; k < user_decl.size(); ++k)
         if (user_decl[k]->name == s.target) {
           KILN_TRY(copy_tensor(inputs[k], *t).with_context("input '" + s.target + "'"));
@@ -525,7 +582,6 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   // Into each buffer's own memory, wherever each lies: device to device in one
   // batch (one wait for a decoder's many counters), anything else one by one.
   std::vector<Tensor> to, from;
-  const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   for (auto& [name, t] : new_buffers) {
     Tensor& b = buffers_.at(name);
     if (device && !b.is_cpu() && !t.is_cpu() && b.device() == t.device() && t.dtype() == b.dtype() &&
@@ -536,7 +592,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     }
     KILN_TRY(copy_tensor(b, t).with_context("buffer '" + name + "'"));
   }
-  if (!to.empty()) KILN_TRY(device->copy_all(to, from).with_context("copying back buffers"));
+  if (!to.empty()) KILN_TRY(device->copy_all(to, from, stream).with_context("copying back buffers"));
   return user_outputs;
 }
 

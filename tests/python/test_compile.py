@@ -218,7 +218,7 @@ def test_inputs_the_program_writes_in_place_are_written_for_the_caller(device, t
     assert r.returncode == 0, r.stderr
     assert [line for line in r.stdout.splitlines() if "written in place" in line][0].split()[0] == "x", r.stdout
     if device == "cuda":
-        assert "writes an input" in compiled.host_staging_reason, compiled.host_staging_reason
+        assert compiled.host_staging_reason is None, compiled.host_staging_reason  # written on the device
         # The device path refuses such a program, naming the input, before anything runs.
         with pytest.raises(kiln.KilnError) as e:
             compiled._session.run_on_device([kiln_x, y.cuda()], [torch.empty(2, 4, device="cuda")], 0)
@@ -382,15 +382,48 @@ def test_cuda_tensors_stay_on_the_device_on_the_current_stream(tmp_path):
     assert not [c for c in copies if "HtoD" in c or "DtoH" in c], copies
 
 
-def test_cuda_programs_that_need_the_host_stage_through_it(tmp_path):
+def test_cuda_programs_with_fallback_nodes_take_and_give_cuda_tensors(tmp_path):
     cuda_only()
     model = ConvReluConv().eval().cuda()
     x = torch.randn(2, 3, 16, 16, device="cuda")
     compiled = kiln.compile(model, (x,), device="cuda", min_block_size=1, fallback_ops=["relu"], cache_dir=tmp_path)
     with torch.no_grad():
-        torch.testing.assert_close(compiled(x), model(x), **tol("cuda"))
-    # A fallback segment runs on the host: run() with host tensors, and the module says why.
-    assert "segments" in compiled.host_staging_reason, compiled.host_staging_reason
+        got = compiled(x)
+        torch.testing.assert_close(got, model(x), **tol("cuda"))
+    # The fallback node's operands cross to the host and back; the call's own tensors stay CUDA tensors.
+    assert got.is_cuda and compiled.host_staging_reason is None, compiled.host_staging_reason
+    assert "cross" in compiled.partition_report(), compiled.partition_report()
+
+
+def test_llm_decoding_on_cuda_tensors_updates_the_modules_cuda_buffers(tmp_path):
+    cuda_only()
+    eager = static_cache_llama(32).cuda()
+    compiled = kiln.compile(static_cache_llama(32).cuda(), (torch.tensor([[7]], device="cuda"),
+                                                            torch.tensor([0], device="cuda")),
+                            strict=True, device="cuda", min_block_size=1, cache_dir=tmp_path)
+    buffers = dict(compiled.named_buffers())
+    caches = [name for name in buffers if "cache" in name]
+    assert caches and all(buffers[name].is_cuda for name in caches), list(buffers)
+    addresses = {name: t.data_ptr() for name, t in buffers.items()}
+    prompt, tokens = [7, 42, 13], {}
+    for name, step in (("eager", eager), ("kiln", compiled)):
+        out, token = [], torch.tensor([[prompt[0]]], device="cuda")
+        with torch.no_grad():
+            for pos in range(12):
+                if pos < len(prompt):
+                    token = torch.tensor([[prompt[pos]]], device="cuda")
+                logits = step(token, torch.tensor([pos], device="cuda"))
+                assert logits.is_cuda
+                token = logits[:, -1].argmax(-1, keepdim=True)  # stays on the device
+                out.append(token)
+        tokens[name] = [int(t) for t in out]
+    assert tokens["kiln"] == tokens["eager"]
+    assert compiled.host_staging_reason is None
+    # The module's own CUDA tensors hold the caches kiln wrote, at the same addresses.
+    eager_buffers = dict(eager.named_buffers())
+    for name, t in compiled.named_buffers():
+        assert t.data_ptr() == addresses[name], name
+        torch.testing.assert_close(t, eager_buffers[name], rtol=1e-4, atol=1e-5)
 
 
 def test_keyword_order_and_constant_arguments(device, tmp_path):

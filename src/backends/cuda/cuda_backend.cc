@@ -14,6 +14,7 @@
 #include "backends/cuda/device_constant.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/nvrtc_compile.h"
+#include "backends/cuda/runtime_kernels.h"
 #include "engine/plan.h"
 
 namespace kiln::cuda {
@@ -52,6 +53,18 @@ struct CudaEngine final : engine::EngineState {
   // events both ways (a stream that may be the legacy default stream, on
   // which graphs cannot be captured).
   cudaEvent_t caller_ready = nullptr, engine_done = nullptr;
+  // The stream of the last call (synchronize() waits for it).
+  cudaStream_t last_stream = nullptr;
+  // The error word as the host sees it (page-locked memory mapped into the
+  // device's address space): each call copies the arena's word there as its
+  // last step, so an asynchronous call's bad index is reported by the next
+  // call or synchronize() without a wait of its own. Null for engines whose
+  // kernels check no index.
+  volatile int32_t* error_host = nullptr;
+  void* error_host_device = nullptr;
+  // Per engine input: the device memory bound the call before (a large
+  // read-only input is bound when the same memory comes twice in a row).
+  std::vector<const void*> last_input;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false;
   std::mutex mutex;
@@ -63,6 +76,7 @@ struct CudaEngine final : engine::EngineState {
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
     if (library) cudaLibraryUnload(library);
+    if (error_host) cudaFreeHost(const_cast<int32_t*>(error_host));
     if (caller_ready) cudaEventDestroy(caller_ready);
     if (engine_done) cudaEventDestroy(engine_done);
     if (own_stream) cudaStreamDestroy(own_stream);
@@ -262,15 +276,28 @@ struct CudaEngine final : engine::EngineState {
            reinterpret_cast<uintptr_t>(t.raw_data()) % 256 == 0;
   }
 
-  // Puts every input where this launch reads it. A device tensor that can be
-  // bound is read where it lies (and written there when the engine writes
-  // that input in place), unless another input overlaps the memory of one the
-  // engine writes; every other input is copied into its slot (host to device,
-  // or device to device).
+  // Large read-only inputs are bound (read where they lie) once the same
+  // memory came twice in a row; smaller ones are copied into their slots, so
+  // that a caller's fresh tensors each call never need a new graph.
+  static constexpr size_t kBindBytes = size_t{1} << 20;
+
+  // Puts every input where this launch reads it. A device input the engine
+  // writes in place is read and written where it lies (a session's KV cache),
+  // unless another input overlaps its memory; so is a large one that stays
+  // put. Every other input is copied into its slot: small device inputs with
+  // one batched copy, host inputs with a copy each.
   Status place_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
     std::vector<uint8_t*> b(plan.inputs.size(), nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (bindable(inputs[i])) b[i] = static_cast<uint8_t*>(inputs[i].raw_data());
+    std::vector<bool> written(plan.inputs.size(), false);
+    for (int w : alias_input)
+      if (w >= 0) written[static_cast<size_t>(w)] = true;
+    last_input.resize(inputs.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!bindable(inputs[i])) continue;
+      const bool stays = inputs[i].nbytes() >= kBindBytes && last_input[i] == inputs[i].raw_data();
+      if (written[i] || stays) b[i] = static_cast<uint8_t*>(inputs[i].raw_data());
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) last_input[i] = inputs[i].is_cpu() ? nullptr : inputs[i].raw_data();
     for (size_t o = 0; o < alias_input.size(); ++o) {
       const int w = alias_input[o];
       if (w < 0 || !b[static_cast<size_t>(w)]) continue;
@@ -283,6 +310,7 @@ struct CudaEngine final : engine::EngineState {
       }
     }
     bind(b);
+    std::vector<CopyRegion> device_copies;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (b[i]) continue;
       const IoSlot& slot = plan.inputs[i];
@@ -294,10 +322,14 @@ struct CudaEngine final : engine::EngineState {
         std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i, slot.name.c_str(),
                      t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
                      static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
+      if (!t.is_cpu()) {
+        device_copies.push_back({arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes())});
+        continue;
+      }
       KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
                                     cudaMemcpyDefault, stream));
     }
-    return Status::ok();
+    return copy_regions(device_copies, stream);
   }
 
   Status check_inputs(std::span<const Tensor> inputs) const {
@@ -315,17 +347,29 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  // Reads and clears the error word kernels set on bad indices.
-  Status check_error_word(cudaStream_t stream) {
-    int32_t code = 0;
-    KILN_CUDA_TRY(cudaMemcpyAsync(&code, arena.bytes() + plan.error_offset, 4, cudaMemcpyDeviceToHost, stream));
-    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+  // The error an earlier call's kernels left in the error word (as the host
+  // sees it), cleared; ok when none. `earlier`: the call that set it has
+  // returned already (an asynchronous one).
+  Status take_error(cudaStream_t stream, bool earlier) {
+    if (!error_host) return Status::ok();
+    const int32_t code = *error_host;
     if (code == 0) return Status::ok();
+    *error_host = 0;
     KILN_CUDA_TRY(cudaMemsetAsync(arena.bytes() + plan.error_offset, 0, 4, stream));
     const std::string layer = code > 0 && static_cast<size_t>(code) <= plan.error_layers.size()
                                   ? plan.error_layers[static_cast<size_t>(code - 1)]
                                   : "unknown";
-    return invalid_argument(what + ": layer '" + layer + "': an index is out of range of the dimension it indexes");
+    return invalid_argument(what + (earlier ? ": an earlier call on device memory" : "") + ": layer '" + layer +
+                            "': an index is out of range of the dimension it indexes");
+  }
+
+  // Reads and clears the error word kernels set on bad indices (waits).
+  Status check_error_word(cudaStream_t stream) {
+    if (!error_host) return Status::ok();
+    KILN_CUDA_TRY(
+        cudaMemcpyAsync(error_host_device, arena.bytes() + plan.error_offset, 4, cudaMemcpyDeviceToDevice, stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    return take_error(stream, false);
   }
 };
 
@@ -476,6 +520,13 @@ class CudaBackend final : public engine::Backend {
     KILN_CUDA_TRY(cudaMemsetAsync(e->arena.get(), 0, e->arena.nbytes(), e->own_stream));
     KILN_CUDA_TRY(cudaStreamSynchronize(e->own_stream));
     KILN_ASSIGN_OR_RETURN(e->workspace, DeviceBuffer::allocate(std::max<size_t>(p.workspace_bytes, 256)));
+    if (!p.error_layers.empty()) {
+      void* h = nullptr;
+      KILN_CUDA_TRY(cudaHostAlloc(&h, sizeof(int32_t), cudaHostAllocMapped));
+      e->error_host = static_cast<volatile int32_t*>(h);
+      *e->error_host = 0;
+      KILN_CUDA_TRY(cudaHostGetDevicePointer(&e->error_host_device, h, 0));
+    }
     for (const DeviceConstant& c : p.constants) {
       auto w = weights(c.name);
       if (!w) return format_error(e->what + ": constant '" + c.name + "': " + w.status().message());
@@ -566,18 +617,34 @@ class CudaBackend final : public engine::Backend {
                                 e->plan.inputs[static_cast<size_t>(in)].name +
                                 "') is written in place and must be contiguous");
     std::lock_guard<std::mutex> lock(e->mutex);
-    cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : e->own_stream;
-    if (stream != e->own_stream) KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
+    // On the caller's stream (null: the device's default stream); a legacy
+    // default stream, on which graphs cannot be captured, is joined to the
+    // engine's own stream by events both ways.
+    cudaStream_t caller = stream_arg ? static_cast<cudaStream_t>(stream_arg)
+                                     : static_cast<cudaStream_t>(cuda_device_memory().default_stream());
+    const bool legacy = caller == nullptr || caller == cudaStreamLegacy || caller == cudaStreamPerThread;
+    cudaStream_t stream = legacy ? e->own_stream : caller;
+    if (legacy) {
+      KILN_CUDA_TRY(cudaEventRecord(e->caller_ready, caller));
+      KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->caller_ready, 0));
+    }
+    KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));  // the arena's last user, on any stream
+    e->last_stream = caller;
+    // A bad index an earlier asynchronous call met: reported now, this call not run.
+    KILN_TRY(e->take_error(stream, true));
     KILN_TRY(e->place_inputs(inputs, stream));
     KILN_TRY(e->launch(stream).with_context(e->what));
-    // Before anything reaches the caller's memory; only kernels that check
-    // indices write the error word, so other engines need no wait here.
-    if (!e->plan.error_layers.empty()) KILN_TRY(e->check_error_word(stream));
+    // The outputs: device memory by one batched copy (with the error word, for
+    // the host to see), host memory by copies waited for.
+    bool wait = false;
+    std::vector<CopyRegion> device_copies;
+    if (e->error_host)
+      device_copies.push_back({e->error_host_device, e->arena.bytes() + e->plan.error_offset, sizeof(int32_t)});
     for (size_t o = 0; o < e->plan.outputs.size(); ++o) {
       const IoSlot& s = e->plan.outputs[o];
       Tensor t;
       if (const int in = e->alias_input[o]; in >= 0) {
-        t = inputs[static_cast<size_t>(in)];  // written in place: the caller's own tensor
+        t = inputs[static_cast<size_t>(in)];      // written in place: the caller's own tensor
         if (e->bound[static_cast<size_t>(in)]) {  // already, where it lies
           outputs.push_back(std::move(t));
           continue;
@@ -585,13 +652,29 @@ class CudaBackend final : public engine::Backend {
       } else {
         t = given.empty() || !given[o].defined() ? Tensor::empty(s.dtype, s.sizes) : given[o];
       }
-      KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
-                                    cudaMemcpyDefault, stream));
+      if (t.is_cpu()) {
+        wait = true;
+        KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
+                                      cudaMemcpyDeviceToHost, stream));
+      } else {
+        device_copies.push_back({t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes())});
+      }
       outputs.push_back(std::move(t));
     }
+    KILN_TRY(copy_regions(device_copies, stream));
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
+    if (legacy) KILN_CUDA_TRY(cudaStreamWaitEvent(caller, e->engine_done, 0));
+    if (!wait) return Status::ok();
+    // Before anything reaches the caller's host memory: this call's own error.
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
-    return Status::ok();
+    return e->take_error(stream, false);
+  }
+
+  Status synchronize(engine::EngineHandle handle) const override {
+    auto* e = static_cast<CudaEngine*>(handle);
+    std::lock_guard<std::mutex> lock(e->mutex);
+    KILN_CUDA_TRY(cudaEventSynchronize(e->engine_done));
+    return e->take_error(e->own_stream, true);
   }
 
   Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
@@ -696,12 +779,14 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(e->check_inputs(inputs));
     std::lock_guard<std::mutex> lock(e->mutex);
     cudaStream_t stream = e->own_stream;
+    KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
     KILN_TRY(e->place_inputs(inputs, stream));
     for (int i = 0; i < warmup; ++i) KILN_TRY(e->launch(stream));
     KILN_TRY(e->check_error_word(stream));
     KILN_ASSIGN_OR_RETURN(std::vector<float> times,
                           time_each_on_stream(stream, 0, iters, [&] { return e->launch(stream); }));
     if (e->profile) KILN_TRY(e->profile_steps(stream));
+    KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
     return times;
   }
 

@@ -1,114 +1,163 @@
 #include "backends/cuda/device_memory.h"
 
-#include <map>
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "backends/cuda/cuda_support.h"
+#include "backends/cuda/runtime_kernels.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-// Freed device blocks by size, handed out again to requests of that size.
-// Blocks beyond kMaxCachedBytes go back to CUDA at once.
-class BlockPool {
+class CudaFence final : public engine::Fence {
  public:
-  static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
-
-  Expected<void*> take(size_t nbytes) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto it = free_.find(nbytes); it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
-        cached_ -= nbytes;
-        return p;
-      }
-    }
-    void* p = nullptr;
-    if (cudaError_t e = cudaMalloc(&p, nbytes); e != cudaSuccess) {
-      (void)cudaGetLastError();  // out of memory is not sticky; leave no error behind
-      // Cached blocks of other sizes go back first, then one more try.
-      release_cached();
-      if (cudaMalloc(&p, nbytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return Status(ErrorCode::kInternal, "CUDA device memory: cannot allocate " + std::to_string(nbytes) +
-                                                " bytes (" + cudaGetErrorString(e) + ")");
-      }
-    }
-    return p;
-  }
-
-  void give_back(void* p, size_t nbytes) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + nbytes <= kMaxCachedBytes) {
-        free_.emplace(nbytes, p);
-        cached_ += nbytes;
-        return;
-      }
-    }
-    cudaFree(p);
-  }
+  explicit CudaFence(cudaEvent_t e) : event_(e) {}
+  ~CudaFence() override { cudaEventDestroy(event_); }
+  Status wait() override { return cuda_status(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
 
  private:
-  void release_cached() {
-    std::multimap<size_t, void*> blocks;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      blocks.swap(free_);
-      cached_ = 0;
-    }
-    for (const auto& [n, p] : blocks) cudaFree(p);
-  }
-
-  std::mutex mutex_;
-  std::multimap<size_t, void*> free_;
-  size_t cached_ = 0;
+  cudaEvent_t event_;
 };
 
+// Device memory from CUDA's stream-ordered allocator (cudaMallocAsync), its
+// pool keeping up to kKeptBytes of freed memory for reuse: a call that
+// allocates the same sizes each time allocates nothing new after the first,
+// and memory freed on a stream is reused in that stream's order only.
 class CudaDeviceMemory final : public engine::DeviceMemory {
  public:
+  static constexpr uint64_t kKeptBytes = uint64_t{1} << 30;
+
   Device device() const override {
     int ordinal = 0;
     if (cudaGetDevice(&ordinal) != cudaSuccess) (void)cudaGetLastError();
     return Device::cuda(ordinal);
   }
 
-  Expected<Tensor> empty(DType dtype, const Shape& sizes) const override {
+  void* default_stream() const override {
+    std::call_once(init_, [this] {
+      if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+        (void)cudaGetLastError();
+        stream_ = cudaStreamLegacy;  // no device: calls fail with CUDA's own message
+      }
+      int ordinal = 0;
+      cudaMemPool_t pool = nullptr;
+      if (cudaGetDevice(&ordinal) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+        uint64_t keep = kKeptBytes;
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        pool_ = pool;
+      }
+      (void)cudaGetLastError();
+    });
+    return stream_;
+  }
+
+  Expected<Tensor> empty(DType dtype, const Shape& sizes, void* stream_arg) const override {
     KILN_ASSIGN_OR_RETURN(const int64_t n, checked_numel(sizes));
-    // 256-byte granules: every tensor starts as aligned as cudaMalloc's, and
-    // near sizes share pooled blocks.
-    const size_t nbytes = (static_cast<size_t>(n) * dtype_size(dtype) + 255) / 256 * 256;
-    KILN_ASSIGN_OR_RETURN(void* p, pool_->take(std::max<size_t>(nbytes, 256)));
-    const size_t held = std::max<size_t>(nbytes, 256);
-    std::shared_ptr<void> keeper(p, [pool = pool_, held](void* q) { pool->give_back(q, held); });
-    auto storage = Storage::borrow(static_cast<uint8_t*>(p), held, std::move(keeper), device());
+    (void)default_stream();  // the pool's settings
+    cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg) : stream_of(nullptr);
+    // 256-byte granules: every tensor starts as aligned as cudaMalloc's.
+    const size_t nbytes = std::max<size_t>((static_cast<size_t>(n) * dtype_size(dtype) + 255) / 256 * 256, 256);
+    void* p = nullptr;
+    if (cudaError_t e = cudaMallocAsync(&p, nbytes, stream); e != cudaSuccess) {
+      (void)cudaGetLastError();  // out of memory is not sticky; leave no error behind
+      // Cached blocks go back to the device first, then one more try.
+      if (pool_) {
+        cudaStreamSynchronize(stream);
+        cudaMemPoolTrimTo(pool_, 0);
+      }
+      if (cudaMallocAsync(&p, nbytes, stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return Status(ErrorCode::kInternal, "CUDA device memory: cannot allocate " + std::to_string(nbytes) +
+                                                " bytes (" + cudaGetErrorString(e) + ")");
+      }
+    }
+    if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {
+      cudaFreeAsync(p, stream);
+      return internal_error("CUDA device memory: an allocation is not 256-byte aligned");
+    }
+    // Without a stream of the caller's, ready for any stream once returned.
+    if (!stream_arg) KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    std::shared_ptr<void> keeper(p, [stream](void* q) {
+      if (cudaFreeAsync(q, stream) != cudaSuccess) (void)cudaGetLastError();  // the context may be gone at exit
+    });
+    auto storage = Storage::borrow(static_cast<uint8_t*>(p), nbytes, std::move(keeper), device());
     return Tensor::from_storage(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0);
   }
 
-  Status copy(const Tensor& dst, const Tensor& src) const override { return copy_all({&dst, 1}, {&src, 1}); }
+  Expected<Tensor> empty_pinned(DType dtype, const Shape& sizes) const override {
+    KILN_ASSIGN_OR_RETURN(const int64_t n, checked_numel(sizes));
+    const size_t nbytes = std::max<size_t>(static_cast<size_t>(n) * dtype_size(dtype), 1);
+    void* p = nullptr;
+    KILN_CUDA_TRY(cudaHostAlloc(&p, nbytes, cudaHostAllocDefault));
+    std::shared_ptr<void> keeper(p, [](void* q) { cudaFreeHost(q); });
+    auto storage = Storage::borrow(static_cast<uint8_t*>(p), nbytes, std::move(keeper), Device::cpu());
+    return Tensor::from_storage(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0);
+  }
 
-  Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs) const override {
+  Status copy_all(std::span<const Tensor> dsts, std::span<const Tensor> srcs, void* stream_arg) const override {
     if (dsts.size() != srcs.size()) return invalid_argument("copy_all: unequal lists");
-    for (size_t i = 0; i < dsts.size(); ++i) KILN_TRY(check(dsts[i], srcs[i]));
-    // On a stream of its own, waited for once: complete on return, and after
-    // every engine call that returned before (those wait for their work).
-    cudaStream_t stream = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(stream_mutex_);
-      if (!stream_) KILN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-      stream = stream_;
+    bool host_side = false;
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      KILN_TRY(check(dsts[i], srcs[i]));
+      host_side = host_side || dsts[i].is_cpu() || srcs[i].is_cpu();
     }
-    for (size_t i = 0; i < dsts.size(); ++i)
-      if (dsts[i].nbytes() > 0)
-        KILN_CUDA_TRY(
-            cudaMemcpyAsync(dsts[i].raw_data(), srcs[i].raw_data(), dsts[i].nbytes(), cudaMemcpyDefault, stream));
-    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    cudaStream_t stream = stream_of(stream_arg);
+    std::vector<CopyRegion> device_copies;
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      if (dsts[i].nbytes() == 0) continue;
+      if (!dsts[i].is_cpu() && !srcs[i].is_cpu()) {
+        device_copies.push_back({dsts[i].raw_data(), srcs[i].raw_data(), dsts[i].nbytes()});
+        continue;
+      }
+      KILN_CUDA_TRY(
+          cudaMemcpyAsync(dsts[i].raw_data(), srcs[i].raw_data(), dsts[i].nbytes(), cudaMemcpyDefault, stream));
+    }
+    KILN_TRY(copy_regions(device_copies, stream));
+    if (!stream_arg || host_side) KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     return Status::ok();
   }
 
+  Status copy_to_host_async(const Tensor& dst, const Tensor& src, void* stream) const override {
+    KILN_TRY(check(dst, src));
+    if (!dst.is_cpu() || src.is_cpu()) return invalid_argument("copy_to_host_async: from device to host memory");
+    KILN_CUDA_TRY(
+        cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, stream_of(stream)));
+    return Status::ok();
+  }
+
+  Expected<std::unique_ptr<engine::Fence>> fence(void* stream) const override {
+    cudaEvent_t e = nullptr;
+    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    auto f = std::make_unique<CudaFence>(e);
+    KILN_CUDA_TRY(cudaEventRecord(e, stream_of(stream)));
+    return std::unique_ptr<engine::Fence>(std::move(f));
+  }
+
+  Status synchronize(void* stream) const override {
+    return cuda_status(cudaStreamSynchronize(stream_of(stream)), "cudaStreamSynchronize");
+  }
+
+  Status argmax_rows(const Tensor& x, const Tensor& out, void* stream) const override {
+    if (!x.defined() || x.is_cpu() || x.dim() < 1 || !x.is_contiguous())
+      return invalid_argument("argmax on the device needs a contiguous device tensor of rank >= 1, got " +
+                              (x.defined() ? x.type_string() : std::string("nothing")));
+    const int64_t n = x.size(-1), rows = n > 0 ? x.numel() / n : 0;
+    if (!out.defined() || out.is_cpu() || out.dtype() != DType::Int64 || out.numel() != rows || !out.is_contiguous())
+      return invalid_argument("argmax on the device writes " + std::to_string(rows) +
+                              " int64 values into contiguous device memory, got " +
+                              (out.defined() ? out.type_string() : std::string("nothing")));
+    return cuda::argmax_rows(x.raw_data(), x.dtype(), rows, n, static_cast<int64_t*>(out.raw_data()),
+                             stream_of(stream));
+  }
+
  private:
+  cudaStream_t stream_of(void* stream) const {
+    return stream ? static_cast<cudaStream_t>(stream) : static_cast<cudaStream_t>(default_stream());
+  }
+
   static Status check(const Tensor& dst, const Tensor& src) {
     if (!dst.defined() || !src.defined() || dst.dtype() != src.dtype() || dst.sizes() != src.sizes())
       return invalid_argument("a device copy into " + (dst.defined() ? dst.type_string() : std::string("nothing")) +
@@ -122,16 +171,15 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return Status::ok();
   }
 
-  std::shared_ptr<BlockPool> pool_ = std::make_shared<BlockPool>();
-  mutable std::mutex stream_mutex_;
+  mutable std::once_flag init_;
   mutable cudaStream_t stream_ = nullptr;
+  mutable cudaMemPool_t pool_ = nullptr;
 };
 
 }  // namespace
 
 const engine::DeviceMemory& cuda_device_memory() {
-  // Never destroyed: device tensors may outlive any static (the pool is held
-  // by every block's keeper as well).
+  // Never destroyed: device tensors may outlive any static.
   static const auto* memory = new CudaDeviceMemory();
   return *memory;
 }

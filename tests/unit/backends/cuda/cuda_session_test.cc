@@ -190,5 +190,141 @@ TEST(CudaSession, TheReportNamesTheValuesThatCross) {
   EXPECT_EQ(cpu->partition_report().find("cross"), std::string::npos);
 }
 
+// The greedy tokens PyTorch produced for llama_generate: the inputs of the
+// steps after the prompt, then the argmax of the last step's logits.
+std::vector<int64_t> pytorch_greedy_tokens(const frontend::SafetensorsFile& io, size_t prompt_len) {
+  std::vector<int64_t> tokens;
+  int k = 0;
+  for (; io.find("step" + std::to_string(k) + ".input.0"); ++k)
+    if (static_cast<size_t>(k) >= prompt_len)
+      tokens.push_back(io.find("step" + std::to_string(k) + ".input.0")->item_int());
+  const Tensor* last = io.find("step" + std::to_string(k - 1) + ".output.0");
+  EXPECT_NE(last, nullptr);
+  if (last) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < last->size(2); ++v)
+      if (last->value_at(v) > last->value_at(best)) best = v;
+    tokens.push_back(best);
+  }
+  return tokens;
+}
+
+// kiln::generate on a CUDA session chooses every token on the device and
+// gives PyTorch's greedy tokens; it stops at the end-of-sequence token.
+TEST(CudaSession, GenerateOnTheDeviceGivesPyTorchsTokens) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  const std::vector<int64_t> want = pytorch_greedy_tokens(*io, 3);
+  ASSERT_GE(want.size(), 16u);
+  for (const char* model : {"llama_generate.pt2", "llama_generate.aten.pt2"}) {
+    SCOPED_TRACE(model);
+    auto program = compiled(model, "cuda");
+    ASSERT_NE(program, nullptr);
+    Session session(program);
+    GenerateOptions o;
+    o.max_new_tokens = static_cast<int64_t>(want.size());
+    std::vector<int64_t> seen;
+    o.on_token = [&](int64_t t) { seen.push_back(t); };
+    auto g = generate(session, {7, 42, 13}, o);
+    ASSERT_TRUE(g.has_value()) << g.status().message();
+    EXPECT_TRUE(g->on_device);
+    EXPECT_EQ(g->tokens, want);
+    EXPECT_EQ(seen, want);
+    EXPECT_EQ(g->token_ms.size(), want.size() - 1);
+    // Again from the start, stopping at the third token.
+    ASSERT_TRUE(session.reset().is_ok());
+    o.eos_id = want[2];
+    o.on_token = nullptr;
+    g = generate(session, {7, 42, 13}, o);
+    ASSERT_TRUE(g.has_value()) << g.status().message();
+    EXPECT_EQ(g->tokens, std::vector<int64_t>(want.begin(), want.begin() + 3));
+  }
+}
+
+// Calls on device inputs are only enqueued (no wait): a run of them, each
+// token fed from device memory, gives the bits of the same calls on host
+// inputs, and the buffers end where host calls leave them.
+TEST(CudaSession, AsynchronousDeviceCallsGiveTheBitsOfHostCalls) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto program = compiled("llama_generate.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  Session on_host(program), on_device(program);
+  std::vector<Tensor> device_logits, host_logits;
+  for (int k = 0; io->find("step" + std::to_string(k) + ".input.0"); ++k) {
+    const Tensor ids = *io->find("step" + std::to_string(k) + ".input.0");
+    const Tensor pos = *io->find("step" + std::to_string(k) + ".input.1");
+    auto h = on_host.run({ids, pos});
+    ASSERT_TRUE(h.has_value()) << h.status().message();
+    host_logits.push_back((*h)[0]);
+    // Fresh device tensors each call, dropped right after it is enqueued.
+    auto d_ids = dm->empty(ids.dtype(), ids.sizes());
+    auto d_pos = dm->empty(pos.dtype(), pos.sizes());
+    ASSERT_TRUE(d_ids.has_value() && d_pos.has_value());
+    ASSERT_TRUE(copy_tensor(*d_ids, ids).is_ok() && copy_tensor(*d_pos, pos).is_ok());
+    auto d = on_device.run({*d_ids, *d_pos});
+    ASSERT_TRUE(d.has_value()) << d.status().message();
+    ASSERT_EQ((*d)[0].device(), Device::cuda());
+    device_logits.push_back((*d)[0]);
+  }
+  ASSERT_TRUE(on_device.synchronize().is_ok());
+  ASSERT_GE(device_logits.size(), 20u);
+  for (size_t k = 0; k < device_logits.size(); ++k) {
+    auto back = to_host(device_logits[k]);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_TRUE(back->same_bytes(host_logits[k])) << "step " << k;
+  }
+  for (const TensorSpec& b : program->buffers()) {
+    auto x = on_host.buffer(b.name), y = on_device.buffer(b.name);
+    ASSERT_TRUE(x.has_value() && y.has_value());
+    auto hx = to_host(*x), hy = to_host(*y);
+    ASSERT_TRUE(hx.has_value() && hy.has_value());
+    EXPECT_TRUE(hx->same_bytes(*hy)) << b.name;
+  }
+}
+
+// A token id out of the vocabulary, given in device memory: the call is only
+// enqueued, so the embedding's index check is reported by synchronize(),
+// naming the layer; after reset() the session gives what a fresh one gives.
+TEST(CudaSession, ADeviceSideIndexErrorIsReportedLaterAndResetRecovers) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto program = compiled("llama_generate.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  auto device_copy = [&](const Tensor& t) {
+    auto d = dm->empty(t.dtype(), t.sizes());
+    EXPECT_TRUE(d.has_value() && copy_tensor(*d, t).is_ok());
+    return *d;
+  };
+  const Tensor ids = *io->find("step0.input.0"), pos = *io->find("step0.input.1");
+  Tensor bad = ids.clone();
+  bad.data<int64_t>()[0] = 100000;
+  Session session(program);
+  auto r = session.run({device_copy(bad), device_copy(pos)});
+  ASSERT_TRUE(r.has_value()) << "enqueued without a wait: " << r.status().message();
+  Status st = session.synchronize();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("out of range"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("layer '"), std::string::npos) << st.message();
+  EXPECT_TRUE(session.synchronize().is_ok()) << "reported once";
+  // On host inputs the same call fails at once.
+  auto now = session.run({bad, pos});
+  ASSERT_FALSE(now.has_value());
+  EXPECT_NE(now.status().message().find("out of range"), std::string::npos) << now.status().message();
+  ASSERT_TRUE(session.reset().is_ok());
+  Session fresh(program);
+  auto a = session.run({ids, pos});
+  auto b = fresh.run({ids, pos});
+  ASSERT_TRUE(a.has_value() && b.has_value()) << (a ? b.status() : a.status()).message();
+  EXPECT_TRUE((*a)[0].same_bytes((*b)[0]));
+}
+
 }  // namespace
 }  // namespace kiln

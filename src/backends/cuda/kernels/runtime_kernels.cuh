@@ -1,0 +1,96 @@
+// Kernels kiln's CUDA runtime launches around engines, not part of any
+// engine's plan: compiled once per process with NVRTC for the device present
+// (runtime_kernels.cc), from this file embedded into the library at build time.
+// Self-contained: no headers, so NVRTC needs no include path.
+
+typedef unsigned char kiln_u8;
+typedef unsigned short kiln_u16;
+typedef unsigned int kiln_u32;
+typedef long long kiln_i64;
+typedef unsigned long long kiln_u64;
+
+struct __align__(16) KilnVec16 {
+  kiln_u32 x, y, z, w;
+};
+
+// Up to kKilnCopyBatch small copies in one launch, one block each: a call's
+// small inputs into their slots and its small outputs out of the arena cost
+// one launch each way instead of one copy each. Passed by value (the kernel
+// parameter space holds it).
+#define KILN_COPY_BATCH 32
+struct KilnCopyBatch {
+  int n;
+  kiln_u32 bytes[KILN_COPY_BATCH];
+  const kiln_u8* src[KILN_COPY_BATCH];
+  kiln_u8* dst[KILN_COPY_BATCH];
+};
+
+extern "C" __global__ void kiln_copy_batch(const KilnCopyBatch b) {
+  const int k = blockIdx.x;
+  if (k >= b.n) return;
+  const kiln_u8* s = b.src[k];
+  kiln_u8* d = b.dst[k];
+  const kiln_u32 n = b.bytes[k];
+  kiln_u32 head = 0;
+  if (((reinterpret_cast<kiln_u64>(s) | reinterpret_cast<kiln_u64>(d)) & 15) == 0) {
+    const kiln_u32 vectors = n / 16;
+    for (kiln_u32 i = threadIdx.x; i < vectors; i += blockDim.x)
+      reinterpret_cast<KilnVec16*>(d)[i] = reinterpret_cast<const KilnVec16*>(s)[i];
+    head = vectors * 16;
+  }
+  for (kiln_u32 i = head + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+}
+
+// dtype codes: 0 float32, 1 float16, 2 bfloat16.
+__device__ __forceinline__ float kiln_load(const void* x, int dtype, kiln_i64 i) {
+  if (dtype == 0) return static_cast<const float*>(x)[i];
+  const kiln_u16 bits = static_cast<const kiln_u16*>(x)[i];
+  if (dtype == 2) return __uint_as_float(static_cast<kiln_u32>(bits) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+
+// Whether (a, ia) comes before (b, ib) in torch.argmax's order: the larger
+// value (a NaN above any number), then the smaller index.
+__device__ __forceinline__ bool kiln_argmax_before(float a, kiln_i64 ia, float b, kiln_i64 ib) {
+  const bool na = a != a, nb = b != b;
+  if (na != nb) return na;
+  if (!na && a != b) return a > b;
+  return ia < ib;
+}
+
+// One block of 1024 threads per row of x [rows, n]; out[row] = the argmax.
+extern "C" __global__ void __launch_bounds__(1024)
+    kiln_argmax_rows(const void* x, int dtype, kiln_i64 n, kiln_i64* out) {
+  __shared__ float best_value[1024];
+  __shared__ kiln_i64 best_index[1024];
+  const kiln_i64 row = blockIdx.x;
+  const kiln_u64 elem = dtype == 0 ? 4 : 2;
+  const void* r = static_cast<const kiln_u8*>(x) + static_cast<kiln_u64>(row) * static_cast<kiln_u64>(n) * elem;
+  float v = 0;
+  kiln_i64 at = -1;
+  for (kiln_i64 i = threadIdx.x; i < n; i += blockDim.x) {
+    const float y = kiln_load(r, dtype, i);
+    if (at < 0 || kiln_argmax_before(y, i, v, at)) {
+      v = y;
+      at = i;
+    }
+  }
+  best_value[threadIdx.x] = v;
+  best_index[threadIdx.x] = at;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const unsigned o = threadIdx.x + half;
+      if (best_index[o] >= 0 &&
+          (best_index[threadIdx.x] < 0 ||
+           kiln_argmax_before(best_value[o], best_index[o], best_value[threadIdx.x], best_index[threadIdx.x]))) {
+        best_value[threadIdx.x] = best_value[o];
+        best_index[threadIdx.x] = best_index[o];
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[row] = best_index[0] < 0 ? 0 : best_index[0];
+}

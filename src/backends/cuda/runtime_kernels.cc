@@ -1,0 +1,106 @@
+#include "backends/cuda/runtime_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/nvrtc_compile.h"
+
+namespace kiln::cuda {
+
+extern const char* const kRuntimeKernelsSource;  // generated from kernels/runtime_kernels.cuh
+
+namespace {
+
+// The host image of the kernel's by-value parameter (KilnCopyBatch).
+struct CopyBatch {
+  int n = 0;
+  uint32_t bytes[kCopyBatch] = {};
+  const uint8_t* src[kCopyBatch] = {};
+  uint8_t* dst[kCopyBatch] = {};
+};
+
+struct RuntimeKernels {
+  cudaLibrary_t library = nullptr;
+  cudaKernel_t copy_batch = nullptr, argmax_rows = nullptr;
+};
+
+// Compiled and loaded once per process (for the device current then).
+Expected<const RuntimeKernels*> runtime_kernels() {
+  static std::once_flag once;
+  static RuntimeKernels kernels;
+  static Status status;
+  std::call_once(once, [] {
+    status = [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
+      KILN_ASSIGN_OR_RETURN(CompiledModule m,
+                            compile_cuda_source(runtime_kernels_source(), dev.arch(), "kiln_runtime_kernels.cu"));
+      KILN_CUDA_TRY(cudaLibraryLoadData(&kernels.library, m.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.copy_batch, kernels.library, "kiln_copy_batch"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_rows, kernels.library, "kiln_argmax_rows"));
+      return Status::ok();
+    }();
+  });
+  if (!status) return status.with_context("kiln's CUDA runtime kernels");
+  return &kernels;
+}
+
+}  // namespace
+
+const std::string& runtime_kernels_source() {
+  static const std::string source(kRuntimeKernelsSource);
+  return source;
+}
+
+Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream) {
+  std::vector<const CopyRegion*> small;
+  for (const CopyRegion& r : regions) {
+    if (r.bytes == 0) continue;
+    if (r.bytes > kBatchedCopyMaxBytes) {
+      KILN_CUDA_TRY(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyDefault, stream));
+      continue;
+    }
+    small.push_back(&r);
+  }
+  if (small.empty()) return Status::ok();
+  if (small.size() == 1) {  // one copy needs no kernel
+    KILN_CUDA_TRY(cudaMemcpyAsync(small[0]->dst, small[0]->src, small[0]->bytes, cudaMemcpyDefault, stream));
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
+  for (size_t at = 0; at < small.size(); at += kCopyBatch) {
+    CopyBatch b;
+    b.n = static_cast<int>(std::min(kCopyBatch, small.size() - at));
+    for (int i = 0; i < b.n; ++i) {
+      const CopyRegion& r = *small[at + static_cast<size_t>(i)];
+      b.bytes[i] = static_cast<uint32_t>(r.bytes);
+      b.src[i] = static_cast<const uint8_t*>(r.src);
+      b.dst[i] = static_cast<uint8_t*>(r.dst);
+    }
+    void* params[] = {&b};
+    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->copy_batch), dim3(static_cast<unsigned>(b.n)),
+                                   dim3(256), params, 0, stream));
+  }
+  return Status::ok();
+}
+
+Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t* out, cudaStream_t stream) {
+  int code = -1;
+  if (dtype == DType::Float32) code = 0;
+  if (dtype == DType::Float16) code = 1;
+  if (dtype == DType::BFloat16) code = 2;
+  if (code < 0)
+    return unsupported("argmax on the device takes float32, float16 or bfloat16, got " +
+                       std::string(dtype_name(dtype)));
+  if (rows < 1 || rows > 65535 || n < 1)
+    return invalid_argument("argmax of " + std::to_string(rows) + " rows of " + std::to_string(n) + " elements");
+  KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
+  long long nn = n;
+  void* params[] = {&x, &code, &nn, &out};
+  KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->argmax_rows), dim3(static_cast<unsigned>(rows)),
+                                 dim3(1024), params, 0, stream));
+  return Status::ok();
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,40 @@
+// The kernels the CUDA runtime launches around engines (kernels/runtime_kernels.cuh):
+// batched small copies in and out of an engine's memory, and the argmax of
+// rows for greedy decoding on the device. Compiled with NVRTC for the current
+// device on first use, once per process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "backends/cuda/cuda_support.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+struct CopyRegion {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
+// Regions at most this large go through the batched copy kernel (one launch
+// for up to kCopyBatch of them); larger ones are cudaMemcpyAsync calls.
+constexpr size_t kBatchedCopyMaxBytes = 64 * 1024;
+constexpr size_t kCopyBatch = 32;
+
+// Enqueues every copy on `stream`, device memory to device memory (or
+// host memory mapped into the device's address space).
+Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream);
+
+// out[r] = the argmax of row r of x [rows, n] (float32, float16 or bfloat16):
+// the first of equal maxima, a NaN above any number. Enqueued on `stream`.
+Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t* out, cudaStream_t stream);
+
+// The embedded source (for the test that compiles it without a GPU).
+const std::string& runtime_kernels_source();
+
+}  // namespace kiln::cuda

@@ -1,0 +1,131 @@
+// The CUDA runtime's own kernels (batched small copies, argmax of rows for
+// greedy decoding on the device): the embedded source compiles with NVRTC
+// (no GPU needed, label cpu), and on a GPU they compute what a host
+// reference computes (RuntimeKernelsOnGpu, label gpu).
+#include "backends/cuda/runtime_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "backends/cuda/cuda_support.h"
+#include "backends/cuda/nvrtc_compile.h"
+#include "kiln/kiln.h"
+#include "runtime/device_copy.h"
+
+namespace kiln::cuda {
+namespace {
+
+TEST(RuntimeKernels, TheEmbeddedSourceCompilesForHopperAndAmpere) {
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    auto m = compile_cuda_source(runtime_kernels_source(), arch, "kiln_runtime_kernels.cu");
+    ASSERT_TRUE(m.has_value()) << arch << ": " << m.status().message();
+    EXPECT_FALSE(m->cubin.empty());
+  }
+  EXPECT_NE(runtime_kernels_source().find("kiln_argmax_rows"), std::string::npos);
+  EXPECT_NE(runtime_kernels_source().find("kiln_copy_batch"), std::string::npos);
+}
+
+// torch.argmax over each row: the first of equal maxima, a NaN above any number.
+std::vector<int64_t> reference_argmax(const std::vector<float>& x, int64_t rows, int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[static_cast<size_t>(r * n + i)], b = x[static_cast<size_t>(r * n + best)];
+      if (std::isnan(b)) break;
+      if (std::isnan(v) || v > b) best = i;
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
+TEST(CudaRuntimeKernels, ArgmaxRowsIsTorchsArgmax) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{128256}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
+      const int64_t rows = 5;
+      Tensor host = Tensor::zeros(DType::Float32, {rows, n});
+      float* x = host.data<float>();
+      for (int64_t i = 0; i < rows * n; ++i) x[i] = std::round(normal(rng) * 4) / 4;  // coarse: many ties
+      if (n > 3) {
+        x[1 * n + n / 2] = x[1 * n + n - 1] = 100;                              // row 1: a tie of maxima
+        x[2 * n + n - 2] = std::numeric_limits<float>::quiet_NaN();             // row 2: a NaN wins
+        x[3 * n + 2] = x[3 * n + 1] = std::numeric_limits<float>::quiet_NaN();  // row 3: the first NaN
+      }
+      const Tensor typed = host.to(dtype);
+      const Tensor back = typed.to(DType::Float32);  // the values the device sees
+      std::vector<float> values(back.data<float>(), back.data<float>() + rows * n);
+      auto dx = dm->empty(dtype, {rows, n});
+      auto dout = dm->empty(DType::Int64, {rows});
+      ASSERT_TRUE(dx.has_value() && dout.has_value());
+      ASSERT_TRUE(copy_tensor(*dx, typed).is_ok());
+      ASSERT_TRUE(dm->argmax_rows(*dx, *dout, nullptr).is_ok());
+      auto got = to_host(*dout);
+      ASSERT_TRUE(got.has_value());
+      const std::vector<int64_t> want = reference_argmax(values, rows, n);
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(got->data<int64_t>()[r], want[static_cast<size_t>(r)]) << "row " << r;
+    }
+  }
+  // Refused: integers, host memory, an output of the wrong size.
+  auto ints = dm->empty(DType::Int64, {2, 3});
+  auto out = dm->empty(DType::Int64, {2});
+  ASSERT_TRUE(ints.has_value() && out.has_value());
+  EXPECT_FALSE(dm->argmax_rows(*ints, *out, nullptr).is_ok());
+  EXPECT_FALSE(dm->argmax_rows(Tensor::zeros(DType::Float32, {2, 3}), *out, nullptr).is_ok());
+  auto floats = dm->empty(DType::Float32, {3, 3});
+  ASSERT_TRUE(floats.has_value());
+  EXPECT_FALSE(dm->argmax_rows(*floats, *out, nullptr).is_ok());
+}
+
+TEST(CudaRuntimeKernels, BatchedCopiesCopyEveryRegion) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  // 70 regions (three launches), odd sizes and offsets, two past the batched size.
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 70; ++i) sizes.push_back(1 + (i * 977) % 5000);
+  sizes[10] = 70000;
+  sizes[40] = 200000;
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s + 3;
+  Tensor host = Tensor::zeros(DType::UInt8, {total});
+  for (int64_t i = 0; i < total; ++i) host.data<uint8_t>()[i] = static_cast<uint8_t>(i * 31 + 7);
+  auto src = dm->empty(DType::UInt8, {total});
+  auto dst = dm->empty(DType::UInt8, {total});
+  ASSERT_TRUE(src.has_value() && dst.has_value());
+  ASSERT_TRUE(copy_tensor(*src, host).is_ok());
+  ASSERT_TRUE(copy_tensor(*dst, Tensor::zeros(DType::UInt8, {total})).is_ok());
+  std::vector<CopyRegion> regions;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    at += 3;  // unaligned starts
+    regions.push_back({static_cast<uint8_t*>(dst->raw_data()) + at, static_cast<uint8_t*>(src->raw_data()) + at,
+                       static_cast<size_t>(s)});
+    at += s;
+  }
+  auto stream = static_cast<cudaStream_t>(dm->default_stream());
+  ASSERT_TRUE(copy_regions(regions, stream).is_ok());
+  auto got = to_host(*dst);
+  ASSERT_TRUE(got.has_value());
+  at = 0;
+  for (int64_t s : sizes) {
+    for (int64_t i = 0; i < 3; ++i) ASSERT_EQ(got->data<uint8_t>()[at + i], 0) << "a gap was written";
+    at += 3;
+    for (int64_t i = 0; i < s; ++i) ASSERT_EQ(got->data<uint8_t>()[at + i], host.data<uint8_t>()[at + i]);
+    at += s;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cuda
