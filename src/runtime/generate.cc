@@ -201,12 +201,15 @@ Expected<Generation> generate(Session& session, const std::vector<int64_t>& prom
   KILN_ASSIGN_OR_RETURN(Tensor positions, device->empty(DType::Int64, {total}));
   KILN_TRY(device->copy(ids, host_ids));
   KILN_TRY(device->copy(positions, host_positions));
-  // Runs the step on ids[at, at + n) and writes the argmax of its last logits row into ids[at + n].
-  auto step = [&](const std::string& method, int64_t at, int64_t n) -> Status {
+  // Runs the step on ids[at, at + n) and, when `pick`, writes the argmax of
+  // its last logits row into ids[at + n] (a chunk of the prompt before its
+  // last leaves the prompt's own ids there).
+  auto step = [&](const std::string& method, int64_t at, int64_t n, bool pick) -> Status {
     RunOptions run;
     run.stream = stream;
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                           session.run(method, {window(ids, at, n, true), window(positions, at, n, false)}, run));
+    if (!pick) return Status::ok();
     const Tensor& logits = out[0];
     if (logits.is_cpu() || !logits.is_contiguous())
       return internal_error("the logits of method '" + method + "' did not stay on the device");
@@ -226,7 +229,7 @@ Expected<Generation> generate(Session& session, const std::vector<int64_t>& prom
   };
   for (int64_t at = 0; at < p; at += chunk) {
     const int64_t n = std::min(chunk, p - at);
-    KILN_TRY(step(g.prompt_method, at, n)
+    KILN_TRY(step(g.prompt_method, at, n, at + n == p)
                  .with_context("prompt tokens " + std::to_string(at) + ".." + std::to_string(at + n - 1)));
   }
   if (options.max_new_tokens == 0) {
@@ -239,7 +242,7 @@ Expected<Generation> generate(Session& session, const std::vector<int64_t>& prom
   Clock::time_point last;
   for (int64_t k = 0; k < options.max_new_tokens; ++k) {
     if (k + 1 < options.max_new_tokens) {
-      KILN_TRY(step(decode, p + k, 1).with_context("generated token " + std::to_string(k + 1)));
+      KILN_TRY(step(decode, p + k, 1, true).with_context("generated token " + std::to_string(k + 1)));
       KILN_TRY(publish(p + k + 1));
     }
     Status waited = fences.front()->wait();

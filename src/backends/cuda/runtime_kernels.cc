@@ -72,15 +72,17 @@ Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream) {
   for (size_t at = 0; at < small.size(); at += kCopyBatch) {
     CopyBatch b;
     b.n = static_cast<int>(std::min(kCopyBatch, small.size() - at));
+    size_t most = 0;
     for (int i = 0; i < b.n; ++i) {
       const CopyRegion& r = *small[at + static_cast<size_t>(i)];
       b.bytes[i] = static_cast<uint32_t>(r.bytes);
       b.src[i] = static_cast<const uint8_t*>(r.src);
       b.dst[i] = static_cast<uint8_t*>(r.dst);
+      most = std::max(most, r.bytes);
     }
     void* params[] = {&b};
-    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->copy_batch), dim3(static_cast<unsigned>(b.n)),
-                                   dim3(256), params, 0, stream));
+    const dim3 grid(static_cast<unsigned>(b.n), static_cast<unsigned>((most + kCopyChunk - 1) / kCopyChunk));
+    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->copy_batch), grid, dim3(256), params, 0, stream));
   }
   return Status::ok();
 }

@@ -22,9 +22,11 @@ struct CopyRegion {
 };
 
 // Regions at most this large go through the batched copy kernel (one launch
-// for up to kCopyBatch of them); larger ones are cudaMemcpyAsync calls.
-constexpr size_t kBatchedCopyMaxBytes = 64 * 1024;
+// for up to kCopyBatch of them, each split into kCopyChunk-byte blocks);
+// larger ones are cudaMemcpyAsync calls.
+constexpr size_t kBatchedCopyMaxBytes = size_t{4} << 20;
 constexpr size_t kCopyBatch = 32;
+constexpr size_t kCopyChunk = 16384;
 
 // Enqueues every copy on `stream`, device memory to device memory (or
 // host memory mapped into the device's address space).

@@ -13,11 +13,12 @@ struct __align__(16) KilnVec16 {
   kiln_u32 x, y, z, w;
 };
 
-// Up to kKilnCopyBatch small copies in one launch, one block each: a call's
-// small inputs into their slots and its small outputs out of the arena cost
-// one launch each way instead of one copy each. Passed by value (the kernel
-// parameter space holds it).
+// Up to KILN_COPY_BATCH copies in one launch: a call's small inputs into
+// their slots and its outputs out of the arena cost one launch each way
+// instead of one copy each. Block (k, c) copies chunk c (KILN_COPY_CHUNK
+// bytes) of region k. Passed by value (the kernel parameter space holds it).
 #define KILN_COPY_BATCH 32
+#define KILN_COPY_CHUNK 16384
 struct KilnCopyBatch {
   int n;
   kiln_u32 bytes[KILN_COPY_BATCH];
@@ -28,9 +29,11 @@ struct KilnCopyBatch {
 extern "C" __global__ void kiln_copy_batch(const KilnCopyBatch b) {
   const int k = blockIdx.x;
   if (k >= b.n) return;
-  const kiln_u8* s = b.src[k];
-  kiln_u8* d = b.dst[k];
-  const kiln_u32 n = b.bytes[k];
+  const kiln_u32 begin = blockIdx.y * KILN_COPY_CHUNK;
+  if (begin >= b.bytes[k]) return;
+  const kiln_u32 n = min(b.bytes[k] - begin, static_cast<kiln_u32>(KILN_COPY_CHUNK));
+  const kiln_u8* s = b.src[k] + begin;
+  kiln_u8* d = b.dst[k] + begin;
   kiln_u32 head = 0;
   if (((reinterpret_cast<kiln_u64>(s) | reinterpret_cast<kiln_u64>(d)) & 15) == 0) {
     const kiln_u32 vectors = n / 16;

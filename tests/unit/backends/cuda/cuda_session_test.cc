@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "backends/cuda/cuda_support.h"
 #include "frontend/safetensors.h"
@@ -324,6 +325,122 @@ TEST(CudaSession, ADeviceSideIndexErrorIsReportedLaterAndResetRecovers) {
   auto b = fresh.run({ids, pos});
   ASSERT_TRUE(a.has_value() && b.has_value()) << (a ? b.status() : a.status()).message();
   EXPECT_TRUE((*a)[0].same_bytes((*b)[0]));
+}
+
+// Eight sessions of one CUDA program on eight threads, each on a stream of
+// its own with its inputs in device memory allocated on that stream: every
+// thread's logits and final buffers have the bits of a serial session fed
+// host inputs. Each extra session holds only its state on the device (the
+// engines, their arenas and weights are shared); the test prints both.
+TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto program = compiled("llama_generate.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  std::vector<std::pair<Tensor, Tensor>> steps;
+  for (int k = 0; io->find("step" + std::to_string(k) + ".input.0"); ++k)
+    steps.emplace_back(*io->find("step" + std::to_string(k) + ".input.0"),
+                       *io->find("step" + std::to_string(k) + ".input.1"));
+  ASSERT_GE(steps.size(), 20u);
+  Session serial(program);
+  std::vector<Tensor> want;
+  for (const auto& [ids, pos] : steps) {
+    auto r = serial.run({ids, pos});
+    ASSERT_TRUE(r.has_value()) << r.status().message();
+    want.push_back((*r)[0]);
+  }
+  size_t free_before = 0, free_after = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  constexpr int kThreads = 8;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int t = 0; t < kThreads; ++t) sessions.push_back(std::make_unique<Session>(program));
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  int64_t state_bytes = 0;
+  for (const TensorSpec& b : program->buffers()) {
+    auto t = sessions[0]->buffer(b.name);
+    ASSERT_TRUE(t.has_value());
+    state_bytes += static_cast<int64_t>(t->nbytes());
+  }
+  std::printf("kiln: device memory per extra session: state %lld bytes; cudaMemGetInfo moved %lld bytes for %d\n",
+              static_cast<long long>(state_bytes),
+              static_cast<long long>(free_before) - static_cast<long long>(free_after), kThreads);
+  std::vector<std::vector<Tensor>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      cudaStream_t stream = nullptr;
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        errors[t] = "no stream";
+        return;
+      }
+      for (int round = 0; round < 3 && errors[t].empty(); ++round) {
+        if (round > 0 && !sessions[t]->reset().is_ok()) errors[t] = "reset failed";
+        got[t].clear();
+        for (const auto& [ids, pos] : steps) {
+          auto d_ids = dm->empty(ids.dtype(), ids.sizes(), stream);
+          auto d_pos = dm->empty(pos.dtype(), pos.sizes(), stream);
+          if (!d_ids || !d_pos ||
+              !dm->copy_all(std::vector<Tensor>{*d_ids, *d_pos}, std::vector<Tensor>{ids, pos}, stream).is_ok()) {
+            errors[t] = "inputs";
+            break;
+          }
+          RunOptions o;
+          o.stream = stream;
+          auto r = sessions[t]->run("forward", {*d_ids, *d_pos}, o);
+          if (!r) {
+            errors[t] = r.status().message();
+            break;
+          }
+          got[t].push_back((*r)[0]);
+        }
+        if (Status st = sessions[t]->synchronize(); !st) errors[t] = st.message();
+      }
+      // The stream is left alive: the outputs allocated on it are freed in
+      // its order when the test drops them, after the join.
+      cudaStreamSynchronize(stream);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+    ASSERT_EQ(got[t].size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      auto back = to_host(got[t][k]);
+      ASSERT_TRUE(back.has_value());
+      EXPECT_TRUE(back->same_bytes(want[k])) << "thread " << t << " step " << k;
+    }
+    for (const TensorSpec& b : program->buffers()) {
+      auto x = serial.buffer(b.name), y = sessions[t]->buffer(b.name);
+      ASSERT_TRUE(x.has_value() && y.has_value());
+      auto hx = to_host(*x), hy = to_host(*y);
+      ASSERT_TRUE(hx.has_value() && hy.has_value());
+      EXPECT_TRUE(hx->same_bytes(*hy)) << "thread " << t << " " << b.name;
+    }
+  }
+}
+
+// Asking the device for more memory than it has is an error that says so,
+// and the process goes on: the next allocation and a session's call work.
+TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  auto huge = dm->empty(DType::Float32, {int64_t{1} << 40});  // 4 TiB
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_NE(huge.status().message().find("cannot allocate"), std::string::npos) << huge.status().message();
+  auto small = dm->empty(DType::Float32, {1024});
+  ASSERT_TRUE(small.has_value()) << small.status().message();
+  auto program = compiled("llama_generate.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  Session s(program);
+  auto r = s.run({*io->find("step0.input.0"), *io->find("step0.input.1")});
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_EQ((*r)[0].sizes(), io->find("step0.output.0")->sizes());
 }
 
 }  // namespace

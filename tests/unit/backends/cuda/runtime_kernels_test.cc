@@ -92,11 +92,13 @@ TEST(CudaRuntimeKernels, BatchedCopiesCopyEveryRegion) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
   ASSERT_NE(dm, nullptr);
-  // 70 regions (three launches), odd sizes and offsets, two past the batched size.
+  // 70 regions (three launches), odd sizes and offsets, two split into
+  // several blocks, one past the batched size (a copy of its own).
   std::vector<int64_t> sizes;
   for (int i = 0; i < 70; ++i) sizes.push_back(1 + (i * 977) % 5000);
   sizes[10] = 70000;
   sizes[40] = 200000;
+  sizes[50] = (5 << 20) + 11;
   int64_t total = 0;
   for (int64_t s : sizes) total += s + 3;
   Tensor host = Tensor::zeros(DType::UInt8, {total});
