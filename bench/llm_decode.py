@@ -111,10 +111,21 @@ def python_decode_loop(kiln_path: Path, tokens: int) -> dict:
         end.record()
         torch.cuda.synchronize()
         wall = (time.perf_counter() - t0) * 1e3
+        # The host's share: each call and each argmax as the host spends it (no wait in either).
+        call_ms, pick_ms = [], []
+        for k in range(8, min(tokens, 72)):
+            a = time.perf_counter()
+            logits = compiled(ids, positions[k:k + 1])
+            b = time.perf_counter()
+            ids = logits[:, -1].argmax(-1, keepdim=True)
+            pick_ms.append((time.perf_counter() - b) * 1e3)
+            call_ms.append((b - a) * 1e3)
+        torch.cuda.synchronize()
     steps = tokens - 8
     after = {name: t.data_ptr() for name, t in compiled.named_buffers()}
     return {"python_loop_ms": start.elapsed_time(end) / steps, "python_loop_wall_ms": wall / steps,
-            "python_loop_steps": steps, "python_buffers_on_cuda": all(t.is_cuda for t in buffers.values()),
+            "python_loop_steps": steps, "python_call_host_ms": statistics.median(call_ms),
+            "python_argmax_host_ms": statistics.median(pick_ms), "python_buffers_on_cuda": all(t.is_cuda for t in buffers.values()),
             "python_buffers_same_memory": before == after,
             "python_host_staging_reason": compiled.host_staging_reason}
 

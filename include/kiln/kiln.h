@@ -355,6 +355,7 @@ struct Generation {
   double prompt_ms = 0;          // the prompt's calls up to its last logits (wall clock)
   double decode_ms = 0;          // from then until the last new token is known
   std::vector<double> token_ms;  // per decode step: the time between consecutive new tokens
+  std::vector<double> host_ms;   // per decode step: the host's time to run or enqueue it (no wait)
   bool on_device = false;        // tokens chosen on the device
 };
 Expected<Generation> generate(Session& session, const std::vector<int64_t>& prompt, const GenerateOptions& options);

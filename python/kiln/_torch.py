@@ -145,11 +145,9 @@ class CompiledModule(torch.nn.Module):
         """Runs on the caller's CUDA tensors through the session, on PyTorch's
         current stream (no wait): outputs come back as CUDA tensors, the
         buffers are updated where they lie."""
-        device = inputs[0].device
-        inputs = [t.contiguous() for t in inputs]
-        stream = torch.cuda.current_stream(device).cuda_stream
-        with self._lock, torch.cuda.device(device):
-            arrays = self._session.run(inputs, stream=stream)
+        stream = torch.cuda.current_stream(inputs[0].device).cuda_stream
+        with self._lock:
+            arrays = self._session.run([t.contiguous() for t in inputs], stream=stream)
         return [torch.from_dlpack(a) for a in arrays]
 
     def _tensor_inputs(self, args, kwargs):

@@ -176,10 +176,12 @@ Expected<Generation> generate(Session& session, const std::vector<int64_t>& prom
       tokens.push_back(next);
       if (emit(next) || k + 1 == options.max_new_tokens) break;
       const int64_t at = static_cast<int64_t>(tokens.size()) - 1;
+      const auto started = Clock::now();
       auto out = session.run(decode, {ids_tensor(tokens, at, 1, false), ids_tensor(tokens, at, 1, true)});
       if (!out) return out.status().with_context("generated token " + std::to_string(k + 1));
       next = last_row_argmax((*out)[0]);
       const auto now = Clock::now();
+      g.host_ms.push_back(ms_between(started, now));
       g.token_ms.push_back(ms_between(last, now));
       last = now;
     }
@@ -242,8 +244,10 @@ Expected<Generation> generate(Session& session, const std::vector<int64_t>& prom
   Clock::time_point last;
   for (int64_t k = 0; k < options.max_new_tokens; ++k) {
     if (k + 1 < options.max_new_tokens) {
+      const auto enqueue = Clock::now();
       KILN_TRY(step(decode, p + k, 1, true).with_context("generated token " + std::to_string(k + 1)));
       KILN_TRY(publish(p + k + 1));
+      g.host_ms.push_back(ms_between(enqueue, Clock::now()));
     }
     Status waited = fences.front()->wait();
     fences.pop_front();

@@ -397,10 +397,11 @@ def test_cuda_programs_with_fallback_nodes_take_and_give_cuda_tensors(tmp_path):
 
 def test_llm_decoding_on_cuda_tensors_updates_the_modules_cuda_buffers(tmp_path):
     cuda_only()
-    eager = static_cache_llama(32).cuda()
-    compiled = kiln.compile(static_cache_llama(32).cuda(), (torch.tensor([[7]], device="cuda"),
+    eager = static_cache_llama(32, "cuda")
+    compiled = kiln.compile(static_cache_llama(32, "cuda"), (torch.tensor([[7]], device="cuda"),
                                                             torch.tensor([0], device="cuda")),
                             strict=True, device="cuda", min_block_size=1, cache_dir=tmp_path)
+    assert isinstance(compiled, kiln.CompiledModule), compiled.partition_report()
     buffers = dict(compiled.named_buffers())
     caches = [name for name in buffers if "cache" in name]
     assert caches and all(buffers[name].is_cuda for name in caches), list(buffers)
@@ -457,7 +458,7 @@ class DecodeStep(torch.nn.Module):
         return self.inner(input_ids=input_ids, cache_position=cache_position)
 
 
-def static_cache_llama(max_cache_len):
+def static_cache_llama(max_cache_len, device="cpu"):
     transformers = pytest.importorskip("transformers")
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
@@ -466,7 +467,7 @@ def static_cache_llama(max_cache_len):
                                       max_position_embeddings=64, initializer_range=0.1, attn_implementation="sdpa",
                                       use_cache=True)
     torch.manual_seed(0)
-    lm = transformers.LlamaForCausalLM(config).eval()
+    lm = transformers.LlamaForCausalLM(config).eval().to(device)  # the static caches are made where the model is
     lm.generation_config = transformers.GenerationConfig(
         use_cache=True, cache_implementation="static",
         cache_config={"batch_size": 1, "max_cache_len": max_cache_len})

@@ -103,7 +103,12 @@ int run_generate(int argc, char** argv) {
                 g->decode_ms / static_cast<double>(steps), ms[ms.size() / 2], ms.back(),
                 1000.0 * static_cast<double>(steps) / g->decode_ms);
   }
-  std::printf("%s\n", g->on_device ? " (tokens chosen on the device)" : "");
+  if (g->on_device && !g->host_ms.empty()) {
+    std::vector<double> host = g->host_ms;
+    std::sort(host.begin(), host.end());
+    std::printf(" (tokens chosen on the device; the host enqueues a step in %.3f ms)", host[host.size() / 2]);
+  }
+  std::printf("\n");
   return kExitOk;
 }
 

@@ -91,7 +91,9 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     KILN_ASSIGN_OR_RETURN(const int64_t n, checked_numel(sizes));
     const size_t nbytes = std::max<size_t>(static_cast<size_t>(n) * dtype_size(dtype), 1);
     void* p = nullptr;
-    KILN_CUDA_TRY(cudaHostAlloc(&p, nbytes, cudaHostAllocDefault));
+    // Mapped into the device's address space: copy_to_host_async writes it
+    // from a kernel, with no copy-engine transfer in the stream.
+    KILN_CUDA_TRY(cudaHostAlloc(&p, nbytes, cudaHostAllocMapped));
     std::shared_ptr<void> keeper(p, [](void* q) { cudaFreeHost(q); });
     auto storage = Storage::borrow(static_cast<uint8_t*>(p), nbytes, std::move(keeper), Device::cpu());
     return Tensor::from_storage(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0);
@@ -123,9 +125,16 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
   Status copy_to_host_async(const Tensor& dst, const Tensor& src, void* stream) const override {
     KILN_TRY(check(dst, src));
     if (!dst.is_cpu() || src.is_cpu()) return invalid_argument("copy_to_host_async: from device to host memory");
-    KILN_CUDA_TRY(
-        cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, stream_of(stream)));
-    return Status::ok();
+    if (dst.nbytes() == 0) return Status::ok();
+    void* mapped = nullptr;
+    if (cudaHostGetDevicePointer(&mapped, dst.raw_data(), 0) != cudaSuccess) {  // not from empty_pinned
+      (void)cudaGetLastError();
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost,
+                                    stream_of(stream)));
+      return Status::ok();
+    }
+    const CopyRegion r{mapped, src.raw_data(), dst.nbytes()};
+    return copy_regions({&r, 1}, stream_of(stream));
   }
 
   Expected<std::unique_ptr<engine::Fence>> fence(void* stream) const override {

@@ -64,10 +64,9 @@ Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream) {
     small.push_back(&r);
   }
   if (small.empty()) return Status::ok();
-  if (small.size() == 1) {  // one copy needs no kernel
-    KILN_CUDA_TRY(cudaMemcpyAsync(small[0]->dst, small[0]->src, small[0]->bytes, cudaMemcpyDefault, stream));
-    return Status::ok();
-  }
+  // A kernel even for one region: in a stream, a kernel that follows a kernel
+  // starts sooner than a copy-engine transfer, and it writes page-locked host
+  // memory mapped into the device without a transfer of its own.
   KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
   for (size_t at = 0; at < small.size(); at += kCopyBatch) {
     CopyBatch b;
