@@ -238,16 +238,20 @@ struct CudaEngine final : engine::EngineState {
   }
 
   // Runs the engine's work on `stream` with the current bindings: replays
-  // their captured graph (capturing it first).
+  // their captured graph (capturing it first, on the engine's own stream when
+  // `stream` is a legacy default stream, which cannot be captured; capture
+  // runs nothing, and the graph is launched on `stream` itself).
   Status launch(cudaStream_t stream) {
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
     if (it == graphs.end()) {
-      KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      Status st = enqueue(stream);
+      const bool legacy = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+      cudaStream_t capture = legacy ? own_stream : stream;
+      KILN_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+      Status st = enqueue(capture);
       cudaGraph_t g = nullptr;
-      const cudaError_t e = cudaStreamEndCapture(stream, &g);
+      const cudaError_t e = cudaStreamEndCapture(capture, &g);
       KILN_TRY(st);
       KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
       cudaGraphExec_t exec = nullptr;
@@ -617,17 +621,10 @@ class CudaBackend final : public engine::Backend {
                                 e->plan.inputs[static_cast<size_t>(in)].name +
                                 "') is written in place and must be contiguous");
     std::lock_guard<std::mutex> lock(e->mutex);
-    // On the caller's stream (null: the device's default stream); a legacy
-    // default stream, on which graphs cannot be captured, is joined to the
-    // engine's own stream by events both ways.
-    cudaStream_t caller = stream_arg ? static_cast<cudaStream_t>(stream_arg)
+    // On the caller's stream (null: the device's default stream).
+    cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg)
                                      : static_cast<cudaStream_t>(cuda_device_memory().default_stream());
-    const bool legacy = caller == nullptr || caller == cudaStreamLegacy || caller == cudaStreamPerThread;
-    cudaStream_t stream = legacy ? e->own_stream : caller;
-    if (legacy) {
-      KILN_CUDA_TRY(cudaEventRecord(e->caller_ready, caller));
-      KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->caller_ready, 0));
-    }
+    cudaStream_t caller = stream;
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));  // the arena's last user, on any stream
     e->last_stream = caller;
     // A bad index an earlier asynchronous call met: reported now, this call not run.
@@ -663,7 +660,6 @@ class CudaBackend final : public engine::Backend {
     }
     KILN_TRY(copy_regions(device_copies, stream));
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
-    if (legacy) KILN_CUDA_TRY(cudaStreamWaitEvent(caller, e->engine_done, 0));
     if (!wait) return Status::ok();
     // Before anything reaches the caller's host memory: this call's own error.
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));

@@ -23,7 +23,7 @@ struct CopyBatch {
 
 struct RuntimeKernels {
   cudaLibrary_t library = nullptr;
-  cudaKernel_t copy_batch = nullptr, argmax_rows = nullptr;
+  cudaKernel_t copy_batch = nullptr, argmax_partial = nullptr, argmax_final = nullptr;
 };
 
 // Compiled and loaded once per process (for the device current then).
@@ -38,7 +38,8 @@ Expected<const RuntimeKernels*> runtime_kernels() {
                             compile_cuda_source(runtime_kernels_source(), dev.arch(), "kiln_runtime_kernels.cu"));
       KILN_CUDA_TRY(cudaLibraryLoadData(&kernels.library, m.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.copy_batch, kernels.library, "kiln_copy_batch"));
-      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_rows, kernels.library, "kiln_argmax_rows"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_partial, kernels.library, "kiln_argmax_partial"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_final, kernels.library, "kiln_argmax_final"));
       return Status::ok();
     }();
   });
@@ -97,10 +98,27 @@ Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t*
   if (rows < 1 || rows > 65535 || n < 1)
     return invalid_argument("argmax of " + std::to_string(rows) + " rows of " + std::to_string(n) + " elements");
   KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
+  // Blocks of 256 threads, each taking 2048 elements or more (at most 1024 blocks a row).
+  long long parts = std::clamp<long long>((n + 2047) / 2048, 1, 1024);
+  long long chunk = (n + parts - 1) / parts;
+  parts = (n + chunk - 1) / chunk;
   long long nn = n;
-  void* params[] = {&x, &code, &nn, &out};
-  KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->argmax_rows), dim3(static_cast<unsigned>(rows)),
-                                 dim3(1024), params, 0, stream));
+  void* scratch = nullptr;
+  const size_t pairs = static_cast<size_t>(rows * parts);
+  KILN_CUDA_TRY(cudaMallocAsync(&scratch, pairs * (sizeof(float) + sizeof(int64_t)), stream));
+  auto* part_index = static_cast<int64_t*>(scratch);
+  auto* part_value = reinterpret_cast<float*>(part_index + pairs);
+  void* first[] = {&x, &code, &nn, &chunk, &part_value, &part_index};
+  const cudaError_t e1 =
+      cudaLaunchKernel(reinterpret_cast<const void*>(k->argmax_partial),
+                       dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), dim3(256), first, 0, stream);
+  void* second[] = {&part_value, &part_index, &parts, &out};
+  const cudaError_t e2 = e1 != cudaSuccess ? e1
+                                           : cudaLaunchKernel(reinterpret_cast<const void*>(k->argmax_final),
+                                                              dim3(static_cast<unsigned>(rows)), dim3(1024), second,
+                                                              0, stream);
+  cudaFreeAsync(scratch, stream);
+  KILN_CUDA_TRY(e2);
   return Status::ok();
 }
 

@@ -63,23 +63,22 @@ __device__ __forceinline__ bool kiln_argmax_before(float a, kiln_i64 ia, float b
   return ia < ib;
 }
 
-// One block of 1024 threads per row of x [rows, n]; out[row] = the argmax.
-extern "C" __global__ void __launch_bounds__(1024)
-    kiln_argmax_rows(const void* x, int dtype, kiln_i64 n, kiln_i64* out) {
+// The argmax of rows in two launches, so that a vocabulary-sized row is read
+// by many blocks at once (one block alone waits on its loads one after
+// another). kiln_argmax_partial: block (b, row) takes its share of the row
+// (`chunk` elements) and writes its best (value, index) to part[row * parts +
+// b]; kiln_argmax_final: one block per row reduces the `parts` partials.
+__device__ __forceinline__ void kiln_argmax_keep(float& v, kiln_i64& at, float y, kiln_i64 i) {
+  if (at < 0 || kiln_argmax_before(y, i, v, at)) {
+    v = y;
+    at = i;
+  }
+}
+
+// Reduces the block's (value, index) pairs to thread 0's (blockDim.x a power of two, at most 1024).
+__device__ __forceinline__ void kiln_argmax_block(float& v, kiln_i64& at) {
   __shared__ float best_value[1024];
   __shared__ kiln_i64 best_index[1024];
-  const kiln_i64 row = blockIdx.x;
-  const kiln_u64 elem = dtype == 0 ? 4 : 2;
-  const void* r = static_cast<const kiln_u8*>(x) + static_cast<kiln_u64>(row) * static_cast<kiln_u64>(n) * elem;
-  float v = 0;
-  kiln_i64 at = -1;
-  for (kiln_i64 i = threadIdx.x; i < n; i += blockDim.x) {
-    const float y = kiln_load(r, dtype, i);
-    if (at < 0 || kiln_argmax_before(y, i, v, at)) {
-      v = y;
-      at = i;
-    }
-  }
   best_value[threadIdx.x] = v;
   best_index[threadIdx.x] = at;
   __syncthreads();
@@ -95,5 +94,47 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[row] = best_index[0] < 0 ? 0 : best_index[0];
+  v = best_value[0];
+  at = best_index[0];
+}
+
+extern "C" __global__ void __launch_bounds__(256) kiln_argmax_partial(const void* x, int dtype, kiln_i64 n,
+                                                                       kiln_i64 chunk, float* part_value,
+                                                                       kiln_i64* part_index) {
+  const kiln_i64 row = blockIdx.y, parts = gridDim.x;
+  const kiln_u64 elem = dtype == 0 ? 4 : 2;
+  const void* r = static_cast<const kiln_u8*>(x) + static_cast<kiln_u64>(row) * static_cast<kiln_u64>(n) * elem;
+  const kiln_i64 begin = blockIdx.x * chunk;
+  const kiln_i64 end = begin + chunk < n ? begin + chunk : n;
+  float v = 0;
+  kiln_i64 at = -1;
+  // Eight independent loads in flight per thread.
+  kiln_i64 i = begin + threadIdx.x;
+  for (; i + 7 * 256 < end; i += 8 * 256) {
+    float y[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y[j] = kiln_load(r, dtype, i + j * 256);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) kiln_argmax_keep(v, at, y[j], i + j * 256);
+  }
+  for (; i < end; i += 256) kiln_argmax_keep(v, at, kiln_load(r, dtype, i), i);
+  kiln_argmax_block(v, at);
+  if (threadIdx.x == 0) {
+    part_value[row * parts + blockIdx.x] = v;
+    part_index[row * parts + blockIdx.x] = at;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) kiln_argmax_final(const float* part_value,
+                                                                      const kiln_i64* part_index, kiln_i64 parts,
+                                                                      kiln_i64* out) {
+  const kiln_i64 row = blockIdx.x;
+  float v = 0;
+  kiln_i64 at = -1;
+  for (kiln_i64 b = threadIdx.x; b < parts; b += blockDim.x) {
+    const kiln_i64 i = part_index[row * parts + b];
+    if (i >= 0) kiln_argmax_keep(v, at, part_value[row * parts + b], i);
+  }
+  kiln_argmax_block(v, at);
+  if (threadIdx.x == 0) out[row] = at < 0 ? 0 : at;
 }

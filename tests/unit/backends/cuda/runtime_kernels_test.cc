@@ -25,7 +25,7 @@ TEST(RuntimeKernels, TheEmbeddedSourceCompilesForHopperAndAmpere) {
     ASSERT_TRUE(m.has_value()) << arch << ": " << m.status().message();
     EXPECT_FALSE(m->cubin.empty());
   }
-  EXPECT_NE(runtime_kernels_source().find("kiln_argmax_rows"), std::string::npos);
+  EXPECT_NE(runtime_kernels_source().find("kiln_argmax_partial"), std::string::npos);
   EXPECT_NE(runtime_kernels_source().find("kiln_copy_batch"), std::string::npos);
 }
 

@@ -1,0 +1,37 @@
+"""A fast subset of the OpInfo sweep (tools/opinfo_sweep.py): PyTorch's own
+samples of common ops, exported in both dialects and checked with `kiln check`
+against eager PyTorch. None may crash kiln or give a wrong answer; refusals
+are counted, not failed (the full table is docs/opinfo.md)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, cli
+
+OPS = ["add", "mul", "sub", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu",
+       "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax", "matmul", "mm", "bmm", "sum", "mean",
+       "amax", "where", "cat", "stack", "transpose", "permute", "reshape", "view", "unsqueeze", "squeeze",
+       "nn.functional.linear", "nn.functional.layer_norm", "nn.functional.embedding", "clamp", "pow",
+       "nn.functional.pad", "logsumexp", "flip", "new_empty"]
+
+
+def test_common_ops_never_crash_kiln_or_give_a_wrong_answer(tmp_path):
+    pytest.importorskip("expecttest")
+    out = tmp_path / "opinfo.md"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "opinfo_sweep.py"), "--kiln", cli(), "--out",
+                        str(out), "--samples", "2", "--jobs", "2", "--ops", ",".join(OPS)],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    table = out.read_text()
+    rows = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^\| (training|aten) \| (\d+) of (\d+) \(\d+%\) \| (\d+) \| (\d+) \| (\d+) \|$", table, re.M)}
+    assert set(rows) == {"training", "aten"}, table[:2000]
+    for dialect, (passed, total, mismatch, refused, crash) in rows.items():
+        assert int(mismatch) == 0 and int(crash) == 0, f"{dialect}:\n{table}"
+        assert int(passed) > 0 and int(total) >= 40, f"{dialect}: {passed} of {total}"
+    # Uninitialized outputs are not compared.
+    assert "uninitialized or random outputs" in table
