@@ -39,7 +39,11 @@ constexpr std::array kLayouts = {
     OpLayout{OpKind::kSilu, 1, 0, false},       OpLayout{OpKind::kHardtanh, 1, 2, false},
     OpLayout{OpKind::kHardswish, 1, 0, false},  OpLayout{OpKind::kHardsigmoid, 1, 0, false},
     OpLayout{OpKind::kClamp, 1, 2, false},      OpLayout{OpKind::kClampMin, 1, 1, false},
-    OpLayout{OpKind::kSiluMul, 2, 0, false},
+    OpLayout{OpKind::kSiluMul, 2, 0, false},    OpLayout{OpKind::kLog1p, 1, 0, false},
+    OpLayout{OpKind::kExpm1, 1, 0, false},      OpLayout{OpKind::kFloor, 1, 0, false},
+    OpLayout{OpKind::kCeil, 1, 0, false},       OpLayout{OpKind::kTrunc, 1, 0, false},
+    OpLayout{OpKind::kRound, 1, 0, false},      OpLayout{OpKind::kSign, 1, 0, false},
+    OpLayout{OpKind::kMinimum, 2, 0, false},    OpLayout{OpKind::kMaximum, 2, 0, false},
 };
 
 const OpLayout* find_layout(OpKind op) {
@@ -299,6 +303,13 @@ bool is_plain_unary(OpKind op) {
     case OpKind::kCos:
     case OpKind::kTanh:
     case OpKind::kErf:
+    case OpKind::kLog1p:
+    case OpKind::kExpm1:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
+    case OpKind::kTrunc:
+    case OpKind::kRound:
+    case OpKind::kSign:
     case OpKind::kSigmoid:
     case OpKind::kRelu:
     case OpKind::kSilu:
@@ -323,6 +334,8 @@ bool is_elementwise_program_op(OpKind op) {
     case OpKind::kClampMin:
     case OpKind::kHardtanh:
     case OpKind::kGelu:
+    case OpKind::kMinimum:
+    case OpKind::kMaximum:
     case OpKind::kSiluMul: return true;
     default: return false;
   }
@@ -404,6 +417,11 @@ std::optional<ElementwiseInstr> elementwise_instr(const ir::Node& node, std::vec
   }
   switch (node.op) {
     case OpKind::kSiluMul: break;
+    case OpKind::kMinimum:
+    case OpKind::kMaximum:
+      names.push_back("other");
+      if (!read_tensor("other")) return std::nullopt;
+      break;
     case OpKind::kAddTensor:
     case OpKind::kAddScalar:
     case OpKind::kSubTensor:

@@ -52,6 +52,23 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
        {0}},
+      {"rounding_and_extrema",  // x: integers 0..63, so x / 4 - 8 lies on quarters, exact in every precision
+       R"(graph(%x: float32[4, 33], %y: float32[4, 33]) {
+  %q: float32[4, 33] = aten.mul.Tensor(self=%x, other=0.25)
+  %s: float32[4, 33] = aten.sub.Tensor(self=%q, other=8)
+  %a: float32[4, 33] = aten.floor.default(self=%s)
+  %b: float32[4, 33] = aten.ceil.default(self=%s)
+  %c: float32[4, 33] = aten.trunc.default(self=%s)
+  %d: float32[4, 33] = aten.round.default(self=%s)
+  %e: float32[4, 33] = aten.sign.default(self=%s)
+  %f: float32[4, 33] = aten.minimum.default(self=%a, other=%y)
+  %g: float32[4, 33] = aten.maximum.default(self=%b, other=%y)
+  %h: float32[4, 33] = aten.log1p.default(self=%y)
+  %i: float32[4, 33] = aten.expm1.default(self=%y)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %i)
+}
+)",
+       {64, 0}},
       {"broadcast_binary",
        R"(graph(%x: float32[2, 3, 8], %y: float32[3, 1], %z: float32[8]) {
   %a: float32[2, 3, 8] = aten.mul.Tensor(self=%x, other=%y)

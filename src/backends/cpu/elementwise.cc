@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -447,6 +448,96 @@ Status cos_kernel(KernelArgs& a) {
 Status tanh_kernel(KernelArgs& a) {
   return floating_unary(a, "tanh", true, [](auto x) { return std::tanh(x); });
 }
+Status log1p_kernel(KernelArgs& a) {
+  return floating_unary(a, "log1p", true, [](auto x) { return std::log1p(x); });
+}
+Status expm1_kernel(KernelArgs& a) {
+  return floating_unary(a, "expm1", true, [](auto x) { return std::expm1(x); });
+}
+
+// floor, ceil, trunc, round and sign keep the dtype; on integers the first
+// four are the identity (as in ATen).
+template <typename F>
+Status same_dtype_unary(KernelArgs& a, std::string_view op, bool identity_on_integers, F f) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  if (self.dtype() == DType::Bool) return a.error(std::string(op) + " is not supported for bool tensors");
+  if (!is_floating(self.dtype()) && identity_on_integers) {
+    a.set_output(0, self.clone());
+    return Status::ok();
+  }
+  Tensor out = Tensor::zeros(self.dtype(), self.sizes());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using C = opmath_t<T>;
+      map_unary<T, T>(self, out, [f](auto x) { return f(static_cast<C>(x)); });
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+Status floor_kernel(KernelArgs& a) {
+  return same_dtype_unary(a, "floor", true, [](auto x) { return std::floor(x); });
+}
+Status ceil_kernel(KernelArgs& a) {
+  return same_dtype_unary(a, "ceil", true, [](auto x) { return std::ceil(x); });
+}
+Status trunc_kernel(KernelArgs& a) {
+  return same_dtype_unary(a, "trunc", true, [](auto x) { return std::trunc(x); });
+}
+Status round_kernel(KernelArgs& a) {
+  return same_dtype_unary(a, "round", true, [](auto x) { return std::nearbyint(x); });
+}
+Status sign_kernel(KernelArgs& a) {
+  return same_dtype_unary(a, "sign", false, [](auto x) {
+    using C = decltype(x);
+    return static_cast<C>((C(0) < x) - (x < C(0)));
+  });
+}
+
+// isnan / isinf: bool results; integers are never either.
+template <bool kInf>
+Status float_class_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  Tensor out = Tensor::zeros(DType::Bool, self.sizes());
+  if (is_floating(self.dtype())) {
+    visit_floating(self.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      map_unary<bool, T>(self, out, [](auto x) { return kInf ? std::isinf(x) : std::isnan(x); });
+    });
+  }
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// minimum / maximum: the promoted dtype, broadcasting; a NaN in either operand wins.
+template <bool kMax>
+Status extremum_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  const DType common = result_type(promo(lhs, rhs));
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor l = prepare(lhs.t, common, shape);
+  Tensor r = prepare(rhs.t, common, shape);
+  Tensor out = Tensor::zeros(common, shape);
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      map_binary<T, T, T>(l, r, out, [](bool x, bool y) { return kMax ? (x || y) : (x && y); });
+    } else if constexpr (std::is_integral_v<T>) {
+      map_binary<T, T, T>(l, r, out, [](T x, T y) { return kMax ? std::max(x, y) : std::min(x, y); });
+    } else {
+      using C = opmath_t<T>;
+      map_binary<T, T, T>(l, r, out, [](C x, C y) {
+        if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<C>::quiet_NaN();
+        return kMax ? std::max(x, y) : std::min(x, y);
+      });
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
 Status erf_kernel(KernelArgs& a) {
   return floating_unary(a, "erf", true, [](auto x) { return std::erf(x); });
 }
@@ -685,6 +776,17 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(OpKind::kCos, &cos_kernel);
   r.add(OpKind::kTanh, &tanh_kernel);
   r.add(OpKind::kErf, &erf_kernel);
+  r.add(OpKind::kLog1p, &log1p_kernel);
+  r.add(OpKind::kExpm1, &expm1_kernel);
+  r.add(OpKind::kFloor, &floor_kernel);
+  r.add(OpKind::kCeil, &ceil_kernel);
+  r.add(OpKind::kTrunc, &trunc_kernel);
+  r.add(OpKind::kRound, &round_kernel);
+  r.add(OpKind::kSign, &sign_kernel);
+  r.add(OpKind::kIsnan, &float_class_kernel<false>);
+  r.add(OpKind::kIsinf, &float_class_kernel<true>);
+  r.add(OpKind::kMinimum, &extremum_kernel<false>);
+  r.add(OpKind::kMaximum, &extremum_kernel<true>);
   r.add(OpKind::kSigmoid, &sigmoid_kernel);
   r.add(OpKind::kRelu, &relu_kernel);
   r.add(OpKind::kGelu, &gelu_kernel);

@@ -197,6 +197,15 @@ void run_step(const Step<opmath_t<T>>& s, const opmath_t<T>* x, const opmath_t<T
     case OpKind::kCos: unary([](C a) { return std::cos(a); }); break;
     case OpKind::kTanh: unary([](C a) { return std::tanh(a); }); break;
     case OpKind::kErf: unary([](C a) { return std::erf(a); }); break;
+    case OpKind::kLog1p: unary([](C a) { return std::log1p(a); }); break;
+    case OpKind::kExpm1: unary([](C a) { return std::expm1(a); }); break;
+    case OpKind::kFloor: unary([](C a) { return std::floor(a); }); break;
+    case OpKind::kCeil: unary([](C a) { return std::ceil(a); }); break;
+    case OpKind::kTrunc: unary([](C a) { return std::trunc(a); }); break;
+    case OpKind::kRound: unary([](C a) { return std::nearbyint(a); }); break;
+    case OpKind::kSign: unary([](C a) { return static_cast<C>((C(0) < a) - (a < C(0))); }); break;
+    case OpKind::kMinimum: binary([](C a, C b) { return (a < b || a != a) ? a : b; }); break;
+    case OpKind::kMaximum: binary([](C a, C b) { return (a > b || a != a) ? a : b; }); break;
     case OpKind::kSigmoid: unary([](C a) { return C(1) / (C(1) + std::exp(-a)); }); break;
     case OpKind::kSilu: unary([](C a) { return a / (C(1) + std::exp(-a)); }); break;
     case OpKind::kHardswish: unary([](C a) { return a * std::min(std::max(a + C(3), C(0)), C(6)) / C(6); }); break;

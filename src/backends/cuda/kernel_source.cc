@@ -175,6 +175,15 @@ Expected<std::string> instr_expr(const engine::ElementwiseInstr& in, DType t) {
     case OpKind::kCos: return "cos(" + a + ")";
     case OpKind::kTanh: return "tanh(" + a + ")";
     case OpKind::kErf: return "erf(" + a + ")";
+    case OpKind::kLog1p: return "log1p(" + a + ")";
+    case OpKind::kExpm1: return "expm1(" + a + ")";
+    case OpKind::kFloor: return "floor(" + a + ")";
+    case OpKind::kCeil: return "ceil(" + a + ")";
+    case OpKind::kTrunc: return "trunc(" + a + ")";
+    case OpKind::kRound: return "rint(" + a + ")";
+    case OpKind::kSign: return C + "((" + C + "(0) < " + a + ") - (" + a + " < " + C + "(0)))";
+    case OpKind::kMinimum: return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+    case OpKind::kMaximum: return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
     case OpKind::kSigmoid: return C + "(1) / (" + C + "(1) + exp(-" + a + "))";
     case OpKind::kSilu: return a + " / (" + C + "(1) + exp(-" + a + "))";
     case OpKind::kHardswish:

@@ -429,5 +429,68 @@ TEST(ElementwiseKernels, Clamp) {
   EXPECT_EQ(values(cf), (std::vector<double>{0.5, 0.5, 5}));
 }
 
+// Rounding keeps the dtype (halves to even for round), integers pass through;
+// sign is 0 for zero and NaN; log1p and expm1 are the precise forms.
+TEST(ElementwiseKernels, RoundingSignLog1pExpm1) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = make_tensor(DType::Float32, {8}, {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1.25, -0.0});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFloor, {{"self", x}})), (std::vector<double>{-3, -2, -1, 0, 1, 2, 1, 0}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kCeil, {{"self", x}})), (std::vector<double>{-2, -1, 0, 1, 2, 3, 2, 0}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kTrunc, {{"self", x}})), (std::vector<double>{-2, -1, 0, 0, 1, 2, 1, 0}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kRound, {{"self", x}})), (std::vector<double>{-2, -2, 0, 0, 2, 2, 1, 0}));
+  Tensor s = run_op_tensor(OpKind::kSign, {{"self", make_tensor(DType::Float32, {4}, {-3, 0, 7, nan})}});
+  EXPECT_EQ(values(s), (std::vector<double>{-1, 0, 1, 0}));
+  Tensor i = make_tensor(DType::Int64, {3}, {-4, 0, 9});
+  Tensor fi = run_op_tensor(OpKind::kFloor, {{"self", i}});
+  EXPECT_EQ(fi.dtype(), DType::Int64);
+  EXPECT_EQ(values(fi), (std::vector<double>{-4, 0, 9}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kSign, {{"self", i}})), (std::vector<double>{-1, 0, 1}));
+  Tensor tiny = make_tensor(DType::Float32, {2}, {1e-10, -1e-10});
+  Tensor l = run_op_tensor(OpKind::kLog1p, {{"self", tiny}});
+  Tensor e = run_op_tensor(OpKind::kExpm1, {{"self", tiny}});
+  for (int k = 0; k < 2; ++k) {
+    // log(1 + x) and exp(x) - 1 would give 0 here in float32.
+    EXPECT_FLOAT_EQ(static_cast<float>(l.value_at(k)), std::log1p(static_cast<float>(tiny.value_at(k))));
+    EXPECT_FLOAT_EQ(static_cast<float>(e.value_at(k)), std::expm1(static_cast<float>(tiny.value_at(k))));
+    EXPECT_NE(l.value_at(k), 0.0);
+  }
+  EXPECT_EQ(run_op_tensor(OpKind::kLog1p, {{"self", i}}).dtype(), DType::Float32);  // integers promote
+  expect_error(OpKind::kFloor, {{"self", make_tensor(DType::Bool, {1}, {1})}}, "bool");
+}
+
+// minimum / maximum broadcast and promote like arithmetic, and a NaN on
+// either side gives NaN; isnan / isinf give bools, never true for integers.
+TEST(ElementwiseKernels, MinimumMaximumIsnanIsinf) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor x = make_tensor(DType::Float32, {2, 3}, {1, 5, nan, -2, 0, 3});
+  Tensor y = make_tensor(DType::Float32, {3}, {2, 4, 1});
+  Tensor lo = run_op_tensor(OpKind::kMinimum, {{"self", x}, {"other", y}});
+  Tensor hi = run_op_tensor(OpKind::kMaximum, {{"self", y}, {"other", x}});
+  ASSERT_EQ(lo.sizes(), (Shape{2, 3}));
+  const std::vector<double> want_lo = {1, 4, nan, -2, 0, 1}, want_hi = {2, 5, nan, 2, 4, 3};
+  for (int k = 0; k < 6; ++k) {
+    if (std::isnan(want_lo[k])) {
+      EXPECT_TRUE(std::isnan(lo.value_at(k)) && std::isnan(hi.value_at(k))) << k;
+      continue;
+    }
+    EXPECT_EQ(lo.value_at(k), want_lo[k]) << k;
+    EXPECT_EQ(hi.value_at(k), want_hi[k]) << k;
+  }
+  Tensor xi = make_tensor(DType::Int64, {3}, {-7, 3, 9});
+  Tensor mixed =
+      run_op_tensor(OpKind::kMaximum, {{"self", xi}, {"other", make_tensor(DType::Float32, {3}, {0.5, 0.5, 10})}});
+  EXPECT_EQ(mixed.dtype(), DType::Float32);
+  EXPECT_EQ(values(mixed), (std::vector<double>{0.5, 3, 10}));
+  Tensor ints = run_op_tensor(OpKind::kMinimum, {{"self", xi}, {"other", make_tensor(DType::Int64, {1}, {0})}});
+  EXPECT_EQ(ints.dtype(), DType::Int64);
+  EXPECT_EQ(values(ints), (std::vector<double>{-7, 0, 0}));
+  Tensor v = make_tensor(DType::Float32, {4}, {nan, inf, -inf, 1});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kIsnan, {{"self", v}})), (std::vector<double>{1, 0, 0, 0}));
+  Tensor isinf = run_op_tensor(OpKind::kIsinf, {{"self", v}});
+  EXPECT_EQ(isinf.dtype(), DType::Bool);
+  EXPECT_EQ(values(isinf), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kIsnan, {{"self", xi}})), (std::vector<double>{0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu
