@@ -16,7 +16,8 @@ OPS = ["add", "mul", "sub", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", 
        "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax", "matmul", "mm", "bmm", "sum", "mean",
        "amax", "where", "cat", "stack", "transpose", "permute", "reshape", "view", "unsqueeze", "squeeze",
        "nn.functional.linear", "nn.functional.layer_norm", "nn.functional.embedding", "clamp", "pow",
-       "nn.functional.pad", "logsumexp", "flip", "new_empty"]
+       "nn.functional.pad", "logsumexp", "flip", "new_empty", "minimum", "maximum", "floor", "round", "sign", "log1p",
+       "expm1", "isnan"]
 
 
 def test_common_ops_never_crash_kiln_or_give_a_wrong_answer(tmp_path):
