@@ -232,6 +232,12 @@ struct RunOptions {
 class Session {
  public:
   explicit Session(std::shared_ptr<const Program> program);
+  // Waits for the session's device work first: its buffers are freed on the
+  // device's default stream, which a call on a stream of the caller's may
+  // still be using.
+  ~Session();
+  Session(Session&&) = default;
+  Session& operator=(Session&&) = default;
 
   // Runs the program on user inputs given in signature order and returns the
   // user outputs. Inputs are checked (count, dtype, rank, sizes, dynamic

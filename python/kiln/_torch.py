@@ -430,7 +430,11 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
         if example_inputs is None:
             raise ValueError("kiln.compile of an nn.Module needs example_inputs to export it")
         args, kwargs = example_inputs if _is_args_kwargs(example_inputs) else (tuple(example_inputs), {})
-        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        # For inference: without grad mode, a module that switches it inside
+        # (transformers' static-cache wrapper) exports as one graph, not one
+        # around a grad-mode region PyTorch would have to run.
+        with torch.no_grad():
+            ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     else:
         raise TypeError(f"kiln.compile takes an ExportedProgram or an nn.Module, not {type(model).__name__}")
     options = dict(device=device, precision=precision, cache_dir=_cache_dir(cache_dir), min_block_size=min_block_size,

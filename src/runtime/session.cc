@@ -111,6 +111,8 @@ Session::Session(std::shared_ptr<const Program> program) : program_(std::move(pr
   (void)reset();
 }
 
+Session::~Session() { (void)synchronize(); }
+
 Status Session::reset() {
   // After the calls so far (a device-side error they left is what a reset clears).
   (void)synchronize();
@@ -435,7 +437,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
 }
 
 Status Session::synchronize() {
-  if (!pending_) return Status::ok();
+  if (!pending_ || !program_) return Status::ok();  // nothing queued, or moved from
   pending_ = false;
   if (const engine::DeviceMemory* device = runtime::device_memory_of(state_device_))
     KILN_TRY(device->synchronize(last_stream_));
