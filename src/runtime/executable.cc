@@ -97,6 +97,17 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
       e->written_in_place_[static_cast<size_t>(bw.output)] = true;
       e->value_in_place_[static_cast<size_t>(g.outputs()[static_cast<size_t>(bw.output)]->id)] = true;
     }
+  {
+    std::vector<int> uses(nv, 0);
+    for (const ir::Value* v : g.outputs()) ++uses[static_cast<size_t>(v->id)];
+    const bool engine_last = !p.segments.empty() && p.segments.back().kind == SegmentKind::kEngine;
+    for (const ir::Value* v : g.outputs()) {
+      const size_t id = static_cast<size_t>(v->id);
+      const bool last = engine_last && std::find(p.segments.back().outputs.begin(), p.segments.back().outputs.end(),
+                                                 v->id) != p.segments.back().outputs.end();
+      e->takes_output_memory_.push_back(last && uses[id] == 1 && !e->value_in_place_[id]);
+    }
+  }
   e->p_ = std::move(p);
   e->what_ = w;
   if (load_engines) KILN_TRY(e->ensure_engines());
@@ -171,15 +182,9 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
   // Memory given for values of the last segment: value id -> tensor.
   std::vector<const Tensor*> given_for(options.output_memory.empty() ? 0 : g.num_values(), nullptr);
-  if (!given_for.empty() && !p_.segments.empty() && p_.segments.back().kind == SegmentKind::kEngine) {
-    std::vector<int> uses(g.num_values(), 0);
-    for (const ir::Value* v : g.outputs()) ++uses[static_cast<size_t>(v->id)];
-    for (size_t i = 0; i < g.outputs().size() && i < options.output_memory.size(); ++i) {
-      const size_t v = static_cast<size_t>(g.outputs()[i]->id);
-      if (options.output_memory[i].defined() && uses[v] == 1 && !value_in_place_[v])
-        given_for[v] = &options.output_memory[i];
-    }
-  }
+  for (size_t i = 0; i < options.output_memory.size() && i < takes_output_memory_.size(); ++i)
+    if (options.output_memory[i].defined() && takes_output_memory_[i])
+      given_for[static_cast<size_t>(g.outputs()[i]->id)] = &options.output_memory[i];
 
   std::vector<Tensor> ins, outs;
   for (size_t si = 0; si < p_.segments.size(); ++si) {
@@ -194,7 +199,6 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       // Device outputs: memory on the engine's device for each (none for a
       // buffer's new value the engine writes where the buffer lies).
       outs.clear();
-      const bool last = si + 1 == p_.segments.size();
       if (options.keep_on_device && device) {
         for (int v : s.outputs) {
           const ir::Value& val = *g.value(static_cast<size_t>(v));
@@ -216,7 +220,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
             outs.emplace_back();
             continue;
           }
-          if (last && !given_for.empty() && given_for[static_cast<size_t>(v)]) {
+          if (!given_for.empty() && given_for[static_cast<size_t>(v)]) {
             const Tensor& m = *given_for[static_cast<size_t>(v)];
             if (m.dtype() == val.type.dtype && m.sizes() == sizes && m.is_contiguous() && !m.is_cpu() &&
                 m.device() == device->device()) {

@@ -86,6 +86,9 @@ class Executable {
   std::vector<bool> value_in_place_;    // per value id: a buffer's new value an engine writes where the buffer lies
   std::vector<bool> read_by_segment_;   // per value id: an engine segment's input or a fallback node's operand
   std::vector<bool> user_output_;       // per value id: a user output of the program
+  // Per graph output: its value is an output of the last segment, an engine,
+  // and no other graph output (RunOptions::output_memory may take it).
+  std::vector<bool> takes_output_memory_;
   std::string what_;
   mutable std::once_flag engines_once_;
   mutable Status engines_status_;

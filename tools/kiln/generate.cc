@@ -77,15 +77,9 @@ int run_generate(int argc, char** argv) {
   if (!options) return fail(options.status());
   auto program = load_program(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
-  std::string decode = (*program)->method_names()[0];
-  if (auto m = args->get("method")) {
-    decode = *m;
-  } else if ((*program)->method("decode")) {
-    decode = "decode";
-  }
   Session session(*program);  // one state for every method
   GenerateOptions go;
-  go.method = decode;
+  if (auto m = args->get("method")) go.method = *m;
   go.max_new_tokens = *max_new;
   go.eos_id = eos;
   auto g = generate(session, *prompt, go);

@@ -53,8 +53,6 @@ struct CudaEngine final : engine::EngineState {
   // events both ways (a stream that may be the legacy default stream, on
   // which graphs cannot be captured).
   cudaEvent_t caller_ready = nullptr, engine_done = nullptr;
-  // The stream of the last call (synchronize() waits for it).
-  cudaStream_t last_stream = nullptr;
   // The error word as the host sees it (page-locked memory mapped into the
   // device's address space): each call copies the arena's word there as its
   // last step, so an asynchronous call's bad index is reported by the next
@@ -624,9 +622,7 @@ class CudaBackend final : public engine::Backend {
     // On the caller's stream (null: the device's default stream).
     cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg)
                                      : static_cast<cudaStream_t>(cuda_device_memory().default_stream());
-    cudaStream_t caller = stream;
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));  // the arena's last user, on any stream
-    e->last_stream = caller;
     // A bad index an earlier asynchronous call met: reported now, this call not run.
     KILN_TRY(e->take_error(stream, true));
     KILN_TRY(e->place_inputs(inputs, stream));

@@ -191,6 +191,26 @@ TEST(CudaSession, TheReportNamesTheValuesThatCross) {
   EXPECT_EQ(cpu->partition_report().find("cross"), std::string::npos);
 }
 
+// Every buffer of `program` holds the same bytes in sessions `a` and `b`.
+void expect_same_buffers(const Program& program, const Session& a, const Session& b, const std::string& what) {
+  for (const TensorSpec& t : program.buffers()) {
+    auto x = a.buffer(t.name), y = b.buffer(t.name);
+    ASSERT_TRUE(x.has_value() && y.has_value()) << what;
+    auto hx = to_host(*x), hy = to_host(*y);
+    ASSERT_TRUE(hx.has_value() && hy.has_value()) << what;
+    EXPECT_TRUE(hx->same_bytes(*hy)) << what << " " << t.name;
+  }
+}
+
+// The (token ids, cache positions) of every recorded call of llama_generate.
+std::vector<std::pair<Tensor, Tensor>> recorded_steps(const frontend::SafetensorsFile& io) {
+  std::vector<std::pair<Tensor, Tensor>> steps;
+  for (int k = 0; io.find("step" + std::to_string(k) + ".input.0"); ++k)
+    steps.emplace_back(*io.find("step" + std::to_string(k) + ".input.0"),
+                       *io.find("step" + std::to_string(k) + ".input.1"));
+  return steps;
+}
+
 // The greedy tokens PyTorch produced for llama_generate: the inputs of the
 // steps after the prompt, then the argmax of the last step's logits.
 std::vector<int64_t> pytorch_greedy_tokens(const frontend::SafetensorsFile& io, size_t prompt_len) {
@@ -256,9 +276,7 @@ TEST(CudaSession, AsynchronousDeviceCallsGiveTheBitsOfHostCalls) {
   ASSERT_NE(dm, nullptr);
   Session on_host(program), on_device(program);
   std::vector<Tensor> device_logits, host_logits;
-  for (int k = 0; io->find("step" + std::to_string(k) + ".input.0"); ++k) {
-    const Tensor ids = *io->find("step" + std::to_string(k) + ".input.0");
-    const Tensor pos = *io->find("step" + std::to_string(k) + ".input.1");
+  for (const auto& [ids, pos] : recorded_steps(*io)) {
     auto h = on_host.run({ids, pos});
     ASSERT_TRUE(h.has_value()) << h.status().message();
     host_logits.push_back((*h)[0]);
@@ -279,13 +297,7 @@ TEST(CudaSession, AsynchronousDeviceCallsGiveTheBitsOfHostCalls) {
     ASSERT_TRUE(back.has_value());
     EXPECT_TRUE(back->same_bytes(host_logits[k])) << "step " << k;
   }
-  for (const TensorSpec& b : program->buffers()) {
-    auto x = on_host.buffer(b.name), y = on_device.buffer(b.name);
-    ASSERT_TRUE(x.has_value() && y.has_value());
-    auto hx = to_host(*x), hy = to_host(*y);
-    ASSERT_TRUE(hx.has_value() && hy.has_value());
-    EXPECT_TRUE(hx->same_bytes(*hy)) << b.name;
-  }
+  expect_same_buffers(*program, on_host, on_device, "after the calls");
 }
 
 // A token id out of the vocabulary, given in device memory: the call is only
@@ -340,10 +352,7 @@ TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
   ASSERT_NE(program, nullptr);
   const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
   ASSERT_NE(dm, nullptr);
-  std::vector<std::pair<Tensor, Tensor>> steps;
-  for (int k = 0; io->find("step" + std::to_string(k) + ".input.0"); ++k)
-    steps.emplace_back(*io->find("step" + std::to_string(k) + ".input.0"),
-                       *io->find("step" + std::to_string(k) + ".input.1"));
+  const std::vector<std::pair<Tensor, Tensor>> steps = recorded_steps(*io);
   ASSERT_GE(steps.size(), 20u);
   Session serial(program);
   std::vector<Tensor> want;
@@ -412,13 +421,7 @@ TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
       ASSERT_TRUE(back.has_value());
       EXPECT_TRUE(back->same_bytes(want[k])) << "thread " << t << " step " << k;
     }
-    for (const TensorSpec& b : program->buffers()) {
-      auto x = serial.buffer(b.name), y = sessions[t]->buffer(b.name);
-      ASSERT_TRUE(x.has_value() && y.has_value());
-      auto hx = to_host(*x), hy = to_host(*y);
-      ASSERT_TRUE(hx.has_value() && hy.has_value());
-      EXPECT_TRUE(hx->same_bytes(*hy)) << "thread " << t << " " << b.name;
-    }
+    expect_same_buffers(*program, serial, *sessions[t], "thread " + std::to_string(t));
   }
 }
 
