@@ -40,6 +40,7 @@ struct CudaEngine final : engine::EngineState {
   std::vector<std::optional<GemmOp>> gemms;     // per step
   std::vector<std::optional<ConvOp>> convs;     // per step
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers, for the bindings in `bound`
+  std::vector<std::vector<int64_t>> kernel_dims;  // per step: its KilnDims (kMaxKernelDims values), or empty
   // Per engine input: device memory bound in place of the input's arena slot
   // (a caller's tensor read and written where it lies: a session's KV cache),
   // or null for the slot itself. Steps' pointers into a bound slot resolve
@@ -122,6 +123,7 @@ struct CudaEngine final : engine::EngineState {
           std::vector<void*>& args = kernel_args[i];
           std::vector<void*> params(args.size());
           for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
+          if (!kernel_dims[i].empty()) params.push_back(kernel_dims[i].data());
           const cudaError_t e =
               cudaLaunchKernel(reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]),
                                dim3(k.grid[0], k.grid[1], k.grid[2]), dim3(k.block[0], k.block[1], k.block[2]),
@@ -430,7 +432,7 @@ namespace {
 
 class CudaBackend final : public engine::Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
     target_.backend = "cuda";
     target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::Bool};
     target_.symbolic_dims = false;
@@ -474,6 +476,7 @@ class CudaBackend final : public engine::Backend {
         config.precision != "bf16")
       return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16");
     config.progress = options.progress;
+    config.sizes_at_run_time = options_.sizes_at_run_time;
     KILN_ASSIGN_OR_RETURN(CudaPlan cp, build_cuda_plan(net, config));
     KILN_TRY(engine::canonicalize(net));
     engine::EnginePlan plan;
@@ -543,30 +546,37 @@ class CudaBackend final : public engine::Backend {
                      .with_context(e->what + ": kernel " + k));
         e->kernels.push_back(kern);
       }
-      // Every step passes one device pointer per parameter of its kernel (a
-      // launch reads as many argument slots as the compiled kernel has
-      // parameters): the steps of one kernel agree on the count, and the
-      // compiled kernel has a pointer-sized parameter at the last of them.
-      std::vector<int64_t> params(e->kernels.size(), -1);
+      // Every step passes one device pointer per parameter of its kernel,
+      // then its run-time sizes when it has any (a launch reads as many
+      // argument slots as the compiled kernel has parameters): the steps of
+      // one kernel agree on both, and the compiled kernel's parameter after
+      // the pointers is the last one, pointer-sized or a KilnDims.
+      std::vector<std::pair<int64_t, bool>> params(e->kernels.size(), {-1, false});
       for (const Step& s : p.steps) {
         if (s.kind != Step::Kind::kKernel) continue;
-        int64_t& n = params[static_cast<size_t>(s.kernel.kernel)];
-        if (n >= 0 && n != static_cast<int64_t>(s.kernel.args.size()))
-          return format_error(e->what + ": layer '" + s.layer + "' passes " + std::to_string(s.kernel.args.size()) +
-                              " arguments to kernel " + p.kernel_names[static_cast<size_t>(s.kernel.kernel)] +
-                              ", other steps " + std::to_string(n));
-        n = static_cast<int64_t>(s.kernel.args.size());
+        auto& [n, dims] = params[static_cast<size_t>(s.kernel.kernel)];
+        const int64_t count = static_cast<int64_t>(s.kernel.args.size());
+        if (n >= 0 && (n != count || dims != !s.kernel.dims.empty()))
+          return format_error(e->what + ": layer '" + s.layer + "' passes " + std::to_string(count) +
+                              " arguments" + (s.kernel.dims.empty() ? "" : " and its sizes") + " to kernel " +
+                              p.kernel_names[static_cast<size_t>(s.kernel.kernel)] + ", other steps " +
+                              std::to_string(n) + (dims ? " and their sizes" : ""));
+        n = count;
+        dims = !s.kernel.dims.empty();
       }
       for (size_t k = 0; k < e->kernels.size(); ++k) {
-        if (params[k] <= 0) continue;
+        const auto [n, dims] = params[k];
+        const int64_t last = n + (dims ? 1 : 0);
+        if (last <= 0) continue;
+        const size_t want = dims ? sizeof(int64_t) * kMaxKernelDims : sizeof(void*);
         size_t offset = 0, size = 0;
-        if (cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]), static_cast<size_t>(params[k] - 1),
-                                 &offset, &size) != cudaSuccess ||
-            size != sizeof(void*)) {
-          (void)cudaGetLastError();
-          return format_error(e->what + ": kernel " + p.kernel_names[k] + " does not take the " +
-                              std::to_string(params[k]) + " device pointers its steps pass");
-        }
+        const bool fits = cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]),
+                                               static_cast<size_t>(last - 1), &offset, &size) == cudaSuccess &&
+                          size == want;
+        if (!fits) (void)cudaGetLastError();
+        if (!fits)
+          return format_error(e->what + ": kernel " + p.kernel_names[k] + " does not take the " + std::to_string(n) +
+                              " device pointers" + (dims ? " and the sizes" : "") + " its steps pass");
       }
     }
     KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
@@ -574,6 +584,7 @@ class CudaBackend final : public engine::Backend {
     e->gemms.resize(p.steps.size());
     e->convs.resize(p.steps.size());
     e->kernel_args.resize(p.steps.size());
+    e->kernel_dims.resize(p.steps.size());
     e->bound.assign(p.inputs.size(), nullptr);
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& s = p.steps[i];
@@ -585,6 +596,10 @@ class CudaBackend final : public engine::Backend {
         e->convs[i].emplace(std::move(op));
       } else {
         for (const BufferRef& r : s.kernel.args) e->kernel_args[i].push_back(e->ptr(r));
+        if (!s.kernel.dims.empty()) {
+          e->kernel_dims[i].assign(kMaxKernelDims, 0);
+          std::copy(s.kernel.dims.begin(), s.kernel.dims.end(), e->kernel_dims[i].begin());
+        }
       }
     }
     return e.release();
@@ -783,11 +798,14 @@ class CudaBackend final : public engine::Backend {
   }
 
  private:
+  CudaBackendOptions options_;
   engine::TargetInfo target_;
 };
 
 }  // namespace
 
-std::unique_ptr<engine::Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<engine::Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
 
 }  // namespace kiln::cuda

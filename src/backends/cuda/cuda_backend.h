@@ -9,10 +9,16 @@
 
 namespace kiln::cuda {
 
+struct CudaBackendOptions {
+  // Generated kernels take every size they read at run time instead of
+  // compiled in (BuildConfig::sizes_at_run_time), for tests of that form.
+  bool sizes_at_run_time = false;
+};
+
 // The backend; building needs a GPU (kernel choice is timed on it), as does
 // loading and running. On a machine without one, build/load answer
 // kUnsupported saying so.
-std::unique_ptr<engine::Backend> make_cuda_backend();
+std::unique_ptr<engine::Backend> make_cuda_backend(const CudaBackendOptions& options = {});
 
 // The device copies of weights alive in this process (engines made from one
 // host weight in one device form share one copy), and their bytes.

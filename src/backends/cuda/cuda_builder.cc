@@ -100,8 +100,14 @@ Status Builder::launch(const std::string& layer, GeneratedKernel k, const std::v
       Alloc& al = allocs_[static_cast<size_t>(-2 - r.region)];
       al.last = std::max(al.last, static_cast<int>(plan_.steps.size()));
     }
-  auto [it, inserted] = kernel_index_.try_emplace(k.source, static_cast<int>(kernel_sources_.size()));
-  if (inserted) kernel_sources_.push_back(k.source);
+  // Which sizes the kernel reads at run time; one compiled kernel per text
+  // and literal values.
+  std::vector<bool> runtime(std::min(k.dims.size(), kMaxKernelDims), config_.sizes_at_run_time);
+  std::string key = k.source + "\n//";
+  for (size_t i = 0; i < k.dims.size(); ++i)
+    key += i < runtime.size() && runtime[i] ? " r" : " " + std::to_string(k.dims[i]);
+  auto [it, inserted] = kernel_index_.try_emplace(std::move(key), static_cast<int>(kernels_.size()));
+  if (inserted) kernels_.emplace_back(k, runtime);
   Step s;
   s.kind = Step::Kind::kKernel;
   s.layer = layer;
@@ -110,6 +116,7 @@ Status Builder::launch(const std::string& layer, GeneratedKernel k, const std::v
   s.kernel.block = k.block;
   s.kernel.shared_bytes = k.shared_bytes;
   s.kernel.args = args;
+  if (std::find(runtime.begin(), runtime.end(), true) != runtime.end()) s.kernel.dims = std::move(k.dims);
   plan_.steps.push_back(std::move(s));
   return Status::ok();
 }
@@ -230,21 +237,17 @@ void Builder::resolve(BufferRef& r) const {
 }
 
 Status Builder::compile_kernels() {
-  if (kernel_sources_.empty()) return Status::ok();
+  if (kernels_.empty()) return Status::ok();
   std::string source = kernel_prelude();
-  for (size_t i = 0; i < kernel_sources_.size(); ++i) {
+  for (size_t i = 0; i < kernels_.size(); ++i) {
     const std::string name = "kiln_k" + std::to_string(i);
-    std::string body = kernel_sources_[i];
-    const std::string key = "KILN_KERNEL";
-    const size_t at = body.find(key);
-    if (at == std::string::npos) return internal_error("generated kernel without a name");
-    body.replace(at, key.size(), name);
-    source += body;
+    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels_[i].first, name, kernels_[i].second));
+    source += def;
     plan_.kernel_names.push_back(name);
   }
   KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, config_.device.arch()));
   if (config_.progress)
-    config_.progress(std::to_string(kernel_sources_.size()) + " generated kernels compiled with NVRTC in " +
+    config_.progress(std::to_string(kernels_.size()) + " generated kernels compiled with NVRTC in " +
                      std::to_string(static_cast<int>(m.seconds * 1000)) + " ms");
   plan_.cubin = std::move(m.cubin);
   return Status::ok();

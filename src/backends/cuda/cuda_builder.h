@@ -27,6 +27,11 @@ struct BuildConfig {
   std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16
   DeviceInfo device;
   std::function<void(const std::string&)> progress;
+  // Every size a generated kernel reads (up to kMaxKernelDims of them) is
+  // passed at run time instead of compiled in: the form a kernel serving a
+  // range of shapes takes, built here for fixed shapes so that it can be
+  // checked against the compiled-in form.
+  bool sizes_at_run_time = false;
 };
 
 // Builds the plan for `net` (rewritten in place: epilogues folded, elementwise fused).
@@ -98,7 +103,7 @@ class Builder {
   std::vector<std::optional<TRef>> refs_;
   std::vector<std::optional<TRef>> input_slots_;  // by value id
   std::vector<Alloc> allocs_;
-  std::vector<std::string> kernel_sources_;
+  std::vector<std::pair<GeneratedKernel, std::vector<bool>>> kernels_;  // and which sizes each reads at run time
   std::map<std::string, int> kernel_index_;
   std::map<std::tuple<std::string, DType, bool, bool, int64_t>, int> constant_index_;
   int error_alloc_ = -1;

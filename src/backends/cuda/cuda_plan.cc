@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/cuda/kernel_source.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cuda {
@@ -242,6 +243,7 @@ std::string CudaPlan::to_json() const {
                         {"block", s.kernel.block},
                         {"shared", s.kernel.shared_bytes},
                         {"args", args}};
+        if (!s.kernel.dims.empty()) sj["kernel"]["dims"] = s.kernel.dims;
         break;
       }
       case Step::Kind::kGemm: sj["gemm"] = gemm_json(s.gemm); break;
@@ -283,6 +285,7 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
         s.kernel.block = k.at("block").get<std::array<uint32_t, 3>>();
         s.kernel.shared_bytes = k.at("shared").get<uint32_t>();
         for (const json& a : k.at("args")) s.kernel.args.push_back(ref_from(a));
+        if (k.contains("dims")) s.kernel.dims = k.at("dims").get<std::vector<int64_t>>();
       } else if (sj.contains("gemm")) {
         s.kind = Step::Kind::kGemm;
         s.gemm = gemm_from(sj.at("gemm"));
@@ -381,6 +384,9 @@ Status CudaPlan::validate() const {
         // must at least start inside their regions. load() checks their count
         // against the compiled kernel's parameters.
         for (const auto& a : s.kernel.args) KILN_TRY(check_ref(a, 0, where));
+        if (s.kernel.dims.size() > kMaxKernelDims)
+          return format_error("CUDA plan: " + where + ": " + std::to_string(s.kernel.dims.size()) +
+                              " run-time sizes, more than a kernel takes (" + std::to_string(kMaxKernelDims) + ")");
         break;
       case Step::Kind::kGemm: {
         const GemmLaunch& g = s.gemm;

@@ -68,6 +68,9 @@ struct KernelLaunch {
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t shared_bytes = 0;
   std::vector<BufferRef> args;  // device pointers, in the kernel's parameter order
+  // The sizes the kernel reads at run time (its KilnDims parameter after the
+  // pointers, kernel_source.h); empty when every size is compiled in.
+  std::vector<int64_t> dims;
 };
 
 struct GemmLaunch {

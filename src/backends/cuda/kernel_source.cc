@@ -17,6 +17,18 @@ constexpr uint32_t kThreads = 256;
 
 std::string i64s(int64_t v) { return std::to_string(v) + "LL"; }
 
+// The sizes a kernel's text reads: each is written as KD(i) and its value
+// kept, for kernel_definition() to make a literal or a run-time value.
+struct Sizes {
+  std::vector<int64_t> values;
+  std::string operator()(int64_t v) {
+    values.push_back(v);
+    return "KD(" + std::to_string(values.size() - 1) + ")";
+  }
+  // The same as a 32-bit int (for 32-bit index arithmetic).
+  std::string i32(int64_t v) { return "((int)" + (*this)(v) + ")"; }
+};
+
 bool is_float_type(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
@@ -100,11 +112,11 @@ std::string index_type(const Loop& loop, int64_t n) {
 }
 
 // Code computing offsets o0..o{n-1} of linear index `i` over `loop`, in type `t`.
-std::string offsets_code(const Loop& loop, const std::string& i, const std::string& t = "long long") {
+std::string offsets_code(const Loop& loop, Sizes& D, const std::string& i, const std::string& t = "long long") {
   std::ostringstream c;
   const size_t n = loop.strides.size();
   const bool narrow = t == "int";
-  auto lit = [&](int64_t v) { return narrow ? std::to_string(v) : i64s(v); };
+  auto lit = [&](int64_t v) { return narrow ? D.i32(v) : D(v); };
   for (size_t k = 0; k < n; ++k) c << "    " << t << " o" << k << " = 0;\n";
   c << "    " << t << " r = " << i << ";\n";
   for (size_t d = 0; d < loop.sizes.size(); ++d) {
@@ -212,9 +224,10 @@ Expected<std::string> instr_expr(const engine::ElementwiseInstr& in, DType t) {
   return unsupported(std::string("no CUDA code for elementwise op ") + std::string(ir::op_target(in.op)));
 }
 
-GeneratedKernel launch_1d(std::string source, int64_t n) {
+GeneratedKernel launch_1d(std::string source, int64_t n, Sizes& D) {
   GeneratedKernel k;
   k.source = std::move(source);
+  k.dims = std::move(D.values);
   k.grid = {blocks_for(n), 1, 1};
   k.block = {kThreads, 1, 1};
   return k;
@@ -238,9 +251,11 @@ bool StridedLayout::is_contiguous() const {
 }
 
 const std::string& kernel_prelude() {
-  static const std::string prelude = R"(#include <cuda_fp16.h>
+  static const std::string prelude = std::string(R"(#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 typedef long long i64;
+// The sizes a kernel reads at run time, passed by value after its pointers.
+)") + "struct KilnDims { long long v[" + std::to_string(kMaxKernelDims) + "]; };\n" + R"(
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -355,6 +370,36 @@ __device__ __forceinline__ unsigned kiln_pair(__nv_bfloat16 lo, __nv_bfloat16 hi
   return prelude;
 }
 
+Expected<std::string> kernel_definition(const GeneratedKernel& k, const std::string& name,
+                                        const std::vector<bool>& runtime) {
+  bool any = false;
+  for (size_t i = 0; i < k.dims.size(); ++i) {
+    if (i >= runtime.size() || !runtime[i]) continue;
+    if (i >= kMaxKernelDims)
+      return invalid_argument("kernel " + name + " reads " + std::to_string(k.dims.size()) +
+                              " sizes; at most the first " + std::to_string(kMaxKernelDims) + " can be run-time values");
+    any = true;
+  }
+  std::ostringstream s;
+  s << "#define KILN_KERNEL " << name << "\n#define KILN_DIMS" << (any ? " , const KilnDims kd" : "")
+    << "\n#define KD(i) KILN_KD_##i\n";
+  for (size_t i = 0; i < k.dims.size(); ++i) {
+    s << "#define KILN_KD_" << i << " ";
+    const int64_t v = k.dims[i];
+    if (i < runtime.size() && runtime[i]) {
+      s << "kd.v[" << i << "]\n";
+    } else if (v == INT64_MIN) {
+      s << "(-9223372036854775807LL - 1)\n";
+    } else {
+      s << "(" << v << "LL)\n";
+    }
+  }
+  s << k.source;
+  s << "#undef KILN_KERNEL\n#undef KILN_DIMS\n#undef KD\n";
+  for (size_t i = 0; i < k.dims.size(); ++i) s << "#undef KILN_KD_" << i << "\n";
+  return s.str();
+}
+
 Expected<std::string> device_type_name(DType dtype) {
   switch (dtype) {
     case DType::Float32: return std::string("float");
@@ -390,10 +435,11 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   const std::string C = compute_type(out.dtype);
   const int64_t n = out.numel();
   const Loop loop = coalesce(out.sizes, strides);
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T << "* __restrict__ out";
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
-  s << ") {\n  typedef " << T << " T;\n";
+  s << " KILN_DIMS) {\n  typedef " << T << " T;\n";
   // The program on registers v0.. (the inputs), leaving its result in the last one.
   std::ostringstream body;
   int reg = program.num_inputs;
@@ -414,7 +460,7 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
     s << "  if (((unsigned long long)out";
     for (size_t k = 0; k < inputs.size(); ++k) s << " | (unsigned long long)in" << k;
     s << ") % 16 == 0) {\n";
-    s << "    for (long long w = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; w < " << i64s(n / per_vector)
+    s << "    for (long long w = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; w < " << D(n / per_vector)
       << "; w += (long long)gridDim.x * " << kThreads << ") {\n";
     for (size_t k = 0; k < inputs.size(); ++k)
       s << "      const uint4 r" << k << " = reinterpret_cast<const uint4*>(in" << k << ")[w];\n";
@@ -426,15 +472,15 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
     s << "      reinterpret_cast<uint4*>(out)[w] = rw;\n    }\n    return;\n  }\n";
   }
   const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
-    << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i", it);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
+    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, D, "i", it);
   for (size_t k = 0; k < inputs.size(); ++k)
     s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
   s << body.str();
   s << "    out[o0] = " << store << ";\n";
   s << "  }\n}\n";
-  GeneratedKernel k = launch_1d(s.str(), n);
+  GeneratedKernel k = launch_1d(s.str(), n, D);
   if (vectors) k.grid = {blocks_for(n / per_vector), 1, 1};
   return k;
 }
@@ -459,14 +505,15 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
   const int64_t n = out.numel();
   const Loop loop = coalesce(out.sizes, strides);
   std::ostringstream s;
+  Sizes D;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << I << "* __restrict__ a";
   if (b) s << ", const " << I << "* __restrict__ b";
-  s << ") {\n";
+  s << " KILN_DIMS) {\n";
   const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
-    << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i", it);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
+    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, D, "i", it);
   const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + i64s(scalar) + ")";
   if (compare) {
     s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
@@ -477,7 +524,7 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
     const std::string scaled = op == "*" ? r : "(" + r + " * (" + U + ")(" + i64s(alpha) + "))";
     s << "    out[o0] = (" << T << ")((" << U << ")a[o1] " << op << " " << scaled << ");\n  }\n}\n";
   }
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in) {
@@ -489,19 +536,20 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   const int64_t n = out.numel();
   const Loop loop = coalesce(out.sizes, {&out.strides, &in.strides});
   std::ostringstream s;
+  Sizes D;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
-    << "* __restrict__ out, const " << Ti << "* __restrict__ in) {\n";
+    << "* __restrict__ out, const " << Ti << "* __restrict__ in KILN_DIMS) {\n";
   const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < " << n << "; i += ("
-    << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i", it);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
+    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, D, "i", it);
   if (out.dtype == in.dtype) {
     s << "    out[o0] = in[o1];\n";
   } else {
     s << "    out[o0] = kiln_cvt<" << To << ", " << Ti << ">(in[o1]);\n";
   }
   s << "  }\n}\n";
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, D);
 }
 
 namespace {
@@ -509,10 +557,11 @@ namespace {
 // A block per row: 128 threads for rows up to 1024 columns, more for longer ones.
 uint32_t row_threads(int64_t cols) { return cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024); }
 
-Expected<GeneratedKernel> row_launch(std::string source, int64_t rows, uint32_t threads) {
+Expected<GeneratedKernel> row_launch(std::string source, int64_t rows, uint32_t threads, Sizes& D) {
   if (rows > 2147483647LL) return unsupported("too many rows for one launch");
   GeneratedKernel k;
   k.source = std::move(source);
+  k.dims = std::move(D.values);
   k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
   k.block = {threads, 1, 1};
   return k;
@@ -538,13 +587,14 @@ Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
   const bool ln = p.op == RowOp::kLayerNorm;
   std::ostringstream s;
   const uint32_t threads = p.vectorized ? 128 : row_threads(p.cols);
+  Sizes D;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ in";
   if (p.residual) s << ", const " << T << "* __restrict__ in2";
   if (p.write_sum) s << ", " << T << "* __restrict__ sum_out";
   if (p.has_weight) s << ", const " << T << "* __restrict__ weight";
   if (p.has_bias) s << ", const " << T << "* __restrict__ bias";
-  s << ") {\n  typedef " << T << " T;\n  typedef " << C << " C;\n  const long long N = " << i64s(p.cols) << ";\n";
+  s << " KILN_DIMS) {\n  typedef " << T << " T;\n  typedef " << C << " C;\n  const long long N = " << D(p.cols) << ";\n";
   // The row's value at j: in, or in + in2 rounded to T as the add would leave it.
   const std::string store = p.dtype == DType::Float64 ? "" : "kiln_st<T>";
   if (!p.vectorized) {
@@ -568,13 +618,13 @@ Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
     if (p.has_weight) s << "    v = v * kiln_ld(weight[j]);\n";
     if (p.has_bias) s << "    v = v + kiln_ld(bias[j]);\n";
     s << "    out[row * N + j] = " << store << "(v);\n  }\n}\n";
-    return row_launch(s.str(), p.rows, threads);
+    return row_launch(s.str(), p.rows, threads, D);
   }
   // A warp per row: the row is read once, 16 bytes per load, into registers.
   const int64_t V = 16 / static_cast<int64_t>(dtype_size(p.dtype)), nvec = p.cols / V;
   const int64_t per_lane = (nvec + 31) / 32;
   s << "  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);\n";
-  s << "  if (row >= " << i64s(p.rows) << ") return;\n";
+  s << "  if (row >= " << D(p.rows) << ") return;\n";
   s << "  const int lane = threadIdx.x & 31;\n";
   s << "  C x[" << per_lane << "][" << V << "];\n";
   s << "#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c) {\n";
@@ -617,6 +667,7 @@ Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
   if (p.rows > (int64_t{1} << 32)) return unsupported("too many rows for one launch");
   GeneratedKernel k;
   k.source = s.str();
+  k.dims = std::move(D.values);
   k.grid = {static_cast<uint32_t>(std::max<int64_t>((p.rows + 3) / 4, 1)), 1, 1};
   k.block = {128, 1, 1};
   return k;
@@ -631,13 +682,14 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   const std::string C = compute_type(dtype);
   // A block of up to 1024 threads per row.
   const uint32_t threads = row_threads(cols);
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ in";
   if (has_weight) s << ", const " << T << "* __restrict__ weight";
   if (has_bias) s << ", const " << T << "* __restrict__ bias";
-  s << ") {\n";
-  s << "  typedef " << C << " C;\n  const long long N = " << i64s(cols) << ";\n";
+  s << " KILN_DIMS) {\n";
+  s << "  typedef " << C << " C;\n  const long long N = " << D(cols) << ";\n";
   s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
     << "* y = out + (long long)blockIdx.x * N;\n";
   s << "  __shared__ C red[32];\n";
@@ -655,7 +707,7 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
   }
   s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
   s << "  }\n}\n";
-  return row_launch(s.str(), rows, threads);
+  return row_launch(s.str(), rows, threads, D);
 }
 
 Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedLayout& x, const StridedLayout& cos,
@@ -678,22 +730,23 @@ Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedL
     loop.sizes.push_back(out.sizes[d]);
     for (size_t k = 0; k < 4; ++k) loop.strides[k].push_back(tensors[k]->strides[d]);
   }
+  Sizes Z;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ x, const " << T << "* __restrict__ c, const " << T
-    << "* __restrict__ sn) {\n  typedef " << T << " T;\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ sn KILN_DIMS) {\n  typedef " << T << " T;\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << Z(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, "i");
-  s << "    const long long j = i % " << i64s(D) << ";\n";
+  s << offsets_code(loop, Z, "i");
+  s << "    const long long j = i % " << Z(D) << ", half = " << Z(half) << ", shift = " << Z(half * x.strides.back())
+    << ";\n";
   s << "    const float xv = kiln_ld(x[o1]);\n";
-  s << "    const float xp = kiln_ld(x[o1 + (j < " << half << " ? " << i64s(half * x.strides.back()) << " : -"
-    << i64s(half * x.strides.back()) << ")]);\n";
-  s << "    const float rot = j < " << half << " ? -xp : xp;\n";
+  s << "    const float xp = kiln_ld(x[o1 + (j < half ? shift : -shift)]);\n";
+  s << "    const float rot = j < half ? -xp : xp;\n";
   s << "    const float a = kiln_round<T>(xv * kiln_ld(c[o2]));\n";
   s << "    const float b = kiln_round<T>(rot * kiln_ld(sn[o3]));\n";
   s << "    out[o0] = kiln_st<T>(a + b);\n  }\n}\n";
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, Z);
 }
 
 Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps) {
@@ -701,10 +754,11 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
     return unsupported("the cast RMSNorm takes float16 or bfloat16 rows");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
   const uint32_t threads = row_threads(cols);
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << T << "* __restrict__ weight) {\n";
-  s << "  const long long N = " << i64s(cols) << ";\n";
+    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << T << "* __restrict__ weight KILN_DIMS) {\n";
+  s << "  const long long N = " << D(cols) << ";\n";
   s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
     << "* y = out + (long long)blockIdx.x * N;\n";
   s << "  __shared__ float red[32];\n";
@@ -715,7 +769,7 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
   s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
   s << "    const float v = kiln_round<" << T << ">(kiln_ld(x[j]) * inv);\n";
   s << "    y[j] = kiln_st<" << T << ">(kiln_ld(weight[j]) * v);\n  }\n}\n";
-  return row_launch(s.str(), rows, threads);
+  return row_launch(s.str(), rows, threads, D);
 }
 
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {
@@ -727,23 +781,24 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   for (int64_t s : dims.reduced_sizes) n_red *= s;
   // One warp per output element.
   const uint32_t warps_per_block = 8;
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << warps_per_block * 32 << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n  typedef " << C << " C;\n";
+    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n  typedef " << C << " C;\n";
   s << "  const long long o = (long long)blockIdx.x * " << warps_per_block << " + (threadIdx.x >> 5);\n";
-  s << "  if (o >= " << i64s(n_out) << ") return;\n  const int lane = threadIdx.x & 31;\n";
+  s << "  if (o >= " << D(n_out) << ") return;\n  const int lane = threadIdx.x & 31;\n";
   s << "  long long base = 0;\n  { long long r = o;\n";
   for (size_t d = dims.kept_sizes.size(); d-- > 0;)
-    s << "    base += (r % " << i64s(dims.kept_sizes[d]) << ") * " << i64s(dims.kept_strides[d])
-      << "; r /= " << i64s(dims.kept_sizes[d]) << ";\n";
+    s << "    { const long long n = " << D(dims.kept_sizes[d]) << "; base += (r % n) * " << D(dims.kept_strides[d])
+      << "; r /= n; }\n";
   s << "  }\n";
   const bool is_max = op == ReduceOp::kMax, is_min = op == ReduceOp::kMin;
   s << "  C acc = " << (is_max ? "-C(INFINITY)" : is_min ? "C(INFINITY)" : "C(0)") << ";\n";
   s << "  bool nan = false;\n";
-  s << "  for (long long j = lane; j < " << i64s(n_red) << "; j += 32) {\n    long long off = base, r = j;\n";
+  s << "  for (long long j = lane; j < " << D(n_red) << "; j += 32) {\n    long long off = base, r = j;\n";
   for (size_t d = dims.reduced_sizes.size(); d-- > 0;)
-    s << "    off += (r % " << i64s(dims.reduced_sizes[d]) << ") * " << i64s(dims.reduced_strides[d])
-      << "; r /= " << i64s(dims.reduced_sizes[d]) << ";\n";
+    s << "    { const long long n = " << D(dims.reduced_sizes[d]) << "; off += (r % n) * "
+      << D(dims.reduced_strides[d]) << "; r /= n; }\n";
   s << "    const C v = kiln_ld(in[off]);\n";
   if (is_max || is_min) {
     s << "    nan = nan || v != v;\n    acc = " << (is_max ? "kiln_max" : "kiln_min") << "(acc, v);\n";
@@ -755,10 +810,11 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   if (is_min) s << "  acc = kiln_warp_min(acc);\n";
   if (!is_max && !is_min) s << "  acc = kiln_warp_sum(acc);\n";
   if (is_max || is_min) s << "  nan = __any_sync(0xffffffffu, nan);\n  if (nan) acc = C(NAN);\n";
-  if (op == ReduceOp::kMean) s << "  acc = acc / C(" << n_red << ");\n";
+  if (op == ReduceOp::kMean) s << "  acc = acc / C(" << D(n_red) << ");\n";
   s << "  if (lane == 0) out[o] = " << (dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)") << ";\n}\n";
   GeneratedKernel k;
   k.source = s.str();
+  k.dims = std::move(D.values);
   k.grid = {blocks_for(n_out, warps_per_block), 1, 1};
   k.block = {warps_per_block * 32, 1, 1};
   return k;
@@ -771,43 +827,44 @@ Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout
   if (!is_float_type(in.dtype) || in.dtype != out.dtype) return unsupported("pooling computes in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   const std::string C = compute_type(in.dtype);
-  const int64_t N = out.sizes[0], Ch = out.sizes[1], OH = out.sizes[2], OW = out.sizes[3];
-  const int64_t H = in.sizes[2], W = in.sizes[3];
   const int64_t n = out.numel();
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n  typedef " << C << " C;\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n  typedef " << C << " C;\n";
+  s << "  const long long Ch = " << D(out.sizes[1]) << ", OH = " << D(out.sizes[2]) << ", OW = " << D(out.sizes[3])
+    << ", H = " << D(in.sizes[2]) << ", W = " << D(in.sizes[3]) << ";\n";
+  s << "  const long long is0 = " << D(in.strides[0]) << ", is1 = " << D(in.strides[1]) << ", is2 = "
+    << D(in.strides[2]) << ", is3 = " << D(in.strides[3]) << ";\n";
+  s << "  (void)OH; (void)H; (void)W;\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
   // Iterate with the channel innermost when the input is channels-last (coalesced reads).
   const bool channels_inner = in.strides[1] == 1;
   if (channels_inner) {
-    s << "    long long r = i; const long long c = r % " << Ch << "; r /= " << Ch << "; const long long ow = r % " << OW
-      << "; r /= " << OW << "; const long long oh = r % " << OH << "; const long long b = r / " << OH << ";\n";
+    s << "    long long r = i; const long long c = r % Ch; r /= Ch; const long long ow = r % OW; r /= OW; "
+         "const long long oh = r % OH; const long long b = r / OH;\n";
   } else {
-    s << "    long long r = i; const long long ow = r % " << OW << "; r /= " << OW << "; const long long oh = r % "
-      << OH << "; r /= " << OH << "; const long long c = r % " << Ch << "; const long long b = r / " << Ch << ";\n";
+    s << "    long long r = i; const long long ow = r % OW; r /= OW; const long long oh = r % OH; r /= OH; "
+         "const long long c = r % Ch; const long long b = r / Ch;\n";
   }
-  (void)N;
-  s << "    const " << T << "* src = in + b * " << i64s(in.strides[0]) << " + c * " << i64s(in.strides[1]) << ";\n";
+  s << "    const " << T << "* src = in + b * is0 + c * is1;\n";
   if (p.kind == PoolParams::Kind::kMax) {
     s << "    C acc = -C(INFINITY); bool nan = false;\n";
     s << "    for (int y = 0; y < " << p.kh << "; ++y) { const long long h = oh * " << p.sh << " - " << p.ph
-      << " + y * " << p.dh << "; if (h < 0 || h >= " << H << ") continue;\n";
+      << " + y * " << p.dh << "; if (h < 0 || h >= H) continue;\n";
     s << "      for (int x = 0; x < " << p.kw << "; ++x) { const long long w = ow * " << p.sw << " - " << p.pw
-      << " + x * " << p.dw << "; if (w < 0 || w >= " << W << ") continue;\n";
-    s << "        const C v = kiln_ld(src[h * " << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3])
-      << "]); nan = nan || v != v; acc = kiln_max(acc, v); } }\n";
+      << " + x * " << p.dw << "; if (w < 0 || w >= W) continue;\n";
+    s << "        const C v = kiln_ld(src[h * is2 + w * is3]); nan = nan || v != v; acc = kiln_max(acc, v); } }\n";
     s << "    if (nan) acc = C(NAN);\n";
   } else if (p.kind == PoolParams::Kind::kAvg) {
     s << "    C acc = 0; long long cnt = 0;\n";
     s << "    const long long h0 = oh * " << p.sh << " - " << p.ph << ", w0 = ow * " << p.sw << " - " << p.pw << ";\n";
-    s << "    const long long h1 = min(h0 + " << p.kh << ", (long long)" << H + p.ph << "), w1 = min(w0 + " << p.kw
-      << ", (long long)" << W + p.pw << ");\n";
+    s << "    const long long h1 = min(h0 + " << p.kh << ", H + " << p.ph << "), w1 = min(w0 + " << p.kw << ", W + "
+      << p.pw << ");\n";
     s << "    const long long pool = (h1 - h0) * (w1 - w0);\n";
-    s << "    for (long long h = max(h0, 0LL); h < min(h1, " << i64s(H) << "); ++h)\n";
-    s << "      for (long long w = max(w0, 0LL); w < min(w1, " << i64s(W) << "); ++w) { acc += kiln_ld(src[h * "
-      << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3]) << "]); ++cnt; }\n";
+    s << "    for (long long h = max(h0, 0LL); h < min(h1, H); ++h)\n";
+    s << "      for (long long w = max(w0, 0LL); w < min(w1, W); ++w) { acc += kiln_ld(src[h * is2 + w * is3]); ++cnt; }\n";
     if (p.divisor_override > 0) {
       s << "    acc = acc / C(" << p.divisor_override << ");\n";
     } else if (p.count_include_pad) {
@@ -816,19 +873,16 @@ Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout
       s << "    acc = acc / C(cnt);\n";
     }
   } else {
-    s << "    const long long h0 = (oh * " << H << ") / " << OH << ", h1 = ((oh + 1) * " << H << " + " << OH - 1
-      << ") / " << OH << ";\n";
-    s << "    const long long w0 = (ow * " << W << ") / " << OW << ", w1 = ((ow + 1) * " << W << " + " << OW - 1
-      << ") / " << OW << ";\n";
+    s << "    const long long h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;\n";
+    s << "    const long long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;\n";
     s << "    C acc = 0;\n    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += "
-         "kiln_ld(src[h * "
-      << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3]) << "]);\n";
+         "kiln_ld(src[h * is2 + w * is3]);\n";
     s << "    acc = acc / C((h1 - h0) * (w1 - w0));\n";
   }
-  s << "    out[b * " << i64s(out.strides[0]) << " + c * " << i64s(out.strides[1]) << " + oh * " << i64s(out.strides[2])
-    << " + ow * " << i64s(out.strides[3]) << "] = " << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)")
+  s << "    out[b * " << D(out.strides[0]) << " + c * " << D(out.strides[1]) << " + oh * " << D(out.strides[2])
+    << " + ow * " << D(out.strides[3]) << "] = " << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)")
     << ";\n  }\n}\n";
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
@@ -853,47 +907,46 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
   // A warp per query row, kRows rows per block sharing key/value tiles of 32 keys in shared memory.
   constexpr int kRows = 8, kTile = 32;
   const int64_t EP = (E + 31) / 32, EVP = (Ev + 31) / 32;  // per-lane register slots
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kRows * 32 << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ q, const " << T << "* __restrict__ k, const " << T
     << "* __restrict__ v";
   if (p.has_mask) s << ", const " << M << "* __restrict__ mask";
-  s << ") {\n";
+  s << " KILN_DIMS) {\n";
+  s << "  const long long H = " << D(H) << ", G = " << D(H / Hk) << ", L = " << D(L) << ", S = " << D(S) << ";\n";
   s << "  __shared__ float ks[" << kTile << "][" << E + 1 << "];\n  __shared__ float vs[" << kTile << "][" << Ev
     << "];\n  __shared__ float qs[" << kRows << "][" << E << "];\n";
   s << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n";
-  s << "  const long long bh = blockIdx.y; const long long b = bh / " << H << ", h = bh % " << H << ", hk = h / "
-    << H / Hk << ";\n";
+  s << "  const long long bh = blockIdx.y; const long long b = bh / H, h = bh % H, hk = h / G;\n";
   s << "  const long long l = (long long)blockIdx.x * " << kRows << " + warp;\n";
-  s << "  const bool active = l < " << L << ";\n";
-  s << "  if (active) for (int e = lane; e < " << E << "; e += 32) qs[warp][e] = kiln_ld(q[b * " << i64s(p.q.strides[0])
-    << " + h * " << i64s(p.q.strides[1]) << " + l * " << i64s(p.q.strides[2]) << " + e * " << i64s(p.q.strides[3])
+  s << "  const bool active = l < L;\n";
+  s << "  if (active) for (int e = lane; e < " << E << "; e += 32) qs[warp][e] = kiln_ld(q[b * " << D(p.q.strides[0])
+    << " + h * " << D(p.q.strides[1]) << " + l * " << D(p.q.strides[2]) << " + e * " << D(p.q.strides[3])
     << "]) * " << literal(p.scale, DType::Float32) << ";\n";
   s << "  float m = -INFINITY, den = 0.0f;\n  float acc[" << EVP << "];\n  for (int j = 0; j < " << EVP
     << "; ++j) acc[j] = 0.0f;\n";
-  const std::string kmax = p.causal ? "min((long long)" + std::to_string(S) + ", ((long long)blockIdx.x + 1) * " +
-                                          std::to_string(kRows) + ")"
-                                    : std::to_string(S) + "LL";
+  const std::string kmax = p.causal ? "min(S, ((long long)blockIdx.x + 1) * " + std::to_string(kRows) + ")" : "S";
   s << "  const long long kend = " << kmax << ";\n";
   s << "  for (long long t0 = 0; t0 < kend; t0 += " << kTile << ") {\n";
   s << "    __syncthreads();\n";
   s << "    for (int i = threadIdx.x; i < " << kTile * E << "; i += " << kRows * 32 << ") { const int r = i / " << E
     << ", e = i % " << E << "; const long long t = t0 + r;\n";
-  s << "      ks[r][e] = t < " << S << " ? kiln_ld(k[b * " << i64s(p.k.strides[0]) << " + hk * " << i64s(p.k.strides[1])
-    << " + t * " << i64s(p.k.strides[2]) << " + e * " << i64s(p.k.strides[3]) << "]) : 0.0f; }\n";
+  s << "      ks[r][e] = t < S ? kiln_ld(k[b * " << D(p.k.strides[0]) << " + hk * " << D(p.k.strides[1])
+    << " + t * " << D(p.k.strides[2]) << " + e * " << D(p.k.strides[3]) << "]) : 0.0f; }\n";
   s << "    for (int i = threadIdx.x; i < " << kTile * Ev << "; i += " << kRows * 32 << ") { const int r = i / " << Ev
     << ", e = i % " << Ev << "; const long long t = t0 + r;\n";
-  s << "      vs[r][e] = t < " << S << " ? kiln_ld(v[b * " << i64s(p.v.strides[0]) << " + hk * " << i64s(p.v.strides[1])
-    << " + t * " << i64s(p.v.strides[2]) << " + e * " << i64s(p.v.strides[3]) << "]) : 0.0f; }\n";
+  s << "      vs[r][e] = t < S ? kiln_ld(v[b * " << D(p.v.strides[0]) << " + hk * " << D(p.v.strides[1])
+    << " + t * " << D(p.v.strides[2]) << " + e * " << D(p.v.strides[3]) << "]) : 0.0f; }\n";
   s << "    __syncthreads();\n";
   s << "    if (!active) continue;\n";
   s << "    const long long t = t0 + lane;\n    float sc = -INFINITY;\n";
-  s << "    if (t < " << S << ") {\n      float d = 0.0f;\n      for (int e = 0; e < " << E
+  s << "    if (t < S) {\n      float d = 0.0f;\n      for (int e = 0; e < " << E
     << "; ++e) d += qs[warp][e] * ks[lane][e];\n      sc = d;\n";
   if (p.causal) s << "      if (t > l) sc = -INFINITY;\n";  // top-left aligned, as PyTorch
   if (p.has_mask) {
-    s << "      const " << M << " mv = mask[b * " << i64s(p.mask.strides[0]) << " + h * " << i64s(p.mask.strides[1])
-      << " + l * " << i64s(p.mask.strides[2]) << " + t * " << i64s(p.mask.strides[3]) << "];\n";
+    s << "      const " << M << " mv = mask[b * " << D(p.mask.strides[0]) << " + h * " << D(p.mask.strides[1])
+      << " + l * " << D(p.mask.strides[2]) << " + t * " << D(p.mask.strides[3]) << "];\n";
     if (p.mask.dtype == DType::Bool) {
       s << "      if (!mv) sc = -INFINITY;\n";
     } else {
@@ -914,11 +967,12 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
   s << "  if (!active) return;\n";
   // A fully masked row gives zeros (PyTorch's safe softmax, as the CPU kernel).
   s << "  const float inv = den > 0.0f ? 1.0f / den : 0.0f;\n";
-  s << "  " << T << "* o = out + ((b * " << H << " + h) * " << L << " + l) * " << Ev << ";\n";
+  s << "  " << T << "* o = out + ((b * H + h) * L + l) * " << Ev << ";\n";
   s << "  for (int j = 0; j < " << EVP << "; ++j) { const int e = lane + 32 * j; if (e < " << Ev << ") o[e] = kiln_st<"
     << T << ">(acc[j] * inv); }\n}\n";
   GeneratedKernel kern;
   kern.source = s.str();
+  kern.dims = std::move(D.values);
   kern.grid = {static_cast<uint32_t>((L + kRows - 1) / kRows), static_cast<uint32_t>(B * H), 1};
   kern.block = {kRows * 32, 1, 1};
   if (B * H > 65535) return unsupported("attention with more than 65535 batch x heads");
@@ -962,19 +1016,21 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
   const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2];
   constexpr int kRows = 64, kKeys = 64, kThreadsPerBlock = 128;
   const int64_t pitch = E + 8;  // shared rows padded: fragment reads hit distinct banks
-  auto at = [](const StridedLayout& t, const std::string& b, const std::string& h) {
-    return b + " * " + i64s(t.strides[0]) + " + " + h + " * " + i64s(t.strides[1]);
+  Sizes D;
+  auto at = [&D](const StridedLayout& t, const std::string& b, const std::string& h) {
+    return b + " * " + D(t.strides[0]) + " + " + h + " * " + D(t.strides[1]);
   };
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreadsPerBlock << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ q, const " << T << "* __restrict__ k, const " << T
     << "* __restrict__ v";
   if (p.has_mask) s << ", const " << M << "* __restrict__ mask";
-  s << ") {\n";
+  s << " KILN_DIMS) {\n";
+  s << "  const int L = (int)" << D(L) << ", S = (int)" << D(S) << ";\n";
   s << "  __shared__ __align__(16) " << T << " ks[" << kKeys << "][" << pitch << "];\n";
   s << "  __shared__ __align__(16) " << T << " vs[" << kKeys << "][" << pitch << "];\n";
   s << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n";
-  s << "  const long long h = blockIdx.y, b = blockIdx.z, hk = h / " << H / Hk << ";\n";
+  s << "  const long long h = blockIdx.y, b = blockIdx.z, hk = h / " << D(H / Hk) << ";\n";
   s << "  const int r0 = blockIdx.x * " << kRows << " + warp * 16 + g, r1 = r0 + 8;\n";
   s << "  const " << T << "* qb = q + " << at(p.q, "b", "h") << ";\n";
   s << "  const " << T << "* kb = k + " << at(p.k, "b", "hk") << ";\n";
@@ -984,26 +1040,26 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
   s << "  unsigned qf[" << E / 16 << "][4];\n";
   s << "#pragma unroll\n  for (int c = 0; c < " << E / 16 << "; ++c) {\n";
   s << "    const int col = c * 16 + 2 * t;\n";
-  s << "    qf[c][0] = r0 < " << L << " ? pair_at(qb, r0, " << i64s(p.q.strides[2]) << ", col) : 0u;\n";
-  s << "    qf[c][1] = r1 < " << L << " ? pair_at(qb, r1, " << i64s(p.q.strides[2]) << ", col) : 0u;\n";
-  s << "    qf[c][2] = r0 < " << L << " ? pair_at(qb, r0, " << i64s(p.q.strides[2]) << ", col + 8) : 0u;\n";
-  s << "    qf[c][3] = r1 < " << L << " ? pair_at(qb, r1, " << i64s(p.q.strides[2]) << ", col + 8) : 0u;\n";
+  const std::string qs = D(p.q.strides[2]);
+  s << "    qf[c][0] = r0 < L ? pair_at(qb, r0, " << qs << ", col) : 0u;\n";
+  s << "    qf[c][1] = r1 < L ? pair_at(qb, r1, " << qs << ", col) : 0u;\n";
+  s << "    qf[c][2] = r0 < L ? pair_at(qb, r0, " << qs << ", col + 8) : 0u;\n";
+  s << "    qf[c][3] = r1 < L ? pair_at(qb, r1, " << qs << ", col + 8) : 0u;\n";
   s << "  }\n";
   s << "  float o[" << E / 8 << "][4];\n";
   s << "#pragma unroll\n  for (int e = 0; e < " << E / 8 << "; ++e) o[e][0] = o[e][1] = o[e][2] = o[e][3] = 0.0f;\n";
   s << "  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;\n";
   // Top-left aligned causal masking (PyTorch's): row i sees keys j <= i.
-  s << "  const int kend = " << (p.causal ? "min(" + std::to_string(S) + ", (int)blockIdx.x * " +
-                                                 std::to_string(kRows) + " + " + std::to_string(kRows) + ")"
-                                           : std::to_string(S))
+  s << "  const int kend = "
+    << (p.causal ? "min(S, (int)blockIdx.x * " + std::to_string(kRows) + " + " + std::to_string(kRows) + ")" : "S")
     << ";\n";
   s << "  for (int j0 = 0; j0 < kend; j0 += " << kKeys << ") {\n";
   s << "    __syncthreads();\n";
   s << "    for (int i = threadIdx.x; i < " << kKeys * E / 2 << "; i += " << kThreadsPerBlock << ") {\n";
   s << "      const int r = i / " << E / 2 << ", c = (i % " << E / 2 << ") * 2, j = j0 + r;\n";
-  s << "      const bool in = j < " << S << ";\n";
-  s << "      *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, " << i64s(p.k.strides[2]) << ", c) : 0u;\n";
-  s << "      *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, " << i64s(p.v.strides[2]) << ", c) : 0u;\n";
+  s << "      const bool in = j < S;\n";
+  s << "      *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, " << D(p.k.strides[2]) << ", c) : 0u;\n";
+  s << "      *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, " << D(p.v.strides[2]) << ", c) : 0u;\n";
   s << "    }\n    __syncthreads();\n";
   s << "    float sc[" << kKeys / 8 << "][4];\n";
   s << "#pragma unroll\n    for (int n = 0; n < " << kKeys / 8 << "; ++n) {\n";
@@ -1017,13 +1073,12 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
   s << "#pragma unroll\n      for (int e = 0; e < 4; ++e) {\n";
   s << "        const int i = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (e & 1);\n";
   s << "        float x = sc[n][e] * " << literal(p.scale, DType::Float32) << ";\n";
-  s << "        bool keep = j < " << S << ";\n";
+  s << "        bool keep = j < S;\n";
   if (p.causal) s << "        keep = keep && j <= i;\n";
   if (p.has_mask) {
-    s << "        if (keep && i < " << L << ") {\n";
-    s << "          const " << M << " mv = mask[b * " << i64s(p.mask.strides[0]) << " + h * " << i64s(p.mask.strides[1])
-      << " + (long long)i * " << i64s(p.mask.strides[2]) << " + (long long)j * " << i64s(p.mask.strides[3])
-      << "];\n";
+    s << "        if (keep && i < L) {\n";
+    s << "          const " << M << " mv = mask[b * " << D(p.mask.strides[0]) << " + h * " << D(p.mask.strides[1])
+      << " + (long long)i * " << D(p.mask.strides[2]) << " + (long long)j * " << D(p.mask.strides[3]) << "];\n";
     s << (p.mask.dtype == DType::Bool ? "          keep = mv;\n" : "          x += kiln_ld(mv);\n");
     s << "        }\n";
   }
@@ -1066,13 +1121,15 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
   s << "  " << T << "* ob = out + " << at(out, "b", "h") << ";\n";
   s << "#pragma unroll\n  for (int e = 0; e < " << E / 8 << "; ++e) {\n";
   s << "    const int col = e * 8 + 2 * t;\n";
-  s << "    if (r0 < " << L << ") *reinterpret_cast<unsigned*>(ob + r0 * " << i64s(out.strides[2])
-    << " + col) = kiln_pack2(o[e][0] * inv0, o[e][1] * inv0, " << T << "());\n";
-  s << "    if (r1 < " << L << ") *reinterpret_cast<unsigned*>(ob + r1 * " << i64s(out.strides[2])
-    << " + col) = kiln_pack2(o[e][2] * inv1, o[e][3] * inv1, " << T << "());\n";
+  const std::string os = D(out.strides[2]);
+  s << "    if (r0 < L) *reinterpret_cast<unsigned*>(ob + r0 * " << os << " + col) = kiln_pack2(o[e][0] * inv0, o[e][1] * inv0, "
+    << T << "());\n";
+  s << "    if (r1 < L) *reinterpret_cast<unsigned*>(ob + r1 * " << os << " + col) = kiln_pack2(o[e][2] * inv1, o[e][3] * inv1, "
+    << T << "());\n";
   s << "  }\n}\n";
   GeneratedKernel kern;
   kern.source = s.str();
+  kern.dims = std::move(D.values);
   kern.grid = {static_cast<uint32_t>((L + kRows - 1) / kRows), static_cast<uint32_t>(H), static_cast<uint32_t>(B)};
   kern.block = {kThreadsPerBlock, 1, 1};
   return kern;
@@ -1085,18 +1142,20 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
     return unsupported("row gathers take int64 or int32 indices");
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
   const int64_t n = rows * cols;
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ table, const " << I
-    << "* __restrict__ index, int* error) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ index, int* error KILN_DIMS) {\n";
+  s << "  const long long cols = " << D(cols) << ", table_rows = " << D(table_rows) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long row = i / " << i64s(cols) << ", col = i % " << i64s(cols) << ";\n";
-  s << "    long long ix = (long long)index[row];\n    if (ix < 0) ix += " << i64s(table_rows) << ";\n";
-  s << "    if (ix < 0 || ix >= " << i64s(table_rows) << ") { atomicExch(error, " << error_code
-    << "); out[i] = static_cast<" << T << ">(0); continue; }\n";
-  s << "    out[i] = table[ix * " << i64s(cols) << " + col];\n  }\n}\n";
-  return launch_1d(s.str(), n);
+  s << "    const long long row = i / cols, col = i % cols;\n";
+  s << "    long long ix = (long long)index[row];\n    if (ix < 0) ix += table_rows;\n";
+  s << "    if (ix < 0 || ix >= table_rows) { atomicExch(error, " << error_code << "); out[i] = static_cast<" << T
+    << ">(0); continue; }\n";
+  s << "    out[i] = table[ix * cols + col];\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count, int64_t inner,
@@ -1106,18 +1165,19 @@ Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int6
     return unsupported("index_copy takes int64 or int32 indices");
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
   const int64_t n = outer * count * inner;
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ src, const " << I
-    << "* __restrict__ index, int* error) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ index, int* error KILN_DIMS) {\n";
+  s << "  const long long inner = " << D(inner) << ", count = " << D(count) << ", out_dim = " << D(out_dim) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long in = i % " << i64s(inner) << ", t = i / " << i64s(inner) << ", j = t % " << i64s(count)
-    << ", o = t / " << i64s(count) << ";\n";
+  s << "    const long long in = i % inner, t = i / inner, j = t % count, o = t / count;\n";
   s << "    const long long ix = (long long)index[j];\n";
-  s << "    if (ix < 0 || ix >= " << i64s(out_dim) << ") { atomicExch(error, " << error_code << "); continue; }\n";
-  s << "    out[(o * " << i64s(out_dim) << " + ix) * " << i64s(inner) << " + in] = src[i];\n  }\n}\n";
-  return launch_1d(s.str(), n);
+  s << "    if (ix < 0 || ix >= out_dim) { atomicExch(error, " << error_code << "); continue; }\n";
+  s << "    out[(o * out_dim + ix) * inner + in] = src[i];\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
@@ -1132,20 +1192,22 @@ Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64
     KILN_ASSIGN_OR_RETURN(M, device_type_name(mask->dtype));
   }
   const uint32_t threads = S <= 256 ? 64 : (S <= 1024 ? 128 : 256);
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const " << T << "* __restrict__ in";
   if (mask) s << ", const " << M << "* __restrict__ mask";
-  s << ") {\n  const long long row = blockIdx.x;\n";
-  s << "  const long long l = row % " << L << ", bh = row / " << L << ", h = bh % " << H << ", b = bh / " << H << ";\n";
+  s << " KILN_DIMS) {\n  const long long row = blockIdx.x;\n";
+  s << "  const long long H = " << D(H) << ", L = " << D(L) << ", S = " << D(S) << ";\n";
+  s << "  const long long l = row % L, bh = row / L, h = bh % H, b = bh / H;\n";
   s << "  (void)h; (void)b; (void)l;\n";
-  s << "  const " << T << "* x = in + row * " << S << "LL;\n  " << T << "* y = out + row * " << S << "LL;\n";
+  s << "  const " << T << "* x = in + row * S;\n  " << T << "* y = out + row * S;\n";
   s << "  __shared__ float red[32];\n";
   s << "  auto score = [&](long long j) -> float {\n    float v = kiln_ld(x[j]);\n";
   if (causal) s << "    if (j > l) return -INFINITY;\n";
   if (mask) {
-    s << "    const " << M << " mv = mask[b * " << i64s(mask->strides[0]) << " + h * " << i64s(mask->strides[1])
-      << " + l * " << i64s(mask->strides[2]) << " + j * " << i64s(mask->strides[3]) << "];\n";
+    s << "    const " << M << " mv = mask[b * " << D(mask->strides[0]) << " + h * " << D(mask->strides[1])
+      << " + l * " << D(mask->strides[2]) << " + j * " << D(mask->strides[3]) << "];\n";
     if (mask->dtype == DType::Bool) {
       s << "    if (!mv) return -INFINITY;\n";
     } else {
@@ -1154,15 +1216,16 @@ Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64
   }
   s << "    return v;\n  };\n";
   s << "  auto block_reduce = [&](float v, bool is_max) -> float { return kiln_block_reduce(v, is_max, red); };\n";
-  s << "  float m = -INFINITY;\n  for (long long j = threadIdx.x; j < " << S
-    << "; j += blockDim.x) m = fmaxf(m, score(j));\n  m = block_reduce(m, true);\n";
-  s << "  float sum = 0.0f;\n  if (m != -INFINITY) for (long long j = threadIdx.x; j < " << S
-    << "; j += blockDim.x) sum += __expf(score(j) - m);\n  sum = block_reduce(sum, false);\n";
+  s << "  float m = -INFINITY;\n  for (long long j = threadIdx.x; j < S; j += blockDim.x) m = fmaxf(m, score(j));\n"
+       "  m = block_reduce(m, true);\n";
+  s << "  float sum = 0.0f;\n  if (m != -INFINITY) for (long long j = threadIdx.x; j < S; j += blockDim.x) sum += "
+       "__expf(score(j) - m);\n  sum = block_reduce(sum, false);\n";
   s << "  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;\n";
-  s << "  for (long long j = threadIdx.x; j < " << S << "; j += blockDim.x) y[j] = kiln_st<" << T
+  s << "  for (long long j = threadIdx.x; j < S; j += blockDim.x) y[j] = kiln_st<" << T
     << ">(m == -INFINITY ? 0.0f : __expf(score(j) - m) * inv);\n}\n";
   GeneratedKernel k;
   k.source = s.str();
+  k.dims = std::move(D.values);
   const int64_t rows = B * H * L;
   if (rows > 2147483647LL) return unsupported("too many attention rows for one launch");
   k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
@@ -1177,17 +1240,18 @@ Expected<GeneratedKernel> pad_channels_kernel(const StridedLayout& in, int64_t p
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   const int64_t C = in.sizes[1], H = in.sizes[2], W = in.sizes[3], P = padded_channels;
   const int64_t n = in.sizes[0] * H * W * P;
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n";
+  s << "  const long long P = " << D(P) << ", W = " << D(W) << ", H = " << D(H) << ", C = " << D(C) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long c = i % " << P << ", t = i / " << P << ", x = t % " << W << ", u = t / " << W << ", y = u % "
-    << H << ", b = u / " << H << ";\n";
-  s << "    out[i] = c < " << C << " ? in[b * " << i64s(in.strides[0]) << " + c * " << i64s(in.strides[1]) << " + y * "
-    << i64s(in.strides[2]) << " + x * " << i64s(in.strides[3]) << "] : static_cast<" << T << ">(0);\n";
+  s << "    const long long c = i % P, t = i / P, x = t % W, u = t / W, y = u % H, b = u / H;\n";
+  s << "    out[i] = c < C ? in[b * " << D(in.strides[0]) << " + c * " << D(in.strides[1]) << " + y * "
+    << D(in.strides[2]) << " + x * " << D(in.strides[3]) << "] : static_cast<" << T << ">(0);\n";
   s << "  }\n}\n";
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayout& in) {
@@ -1197,24 +1261,25 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
   const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2], W = in.sizes[3];
   const int64_t cols = p.r * p.s * C;
   const int64_t n = N * p.oh * p.ow * cols;
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n";
+  s << "  const long long cols = " << D(cols) << ", C = " << D(C) << ", OW = " << D(p.ow) << ", OH = " << D(p.oh)
+    << ", H = " << D(H) << ", W = " << D(W) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long col = i % " << i64s(cols) << ", row = i / " << i64s(cols) << ";\n";
-  s << "    const long long c = col % " << C << ", rs = col / " << C << ", kx = rs % " << p.s << ", ky = rs / " << p.s
-    << ";\n";
-  s << "    const long long ow = row % " << p.ow << ", t = row / " << p.ow << ", oh = t % " << p.oh << ", b = t / "
-    << p.oh << ";\n";
+  s << "    const long long col = i % cols, row = i / cols;\n";
+  s << "    const long long c = col % C, rs = col / C, kx = rs % " << p.s << ", ky = rs / " << p.s << ";\n";
+  s << "    const long long ow = row % OW, t = row / OW, oh = t % OH, b = t / OH;\n";
   s << "    const long long h = oh * " << p.sh << " - " << p.ph << " + ky * " << p.dh << ", w = ow * " << p.sw << " - "
     << p.pw << " + kx * " << p.dw << ";\n";
-  s << "    out[i] = (h >= 0 && h < " << H << " && w >= 0 && w < " << W << ") ? in[b * " << i64s(in.strides[0])
-    << " + c * " << i64s(in.strides[1]) << " + h * " << i64s(in.strides[2]) << " + w * " << i64s(in.strides[3])
-    << "] : static_cast<" << T << ">(0);\n";
+  s << "    out[i] = (h >= 0 && h < H && w >= 0 && w < W) ? in[b * " << D(in.strides[0]) << " + c * "
+    << D(in.strides[1]) << " + h * " << D(in.strides[2]) << " + w * " << D(in.strides[3]) << "] : static_cast<" << T
+    << ">(0);\n";
   s << "  }\n}\n";
   (void)N;
-  return launch_1d(s.str(), n);
+  return launch_1d(s.str(), n, D);
 }
 
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
@@ -1230,24 +1295,26 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index.dtype));
   const int64_t n = out.numel();
+  Sizes D;
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << I << "* __restrict__ index, int* error) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << i64s(n)
+    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << I
+    << "* __restrict__ index, int* error KILN_DIMS) {\n";
+  s << "  const long long extent = " << D(in.sizes[static_cast<size_t>(dim)]) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
     << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
   s << "    long long r = i, oo = 0, io = 0, xo = 0;\n";
   for (size_t d = rank; d-- > 0;) {
-    s << "    { const long long c = r % " << i64s(index.sizes[d]) << "; r /= " << i64s(index.sizes[d]) << "; oo += c * "
-      << i64s(out.strides[d]) << "; xo += c * " << i64s(index.strides[d]) << ";";
-    if (static_cast<int64_t>(d) != dim) s << " io += c * " << i64s(in.strides[d]) << ";";
+    s << "    { const long long n = " << D(index.sizes[d]) << ", c = r % n; r /= n; oo += c * " << D(out.strides[d])
+      << "; xo += c * " << D(index.strides[d]) << ";";
+    if (static_cast<int64_t>(d) != dim) s << " io += c * " << D(in.strides[d]) << ";";
     s << " }\n";
   }
-  s << "    long long ix = (long long)index[xo];\n    if (ix < 0) ix += " << i64s(in.sizes[static_cast<size_t>(dim)])
-    << ";\n";
-  s << "    if (ix < 0 || ix >= " << i64s(in.sizes[static_cast<size_t>(dim)]) << ") { atomicExch(error, " << error_code
-    << "); out[oo] = static_cast<" << T << ">(0); continue; }\n";
-  s << "    out[oo] = in[io + ix * " << i64s(in.strides[static_cast<size_t>(dim)]) << "];\n  }\n}\n";
-  return launch_1d(s.str(), n);
+  s << "    long long ix = (long long)index[xo];\n    if (ix < 0) ix += extent;\n";
+  s << "    if (ix < 0 || ix >= extent) { atomicExch(error, " << error_code << "); out[oo] = static_cast<" << T
+    << ">(0); continue; }\n";
+  s << "    out[oo] = in[io + ix * " << D(in.strides[static_cast<size_t>(dim)]) << "];\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
 }
 
 bool gemv_fits(const GemvShape& s) {
@@ -1279,18 +1346,20 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   o << "extern \"C\" __global__ void __launch_bounds__(" << kWarps * 32 << ") KILN_KERNEL(" << T
     << "* __restrict__ c, const " << T << "* __restrict__ a, const " << T << "* __restrict__ w";
   if (s.has_bias) o << ", const " << T << "* __restrict__ bias";
-  o << ") {\n";
+  Sizes D;
+  o << " KILN_DIMS) {\n";
+  o << "  const long long n = " << D(s.n) << ";\n";
   o << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % " << split << ";\n";
   o << "  const long long col = (long long)blockIdx.x * " << cols << " + warp / " << split << ";\n";
   o << "  float acc[" << s.m << "];\n#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = 0.0f;\n";
-  o << "  if (col < " << i64s(s.n) << ") {\n";
-  o << "    const uint4* wr = reinterpret_cast<const uint4*>(w + col * " << i64s(s.ldw) << ");\n";
+  o << "  if (col < n) {\n";
+  o << "    const uint4* wr = reinterpret_cast<const uint4*>(w + col * " << D(s.ldw) << ");\n";
   o << "#pragma unroll 4\n";
-  o << "    for (long long v = part * 32 + lane; v < " << i64s(kv) << "; v += " << 32 * split << ") {\n";
+  o << "    for (long long v = part * 32 + lane; v < " << D(kv) << "; v += " << 32 * split << ") {\n";
   o << "      const uint4 wv = __ldcs(wr + v);\n";
   o << "      const " << T << "* wp = reinterpret_cast<const " << T << "*>(&wv);\n";
   o << "#pragma unroll\n      for (int r = 0; r < " << s.m << "; ++r) {\n";
-  o << "        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << i64s(s.lda) << ") + v);\n";
+  o << "        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << D(s.lda) << ") + v);\n";
   o << "        const " << T << "* xp = reinterpret_cast<const " << T << "*>(&xv);\n";
   o << "#pragma unroll\n        for (int e = 0; e < " << vec << "; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);\n";
   o << "      }\n    }\n  }\n";
@@ -1303,16 +1372,17 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
     o << "      float t = 0.0f;\n#pragma unroll\n      for (int p = 0; p < " << split
       << "; ++p) t += parts[warp + p][r];\n      acc[r] = t;\n    }\n  }\n";
   }
-  o << "  if (part != 0 || lane != 0 || col >= " << i64s(s.n) << ") return;\n";
+  o << "  if (part != 0 || lane != 0 || col >= n) return;\n";
   o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) {\n";
   o << "    float v = " << alpha << "f * acc[r];\n";
   if (s.has_bias) o << "    v += kiln_ld(bias[col]);\n";
   if (s.activation == "relu") o << "    v = v > 0.0f ? v : 0.0f;\n";
   if (s.activation == "gelu")
     o << "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
-  o << "    c[r * " << i64s(s.ldc) << " + col] = kiln_st<" << T << ">(v);\n  }\n}\n";
+  o << "    c[r * " << D(s.ldc) << " + col] = kiln_st<" << T << ">(v);\n  }\n}\n";
   GeneratedKernel g;
   g.source = o.str();
+  g.dims = std::move(D.values);
   g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
   g.block = {kWarps * 32, 1, 1};
   return g;

@@ -1,9 +1,13 @@
-// CUDA C++ source for the kernels kiln generates per layer. Shapes are static
-// inside an engine, so every size and stride is baked into the source as a
-// constant (the compiler turns index arithmetic into multiplies and shifts),
-// and a kernel's only parameters are its tensors' device pointers, in the
-// order each generator documents. All of an engine's kernels are compiled
-// together with NVRTC when the plan is built (nvrtc_compile.h).
+// CUDA C++ source for the kernels kiln generates per layer. A kernel's
+// parameters are its tensors' device pointers, in the order each generator
+// documents. Every size, stride and count the text reads is written as
+// KD(i), the i-th of the kernel's `dims`; kernel_definition() makes each one
+// either a literal (the compiler then turns index arithmetic into multiplies
+// and shifts) or a value the kernel reads at run time from one more
+// parameter, a KilnDims passed by value after the pointers. Values the code's
+// structure depends on (register array extents, unroll counts, shared memory
+// tiles) stay literals. All of an engine's kernels are compiled together
+// with NVRTC when the plan is built (nvrtc_compile.h).
 #pragma once
 
 #include <array>
@@ -26,17 +30,32 @@ struct StridedLayout {
   bool is_contiguous() const;
 };
 
-// One generated kernel: `source` defines `extern "C" __global__ void KILN_KERNEL(...)`;
-// the builder renames KILN_KERNEL to a unique name when it joins an engine's kernels.
+// One generated kernel: `source` defines `extern "C" __global__ void
+// KILN_KERNEL(<pointers> KILN_DIMS)` reading its sizes as KD(i); `dims` are
+// their values for this launch. Join kernels into a module with
+// kernel_definition(), never by editing `source`.
 struct GeneratedKernel {
   std::string source;
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t shared_bytes = 0;
+  std::vector<int64_t> dims;
 };
 
-// Definitions every generated kernel relies on (types, loads, stores, rounding).
+// The most sizes a kernel reads at run time (KilnDims holds this many int64).
+constexpr size_t kMaxKernelDims = 64;
+
+// Definitions every generated kernel relies on (types, loads, stores, rounding, KilnDims).
 const std::string& kernel_prelude();
+
+// `k` defined as the kernel `name`, for a module that starts with
+// kernel_prelude(): KD(i) is the literal k.dims[i], or, where runtime[i]
+// (missing entries: false), the value the launch passes in the KilnDims
+// parameter, which the kernel then takes after its pointers. Preprocessor
+// definitions around the source, so the text itself is never edited.
+// kInvalidArgument when more than kMaxKernelDims sizes are run-time values.
+Expected<std::string> kernel_definition(const GeneratedKernel& k, const std::string& name,
+                                        const std::vector<bool>& runtime);
 
 // The C++ element type name used in generated code ("float", "__half", ...).
 Expected<std::string> device_type_name(DType dtype);

@@ -15,13 +15,14 @@ StridedLayout contiguous(DType t, std::vector<int64_t> sizes) {
   return l;
 }
 
-// Joins kernels into one module the way the builder does and compiles it.
-Expected<CompiledModule> compile_all(const std::vector<GeneratedKernel>& ks) {
+// Joins kernels into one module the way the builder does and compiles it,
+// with every size compiled in or every size (up to kMaxKernelDims) read at run time.
+Expected<CompiledModule> compile_all(const std::vector<GeneratedKernel>& ks, bool sizes_at_run_time = false) {
   std::string src = kernel_prelude();
   for (size_t i = 0; i < ks.size(); ++i) {
-    std::string body = ks[i].source;
-    body.replace(body.find("KILN_KERNEL"), 11, "k" + std::to_string(i));
-    src += body;
+    std::vector<bool> runtime(std::min(ks[i].dims.size(), kMaxKernelDims), sizes_at_run_time);
+    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(ks[i], "k" + std::to_string(i), runtime));
+    src += def;
   }
   return compile_cuda_source(src, "sm_90");
 }
@@ -264,6 +265,43 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   auto m = compile_all(ks);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   EXPECT_GT(m->cubin.size(), 1000u);
+  // Every generator reads its sizes through KD(i), so the same text compiles
+  // with all of them as run-time values.
+  for (const GeneratedKernel& k : ks) EXPECT_FALSE(k.dims.empty()) << k.source;
+  auto r = compile_all(ks, true);
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_GT(r->cubin.size(), 1000u);
+}
+
+TEST(KernelSource, SizesAreLiteralsOrRunTimeValuesWithoutEditingTheText) {
+  auto prog = engine::ElementwiseProgram::parse("inputs 2; %2 = aten.add.Tensor(%0, %1, 1)");
+  ASSERT_TRUE(prog.has_value());
+  StridedLayout out = contiguous(DType::Float32, {3, 5, 7});
+  StridedLayout bcast{DType::Float32, {3, 5, 7}, {0, 7, 1}};
+  auto k = elementwise_kernel(*prog, out, {out, bcast});
+  ASSERT_TRUE(k.has_value()) << k.status().message();
+  // The broadcast operand keeps two dims apart: the element count and sizes and strides are read as sizes.
+  ASSERT_GE(k->dims.size(), 3u);
+  EXPECT_EQ(k->dims[0], 105);
+  auto fixed = kernel_definition(*k, "add_fixed", {});
+  ASSERT_TRUE(fixed.has_value());
+  EXPECT_NE(fixed->find("#define KILN_KD_0 (105LL)"), std::string::npos) << *fixed;
+  EXPECT_EQ(fixed->find("KilnDims kd"), std::string::npos);
+  EXPECT_NE(fixed->find(k->source), std::string::npos);
+  std::vector<bool> runtime(k->dims.size(), true);
+  auto at_run_time = kernel_definition(*k, "add_runtime", runtime);
+  ASSERT_TRUE(at_run_time.has_value());
+  EXPECT_NE(at_run_time->find("#define KILN_KD_0 kd.v[0]"), std::string::npos) << *at_run_time;
+  EXPECT_NE(at_run_time->find(", const KilnDims kd"), std::string::npos);
+  EXPECT_NE(at_run_time->find(k->source), std::string::npos);
+  // Both in one module: each definition undoes its macros.
+  auto m = compile_cuda_source(kernel_prelude() + *fixed + *at_run_time, "sm_90");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  // A size past the KilnDims capacity cannot be a run-time value.
+  GeneratedKernel many = *k;
+  many.dims.assign(kMaxKernelDims + 1, 1);
+  std::vector<bool> all(kMaxKernelDims + 1, true);
+  EXPECT_FALSE(kernel_definition(many, "too_many", all).has_value());
 }
 
 TEST(KernelSource, GemvTakesOnlyVectorAlignedFewRowShapes) {
