@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,6 +32,9 @@ struct TargetInfo {
   std::string backend;         // "cpu", "cuda", "null"
   std::vector<DType> dtypes;   // tensor dtypes its layers accept
   bool symbolic_dims = false;  // layers may have sizes known only at run time
+  // Padded batch buckets (--batch-buckets auto) serve a dynamic batch faster
+  // than its engines for a range do: each bucket is a fixed-shape engine.
+  bool prefers_batch_buckets = false;
   // The backend implements this op as a layer (the converter still decides
   // attributes, shapes and dtypes).
   std::function<bool(ir::OpKind)> implements;
@@ -47,6 +51,10 @@ struct BuildOptions {
   // (float32 weights and activations converted at build time; statistics,
   // softmax and accumulation stay float32). Backends without a choice ignore it.
   std::string precision = "fp32";
+  // The range of every symbol the network's sizes use (min, max, and opt,
+  // the size to tune for): a backend that takes symbolic sizes builds one
+  // engine serving all of them.
+  std::map<std::string, ir::SymbolRange> symbols;
 };
 
 // Returns the weight named `name` (a parameter, constant or folded constant),

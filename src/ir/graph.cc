@@ -113,6 +113,52 @@ Status Graph::verify() const {
   return Status::ok();
 }
 
+namespace {
+
+// `e` under `fixed`, when every symbol of `e` is fixed.
+std::optional<int64_t> fixed_value(const SymExpr& e, const SymBindings& fixed) {
+  std::vector<std::string> names;
+  e.collect_symbols(names);
+  for (const std::string& n : names)
+    if (!fixed.count(n)) return std::nullopt;
+  Expected<int64_t> v = e.eval(fixed);
+  return v.has_value() ? std::optional<int64_t>(*v) : std::nullopt;
+}
+
+}  // namespace
+
+Status specialize(Graph& g, const SymBindings& fixed) {
+  if (fixed.empty()) return Status::ok();
+  std::map<const Value*, int64_t> known;  // symbolic scalars that are numbers now
+  for (size_t i = 0; i < g.num_values(); ++i) {
+    Value* v = g.value(i);
+    for (Dim& d : v->type.sizes)
+      if (!d.is_static())
+        if (auto x = fixed_value(*d.expr, fixed)) d = Dim::of(*x);
+    if (v->kind == ValueKind::kSymInt && v->sym)
+      if (auto x = fixed_value(*v->sym, fixed)) known[v] = *x;
+  }
+  for (auto& n : g.nodes())
+    for (NamedArg& a : n->args) {
+      if (auto* v = std::get_if<Value*>(&a.value)) {
+        if (auto it = known.find(*v); it != known.end()) a.value = it->second;
+      } else if (auto* list = std::get_if<std::vector<SymInt>>(&a.value)) {
+        bool all_numbers = true;
+        for (SymInt& s : *list) {
+          if (auto* sv = std::get_if<Value*>(&s))
+            if (auto it = known.find(*sv); it != known.end()) s = it->second;
+          all_numbers = all_numbers && std::holds_alternative<int64_t>(s);
+        }
+        if (all_numbers) {
+          std::vector<int64_t> ints;
+          for (const SymInt& s : *list) ints.push_back(std::get<int64_t>(s));
+          a.value = std::move(ints);
+        }
+      }
+    }
+  return g.verify();
+}
+
 Graph Graph::clone(std::map<const Value*, Value*>* map) const {
   Graph g;
   std::map<const Value*, Value*> local;

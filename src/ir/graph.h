@@ -152,6 +152,13 @@ struct OutputSpec {
   std::string target;  // buffer fqn or user input name for mutations
 };
 
+// Substitutes `fixed` into `g`: every size whose symbols are all fixed becomes
+// static, and every symbolic scalar whose expression is then known becomes a
+// number where it is used (a node's argument or an element of a size list).
+// The graph keeps its values and nodes; the ones that computed those sizes
+// are then unused.
+Status specialize(Graph& g, const SymBindings& fixed);
+
 struct SymbolRange {
   int64_t min = 0;
   int64_t max = INT64_MAX;  // INT64_MAX: unbounded

@@ -52,7 +52,7 @@ std::string quote(const std::string& s) {
 std::string value_type(const Value* v) {
   switch (v->kind) {
     case ValueKind::kTensor: return v->type.to_string();
-    case ValueKind::kSymInt: return "symint";
+    case ValueKind::kSymInt: return v->sym ? "symint[" + v->sym->to_string() + "]" : "symint";
     case ValueKind::kSymFloat: return "symfloat";
     case ValueKind::kSymBool: return "symbool";
   }
@@ -144,6 +144,7 @@ class Parser {
         KILN_ASSIGN_OR_RETURN(auto ty, type());
         if (values_.count(n)) return error(FileFault::kDuplicateName, "value %" + n + " defined twice");
         values_[n] = g_.add_input(n, ty.first, ty.second);
+        values_[n]->sym = std::move(last_sym_);
       } while (eat(','));
       KILN_TRY(expect(')'));
     }
@@ -172,6 +173,7 @@ class Parser {
  private:
   Status node() {
     std::vector<std::pair<std::string, std::pair<ValueKind, TensorType>>> outs;
+    std::vector<SymExprPtr> out_syms;
     skip_ws();
     if (peek() == '%') {
       do {
@@ -179,6 +181,7 @@ class Parser {
         KILN_TRY(expect(':'));
         KILN_ASSIGN_OR_RETURN(auto ty, type());
         outs.push_back({n, ty});
+        out_syms.push_back(std::move(last_sym_));
       } while (eat(','));
       KILN_TRY(expect('='));
     }
@@ -202,6 +205,7 @@ class Parser {
     for (auto& [name, ty] : outs) {
       if (values_.count(name)) return error(FileFault::kDuplicateName, "value %" + name + " defined twice");
       Value* v = g_.add_value(name, ty.first, ty.second);
+      v->sym = out_syms[static_cast<size_t>(idx)];
       v->producer = n;
       v->output_index = idx++;
       n->outputs.push_back(v);
@@ -348,7 +352,25 @@ class Parser {
 
   Expected<std::pair<ValueKind, TensorType>> type() {
     std::string w = word("");
-    if (w == "symint") return std::pair{ValueKind::kSymInt, TensorType{}};
+    last_sym_ = nullptr;
+    if (w == "symint") {
+      // A symbolic scalar whose expression is known: symint[2*s0 + 1].
+      if (eat('[')) {
+        skip_ws();
+        size_t b = p_;
+        int depth = 0;
+        while (p_ < t_.size() && !(depth == 0 && t_[p_] == ']')) {
+          if (t_[p_] == '[') ++depth;
+          if (t_[p_] == ']') --depth;
+          ++p_;
+        }
+        auto e = parse_sym_infix(std::string(t_.substr(b, p_ - b)));
+        if (!e.has_value()) return error(e.status().message());
+        KILN_TRY(expect(']'));
+        last_sym_ = *e;
+      }
+      return std::pair{ValueKind::kSymInt, TensorType{}};
+    }
     if (w == "symfloat") return std::pair{ValueKind::kSymFloat, TensorType{}};
     if (w == "symbool") return std::pair{ValueKind::kSymBool, TensorType{}};
     auto d = dtype_from_name(w);
@@ -470,6 +492,7 @@ class Parser {
   size_t p_ = 0;
   Graph g_;
   std::map<std::string, Value*, std::less<>> values_;
+  SymExprPtr last_sym_;  // the expression of the last symint type() read, if it had one
 };
 
 }  // namespace

@@ -111,9 +111,18 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
                                std::string(backend->name());
       auto net = convert::convert_segment(m, s, converters, target);
       if (!net) return std::move(net).status().with_context("segment " + std::to_string(si));
+      // A segment sized by symbols: a backend may refuse the range (no finite
+      // range, a size no input gives), and its nodes then fall back.
+      bool symbolic = false;
+      for (size_t i = 0; i < net->graph.num_values(); ++i) {
+        const ir::Value* v = net->graph.value(i);
+        symbolic = symbolic || v->kind == ir::ValueKind::kSymInt;
+        for (const ir::Dim& d : v->type.sizes) symbolic = symbolic || !d.is_static();
+      }
       engine::BuildOptions bo;
       bo.progress = settings.progress;
       bo.precision = settings.precision;
+      bo.symbols = m.symbols;
       auto build = [&]() {
         if (settings.progress) settings.progress("building " + what);
         return backend->build(std::move(*net), bo);
@@ -131,6 +140,14 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
                             " ms");
       } else {
         plan = build();
+      }
+      if (!plan && symbolic && plan.status().code() == ErrorCode::kUnsupported) {
+        if (settings.progress) settings.progress(what + " falls back: " + plan.status().message());
+        r.kind = partition::SegmentKind::kFallback;
+        r.reasons.assign(r.nodes.size(), "in a segment backend '" + std::string(backend->name()) +
+                                             "' cannot build for its range of sizes: " + plan.status().message());
+        p.segments.push_back(std::move(r));
+        continue;
       }
       if (!plan) return std::move(plan).status().with_context("segment " + std::to_string(si));
       r.backend = std::string(backend->name());

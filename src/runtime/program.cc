@@ -294,8 +294,10 @@ Expected<std::optional<BucketPlan>> plan_buckets(const std::string& path, const 
   const bool forced = co.batch_buckets == "on";
   if (!forced) {
     const engine::Backend* backend = program::builtin_backends().find(co.device);
-    // Backends that take sizes known at run time serve the range as it is; "null" builds nothing.
-    if (backend == nullptr || backend->target().symbolic_dims || backend->name() == "null")
+    // Backends that take sizes known at run time serve the range as it is,
+    // unless buckets are faster there; "null" builds nothing.
+    if (backend == nullptr || (backend->target().symbolic_dims && !backend->target().prefers_batch_buckets) ||
+        backend->name() == "null")
       return std::optional<BucketPlan>();
   }
   KILN_ASSIGN_OR_RETURN(ir::Module m, frontend::load_pt2(path));

@@ -1,9 +1,11 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -20,6 +22,65 @@
 namespace kiln::cuda {
 
 namespace {
+
+Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
+
+// The steps of one shape of an engine and what runs them: of a fixed-shape
+// engine its only shape, of a range engine each shape called so far. The
+// engine's active shape lives in its own members of these names (swapped
+// with an Instance to change shape).
+struct Instance {
+  CudaPlan plan;
+  std::vector<std::shared_ptr<const DeviceBuffer>> constants;
+  std::vector<cudaKernel_t> kernels;
+  std::vector<std::optional<GemmOp>> gemms;
+  std::vector<std::optional<ConvOp>> convs;
+  std::vector<std::vector<void*>> kernel_args;
+  std::vector<std::vector<int64_t>> kernel_dims;
+  std::vector<uint8_t*> bound;
+  std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>> graphs;
+  std::vector<const void*> last_input;
+
+  Instance() = default;
+  Instance(Instance&&) = default;
+  Instance& operator=(Instance&& o) noexcept {
+    release();
+    plan = std::move(o.plan);
+    constants = std::move(o.constants);
+    kernels = std::move(o.kernels);
+    gemms = std::move(o.gemms);
+    convs = std::move(o.convs);
+    kernel_args = std::move(o.kernel_args);
+    kernel_dims = std::move(o.kernel_dims);
+    bound = std::move(o.bound);
+    graphs = std::move(o.graphs);
+    o.graphs.clear();
+    last_input = std::move(o.last_input);
+    return *this;
+  }
+  ~Instance() { release(); }
+  void release() {
+    for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
+    graphs.clear();
+  }
+};
+
+// What an engine built for a range of shapes keeps to make the steps of a
+// shape it has not run yet, and the shapes it has run.
+struct RangeState {
+  engine::Network network;                            // the layer graph as built, sizes symbolic
+  std::vector<PlanSymbol> symbols;                    // the plan's, in its order
+  BuildConfig config;                                 // precision and device, for plan_for_shape
+  std::map<std::string, Tensor> weights;              // every constant of the network, by name
+  std::map<std::string, cudaKernel_t> kernel_by_key;  // the plan's kernels and any compiled since
+  std::vector<cudaLibrary_t> libraries;               // kernels compiled after load, for shapes the build did not plan
+  std::vector<int64_t> active;                        // the active shape's symbol values
+  // Other shapes run before, most recently used first (at most kMaxShapes).
+  static constexpr size_t kMaxShapes = 16;
+  std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
+  size_t shapes_made = 0;
+  double last_made_ms = 0;  // host time making the latest new shape's steps (tuning and compiling included)
+};
 
 // Everything load() creates for one engine. Executions are serialized on the
 // engine (one arena); the first execution on a stream captures a CUDA graph
@@ -66,12 +127,17 @@ struct CudaEngine final : engine::EngineState {
   std::vector<const void*> last_input;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false;
+  std::unique_ptr<RangeState> range;  // engines built for a range of shapes
   std::mutex mutex;
 
   ~CudaEngine() override {
     for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
     gemms.clear();
     convs.clear();
+    if (range) {
+      range->shapes.clear();
+      for (cudaLibrary_t l : range->libraries) cudaLibraryUnload(l);
+    }
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
     if (library) cudaLibraryUnload(library);
@@ -336,6 +402,214 @@ struct CudaEngine final : engine::EngineState {
     return copy_regions(device_copies, stream);
   }
 
+  // Swaps the active shape's members with `x`'s.
+  void swap_active(Instance& x) {
+    std::swap(plan, x.plan);
+    std::swap(constants, x.constants);
+    std::swap(kernels, x.kernels);
+    std::swap(gemms, x.gemms);
+    std::swap(convs, x.convs);
+    std::swap(kernel_args, x.kernel_args);
+    std::swap(kernel_dims, x.kernel_dims);
+    std::swap(bound, x.bound);
+    std::swap(graphs, x.graphs);
+    std::swap(last_input, x.last_input);
+  }
+
+  // The GEMM and convolution descriptors and kernel arguments of the active
+  // shape's steps (its constants, kernels and algorithms in place).
+  Status prepare_steps() {
+    gemms.clear();
+    gemms.resize(plan.steps.size());
+    convs.clear();
+    convs.resize(plan.steps.size());
+    kernel_args.assign(plan.steps.size(), {});
+    kernel_dims.assign(plan.steps.size(), {});
+    bound.assign(plan.inputs.size(), nullptr);
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& s = plan.steps[i];
+      if (s.kind == Step::Kind::kGemm) {
+        KILN_ASSIGN_OR_RETURN(GemmOp op, GemmOp::create(lt, s.gemm.shape, s.gemm.algo));
+        gemms[i].emplace(std::move(op));
+      } else if (s.kind == Step::Kind::kConv) {
+        KILN_ASSIGN_OR_RETURN(ConvOp op, ConvOp::create(dnn, s.conv.shape, s.conv.algo));
+        convs[i].emplace(std::move(op));
+      } else {
+        for (const BufferRef& r : s.kernel.args) kernel_args[i].push_back(ptr(r));
+        if (!s.kernel.dims.empty()) {
+          kernel_dims[i].assign(kMaxKernelDims, 0);
+          std::copy(s.kernel.dims.begin(), s.kernel.dims.end(), kernel_dims[i].begin());
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  // Range engines: the symbol values the inputs' sizes give, in the plan's
+  // symbol order; kInvalidArgument naming the input and dimension that does
+  // not fit (a rank, a fixed size, a size outside its range, two inputs that
+  // disagree on a symbol).
+  Expected<std::vector<int64_t>> shape_of(std::span<const Tensor> inputs) const {
+    const engine::Network& net = range->network;
+    if (inputs.size() != net.num_inputs)
+      return invalid_argument(what + ": the engine takes " + std::to_string(net.num_inputs) + " inputs, got " +
+                              std::to_string(inputs.size()));
+    ir::SymBindings b;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ir::Value* v = net.graph.inputs()[i];
+      if (v->kind != ir::ValueKind::kTensor) continue;
+      if (!inputs[i].defined() || inputs[i].dim() != static_cast<int64_t>(v->type.sizes.size()))
+        return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') must be " +
+                                v->type.to_string() + ", got " +
+                                (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
+      for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+        const ir::Dim& dim = v->type.sizes[d];
+        if (dim.is_static() || dim.expr->kind() != ir::SymExpr::Kind::kSymbol) continue;
+        const int64_t got = inputs[i].sizes()[d];
+        auto [it, fresh] = b.try_emplace(dim.expr->name(), got);
+        if (!fresh && it->second != got)
+          return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') has size " +
+                                  std::to_string(got) + " in dimension " + std::to_string(d) +
+                                  " where an earlier input gives " + dim.expr->name() + " = " +
+                                  std::to_string(it->second));
+      }
+    }
+    std::vector<int64_t> key;
+    for (const PlanSymbol& y : range->symbols) {
+      auto it = b.find(y.name);
+      if (it == b.end()) return internal_error(what + ": no input gives size " + y.name);
+      if (it->second < y.min || it->second > y.max)
+        return invalid_argument(what + ": size " + y.name + " = " + std::to_string(it->second) +
+                                " is outside the range the engine was built for, [" + std::to_string(y.min) + ", " +
+                                std::to_string(y.max) + "]");
+      key.push_back(it->second);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ir::Value* v = net.graph.inputs()[i];
+      if (v->kind != ir::ValueKind::kTensor) continue;
+      for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+        const ir::Dim& dim = v->type.sizes[d];
+        Expected<int64_t> want = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(b);
+        if (!want || *want != inputs[i].sizes()[d])
+          return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') must be " +
+                                  v->type.to_string() + ", got " + inputs[i].type_string());
+      }
+    }
+    return key;
+  }
+
+  // Range engines: makes `key` the active shape: a shape run before is taken
+  // from the cache; a new one gets its steps from the layer graph
+  // (plan_for_shape), kernels from the plan's by key (compiling any the
+  // build did not plan), weights in the forms it asks for, its GEMMs and
+  // convolutions timed on the engine's own memory, and a larger arena when it
+  // needs one (the cached shapes then start again). Waits for the engine's
+  // earlier work only for a new shape.
+  Status use_shape(const std::vector<int64_t>& key) {
+    RangeState& r = *range;
+    if (key == r.active) return Status::ok();
+    for (auto it = r.shapes.begin(); it != r.shapes.end(); ++it) {
+      if (it->first != key) continue;
+      Instance next = std::move(it->second);
+      r.shapes.erase(it);
+      swap_active(next);
+      r.shapes.emplace_front(r.active, std::move(next));
+      r.active = key;
+      return Status::ok();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ir::SymBindings b;
+    for (size_t i = 0; i < key.size(); ++i) b[r.symbols[i].name] = key[i];
+    KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(r.network, b, r.config));
+    Instance next;
+    next.plan = std::move(sp.plan);
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < sp.kernels.size(); ++i) {
+      const std::string k = kernel_key(sp.kernels[i]);
+      auto it = r.kernel_by_key.find(k);
+      next.kernels.push_back(it == r.kernel_by_key.end() ? nullptr : it->second);
+      next.plan.kernel_names.push_back("kiln_k" + k.substr(0, 12));
+      if (it == r.kernel_by_key.end()) missing.push_back(i);
+    }
+    if (!missing.empty()) {
+      // Kernels of a shape the build did not plan (a size that changes a kernel's form): compiled now, once.
+      std::string source = kernel_prelude();
+      std::vector<std::string> names;
+      for (size_t i : missing) {
+        names.push_back("kiln_r" + std::to_string(r.libraries.size()) + "_" + std::to_string(names.size()));
+        KILN_ASSIGN_OR_RETURN(std::string def,
+                              kernel_definition(sp.kernels[i].first, names.back(), sp.kernels[i].second));
+        source += def;
+      }
+      KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, r.config.device.arch()));
+      cudaLibrary_t lib = nullptr;
+      KILN_CUDA_TRY(cudaLibraryLoadData(&lib, m.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      r.libraries.push_back(lib);
+      for (size_t j = 0; j < missing.size(); ++j) {
+        cudaKernel_t kern = nullptr;
+        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, lib, names[j].c_str()), "cudaLibraryGetKernel"));
+        next.kernels[missing[j]] = kern;
+        r.kernel_by_key[kernel_key(sp.kernels[missing[j]])] = kern;
+      }
+    }
+    for (const DeviceConstant& c : next.plan.constants) {
+      auto w = r.weights.find(c.name);
+      if (w == r.weights.end()) return internal_error(what + ": no weight '" + c.name + "' for a new shape");
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, c));
+      next.constants.push_back(std::move(d));
+    }
+    // Everything below uses the arena (timing overwrites it): the engine's earlier work first.
+    KILN_CUDA_TRY(cudaEventSynchronize(engine_done));
+    bool restart = false;
+    if (static_cast<size_t>(next.plan.arena_bytes) > arena.nbytes()) {
+      arena = DeviceBuffer();
+      KILN_ASSIGN_OR_RETURN(arena, DeviceBuffer::allocate(static_cast<size_t>(next.plan.arena_bytes)));
+      KILN_CUDA_TRY(cudaMemsetAsync(arena.get(), 0, arena.nbytes(), own_stream));
+      KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
+      r.shapes.clear();
+      restart = true;
+    }
+    swap_active(next);  // `next` holds the shape active before
+    Status st = tune_active();
+    if (st) st = prepare_steps();
+    if (!st) {
+      swap_active(next);
+      if (restart) {  // the arena moved: the earlier shape's pointers again, its graphs captured anew
+        for (auto& [bd, g] : graphs) cudaGraphExecDestroy(g);
+        graphs.clear();
+        (void)prepare_steps();
+      }
+      return st.with_context(what + ": a new shape");
+    }
+    if (!restart) r.shapes.emplace_front(r.active, std::move(next));
+    while (r.shapes.size() > RangeState::kMaxShapes) r.shapes.pop_back();
+    r.active = key;
+    ++r.shapes_made;
+    r.last_made_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return Status::ok();
+  }
+
+  // The active shape's GEMM and convolution algorithms, timed on the arena
+  // and the engine's weights (the build timed only the shape at opt).
+  Status tune_active() {
+    KILN_CUDNN_TRY(cudnnSetStream(dnn, own_stream));
+    for (Step& s : plan.steps) {
+      if (s.kind == Step::Kind::kGemm) {
+        GemmLaunch& g = s.gemm;
+        KILN_ASSIGN_OR_RETURN(
+            g.algo, tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr,
+                              workspace.get(), std::min(workspace.nbytes(), kGemmWorkspaceBytes), own_stream));
+      } else if (s.kind == Step::Kind::kConv) {
+        ConvLaunch& c = s.conv;
+        KILN_ASSIGN_OR_RETURN(c.algo,
+                              tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
+                                        c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
+                                        std::min(workspace.nbytes(), kConvWorkspaceBytes), own_stream));
+      }
+    }
+    return Status::ok();
+  }
+
   Status check_inputs(std::span<const Tensor> inputs) const {
     if (inputs.size() != plan.inputs.size())
       return invalid_argument(what + ": the engine takes " + std::to_string(plan.inputs.size()) + " inputs, got " +
@@ -435,7 +709,8 @@ class CudaBackend final : public engine::Backend {
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
     target_.backend = "cuda";
     target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::Bool};
-    target_.symbolic_dims = false;
+    target_.symbolic_dims = true;  // one engine per segment serves a range of sizes (build_cuda_plan)
+    target_.prefers_batch_buckets = true;
     target_.implements = [](ir::OpKind op) {
       return cuda_implements(op) || ir::op_category(op) == ir::OpCategory::kCheck;
     };
@@ -477,6 +752,7 @@ class CudaBackend final : public engine::Backend {
       return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16");
     config.progress = options.progress;
     config.sizes_at_run_time = options_.sizes_at_run_time;
+    config.symbols = options.symbols;
     KILN_ASSIGN_OR_RETURN(CudaPlan cp, build_cuda_plan(net, config));
     KILN_TRY(engine::canonicalize(net));
     engine::EnginePlan plan;
@@ -581,26 +857,25 @@ class CudaBackend final : public engine::Backend {
     }
     KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
     KILN_CUDNN_TRY(cudnnCreate(&e->dnn));
-    e->gemms.resize(p.steps.size());
-    e->convs.resize(p.steps.size());
-    e->kernel_args.resize(p.steps.size());
-    e->kernel_dims.resize(p.steps.size());
-    e->bound.assign(p.inputs.size(), nullptr);
-    for (size_t i = 0; i < p.steps.size(); ++i) {
-      const Step& s = p.steps[i];
-      if (s.kind == Step::Kind::kGemm) {
-        KILN_ASSIGN_OR_RETURN(GemmOp op, GemmOp::create(e->lt, s.gemm.shape, s.gemm.algo));
-        e->gemms[i].emplace(std::move(op));
-      } else if (s.kind == Step::Kind::kConv) {
-        KILN_ASSIGN_OR_RETURN(ConvOp op, ConvOp::create(e->dnn, s.conv.shape, s.conv.algo));
-        e->convs[i].emplace(std::move(op));
-      } else {
-        for (const BufferRef& r : s.kernel.args) e->kernel_args[i].push_back(e->ptr(r));
-        if (!s.kernel.dims.empty()) {
-          e->kernel_dims[i].assign(kMaxKernelDims, 0);
-          std::copy(s.kernel.dims.begin(), s.kernel.dims.end(), e->kernel_dims[i].begin());
-        }
+    KILN_TRY(e->prepare_steps());
+    if (!p.symbols.empty()) {
+      // A range engine: what it needs to make the steps of other shapes.
+      auto r = std::make_unique<RangeState>();
+      r->network = std::move(read.common.network);
+      r->symbols = p.symbols;
+      r->config.device = dev;
+      r->config.precision = p.precision;
+      for (const PlanSymbol& y : p.symbols) {
+        r->active.push_back(y.opt);
+        r->config.symbols[y.name] = {y.min, y.max, y.opt};
       }
+      for (const std::string& name : r->network.constant_names) {
+        auto w = weights(name);
+        if (!w) return format_error(e->what + ": constant '" + name + "': " + w.status().message());
+        r->weights[name] = *w;
+      }
+      for (size_t k = 0; k < p.kernel_keys.size(); ++k) r->kernel_by_key[p.kernel_keys[k]] = e->kernels[k];
+      e->range = std::move(r);
     }
     return e.release();
   }
@@ -608,6 +883,11 @@ class CudaBackend final : public engine::Backend {
   Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  void* stream_arg) const override {
     auto* e = static_cast<CudaEngine*>(handle);
+    std::lock_guard<std::mutex> lock(e->mutex);
+    if (e->range) {
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
+      KILN_TRY(e->use_shape(shape));
+    }
     KILN_TRY(e->check_inputs(inputs));
     // Memory the caller gave for the outputs, checked before anything runs.
     std::vector<Tensor> given = std::move(outputs);
@@ -633,7 +913,6 @@ class CudaBackend final : public engine::Backend {
         return invalid_argument(e->what + ": input " + std::to_string(in) + " ('" +
                                 e->plan.inputs[static_cast<size_t>(in)].name +
                                 "') is written in place and must be contiguous");
-    std::lock_guard<std::mutex> lock(e->mutex);
     // On the caller's stream (null: the device's default stream).
     cudaStream_t stream = stream_arg ? static_cast<cudaStream_t>(stream_arg)
                                      : static_cast<cudaStream_t>(cuda_device_memory().default_stream());
@@ -687,6 +966,7 @@ class CudaBackend final : public engine::Backend {
   Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                            void* stream_arg, const engine::DevicePadding* padding) const override {
     auto* e = static_cast<CudaEngine*>(handle);
+    if (e->range) return unsupported(e->what + ": an engine for a range of shapes runs through execute()");
     // The rows the caller's tensor has along dimension 0 of a slot: all of
     // them, or the padded call's rows (times the output's factor).
     const int64_t rows = padding ? padding->rows : 0;
@@ -783,8 +1063,12 @@ class CudaBackend final : public engine::Backend {
   Expected<std::vector<float>> time_resident(engine::EngineHandle handle, std::span<const Tensor> inputs, int warmup,
                                              int iters) const override {
     auto* e = static_cast<CudaEngine*>(handle);
-    KILN_TRY(e->check_inputs(inputs));
     std::lock_guard<std::mutex> lock(e->mutex);
+    if (e->range) {
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
+      KILN_TRY(e->use_shape(shape));
+    }
+    KILN_TRY(e->check_inputs(inputs));
     cudaStream_t stream = e->own_stream;
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
     KILN_TRY(e->place_inputs(inputs, stream));

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <climits>
 #include <random>
+#include <set>
 
 #include "backends/cuda/nvrtc_compile.h"
+#include "base/sha256.h"
 #include "engine/fuse_elementwise.h"
 
 namespace kiln::cuda {
@@ -202,12 +204,19 @@ int Builder::add_error_layer(const std::string& layer) {
 }
 
 Status Builder::plan_memory() {
-  // Largest first, each at the lowest offset free over its lifetime.
-  std::vector<size_t> order(allocs_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // The error word first, at offset 0 (where every shape of a range plan
+  // keeps it); then largest first, each at the lowest offset free over its lifetime.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < allocs_.size(); ++i)
+    if (static_cast<int>(i) != error_alloc_) order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return allocs_[a].bytes > allocs_[b].bytes; });
   std::vector<size_t> placed;
   int64_t total = 0;
+  if (error_alloc_ >= 0) {
+    allocs_[static_cast<size_t>(error_alloc_)].offset = 0;
+    placed.push_back(static_cast<size_t>(error_alloc_));
+    total = align_up(4);
+  }
   for (size_t i : order) {
     Alloc& a = allocs_[i];
     std::vector<std::pair<int64_t, int64_t>> busy;
@@ -236,24 +245,40 @@ void Builder::resolve(BufferRef& r) const {
   }
 }
 
-Status Builder::compile_kernels() {
-  if (kernels_.empty()) return Status::ok();
+namespace {
+
+// Compiles `kernels` into one module as kiln_k0, kiln_k1, ...: the plan's kernel names and cubin.
+Status compile_kernel_list(const std::vector<KernelChoice>& kernels, const BuildConfig& config, CudaPlan& plan) {
+  plan.kernel_names.clear();
+  plan.cubin.clear();
+  if (kernels.empty()) return Status::ok();
   std::string source = kernel_prelude();
-  for (size_t i = 0; i < kernels_.size(); ++i) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
     const std::string name = "kiln_k" + std::to_string(i);
-    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels_[i].first, name, kernels_[i].second));
+    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels[i].first, name, kernels[i].second));
     source += def;
-    plan_.kernel_names.push_back(name);
+    plan.kernel_names.push_back(name);
   }
-  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, config_.device.arch()));
-  if (config_.progress)
-    config_.progress(std::to_string(kernels_.size()) + " generated kernels compiled with NVRTC in " +
-                     std::to_string(static_cast<int>(m.seconds * 1000)) + " ms");
-  plan_.cubin = std::move(m.cubin);
+  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, config.device.arch()));
+  if (config.progress)
+    config.progress(std::to_string(kernels.size()) + " generated kernels compiled with NVRTC in " +
+                    std::to_string(static_cast<int>(m.seconds * 1000)) + " ms");
+  plan.cubin = std::move(m.cubin);
   return Status::ok();
 }
 
-Status Builder::tune() {
+}  // namespace
+
+std::string kernel_key(const KernelChoice& k) {
+  std::string key = k.first.source + "\n//";
+  for (size_t i = 0; i < k.first.dims.size(); ++i)
+    key += i < k.second.size() && k.second[i] ? " r" : " " + std::to_string(k.first.dims[i]);
+  return content_digest(std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size()));
+}
+
+Status Builder::compile_kernels() { return compile_kernel_list(kernels_, config_, plan_); }
+
+Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
   bool any = false;
   for (const Step& s : plan_.steps) any = any || s.kind != Step::Kind::kKernel;
   if (!any) return Status::ok();
@@ -285,7 +310,7 @@ Status Builder::tune() {
     if (s.kind == Step::Kind::kGemm) {
       GemmLaunch& g = s.gemm;
       auto algo = tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
-                            kGemmWorkspaceBytes, stream);
+                            kGemmWorkspaceBytes, stream, candidates);
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + g.shape.to_string() + ")");
         break;
@@ -329,6 +354,14 @@ std::optional<TRef> Builder::input_slot(const ir::Value* v) const {
 }
 
 Expected<CudaPlan> Builder::build() {
+  KILN_TRY(emit());
+  KILN_TRY(compile_kernels());
+  KILN_TRY(tune_plan(plan_, config_));
+  KILN_TRY(plan_.validate());
+  return std::move(plan_);
+}
+
+Status Builder::emit() {
   plan_.device_name = config_.device.name;
   plan_.arch = config_.device.arch();
   plan_.sm_count = config_.device.sm_count;
@@ -346,8 +379,18 @@ Expected<CudaPlan> Builder::build() {
   // Engine inputs: contiguous slots the caller's tensors are copied into.
   for (size_t i = 0; i < net_.num_inputs; ++i) {
     const ir::Value* v = net_.graph.inputs()[i];
+    if (v->kind == ir::ValueKind::kSymInt) {
+      // A size computed outside the engine, given as an int64 0-d tensor: its
+      // uses are numbers in a network specialized to its shape, so only a slot.
+      TRef slot = new_tensor(DType::Int64, {});
+      allocs_[static_cast<size_t>(slot.alloc())].first = -1;
+      allocs_[static_cast<size_t>(slot.alloc())].last = INT_MAX;
+      plan_.inputs.push_back({v->name, DType::Int64, {}, 0});
+      input_slots_[static_cast<size_t>(v->id)] = slot;
+      continue;
+    }
     if (v->kind != ir::ValueKind::kTensor)
-      return unsupported("engine input %" + v->name + " is a symbolic scalar; CUDA engines take static shapes");
+      return unsupported("engine input %" + v->name + " is a symbolic scalar other than an integer");
     std::vector<int64_t> sizes;
     for (const ir::Dim& d : v->type.sizes) {
       if (!d.is_static()) return unsupported("engine input %" + v->name + " has a symbolic size");
@@ -387,6 +430,32 @@ Expected<CudaPlan> Builder::build() {
   // Engine outputs: each in its own contiguous slot of the IR dtype, live to the end.
   std::vector<int> used_as_output;
   for (const ir::Value* v : net_.graph.outputs()) {
+    if (v->kind == ir::ValueKind::kSymInt) {
+      // A size the engine gives back: its value at this shape, written by a kernel.
+      std::optional<int64_t> value;
+      if (v->sym)
+        if (Expected<int64_t> x = v->sym->eval(bindings_)) value = *x;
+      if (!value && v->producer && v->producer->op == ir::OpKind::kSymSize) {
+        const ir::Value* t = v->producer->operands().empty() ? nullptr : v->producer->operands()[0];
+        const ir::Arg* dim = v->producer->find("dim");
+        const int64_t* d = dim ? std::get_if<int64_t>(dim) : nullptr;
+        if (t && d) {
+          const int64_t rank = static_cast<int64_t>(t->type.sizes.size());
+          const int64_t k = *d < 0 ? *d + rank : *d;
+          if (k >= 0 && k < rank && t->type.sizes[static_cast<size_t>(k)].is_static())
+            value = t->type.sizes[static_cast<size_t>(k)].value;
+        }
+      }
+      if (!value) return unsupported("engine output %" + v->name + " is a size the engine cannot tell");
+      TRef out = new_tensor(DType::Int64, {});
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, scalar_fill_kernel(*value));
+      KILN_TRY(launch("output %" + v->name, std::move(k), {out.buf}));
+      allocs_[static_cast<size_t>(out.alloc())].last = INT_MAX;
+      used_as_output.push_back(out.alloc());
+      plan_.outputs.push_back({v->name, DType::Int64, {}, 0});
+      plan_.outputs.back().offset = out.buf.region;  // resolved below
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(TRef r, ref(v));
     if (v->producer && v->producer->op == ir::OpKind::kCacheWrite) {
       // Written in place: the engine output is the cache's input slot itself (the plan's alias).
@@ -440,14 +509,186 @@ Expected<CudaPlan> Builder::build() {
   if (config_.progress)
     config_.progress(std::to_string(plan_.steps.size()) + " steps, arena " + std::to_string(plan_.arena_bytes) +
                      " bytes (" + std::to_string(unshared) + " without reuse)");
-  KILN_TRY(compile_kernels());
-  KILN_TRY(tune());
-  KILN_TRY(plan_.validate());
-  return std::move(plan_);
+  return Status::ok();
+}
+
+namespace {
+
+// The size symbols of a network's values, sorted.
+std::vector<std::string> network_symbols(const engine::Network& net) {
+  std::set<std::string> names;
+  auto note = [&](const ir::Value* v) {
+    for (const ir::Dim& d : v->type.sizes)
+      if (!d.is_static()) {
+        std::vector<std::string> found;
+        d.expr->collect_symbols(found);
+        names.insert(found.begin(), found.end());
+      }
+  };
+  for (const ir::Value* v : net.graph.inputs()) note(v);
+  for (const auto& n : net.graph.nodes())
+    for (const ir::Value* v : n->outputs) note(v);
+  return {names.begin(), names.end()};
+}
+
+engine::Network clone_network(const engine::Network& net) {
+  engine::Network c;
+  c.graph = net.graph.clone();
+  c.num_inputs = net.num_inputs;
+  c.constant_names = net.constant_names;
+  return c;  // no kernel choices: folds and fusion change the layers
+}
+
+// A plan for every shape of the symbols' ranges (see build_cuda_plan).
+Expected<CudaPlan> build_range_plan(const engine::Network& net, const std::vector<std::string>& names,
+                                    const BuildConfig& config) {
+  std::vector<PlanSymbol> symbols;
+  std::set<std::string> given;  // symbols an engine input's size gives
+  for (size_t i = 0; i < net.num_inputs; ++i)
+    for (const ir::Dim& d : net.graph.inputs()[i]->type.sizes)
+      if (!d.is_static() && d.expr->kind() == ir::SymExpr::Kind::kSymbol) given.insert(d.expr->name());
+  for (const std::string& n : names) {
+    auto it = config.symbols.find(n);
+    if (it == config.symbols.end() || it->second.max == INT64_MAX || it->second.max < it->second.min)
+      return unsupported("size " + n + " has no finite range (give one with --shape)");
+    if (!given.count(n)) return unsupported("size " + n + " is not the size of an engine input's dimension");
+    const ir::SymbolRange& r = it->second;
+    const int64_t opt = r.opt >= r.min && r.opt <= r.max && r.opt > 0 ? r.opt : r.max;
+    symbols.push_back({n, r.min, opt, r.max});
+  }
+  // The shapes planned at build time: every symbol at opt, at min and at max.
+  std::vector<ir::SymBindings> shapes(3);
+  for (const PlanSymbol& y : symbols) {
+    shapes[0][y.name] = y.opt;
+    shapes[1][y.name] = y.min;
+    shapes[2][y.name] = y.max;
+  }
+  std::vector<KernelChoice> kernels;
+  std::map<std::string, int> index;  // kernel_key -> kernels
+  std::vector<std::string> keys;
+  CudaPlan plan;
+  int64_t arena = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    if (k > 0 && shapes[k] == shapes[0]) continue;
+    BuildConfig quiet = config;
+    if (k > 0) quiet.progress = nullptr;
+    KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(net, shapes[k], quiet));
+    std::vector<int> remap(sp.kernels.size());
+    for (size_t i = 0; i < sp.kernels.size(); ++i) {
+      std::string key = kernel_key(sp.kernels[i]);
+      auto [it, inserted] = index.try_emplace(key, static_cast<int>(kernels.size()));
+      if (inserted) {
+        kernels.push_back(sp.kernels[i]);
+        keys.push_back(key);
+      }
+      remap[i] = it->second;
+    }
+    arena = std::max(arena, sp.plan.arena_bytes);
+    if (k == 0) {
+      for (Step& st : sp.plan.steps)
+        if (st.kind == Step::Kind::kKernel) st.kernel.kernel = remap[static_cast<size_t>(st.kernel.kernel)];
+      plan = std::move(sp.plan);
+    }
+  }
+  KILN_TRY(compile_kernel_list(kernels, config, plan));
+  plan.kernel_keys = std::move(keys);
+  plan.symbols = std::move(symbols);
+  plan.arena_bytes = arena;
+  KILN_TRY(tune_plan(plan, config));
+  // Other shapes choose their algorithms when first run, within the same workspace limit.
+  bool convs = false;
+  for (const Step& st : plan.steps) convs = convs || st.kind == Step::Kind::kConv;
+  plan.workspace_bytes = std::max({plan.workspace_bytes, kGemmWorkspaceBytes, convs ? kConvWorkspaceBytes : 0});
+  KILN_TRY(plan.validate());
+  return plan;
+}
+
+}  // namespace
+
+namespace {
+
+// `net` specialized to `bindings` and emitted with every size its kernels read at run time.
+Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings& bindings, const BuildConfig& config) {
+  engine::Network shape = clone_network(net);
+  KILN_TRY(ir::specialize(shape.graph, bindings));
+  for (const std::string& n : network_symbols(shape))
+    return internal_error("size " + n + " has no value for this shape");
+  KILN_TRY(fold_epilogues(shape));
+  KILN_TRY(engine::fuse_elementwise(shape));
+  BuildConfig c = config;
+  c.sizes_at_run_time = true;
+  Builder b(shape, c);
+  b.set_bindings(bindings);
+  KILN_TRY(b.emit());
+  ShapePlan out;
+  out.plan = std::move(b.plan());
+  out.kernels = b.kernels();
+  return out;
+}
+
+// A plan's kernel launches in step order: the kernel's text and the sizes the launch gives it.
+std::vector<std::pair<const std::string*, const std::vector<int64_t>*>> launches(const ShapePlan& sp) {
+  std::vector<std::pair<const std::string*, const std::vector<int64_t>*>> out;
+  for (const Step& st : sp.plan.steps)
+    if (st.kind == Step::Kind::kKernel)
+      out.emplace_back(&sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.source, &st.kernel.dims);
+  return out;
+}
+
+}  // namespace
+
+Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBindings& bindings,
+                                   const BuildConfig& config) {
+  KILN_ASSIGN_OR_RETURN(ShapePlan a, emit_shape(net, bindings, config));
+  // A neighbouring shape (each symbol one more, or one less at its max): a
+  // size a launch gives its kernel at both shapes alike is compiled in, one
+  // that moves with the symbols is read at run time. Kernels are known by
+  // their text and literal sizes, so a size that merely happens to agree at
+  // both shapes still finds (or compiles) the right kernel.
+  ir::SymBindings near = bindings;
+  bool moved = false;
+  for (auto& [name, v] : near) {
+    auto it = config.symbols.find(name);
+    const int64_t lo = it != config.symbols.end() ? it->second.min : 1;
+    const int64_t hi = it != config.symbols.end() ? it->second.max : INT64_MAX;
+    if (v < hi) {
+      ++v;
+      moved = true;
+    } else if (v > lo) {
+      --v;
+      moved = true;
+    }
+  }
+  Expected<ShapePlan> b = moved ? emit_shape(net, near, config) : Expected<ShapePlan>(unsupported("one shape"));
+  const auto la = launches(a);
+  const auto lb = b ? launches(*b) : decltype(la){};
+  const bool paired = b && la.size() == lb.size();
+  std::vector<KernelChoice> kernels;
+  std::map<std::string, int> index;
+  size_t k = 0;
+  for (Step& st : a.plan.steps) {
+    if (st.kind != Step::Kind::kKernel) continue;
+    GeneratedKernel g = a.kernels[static_cast<size_t>(st.kernel.kernel)].first;
+    g.dims = st.kernel.dims;
+    std::vector<bool> runtime(std::min(g.dims.size(), kMaxKernelDims), true);
+    if (paired && *lb[k].first == g.source && lb[k].second->size() == g.dims.size())
+      for (size_t d = 0; d < runtime.size(); ++d) runtime[d] = g.dims[d] != (*lb[k].second)[d];
+    ++k;
+    const bool any = std::find(runtime.begin(), runtime.end(), true) != runtime.end();
+    KernelChoice c{std::move(g), std::move(runtime)};
+    auto [it, inserted] = index.try_emplace(kernel_key(c), static_cast<int>(kernels.size()));
+    st.kernel.kernel = it->second;
+    st.kernel.dims = any ? c.first.dims : std::vector<int64_t>{};
+    if (inserted) kernels.push_back(std::move(c));
+  }
+  a.kernels = std::move(kernels);
+  return a;
 }
 
 Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config) {
   KILN_TRY(net.verify());
+  if (std::vector<std::string> names = network_symbols(net); !names.empty())
+    return build_range_plan(net, names, config);
   KILN_TRY(fold_epilogues(net));
   KILN_TRY(engine::fuse_elementwise(net));
   Builder b(net, config);

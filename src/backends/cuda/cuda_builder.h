@@ -32,10 +32,42 @@ struct BuildConfig {
   // range of shapes takes, built here for fixed shapes so that it can be
   // checked against the compiled-in form.
   bool sizes_at_run_time = false;
+  // The range of every size symbol (a network with symbolic sizes builds one
+  // plan serving the whole range, tuned at each symbol's opt).
+  std::map<std::string, ir::SymbolRange> symbols;
 };
 
-// Builds the plan for `net` (rewritten in place: epilogues folded, elementwise fused).
+// A generated kernel with which of its sizes it reads at run time.
+using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
+
+// What an engine knows a compiled kernel by: SHA-256 of its text, which
+// sizes it reads at run time and the values of the others, in hex.
+std::string kernel_key(const KernelChoice& k);
+
+// Builds the plan for `net`. A network with fixed sizes is rewritten in
+// place (epilogues folded, elementwise fused). One with symbolic sizes is
+// left as it is (a range plan keeps it to make each shape's steps from) and
+// gets a plan for the range config.symbols gives: the steps at every
+// symbol's opt, tuned there, with the kernels of the shapes at min, opt and
+// max compiled, every size they read passed at run time. kUnsupported when
+// a symbol has no finite range or no engine input's size gives its value.
 Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config);
+
+// The steps of range network `net` at one shape: a copy specialized to
+// `bindings`, epilogues folded and elementwise chains fused on it, emitted
+// with every generated kernel reading its sizes at run time, memory planned;
+// kernels not compiled (`kernels`, indexed by the steps), GEMMs and
+// convolutions not timed.
+struct ShapePlan {
+  CudaPlan plan;
+  std::vector<KernelChoice> kernels;
+};
+Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBindings& bindings,
+                                   const BuildConfig& config);
+
+// Times every GEMM and convolution of `plan` among up to `candidates` of the
+// library's algorithms on scratch device memory, recording the fastest.
+Status tune_plan(CudaPlan& plan, const BuildConfig& config, int candidates = 8);
 
 // Whether the CUDA builder has an implementation for `op` at all.
 bool cuda_implements(ir::OpKind op);
@@ -56,6 +88,12 @@ class Builder {
  public:
   Builder(engine::Network& net, BuildConfig config) : net_(net), config_(std::move(config)) {}
   Expected<CudaPlan> build();
+  // The steps only: every layer emitted, memory planned, references resolved.
+  Status emit();
+  CudaPlan& plan() { return plan_; }
+  const std::vector<KernelChoice>& kernels() const { return kernels_; }
+  // The symbol values of the shape being built (for sizes the engine gives back).
+  void set_bindings(ir::SymBindings b) { bindings_ = std::move(b); }
 
   // ---- for the layer emitters (cuda_layers.cc)
   const BuildConfig& config() const { return config_; }
@@ -95,7 +133,6 @@ class Builder {
   Status plan_memory();
   void resolve(BufferRef& r) const;
   Status compile_kernels();
-  Status tune();
 
   engine::Network& net_;
   BuildConfig config_;
@@ -103,10 +140,11 @@ class Builder {
   std::vector<std::optional<TRef>> refs_;
   std::vector<std::optional<TRef>> input_slots_;  // by value id
   std::vector<Alloc> allocs_;
-  std::vector<std::pair<GeneratedKernel, std::vector<bool>>> kernels_;  // and which sizes each reads at run time
+  std::vector<KernelChoice> kernels_;
   std::map<std::string, int> kernel_index_;
   std::map<std::tuple<std::string, DType, bool, bool, int64_t>, int> constant_index_;
   int error_alloc_ = -1;
+  ir::SymBindings bindings_;
 };
 
 // Emits the steps of one layer (cuda_layers.cc).

@@ -1379,6 +1379,8 @@ Status emit_cast(Builder& b, const ir::Node& n) {
 
 enum class Family {
   kNone,
+  kSize,  // sizes and arithmetic on them: numbers once the network is specialized to a shape; no step
+  kArange,
   kView,
   kIdentity,
   kElementwise,
@@ -1399,6 +1401,10 @@ enum class Family {
 
 Family family(OpKind op) {
   switch (op) {
+    case OpKind::kSymSize: return Family::kSize;
+    case OpKind::kArange:
+    case OpKind::kArangeStart:
+    case OpKind::kArangeStartStep: return Family::kArange;
     case OpKind::kView:
     case OpKind::kUnsafeView:
     case OpKind::kReshape:
@@ -1482,6 +1488,7 @@ Family family(OpKind op) {
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
   }
+  if (ir::op_category(op) == ir::OpCategory::kSym && op != OpKind::kLocalScalarDense) return Family::kSize;
   return engine::is_elementwise_program_op(op) ? Family::kElementwise : Family::kNone;
 }
 
@@ -1631,6 +1638,27 @@ std::string cuda_refusal(const ir::Node& n) {
       return "";
     }
     case Family::kView: return "";
+    case Family::kArange:
+      // Integer positions (a sequence's, sized by it); the end may be a size known only at run time.
+      if (!out || (out->type.dtype != DType::Int64 && out->type.dtype != DType::Int32) || rank(out) != 1)
+        return "arange other than of int64 or int32 positions";
+      for (const char* a : {"start", "step"})
+        if (n.find(a) && !is_none(n, a) && !int_arg(n, a))
+          return std::string("arange with a ") + a + " that is not an integer";
+      if (n.find("end") && !int_arg(n, "end") && !value_arg(n, "end"))
+        return "arange with an end that is not an integer";
+      return "";
+    case Family::kSize:
+      // A number in the network specialized to a shape: the size of a tensor's
+      // dimension, or a scalar whose expression in the sizes is known.
+      if (n.outputs.empty()) return "a size computation without a result";
+      for (const ir::Value* v : n.outputs)
+        if (v->kind != ir::ValueKind::kSymInt || (!v->sym && n.op != OpKind::kSymSize))
+          return "a scalar computed at run time whose value is not an expression of the sizes";
+      if (n.op == OpKind::kSymSize &&
+          (n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor || !int_arg(n, "dim")))
+        return "the size of something that is not a tensor";
+      return "";
     case Family::kRotary: return "";  // made by the builder itself (fold_rotary)
     case Family::kNone: break;
   }
@@ -1639,6 +1667,19 @@ std::string cuda_refusal(const ir::Node& n) {
 
 Status emit_layer(Builder& b, const ir::Node& n) {
   switch (family(n.op)) {
+    case Family::kSize: return Status::ok();
+    case Family::kArange: {
+      const ir::Value* out = n.outputs[0];
+      const std::vector<int64_t> sizes = static_sizes(out);
+      const int64_t start = n.find("start") ? int_arg(n, "start").value_or(0) : 0;
+      const int64_t step = n.find("step") ? int_arg(n, "step").value_or(1) : 1;
+      if (sizes.size() != 1 || step == 0) return unsupported("arange " + n.describe());
+      TRef o = b.new_tensor(out->type.dtype, sizes);
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, arange_kernel(out->type.dtype, sizes[0], start, step));
+      KILN_TRY(b.launch(n.name, std::move(k), {o.buf}));
+      b.bind(out, o);
+      return Status::ok();
+    }
     case Family::kView: return emit_view(b, n);
     case Family::kIdentity: {
       KILN_ASSIGN_OR_RETURN(TRef r, b.ref(n.operands()[0]));

@@ -252,6 +252,13 @@ std::string CudaPlan::to_json() const {
     steps_j.push_back(std::move(sj));
   }
   j["steps"] = steps_j;
+  if (!symbols.empty()) {
+    json syms = json::array();
+    for (const PlanSymbol& y : symbols)
+      syms.push_back({{"name", y.name}, {"min", y.min}, {"opt", y.opt}, {"max", y.max}});
+    j["symbols"] = syms;
+    j["kernel_keys"] = kernel_keys;
+  }
   return j.dump();
 }
 
@@ -274,6 +281,12 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
     for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
     for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
     p.kernel_names = j.at("kernels").get<std::vector<std::string>>();
+    if (j.contains("symbols")) {
+      for (const json& y : j.at("symbols"))
+        p.symbols.push_back({y.at("name").get<std::string>(), y.at("min").get<int64_t>(), y.at("opt").get<int64_t>(),
+                             y.at("max").get<int64_t>()});
+      p.kernel_keys = j.at("kernel_keys").get<std::vector<std::string>>();
+    }
     for (const json& sj : j.at("steps")) {
       Step s;
       s.layer = sj.at("layer").get<std::string>();
@@ -326,6 +339,13 @@ Status CudaPlan::validate() const {
                         std::to_string(error_offset));
   if (workspace_bytes > static_cast<size_t>(kMaxBytes))
     return format_error("CUDA plan: a workspace of " + std::to_string(workspace_bytes) + " bytes");
+  if (!symbols.empty() && kernel_keys.size() != kernel_names.size())
+    return format_error("CUDA plan: " + std::to_string(kernel_keys.size()) + " kernel keys for " +
+                        std::to_string(kernel_names.size()) + " kernels");
+  for (const PlanSymbol& y : symbols)
+    if (y.name.empty() || y.min < 0 || y.min > y.opt || y.opt > y.max || y.max > kMaxBytes)
+      return format_error("CUDA plan: symbol '" + y.name + "' with range " + std::to_string(y.min) + ".." +
+                          std::to_string(y.max) + " (opt " + std::to_string(y.opt) + ")");
   // A reference to `nbytes` bytes (all of them inside the region); `written`:
   // the step writes there, which only the arena may be (device weights are
   // shared with other engines).
@@ -434,10 +454,18 @@ Status CudaPlan::validate() const {
 namespace {
 
 // Whether an engine slot is what the layer graph says its binding is.
-Status check_slot(const IoSlot& slot, const ir::Value& v, const std::string& what, const std::string& which) {
-  bool same = slot.dtype == v.type.dtype && slot.sizes.size() == v.type.sizes.size();
-  for (size_t d = 0; same && d < slot.sizes.size(); ++d)
-    same = v.type.sizes[d].is_static() && v.type.sizes[d].value == slot.sizes[d];
+// A slot against its layer-graph value: a symbolic scalar is an int64 0-d
+// slot; a tensor's sizes are its type's, symbolic ones evaluated at `at`.
+Status check_slot(const IoSlot& slot, const ir::Value& v, const std::string& what, const std::string& which,
+                  const ir::SymBindings& at) {
+  bool same = v.kind == ir::ValueKind::kSymInt ? slot.dtype == DType::Int64 && slot.sizes.empty()
+                                               : v.kind == ir::ValueKind::kTensor && slot.dtype == v.type.dtype &&
+                                                     slot.sizes.size() == v.type.sizes.size();
+  for (size_t d = 0; same && d < slot.sizes.size(); ++d) {
+    const ir::Dim& dim = v.type.sizes[d];
+    Expected<int64_t> want = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(at);
+    same = want.has_value() && *want == slot.sizes[d];
+  }
   if (!same)
     return format_error(FileFault::kSizeMismatch, what + ": the CUDA plan's " + which + " slot '" + slot.name +
                                                       "' is " + std::string(dtype_name(slot.dtype)) +
@@ -447,6 +475,12 @@ Status check_slot(const IoSlot& slot, const ir::Value& v, const std::string& wha
 }
 
 }  // namespace
+
+ir::SymBindings opt_bindings(const CudaPlan& plan) {
+  ir::SymBindings b;
+  for (const PlanSymbol& y : plan.symbols) b[y.name] = y.opt;
+  return b;
+}
 
 Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, std::string_view what_view) {
   const std::string what(what_view);
@@ -475,8 +509,9 @@ Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, s
                                                       " output slots, the layer graph " +
                                                       std::to_string(net.num_inputs) + " inputs and " +
                                                       std::to_string(results.size()) + " outputs");
-  for (size_t i = 0; i < p.inputs.size(); ++i) KILN_TRY(check_slot(p.inputs[i], *values[i], what, "input"));
-  for (size_t o = 0; o < p.outputs.size(); ++o) KILN_TRY(check_slot(p.outputs[o], *results[o], what, "output"));
+  const ir::SymBindings at = opt_bindings(p);
+  for (size_t i = 0; i < p.inputs.size(); ++i) KILN_TRY(check_slot(p.inputs[i], *values[i], what, "input", at));
+  for (size_t o = 0; o < p.outputs.size(); ++o) KILN_TRY(check_slot(p.outputs[o], *results[o], what, "output", at));
   out.alias_input.assign(p.outputs.size(), -1);
   for (const engine::PlanAlias& a : out.common.aliases) {
     // deserialize_plan checked both indices against the layer graph.

@@ -94,6 +94,14 @@ struct Step {
   ConvLaunch conv;
 };
 
+// A size symbol a plan for a range of shapes serves: every value from min to
+// max, tuned at opt.
+struct PlanSymbol {
+  std::string name;
+  int64_t min = 1, opt = 1, max = 1;
+  bool operator==(const PlanSymbol&) const = default;
+};
+
 struct CudaPlan {
   // The device it was built for; load() refuses another architecture.
   std::string device_name;
@@ -109,6 +117,14 @@ struct CudaPlan {
   std::vector<Step> steps;
   std::vector<uint8_t> cubin;
   size_t workspace_bytes = 0;  // shared cuBLASLt / cuDNN workspace
+  // A plan for a range of shapes (symbols not empty): the steps, slots and
+  // constants above are those of the shape at every symbol's opt; the engine
+  // makes the steps of other shapes from the layer graph when first called
+  // with them (plan_for_shape), finding their kernels among these by
+  // kernel_keys (one per kernel name). arena_bytes is the most any of the
+  // shapes the build planned needs.
+  std::vector<PlanSymbol> symbols;
+  std::vector<std::string> kernel_keys;
 
   std::string to_json() const;
   // Parses and validates (every reference inside the arena or a constant,
@@ -125,6 +141,9 @@ struct CudaEnginePlan {
   CudaPlan plan;
   std::vector<int> alias_input;  // per engine output: the engine input it is written into in place, or -1
 };
+
+// The symbol values a range plan's stored steps are for (every symbol at opt); empty for a fixed-shape plan.
+ir::SymBindings opt_bindings(const CudaPlan& plan);
 
 // Reads and checks a whole CUDA engine plan on the host (no device needed):
 // the section file, the CUDA sections (CudaPlan::from_json), and that the two

@@ -1317,6 +1317,33 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   return launch_1d(s.str(), n, D);
 }
 
+Expected<GeneratedKernel> arange_kernel(DType dtype, int64_t n, int64_t start, int64_t step) {
+  if (dtype != DType::Int64 && dtype != DType::Int32) return unsupported("arange on the GPU gives int64 or int32");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  Sizes D;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out KILN_DIMS) {\n";
+  s << "  const unsigned long long start = (unsigned long long)" << D(start) << ", step = (unsigned long long)"
+    << D(step) << ";\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ")\n";
+  s << "    out[i] = (" << T << ")(start + step * (unsigned long long)i);\n}\n";
+  return launch_1d(s.str(), n, D);
+}
+
+Expected<GeneratedKernel> scalar_fill_kernel(int64_t value) {
+  Sizes D;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(32) KILN_KERNEL(long long* __restrict__ out KILN_DIMS) {\n";
+  s << "  if (threadIdx.x == 0) out[0] = " << D(value) << ";\n}\n";
+  GeneratedKernel k;
+  k.source = s.str();
+  k.dims = std::move(D.values);
+  k.block = {32, 1, 1};
+  return k;
+}
+
 bool gemv_fits(const GemvShape& s) {
   if (s.dtype != DType::Float32 && s.dtype != DType::Float16 && s.dtype != DType::BFloat16) return false;
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));

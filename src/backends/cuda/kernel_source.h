@@ -204,6 +204,13 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
 Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count,
                                             int64_t inner, int64_t out_dim, int error_code);
 
+// torch.arange for integers: out[i] = start + i * step (wrapping) for i < n,
+// out int64 or int32 and contiguous. Params: out.
+Expected<GeneratedKernel> arange_kernel(DType dtype, int64_t n, int64_t start, int64_t step);
+
+// out[0] = value, an int64 0-d tensor (a size an engine gives back). Params: out.
+Expected<GeneratedKernel> scalar_fill_kernel(int64_t value);
+
 // Matrix-vector products for few rows (a decoder's one token): row-major
 // c (m x n) = act(alpha * a (m x k) * w^T + bias), w stored as n rows of k
 // (a linear layer's weight). Warps stream w's rows once with 16-byte loads,

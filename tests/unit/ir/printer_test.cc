@@ -30,6 +30,29 @@ TEST(Printer, RoundTripsThroughText) {
   EXPECT_TRUE(graphs_equal(*g, *again, &why)) << why;
 }
 
+TEST(Printer, ASymbolicScalarKeepsItsExpression) {
+  constexpr const char* text = R"(graph(%x: float32[s0, 3], %k: symint[s1 + 1]) {
+  %n: symint[s0] = aten.sym_size.int(self=%x, dim=0)
+  %v: float32[3*s0] = aten.view.default(self=%x, size=[%n, 3])
+  return (%v)
+}
+)";
+  auto g = parse_graph(text);
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  EXPECT_EQ(print_graph(*g), text);
+  ASSERT_TRUE(g->inputs()[1]->sym);
+  EXPECT_EQ(g->inputs()[1]->sym->to_string(), "s1 + 1");
+  ASSERT_TRUE(g->nodes()[0]->outputs[0]->sym);
+  EXPECT_EQ(g->nodes()[0]->outputs[0]->sym->to_string(), "s0");
+  // Specialized to s0 = 4: sizes static, the scalar a number where it is used.
+  ASSERT_TRUE(specialize(*g, {{"s0", 4}}).is_ok());
+  EXPECT_EQ(g->inputs()[0]->type.to_string(), "float32[4, 3]");
+  EXPECT_EQ(print_graph(*g).find("size=[%n"), std::string::npos) << print_graph(*g);
+  EXPECT_NE(print_graph(*g).find("size=[4, 3]"), std::string::npos) << print_graph(*g);
+  EXPECT_NE(print_graph(*g).find("float32[12]"), std::string::npos) << print_graph(*g);
+  EXPECT_FALSE(parse_graph("graph(%k: symint[s1 +]) {\n  return ()\n}\n").has_value());
+}
+
 TEST(Printer, StructuralEqualityIgnoresNamesButNotWiring) {
   auto a = parse_graph("graph(%x: float32[2], %y: float32[2]) {\n  %s: float32[2] = aten.sub.Tensor(self=%x, other=%y)\n  return (%s)\n}\n");
   auto b = parse_graph("graph(%p: float32[2], %q: float32[2]) {\n  %r: float32[2] = aten.sub.Tensor(self=%p, other=%q)\n  return (%r)\n}\n");

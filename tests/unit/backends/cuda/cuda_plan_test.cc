@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/memory_plan.h"
+#include "engine/plan.h"
+#include "ir/printer.h"
 #include "support/cuda_plan_sample.h"
 
 namespace kiln::cuda {
@@ -69,6 +72,75 @@ TEST(PlanReader, SectionsThatDisagreeAreRefused) {
     EXPECT_EQ(read.status().code(), ErrorCode::kFormat) << c.what;
     EXPECT_NE(read.status().message().find(c.expect), std::string::npos) << c.what << ": " << read.status().message();
     EXPECT_NE(read.status().message().find("sample"), std::string::npos) << c.what << ": " << read.status().message();
+  }
+}
+
+// A plan for a range of shapes: the layer graph's sizes are symbolic, the
+// plan's slots those of the shape at every symbol's opt, and each kernel has a
+// key; its symbols and keys round-trip, and a range or key list that does not
+// hold is refused.
+std::vector<uint8_t> range_engine_plan(const CudaPlan& cuda) {
+  engine::EnginePlan plan;
+  plan.backend = "cuda";
+  auto g =
+      ir::parse_graph(R"(graph(%x: float16[s0, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+  %n: symint[s0] = aten.sym_size.int(self=%x, dim=0)
+  %m: float16[s0, 16] = aten.mm.default(self=%x, mat2=%w)
+  %y: float16[s0, 16] = aten.relu.default(self=%m)
+  return (%y)
+}
+)");
+  EXPECT_TRUE(g.has_value()) << g.status().message();
+  if (!g) return {};
+  plan.network.graph = std::move(*g);
+  plan.network.num_inputs = 1;
+  plan.network.constant_names = {"w", "stem", "stem.bias"};
+  plan.network.kernels.assign(plan.network.graph.nodes().size(), "cuda");
+  plan.memory = engine::plan_memory(plan.network, [](const ir::Node&) { return false; });
+  const std::string json = cuda.to_json();
+  plan.extra.emplace_back(kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
+  plan.extra.emplace_back(kCubinSection, std::vector<uint8_t>{0x7f, 'E', 'L', 'F'});
+  return engine::serialize_plan(plan);
+}
+
+CudaPlan range_plan() {
+  CudaPlan p = sample_cuda_plan();
+  p.symbols = {{"s0", 1, 4, 16}};
+  p.kernel_keys = {std::string(64, 'a')};
+  return p;
+}
+
+TEST(PlanReader, ARangePlanKeepsItsSymbolsAndKernelKeys) {
+  auto read = read_cuda_engine_plan(range_engine_plan(range_plan()), "range");
+  ASSERT_TRUE(read.has_value()) << read.status().message();
+  ASSERT_EQ(read->plan.symbols.size(), 1u);
+  EXPECT_EQ(read->plan.symbols[0], (PlanSymbol{"s0", 1, 4, 16}));
+  EXPECT_EQ(read->plan.kernel_keys, range_plan().kernel_keys);
+  EXPECT_EQ(read->plan.to_json(), range_plan().to_json());
+  EXPECT_EQ(opt_bindings(read->plan), (ir::SymBindings{{"s0", 4}}));
+  // The layer graph keeps what the symbolic scalar is.
+  const ir::Value* n = read->common.network.graph.nodes()[0]->outputs[0];
+  ASSERT_TRUE(n->sym);
+  EXPECT_EQ(n->sym->to_string(), "s0");
+
+  struct Case {
+    const char* what;
+    void (*damage)(CudaPlan&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"a key missing", [](CudaPlan& p) { p.kernel_keys.clear(); }, "kernel keys"},
+      {"opt below min", [](CudaPlan& p) { p.symbols[0].opt = 0; }, "symbol 's0'"},
+      {"max below opt", [](CudaPlan& p) { p.symbols[0].max = 3; }, "symbol 's0'"},
+      {"slots of another shape than opt", [](CudaPlan& p) { p.symbols[0].opt = 5; }, "input slot 'x'"},
+  };
+  for (const Case& c : cases) {
+    CudaPlan p = range_plan();
+    c.damage(p);
+    auto bad = read_cuda_engine_plan(range_engine_plan(p), "range");
+    ASSERT_FALSE(bad.has_value()) << c.what;
+    EXPECT_EQ(bad.status().code(), ErrorCode::kFormat) << c.what;
+    EXPECT_NE(bad.status().message().find(c.expect), std::string::npos) << c.what << ": " << bad.status().message();
   }
 }
 

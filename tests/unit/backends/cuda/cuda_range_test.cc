@@ -1,0 +1,187 @@
+// CUDA engines built once for a range of sizes: every size in the range runs
+// on the one engine and gives the reference interpreter's results for the
+// network specialized to that size, from the plan as built and from its
+// serialized bytes; sizes outside the range are refused by name. GPU only
+// (the tests carry the gpu label and skip elsewhere).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_support.h"
+#include "runtime/interpreter.h"
+#include "support/conformance.h"
+#include "support/network_text.h"
+
+namespace kiln {
+namespace {
+
+// A transformer block over a dynamic sequence s0: an embedding plus a slice
+// of a position table as long as the sequence, a norm, one fused QKV
+// projection cut into heads through views sized by the sequence, causal
+// attention, the output projection with a residual, a GELU MLP, and the
+// sequence length itself given back.
+constexpr const char* kBlock =
+    R"(graph(%ids: int64[1, s0], %emb: float32[100, 64], %pos: float32[80, 64], %g: float32[64], %bb: float32[64], %wqkv: float32[64, 192], %bqkv: float32[192], %wo: float32[64, 64], %w1: float32[64, 128], %w2: float32[128, 64]) {
+  %n: symint = aten.sym_size.int(self=%ids, dim=1)
+  %e: float32[1, s0, 64] = aten.embedding.default(weight=%emb, indices=%ids)
+  %p: float32[s0, 64] = aten.slice.Tensor(self=%pos, dim=0, start=0, end=%n)
+  %x: float32[1, s0, 64] = aten.add.Tensor(self=%e, other=%p)
+  %l: float32[1, s0, 64] = aten.layer_norm.default(input=%x, normalized_shape=[64], weight=%g, bias=%bb, eps=1e-05)
+  %qkv: float32[1, s0, 192] = aten.matmul.default(self=%l, other=%wqkv)
+  %qkvb: float32[1, s0, 192] = aten.add.Tensor(self=%qkv, other=%bqkv)
+  %q0: float32[1, s0, 64] = aten.slice.Tensor(self=%qkvb, dim=2, start=0, end=64)
+  %k0: float32[1, s0, 64] = aten.slice.Tensor(self=%qkvb, dim=2, start=64, end=128)
+  %v0: float32[1, s0, 64] = aten.slice.Tensor(self=%qkvb, dim=2, start=128, end=192)
+  %q1: float32[1, s0, 4, 16] = aten.view.default(self=%q0, size=[1, %n, 4, 16])
+  %k1: float32[1, s0, 4, 16] = aten.view.default(self=%k0, size=[1, %n, 4, 16])
+  %v1: float32[1, s0, 4, 16] = aten.view.default(self=%v0, size=[1, %n, 4, 16])
+  %q: float32[1, 4, s0, 16] = aten.transpose.int(self=%q1, dim0=1, dim1=2)
+  %k: float32[1, 4, s0, 16] = aten.transpose.int(self=%k1, dim0=1, dim1=2)
+  %v: float32[1, 4, s0, 16] = aten.transpose.int(self=%v1, dim0=1, dim1=2)
+  %o: float32[1, 4, s0, 16] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)
+  %t: float32[1, s0, 4, 16] = aten.transpose.int(self=%o, dim0=1, dim1=2)
+  %r: float32[1, s0, 64] = aten.reshape.default(self=%t, shape=[1, %n, 64])
+  %y: float32[1, s0, 64] = aten.matmul.default(self=%r, other=%wo)
+  %z: float32[1, s0, 64] = aten.add.Tensor(self=%y, other=%x)
+  %h: float32[1, s0, 128] = aten.matmul.default(self=%z, other=%w1)
+  %a: float32[1, s0, 128] = aten.gelu.default(self=%h)
+  %f: float32[1, s0, 64] = aten.matmul.default(self=%a, other=%w2)
+  %s: float32[1, s0, 64] = aten.softmax.int(self=%f, dim=-1)
+  return (%s, %n)
+}
+)";
+
+engine::Network block_network() {
+  return testing::network_from(kBlock, 1, {"emb", "pos", "g", "bb", "wqkv", "bqkv", "wo", "w1", "w2"});
+}
+
+std::map<std::string, Tensor> block_weights(const engine::Network& net) {
+  // Uniform in [-1, 1]; matrices scaled by 1/8 so that activations stay
+  // near 1 and the closing softmax is not ruled by 16-bit rounding of large logits.
+  std::map<std::string, Tensor> w;
+  for (size_t i = net.num_inputs; i < net.graph.inputs().size(); ++i) {
+    const ir::Value& v = *net.graph.inputs()[i];
+    Tensor t = testing::conformance_input(v, 0, static_cast<uint32_t>(100 + i));
+    if (v.type.sizes.size() == 2 && v.name.rfind("w", 0) == 0) {
+      Tensor d = t.to(DType::Float64);
+      for (int64_t k = 0; k < d.numel(); ++k) d.data<double>()[k] *= 0.125;
+      t = d.to(v.type.dtype);
+    }
+    w[v.name] = t;
+  }
+  return w;
+}
+
+Tensor ids_of_length(int64_t n) {
+  Tensor t = Tensor::zeros(DType::Int64, {1, n});
+  for (int64_t j = 0; j < n; ++j) t.data<int64_t>()[j] = (j * 37 + 11) % 100;
+  return t;
+}
+
+// The reference: the network specialized to the call's length, on the CPU kernels.
+std::vector<cpu::RtValue> reference(const engine::Network& net, const std::map<std::string, Tensor>& weights,
+                                    const Tensor& ids) {
+  ir::Graph g = net.graph.clone();
+  EXPECT_TRUE(ir::specialize(g, {{"s0", ids.sizes()[1]}}).is_ok());
+  std::vector<cpu::RtValue> ins{ids};
+  for (size_t i = net.num_inputs; i < g.inputs().size(); ++i) ins.emplace_back(weights.at(g.inputs()[i]->name));
+  auto out = runtime::interpret(g, ins, cpu::cpu_kernels());
+  EXPECT_TRUE(out.has_value()) << out.status().message();
+  return out.has_value() ? *out : std::vector<cpu::RtValue>{};
+}
+
+engine::BuildOptions range_options(const std::string& precision, int64_t min, int64_t opt, int64_t max) {
+  engine::BuildOptions o;
+  o.precision = precision;
+  o.symbols["s0"] = {min, max, opt};
+  return o;
+}
+
+// Runs `engine` at `length` and checks both outputs against the reference.
+void expect_length(const engine::Engine& engine, const engine::Network& net,
+                   const std::map<std::string, Tensor>& weights, int64_t length, double tol, const std::string& run) {
+  const Tensor ids = ids_of_length(length);
+  std::vector<Tensor> got;
+  Status s = engine.execute(std::vector<Tensor>{ids}, got);
+  ASSERT_TRUE(s.is_ok()) << run << " at length " << length << ": " << s.message();
+  ASSERT_EQ(got.size(), 2u);
+  const std::vector<cpu::RtValue> want = reference(net, weights, ids);
+  ASSERT_EQ(want.size(), 2u);
+  const Tensor w = cpu::rt_value_to_tensor(want[0]).to(DType::Float64);
+  const Tensor o = got[0].to(DType::Float64);
+  ASSERT_EQ(o.sizes(), w.sizes()) << run << " at length " << length;
+  for (int64_t i = 0; i < w.numel(); ++i)
+    ASSERT_LE(std::fabs(o.data<double>()[i] - w.data<double>()[i]), tol * (1 + std::fabs(w.data<double>()[i])))
+        << run << " at length " << length << ": element " << i;
+  // The length given back: an int64 0-d tensor.
+  ASSERT_EQ(got[1].dtype(), DType::Int64);
+  ASSERT_EQ(got[1].numel(), 1);
+  EXPECT_EQ(got[1].data<int64_t>()[0], length) << run;
+}
+
+class CudaRange : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string precision = GetParam();
+  const double tol = precision == "fp32" ? 2e-4 : 3e-2;
+  auto backend = cuda::make_cuda_backend();
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
+    auto it = weights.find(n);
+    if (it == weights.end()) return not_found("no weight '" + n + "'");
+    return it->second;
+  };
+  auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
+  ASSERT_TRUE(plan.has_value()) << plan.status().message();
+  auto handle = backend->load(*plan, lookup, "block");
+  ASSERT_TRUE(handle.has_value()) << handle.status().message();
+  engine::Engine engine(backend.get(), *handle);
+  // min, opt, max, odd sizes between, a length seen before, one that changes every kernel's grid.
+  for (int64_t length : {32, 1, 80, 7, 33, 32, 64, 1, 17})
+    ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, length, tol, "as built"));
+
+  // Outside the range, or an input of another rank: refused, naming why.
+  std::vector<Tensor> got;
+  Status s = engine.execute(std::vector<Tensor>{ids_of_length(81)}, got);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("outside the range"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[1, 80]"), std::string::npos) << s.message();
+  got.clear();
+  s = engine.execute(std::vector<Tensor>{Tensor::zeros(DType::Int64, {5})}, got);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("must be int64[1, s0]"), std::string::npos) << s.message();
+  // And the engine goes on.
+  ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, 9, tol, "after refusals"));
+
+  // The serialized plan read back: the same lengths from a new engine.
+  const std::vector<uint8_t> stored(plan->begin(), plan->end());
+  auto again = backend->load(stored, lookup, "block (stored)");
+  ASSERT_TRUE(again.has_value()) << again.status().message();
+  engine::Engine loaded(backend.get(), *again);
+  for (int64_t length : {5, 80, 32})
+    ASSERT_NO_FATAL_FAILURE(expect_length(loaded, net, weights, length, tol, "loaded from its serialized plan"));
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaRanges, CudaRange, ::testing::Values("fp32", "fp16", "bf16"),
+                         [](const auto& info) { return info.param; });
+
+TEST(CudaRangeBuild, ASizeWithoutAFiniteRangeIsRefusedByName) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto backend = cuda::make_cuda_backend();
+  engine::BuildOptions o;
+  auto plan = backend->build(block_network(), o);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(plan.status().message().find("s0"), std::string::npos) << plan.status().message();
+}
+
+}  // namespace
+}  // namespace kiln
