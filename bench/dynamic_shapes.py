@@ -24,7 +24,7 @@ For each length L in --lengths, on the same ids:
   medians; its first call at each length timed apart.
 - eager fp16, CUDA-event medians.
 
-    python3 bench/dynamic_shapes.py --kiln build/kiln --out bench/results
+    python3 bench/dynamic_shapes.py --kiln build/kiln --out bench/results [--case resnet50-hw]
 """
 from __future__ import annotations
 
@@ -112,33 +112,68 @@ def kiln_bench(kiln: str, model: Path, inputs: Path, iters: int, extra: list[str
             "fallback_nodes": r.get("fallback_nodes"), "timing": r.get("timing")}
 
 
+def case_spec(name: str):
+    """(title, model, example input of a size, dynamic_shapes for export, sizes, --shape argument or None,
+    extra kiln compile arguments) of a bench case."""
+    if name == "bert":
+        from torch.export import Dim
+
+        seq = Dim("seq", min=2, max=512)
+        return ("BERT-base fp16, sequence 2..512", build_model(), ids_of, {"input_ids": {1: seq}},
+                [7, 97, 128, 384, 512], None, [])
+    import torchvision
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().eval().half()
+
+    def image(shape):
+        g = torch.Generator().manual_seed(sum(shape))
+        return torch.randn(shape, generator=g).half()
+
+    if name == "resnet50-batch":
+        batch = Dim("batch", min=1, max=64)
+        return ("ResNet-50 fp16, batch 1..64 (opt 16), 224x224", model, lambda n: image((n, 3, 224, 224)),
+                {"x": {0: batch}}, [1, 16, 64], "x:1x3x224x224,16x3x224x224,64x3x224x224",
+                ["--batch-buckets", "off"])
+    if name == "resnet50-hw":
+        # Multiples of 32 (export asks it of ResNet's five halvings): 32*hq with hq in 5..10.
+        h, w = 32 * Dim("hq", min=5, max=10), 32 * Dim("wq", min=5, max=10)
+        return ("ResNet-50 fp16, batch 1, height and width 160..320 in steps of 32 (opt: the max)", model,
+                lambda n: image((1, 3, n, n)), {"x": {2: h, 3: w}}, [160, 224, 320], None, [])
+    raise SystemExit(f"unknown case {name}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--lengths", default="7,97,128,384,512")
+    ap.add_argument("--case", default="bert", help="bert | resnet50-batch | resnet50-hw")
+    ap.add_argument("--sizes", help="comma-separated sizes (default: the case's)")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--workdir")
     ap.add_argument("--skip-torch-compile", action="store_true")
     args = ap.parse_args()
-    lengths = [int(x) for x in args.lengths.split(",")]
+    title, model, make_input, dynamic, sizes, shape_arg, extra = case_spec(args.case)
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln-dyn-"))
     work.mkdir(parents=True, exist_ok=True)
-    model = build_model()
-    result: dict = {"machine": torch.cuda.get_device_name(0), "torch": torch.__version__, "lengths": lengths,
-                    "rows": {}}
+    result: dict = {"case": args.case, "title": title, "machine": torch.cuda.get_device_name(0),
+                    "torch": torch.__version__, "sizes": sizes, "rows": {}}
+    from torch.export import export, save
 
-    # kiln: one export with a dynamic length, one build.
-    from torch.export import Dim, export, save
-
-    seq = Dim("seq", min=2, max=512)
+    # kiln: one export with the dynamic sizes, one build.
     with torch.no_grad():
-        ep = export(model, (ids_of(128),), dynamic_shapes={"input_ids": {1: seq}})
-    dyn_pt2 = work / "bert_dyn.pt2"
+        ep = export(model, (make_input(sizes[len(sizes) // 2]),), dynamic_shapes=dynamic)
+    dyn_pt2 = work / f"{args.case}_dyn.pt2"
     save(ep, str(dyn_pt2))
-    dyn_kiln = work / "bert_dyn.kiln"
+    dyn_kiln = work / f"{args.case}_dyn.kiln"
+    cmd = [args.kiln, "compile", str(dyn_pt2), "--device", "cuda", "--no-cache", "-o", str(dyn_kiln)] + extra
+    if shape_arg:
+        cmd += ["--shape", shape_arg]
     t = time.perf_counter()
-    p = run([args.kiln, "compile", str(dyn_pt2), "--device", "cuda", "--no-cache", "-o", str(dyn_kiln)], 600)
+    p = run(cmd, 600)
     result["range_build_s"] = time.perf_counter() - t
     result["range_compile_rc"] = p.returncode
     result["range_compile_log"] = p.stderr[-2000:]
@@ -148,63 +183,63 @@ def main() -> int:
     if m:
         result["range_segments"] = {"segments": int(m[1]), "engines": int(m[2]), "fallback": int(m[3])}
 
-    for length in lengths:
+    for size in sizes:
         row: dict = {}
-        ids = ids_of(length)
-        inp = work / f"in_{length}.safetensors"
-        save_inputs(inp, ids)
-        # A new process per length: its first call makes the steps of that length (kiln bench reports it).
+        x = make_input(size)
+        inp = work / f"in_{args.case}_{size}.safetensors"
+        save_inputs(inp, x)
+        # A new process per size: its first call makes the steps of that size (kiln bench reports it).
         row["kiln_range"] = kiln_bench(args.kiln, dyn_kiln, inp, args.iters, [])
-        # A fixed-length engine for this length.
+        # An engine built for this size alone.
         with torch.no_grad():
-            ep_fixed = export(model, (ids,))
-        fixed_pt2 = work / f"bert_{length}.pt2"
+            ep_fixed = export(model, (x,))
+        fixed_pt2 = work / f"{args.case}_{size}.pt2"
         save(ep_fixed, str(fixed_pt2))
         t = time.perf_counter()
         row["kiln_fixed"] = kiln_bench(args.kiln, fixed_pt2, inp, args.iters, ["--device", "cuda", "--no-cache"])
         row["kiln_fixed_wall_s"] = time.perf_counter() - t
-        result["rows"][length] = row
-        log(f"L={length}: range {row['kiln_range'].get('engine_ms')} fixed {row['kiln_fixed'].get('engine_ms')}")
+        result["rows"][size] = row
+        log(f"{size}: range {row['kiln_range'].get('engine_ms')} fixed {row['kiln_fixed'].get('engine_ms')}")
 
     gpu = model.cuda()
     with torch.no_grad():
-        for length in lengths:
-            x = ids_of(length).cuda()
+        for size in sizes:
+            x = make_input(size).cuda()
             ts = cuda_times(lambda: gpu(x), 10, args.iters)
-            result["rows"][length]["eager_ms"] = statistics.median(ts)
+            result["rows"][size]["eager_ms"] = statistics.median(ts)
         if not args.skip_torch_compile:
             torch._dynamo.reset()
             compiled = torch.compile(gpu, dynamic=True)
-            for length in lengths:
-                x = ids_of(length).cuda()
-                result["rows"][length]["torch_compile_dynamic_first_call_ms"] = first_call_ms(lambda: compiled(x))
+            for size in sizes:
+                x = make_input(size).cuda()
+                result["rows"][size]["torch_compile_dynamic_first_call_ms"] = first_call_ms(lambda: compiled(x))
                 ts = cuda_times(lambda: compiled(x), 10, args.iters)
-                result["rows"][length]["torch_compile_dynamic_ms"] = statistics.median(ts)
+                result["rows"][size]["torch_compile_dynamic_ms"] = statistics.median(ts)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d")
-    (out / f"{stamp}-dynamic-shapes.json").write_text(json.dumps(result, indent=1, default=str))
-    lines = [f"# BERT-base fp16, sequence 2..512 ({result['machine']}, torch {result['torch']})", "",
+    (out / f"{stamp}-dynamic-shapes-{args.case}.json").write_text(json.dumps(result, indent=1, default=str))
+    lines = [f"# {title} ({result['machine']}, torch {result['torch']})", "",
              f"- kiln range build: {result['range_build_s']:.1f} s (rc {result['range_compile_rc']}), "
              f"segments {result.get('range_segments')}", "",
-             "| length | kiln range engine ms | kiln fixed engine ms | range / fixed | kiln range end to end ms | "
+             "| size | kiln range engine ms | kiln fixed engine ms | range / fixed | kiln range end to end ms | "
              "kiln range first call ms | range engines / fallback nodes | torch.compile dynamic ms "
              "(first call) | eager ms |", "|---|---|---|---|---|---|---|---|---|"]
 
     def f(v) -> str:
         return f"{v:.3f}" if isinstance(v, (int, float)) else "—"
 
-    for length in lengths:
-        r = result["rows"][length]
+    for size in sizes:
+        r = result["rows"][size]
         kr, kf = r["kiln_range"], r["kiln_fixed"]
         a, b = kr.get("engine_ms"), kf.get("engine_ms")
         ratio = f"{a / b:.3f}" if a and b else "—"
-        lines.append(f"| {length} | {f(a)} | {f(b)} | {ratio} | {f(kr.get('end_to_end_ms'))} | "
+        lines.append(f"| {size} | {f(a)} | {f(b)} | {ratio} | {f(kr.get('end_to_end_ms'))} | "
                      f"{f(kr.get('first_call_ms'))} | {kr.get('engines')} / {kr.get('fallback_nodes')} | "
                      f"{f(r.get('torch_compile_dynamic_ms'))} ({f(r.get('torch_compile_dynamic_first_call_ms'))}) | "
                      f"{f(r.get('eager_ms'))} |")
-    (out / f"{stamp}-dynamic-shapes.md").write_text("\n".join(lines) + "\n")
+    (out / f"{stamp}-dynamic-shapes-{args.case}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

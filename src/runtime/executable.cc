@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/sym_solve.h"
 #include "kiln/kiln.h"
 #include "runtime/device_copy.h"
 #include "runtime/engine_hot_set.h"
@@ -178,6 +179,19 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   KILN_TRY(ensure_engines());
   void* stream = options.stream;
   std::vector<cpu::RtValue> env(g.num_values());
+  // The size symbols the inputs give (device outputs of engines whose sizes are symbolic are sized by them).
+  ir::SymBindings symbols;
+  for (size_t i = 0; i < graph_inputs.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&graph_inputs[i]);
+    const ir::Value* v = g.inputs()[i];
+    if (!t || !t->defined() || v->kind != ir::ValueKind::kTensor ||
+        t->dim() != static_cast<int64_t>(v->type.sizes.size()))
+      continue;
+    for (size_t d = 0; d < v->type.sizes.size(); ++d)
+      if (const ir::Dim& dim = v->type.sizes[d]; !dim.is_static())
+        if (std::optional<std::string> name = ir::affine_symbol(*dim.expr))
+          if (std::optional<int64_t> value = ir::solve_affine(*dim.expr, t->sizes()[d])) symbols.emplace(*name, *value);
+  }
   for (size_t i = 0; i < graph_inputs.size(); ++i)
     env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
   // Memory given for values of the last segment: value id -> tensor.
@@ -205,10 +219,11 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
           Shape sizes;
           bool fixed = val.kind == ir::ValueKind::kTensor;
           for (const ir::Dim& d : val.type.sizes) {
-            fixed = fixed && d.is_static();
-            sizes.push_back(d.value);
+            Expected<int64_t> n = d.is_static() ? Expected<int64_t>(d.value) : d.expr->eval(symbols);
+            fixed = fixed && n.has_value();
+            sizes.push_back(n.has_value() ? *n : 0);
           }
-          if (!fixed) {  // sizes known only once it runs: host memory, as the engine gives it
+          if (!fixed) {  // sizes known only once it runs (set by data): host memory, as the engine gives it
             outs.clear();
             break;
           }

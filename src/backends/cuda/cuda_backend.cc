@@ -18,6 +18,7 @@
 #include "backends/cuda/nvrtc_compile.h"
 #include "backends/cuda/runtime_kernels.h"
 #include "engine/plan.h"
+#include "ir/sym_solve.h"
 
 namespace kiln::cuda {
 
@@ -464,14 +465,20 @@ struct CudaEngine final : engine::EngineState {
                                 (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
       for (size_t d = 0; d < v->type.sizes.size(); ++d) {
         const ir::Dim& dim = v->type.sizes[d];
-        if (dim.is_static() || dim.expr->kind() != ir::SymExpr::Kind::kSymbol) continue;
+        if (dim.is_static()) continue;
+        const std::optional<std::string> name = ir::affine_symbol(*dim.expr);
+        if (!name) continue;
         const int64_t got = inputs[i].sizes()[d];
-        auto [it, fresh] = b.try_emplace(dim.expr->name(), got);
-        if (!fresh && it->second != got)
+        const std::optional<int64_t> value = ir::solve_affine(*dim.expr, got);
+        if (!value)
+          return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') has size " +
+                                  std::to_string(got) + " in dimension " + std::to_string(d) + ", which is " +
+                                  dim.expr->to_string() + " for no whole " + *name);
+        auto [it, fresh] = b.try_emplace(*name, *value);
+        if (!fresh && it->second != *value)
           return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') has size " +
                                   std::to_string(got) + " in dimension " + std::to_string(d) +
-                                  " where an earlier input gives " + dim.expr->name() + " = " +
-                                  std::to_string(it->second));
+                                  " where an earlier input gives " + *name + " = " + std::to_string(it->second));
       }
     }
     std::vector<int64_t> key;

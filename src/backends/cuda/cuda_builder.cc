@@ -9,6 +9,7 @@
 #include "backends/cuda/nvrtc_compile.h"
 #include "base/sha256.h"
 #include "engine/fuse_elementwise.h"
+#include "ir/sym_solve.h"
 
 namespace kiln::cuda {
 
@@ -546,7 +547,8 @@ Expected<CudaPlan> build_range_plan(const engine::Network& net, const std::vecto
   std::set<std::string> given;  // symbols an engine input's size gives
   for (size_t i = 0; i < net.num_inputs; ++i)
     for (const ir::Dim& d : net.graph.inputs()[i]->type.sizes)
-      if (!d.is_static() && d.expr->kind() == ir::SymExpr::Kind::kSymbol) given.insert(d.expr->name());
+      if (!d.is_static())
+        if (std::optional<std::string> s = ir::affine_symbol(*d.expr)) given.insert(*s);
   for (const std::string& n : names) {
     auto it = config.symbols.find(n);
     if (it == config.symbols.end() || it->second.max == INT64_MAX || it->second.max < it->second.min)
