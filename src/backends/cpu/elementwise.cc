@@ -511,14 +511,15 @@ Status float_class_kernel(KernelArgs& a) {
 }
 
 // minimum / maximum: the promoted dtype, broadcasting; a NaN in either operand wins.
+// The elementwise maximum (kMax) or minimum of `lhs` and `rhs` in their promoted dtype, broadcast.
 template <bool kMax>
-Status extremum_kernel(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
-  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+Expected<Tensor> extremum(const KernelArgs& a, const Operand& lhs, std::string_view lhs_name, const Operand& rhs,
+                          std::string_view rhs_name) {
   const DType common = result_type(promo(lhs, rhs));
-  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
-  Tensor l = prepare(lhs.t, common, shape);
-  Tensor r = prepare(rhs.t, common, shape);
+  Tensor lt = lhs.t, rt = rhs.t;
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{lhs_name, &lt}, {rhs_name, &rt}}));
+  Tensor l = prepare(lt, common, shape);
+  Tensor r = prepare(rt, common, shape);
   Tensor out = Tensor::zeros(common, shape);
   visit_dtype(common, [&](auto tag) {
     using T = decltype(tag);
@@ -534,8 +535,124 @@ Status extremum_kernel(KernelArgs& a) {
       });
     }
   });
+  return out;
+}
+
+template <bool kMax>
+Status extremum_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  KILN_ASSIGN_OR_RETURN(Tensor out, extremum<kMax>(a, lhs, "self", rhs, "other"));
   a.set_output(0, out);
   return Status::ok();
+}
+
+// clamp with tensor bounds: max with `min`, then min with `max`, each
+// broadcast and promoted; a NaN value or bound gives NaN (as ATen).
+Status clamp_tensor_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand self, read_operand(a, "self"));
+  const ir::Arg* lo_arg = a.node().find("min");
+  const ir::Arg* hi_arg = a.node().find("max");
+  const bool has_lo = lo_arg && std::holds_alternative<ir::Value*>(*lo_arg);
+  const bool has_hi = hi_arg && std::holds_alternative<ir::Value*>(*hi_arg);
+  if (!has_lo && !has_hi) return a.error("clamp needs at least one of 'min' and 'max'");
+  std::vector<PromotionOperand> ops = {self.promo()};
+  Operand lo, hi;
+  if (has_lo) {
+    KILN_ASSIGN_OR_RETURN(lo, read_operand(a, "min"));
+    ops.push_back(lo.promo());
+  }
+  if (has_hi) {
+    KILN_ASSIGN_OR_RETURN(hi, read_operand(a, "max"));
+    ops.push_back(hi.promo());
+  }
+  if (result_type(ops) == DType::Bool) return a.error("clamp is not supported for bool tensors");
+  Operand x = self;
+  if (has_lo) {
+    KILN_ASSIGN_OR_RETURN(x.t, extremum<true>(a, x, "self", lo, "min"));
+  }
+  if (has_hi) {
+    KILN_ASSIGN_OR_RETURN(x.t, extremum<false>(a, x, "self", hi, "max"));
+  }
+  // The dtype of all three operands together, even when one bound alone would promote less.
+  a.set_output(0, cast_to(x.t, result_type(ops)));
+  return Status::ok();
+}
+
+template <bool kMax>
+Status clamp_bound_tensor_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Operand self, read_operand(a, "self"));
+  const char* name = kMax ? "min" : "max";
+  KILN_ASSIGN_OR_RETURN(Operand bound, read_operand(a, name));
+  if (result_type(promo(self, bound)) == DType::Bool) return a.error("clamp is not supported for bool tensors");
+  KILN_ASSIGN_OR_RETURN(Tensor out, extremum<kMax>(a, self, "self", bound, name));
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// fmod (kFloored false): the remainder of truncated division, with self's
+// sign; remainder (true): of floored division, with other's sign. Integers
+// divided by zero are an error (ATen raises ZeroDivisionError).
+template <bool kFloored>
+Status modulo_kernel(KernelArgs& a) {
+  const char* op = kFloored ? "remainder" : "fmod";
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  const DType common = result_type(promo(lhs, rhs));
+  if (common == DType::Bool) return a.error(std::string(op) + " is not supported for bool tensors");
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor l = prepare(lhs.t, common, shape);
+  Tensor r = prepare(rhs.t, common, shape);
+  Tensor out = Tensor::zeros(common, shape);
+  bool by_zero = false;
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      map_binary<T, T, T>(l, r, out, [&by_zero](T x, T y) -> T {
+        if (y == 0) {
+          by_zero = true;
+          return 0;
+        }
+        if (y == -1) return 0;  // also the one quotient that overflows
+        T m = static_cast<T>(x % y);
+        if (kFloored && m != 0 && ((m < 0) != (y < 0))) m = static_cast<T>(m + y);
+        return m;
+      });
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      using C = opmath_t<T>;
+      map_binary<T, T, T>(l, r, out, [](C x, C y) {
+        C m = std::fmod(x, y);
+        if (kFloored && m != 0 && ((m < 0) != (y < 0))) m += y;
+        return m;
+      });
+    }
+  });
+  if (by_zero) return a.error(std::string(op) + ": integer division by zero");
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+// leaky_relu(x) = x > 0 ? x : x * negative_slope, in floating types.
+Status leaky_relu_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Scalar slope, a.scalar("negative_slope", Scalar::of_float(0.01)));
+  const double s = slope.to_double();
+  return floating_unary(a, "leaky_relu", false, [s](auto x) {
+    using C = decltype(x);
+    return x > C(0) ? x : x * static_cast<C>(s);
+  });
+}
+
+// elu(x) = x > 0 ? scale * x : scale * alpha * (exp(x * input_scale) - 1).
+Status elu_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar scale, a.scalar("scale", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar input_scale, a.scalar("input_scale", Scalar::of_int(1)));
+  const double al = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
+  return floating_unary(a, "elu", false, [al, sc, is](auto x) {
+    using C = decltype(x);
+    return x > C(0) ? x * static_cast<C>(sc)
+                    : static_cast<C>(sc) * static_cast<C>(al) * std::expm1(x * static_cast<C>(is));
+  });
 }
 
 Status erf_kernel(KernelArgs& a) {
@@ -679,6 +796,14 @@ Status clamp_kernel(KernelArgs& a) {
   return clamp_to(a, self, result_type(ops), lo, hi);
 }
 
+Status clamp_max_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Scalar hi, a.scalar("max"));
+  const std::array<PromotionOperand, 2> ops = {PromotionOperand{self.dtype(), self.dim() == 0, false},
+                                               PromotionOperand{scalar_dtype(hi), true, true}};
+  return clamp_to(a, self, result_type(ops), std::nullopt, hi);
+}
+
 Status clamp_min_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Scalar lo, a.scalar("min"));
@@ -796,6 +921,16 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(OpKind::kHardsigmoid, &hardsigmoid_kernel);
   r.add(OpKind::kClamp, &clamp_kernel);
   r.add(OpKind::kClampMin, &clamp_min_kernel);
+  r.add(OpKind::kClampMax, &clamp_max_kernel);
+  r.add(OpKind::kClampTensor, &clamp_tensor_kernel);
+  r.add(OpKind::kClampMinTensor, &clamp_bound_tensor_kernel<true>);
+  r.add(OpKind::kClampMaxTensor, &clamp_bound_tensor_kernel<false>);
+  r.add(OpKind::kFmodTensor, &modulo_kernel<false>);
+  r.add(OpKind::kFmodScalar, &modulo_kernel<false>);
+  r.add(OpKind::kRemainderTensor, &modulo_kernel<true>);
+  r.add(OpKind::kRemainderScalar, &modulo_kernel<true>);
+  r.add(OpKind::kLeakyRelu, &leaky_relu_kernel);
+  r.add(OpKind::kElu, &elu_kernel);
   r.add(OpKind::kLogicalNot, &logical_not_kernel);
   r.add(OpKind::kBitwiseNot, &bitwise_not_kernel);
 }

@@ -365,6 +365,39 @@ Status cumsum(KernelArgs& a) {
   return set(a, out);
 }
 
+// flip(self, dims): each of dims read back to front (a dim named twice is an error, as in ATen).
+Status flip(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.ints("dims"));
+  const int64_t nd = self.dim();
+  std::vector<bool> flipped(static_cast<size_t>(std::max<int64_t>(nd, 1)), false);
+  for (int64_t d : dims) {
+    const int64_t k = d < 0 ? d + std::max<int64_t>(nd, 1) : d;
+    if (k < 0 || k >= std::max<int64_t>(nd, 1))
+      return a.error("flip: dim " + std::to_string(d) + " is out of range for " + self.type_string());
+    if (flipped[static_cast<size_t>(k)]) return a.error("flip: dim " + std::to_string(k) + " appears more than once");
+    flipped[static_cast<size_t>(k)] = true;
+  }
+  const Tensor in = self.contiguous();
+  Tensor out = Tensor::zeros(self.dtype(), self.sizes());
+  const int64_t n = in.numel(), width = static_cast<int64_t>(dtype_size(self.dtype()));
+  const auto* src = static_cast<const uint8_t*>(in.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  std::vector<int64_t> stride(static_cast<size_t>(nd), 1);
+  for (int64_t d = nd - 1; d > 0; --d)
+    stride[static_cast<size_t>(d - 1)] = stride[static_cast<size_t>(d)] * self.size(d);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = i, j = 0;
+    for (int64_t d = 0; d < nd; ++d) {
+      const int64_t c = r / stride[static_cast<size_t>(d)];
+      r %= stride[static_cast<size_t>(d)];
+      j += (flipped[static_cast<size_t>(d)] ? self.size(d) - 1 - c : c) * stride[static_cast<size_t>(d)];
+    }
+    std::memcpy(dst + i * width, src + j * width, static_cast<size_t>(width));
+  }
+  return set(a, out);
+}
+
 Status pixel_shuffle(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t r, a.int_arg("upscale_factor"));
@@ -475,6 +508,7 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(OpKind::kConstantPadNd, &constant_pad_nd);
   r.add(OpKind::kNonzero, &nonzero);
   r.add(OpKind::kCumsum, &cumsum);
+  r.add(OpKind::kFlip, &flip);
   r.add(OpKind::kPixelShuffle, &pixel_shuffle);
   r.add(OpKind::kDiff, &diff);
 }

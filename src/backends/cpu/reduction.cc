@@ -211,21 +211,26 @@ Status max_dim(KernelArgs& a) {
   return Status::ok();
 }
 
-Status argmax(KernelArgs& a) {
+Status arg_extreme(KernelArgs& a, bool want_max) {
+  const char* name = want_max ? "argmax" : "argmin";
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dim, a.optional_int("dim"));
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
   std::optional<std::vector<int64_t>> dims;
   if (dim) dims = std::vector<int64_t>{*dim};
-  if (!dim && x.numel() == 0) return a.error("argmax of the empty tensor " + x.type_string() + " needs a dim");
+  if (!dim && x.numel() == 0)
+    return a.error(std::string(name) + " of the empty tensor " + x.type_string() + " needs a dim");
   // With dim=None the input is flattened; keepdim then keeps every dim as size 1.
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
-  KILN_TRY(require_nonempty(a, x, p, "argmax"));
+  KILN_TRY(require_nonempty(a, x, p, name));
   Tensor indices = Tensor::zeros(DType::Int64, p.out_shape);
-  reduce_extreme(arrange(x, p, wide_type(x.dtype())), p, true, nullptr, &indices);
+  reduce_extreme(arrange(x, p, wide_type(x.dtype())), p, want_max, nullptr, &indices);
   a.set_output(0, indices);
   return Status::ok();
 }
+
+Status argmax(KernelArgs& a) { return arg_extreme(a, true); }
+Status argmin(KernelArgs& a) { return arg_extreme(a, false); }
 
 // ---- var / var_mean
 
@@ -375,6 +380,7 @@ void register_reduction_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kAmin, &amin);
   r.add(ir::OpKind::kMaxDim, &max_dim);
   r.add(ir::OpKind::kArgmax, &argmax);
+  r.add(ir::OpKind::kArgmin, &argmin);
   r.add(ir::OpKind::kVarCorrection, &var_correction);
   r.add(ir::OpKind::kVarMeanCorrection, &var_mean_correction);
   r.add(ir::OpKind::kAny, &any_all);

@@ -492,5 +492,84 @@ TEST(ElementwiseKernels, MinimumMaximumIsnanIsinf) {
   EXPECT_EQ(values(run_op_tensor(OpKind::kIsnan, {{"self", xi}})), (std::vector<double>{0, 0, 0}));
 }
 
+// clamp with tensor bounds broadcasts and promotes the three operands; a NaN
+// value or bound gives NaN; clamp_max with a number; bools are refused.
+TEST(ElementwiseKernels, ClampWithTensorBounds) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = make_tensor(DType::Float32, {2, 3}, {-5, 0.5, 9, nan, 2, -1});
+  Tensor lo = make_tensor(DType::Float32, {3}, {-1, 1, 0});
+  Tensor hi = make_tensor(DType::Float32, {2, 1}, {2, 1.5});
+  Tensor both = run_op_tensor(OpKind::kClampTensor, {{"self", x}, {"min", lo}, {"max", hi}});
+  const std::vector<double> want = {-1, 1, 2, nan, 1.5, 0};
+  ASSERT_EQ(both.sizes(), (Shape{2, 3}));
+  for (int k = 0; k < 6; ++k) {
+    if (std::isnan(want[k]))
+      EXPECT_TRUE(std::isnan(both.value_at(k))) << k;
+    else
+      EXPECT_EQ(both.value_at(k), want[k]) << k;
+  }
+  Tensor only_max = run_op_tensor(OpKind::kClampTensor, {{"self", x}, {"min", None()}, {"max", hi}});
+  EXPECT_EQ(only_max.value_at(0), -5);
+  EXPECT_EQ(only_max.value_at(2), 2);
+  Tensor nan_bound = make_tensor(DType::Float32, {1}, {nan});
+  EXPECT_TRUE(std::isnan(run_op_tensor(OpKind::kClampMinTensor, {{"self", x}, {"min", nan_bound}}).value_at(0)));
+  Tensor xi = make_tensor(DType::Int64, {3}, {-7, 3, 9});
+  Tensor mi = run_op_tensor(OpKind::kClampMinTensor, {{"self", xi}, {"min", make_tensor(DType::Int64, {1}, {0})}});
+  EXPECT_EQ(mi.dtype(), DType::Int64);
+  EXPECT_EQ(values(mi), (std::vector<double>{0, 3, 9}));
+  Tensor mx = run_op_tensor(OpKind::kClampMaxTensor, {{"self", xi}, {"max", make_tensor(DType::Float32, {1}, {2.5})}});
+  EXPECT_EQ(mx.dtype(), DType::Float32);
+  EXPECT_EQ(values(mx), (std::vector<double>{-7, 2.5, 2.5}));
+  Tensor cm = run_op_tensor(OpKind::kClampMax, {{"self", xi}, {"max", I(4)}});
+  EXPECT_EQ(cm.dtype(), DType::Int64);
+  EXPECT_EQ(values(cm), (std::vector<double>{-7, 3, 4}));
+  expect_error(OpKind::kClampTensor, {{"self", x}, {"min", None()}, {"max", None()}}, "at least one");
+  Tensor b = make_tensor(DType::Bool, {2}, {1, 0});
+  expect_error(OpKind::kClampMinTensor, {{"self", b}, {"min", b}}, "bool");
+}
+
+// fmod keeps self's sign (C's fmod, truncated division); remainder takes
+// other's (Python's %, floored division); integers by zero are an error.
+TEST(ElementwiseKernels, FmodAndRemainder) {
+  Tensor x = make_tensor(DType::Float64, {4}, {5.5, -5.5, 5.5, -5.5});
+  Tensor y = make_tensor(DType::Float64, {4}, {2, 2, -2, -2});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFmodTensor, {{"self", x}, {"other", y}})),
+            (std::vector<double>{std::fmod(5.5, 2), std::fmod(-5.5, 2), std::fmod(5.5, -2), std::fmod(-5.5, -2)}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kRemainderTensor, {{"self", x}, {"other", y}})),
+            (std::vector<double>{1.5, 0.5, -0.5, -1.5}));
+  Tensor xi = make_tensor(DType::Int32, {5}, {7, -7, 7, -7, -2147483648.0});
+  Tensor yi = make_tensor(DType::Int32, {5}, {3, 3, -3, -3, -1});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFmodTensor, {{"self", xi}, {"other", yi}})),
+            (std::vector<double>{1, -1, 1, -1, 0}));
+  Tensor r = run_op_tensor(OpKind::kRemainderTensor, {{"self", xi}, {"other", yi}});
+  EXPECT_EQ(r.dtype(), DType::Int32);
+  EXPECT_EQ(values(r), (std::vector<double>{1, 2, -2, -1, 0}));
+  Tensor rs = run_op_tensor(OpKind::kRemainderScalar, {{"self", xi}, {"other", F(2.5)}});
+  EXPECT_EQ(rs.dtype(), DType::Float32);                      // an int tensor with a float number promotes
+  EXPECT_FLOAT_EQ(static_cast<float>(rs.value_at(1)), 0.5f);  // -7 - floor(-7 / 2.5) * 2.5
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFmodScalar, {{"self", xi}, {"other", I(4)}}))[1], -3);
+  expect_error(OpKind::kRemainderScalar, {{"self", xi}, {"other", I(0)}}, "division by zero");
+  Tensor b = make_tensor(DType::Bool, {1}, {1});
+  expect_error(OpKind::kFmodTensor, {{"self", b}, {"other", b}}, "bool");
+}
+
+// leaky_relu and elu against their formulas, in float32 and float16; integers refused.
+TEST(ElementwiseKernels, LeakyReluAndElu) {
+  Tensor x = make_tensor(DType::Float32, {4}, {-2, -0.5, 0, 3});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kLeakyRelu, {{"self", x}, {"negative_slope", F(0.25)}})),
+            (std::vector<double>{-0.5, -0.125, 0, 3}));
+  EXPECT_FLOAT_EQ(static_cast<float>(run_op_tensor(OpKind::kLeakyRelu, {{"self", x}}).value_at(0)), -0.02f);
+  Tensor e = run_op_tensor(OpKind::kElu, {{"self", x}, {"alpha", F(1.5)}, {"scale", F(2)}, {"input_scale", F(0.5)}});
+  for (int k = 0; k < 4; ++k) {
+    const float v = static_cast<float>(x.value_at(k));
+    const float want = v > 0 ? 2.0f * v : 2.0f * 1.5f * std::expm1(v * 0.5f);
+    EXPECT_FLOAT_EQ(static_cast<float>(e.value_at(k)), want) << k;
+  }
+  Tensor h = run_op_tensor(OpKind::kElu, {{"self", make_tensor(DType::Float16, {1}, {-1})}});
+  EXPECT_EQ(h.dtype(), DType::Float16);
+  EXPECT_NEAR(h.value_at(0), std::expm1(-1.0), 1e-3);
+  expect_error(OpKind::kLeakyRelu, {{"self", make_tensor(DType::Int64, {1}, {1})}}, "floating");
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -244,5 +244,21 @@ TEST(IndexingKernels, PixelShuffle) {
                "divisible");
 }
 
+// flip: reversed along each named dim (negative dims count from the end), any dtype; a repeated dim is an error.
+TEST(IndexingKernels, FlipReversesTheNamedDims) {
+  Tensor x = iota(DType::Int64, {2, 3});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFlip, {{"self", x}, {"dims", Ints({1})}})),
+            (std::vector<double>{2, 1, 0, 5, 4, 3}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFlip, {{"self", x}, {"dims", Ints({0, -1})}})),
+            (std::vector<double>{5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kFlip, {{"self", x}, {"dims", Ints({})}})), values(x));
+  Tensor h = make_tensor(DType::Float16, {3}, {0.5, 1.5, 2.5});
+  Tensor fh = run_op_tensor(OpKind::kFlip, {{"self", h}, {"dims", Ints({0})}});
+  EXPECT_EQ(fh.dtype(), DType::Float16);
+  EXPECT_EQ(values(fh), (std::vector<double>{2.5, 1.5, 0.5}));
+  expect_error(OpKind::kFlip, {{"self", x}, {"dims", Ints({1, -1})}}, "more than once");
+  expect_error(OpKind::kFlip, {{"self", x}, {"dims", Ints({2})}}, "out of range");
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -163,6 +163,19 @@ TEST(ReductionKernels, ArgmaxFlattenedAndPerDim) {
   expect_error_names_node(run_op(OpKind::kArgmax, {{"self", Tensor::zeros(DType::Float32, {0})}}));
 }
 
+// argmin: the first minimum (the first NaN for floats), flattened or per dim.
+TEST(ReductionKernels, ArgminFlattenedAndPerDim) {
+  Tensor x = make_tensor(DType::Float32, {2, 3}, {4, 0, 0, 9, 7, -1});
+  EXPECT_EQ(run_op_tensor(OpKind::kArgmin, {{"self", x}}).item_int(), 5);
+  Tensor rows = run_op_tensor(OpKind::kArgmin, {{"self", x}, {"dim", I(1)}, {"keepdim", B(true)}});
+  EXPECT_EQ(rows.sizes(), (Shape{2, 1}));
+  EXPECT_EQ(rows.int_at(0), 1);  // the first of two zeros
+  EXPECT_EQ(rows.int_at(1), 2);
+  Tensor with_nan = make_tensor(DType::Float32, {3}, {1, std::numeric_limits<double>::quiet_NaN(), -5});
+  EXPECT_EQ(run_op_tensor(OpKind::kArgmin, {{"self", with_nan}}).item_int(), 1);
+  expect_error_names_node(run_op(OpKind::kArgmin, {{"self", Tensor::zeros(DType::Float32, {0})}}));
+}
+
 TEST(ReductionKernels, VarianceWithCorrections) {
   std::vector<double> v = ramp(12, 1.25, 2);
   Tensor x = make_tensor(DType::Float64, {3, 4}, v);
