@@ -52,18 +52,23 @@ inline cuda::CudaPlan sample_cuda_plan() {
   return p;
 }
 
-// The whole engine plan around `cuda` (sample_cuda_plan() by default): the
-// layer graph its slots and constants describe, and its two CUDA sections.
-inline std::vector<uint8_t> sample_cuda_engine_plan(const cuda::CudaPlan& cuda = sample_cuda_plan()) {
-  engine::EnginePlan plan;
-  plan.backend = "cuda";
-  auto g =
-      ir::parse_graph(R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+// The layer graph sample_cuda_plan()'s slots and constants describe.
+inline constexpr const char* kSampleCudaGraph =
+    R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
   %m: float16[4, 16] = aten.mm.default(self=%x, mat2=%w)
   %y: float16[4, 16] = aten.relu.default(self=%m)
   return (%y)
 }
-)");
+)";
+
+// The whole engine plan around `cuda` (sample_cuda_plan() by default): the
+// layer graph `graph` (one engine input, then the constants w, stem and
+// stem.bias), and its two CUDA sections.
+inline std::vector<uint8_t> sample_cuda_engine_plan(const cuda::CudaPlan& cuda = sample_cuda_plan(),
+                                                    const char* graph = kSampleCudaGraph) {
+  engine::EnginePlan plan;
+  plan.backend = "cuda";
+  auto g = ir::parse_graph(graph);
   if (!g) return {};
   plan.network.graph = std::move(*g);
   plan.network.num_inputs = 1;

@@ -4,9 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/memory_plan.h"
-#include "engine/plan.h"
-#include "ir/printer.h"
 #include "support/cuda_plan_sample.h"
 
 namespace kiln::cuda {
@@ -75,33 +72,17 @@ TEST(PlanReader, SectionsThatDisagreeAreRefused) {
   }
 }
 
-// A plan for a range of shapes: the layer graph's sizes are symbolic, the
-// plan's slots those of the shape at every symbol's opt, and each kernel has a
-// key; its symbols and keys round-trip, and a range or key list that does not
-// hold is refused.
-std::vector<uint8_t> range_engine_plan(const CudaPlan& cuda) {
-  engine::EnginePlan plan;
-  plan.backend = "cuda";
-  auto g =
-      ir::parse_graph(R"(graph(%x: float16[s0, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+// The sample's layer graph with the rows of its input and result a symbol.
+constexpr const char* kRangeGraph =
+    R"(graph(%x: float16[s0, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
   %n: symint[s0] = aten.sym_size.int(self=%x, dim=0)
   %m: float16[s0, 16] = aten.mm.default(self=%x, mat2=%w)
   %y: float16[s0, 16] = aten.relu.default(self=%m)
   return (%y)
 }
-)");
-  EXPECT_TRUE(g.has_value()) << g.status().message();
-  if (!g) return {};
-  plan.network.graph = std::move(*g);
-  plan.network.num_inputs = 1;
-  plan.network.constant_names = {"w", "stem", "stem.bias"};
-  plan.network.kernels.assign(plan.network.graph.nodes().size(), "cuda");
-  plan.memory = engine::plan_memory(plan.network, [](const ir::Node&) { return false; });
-  const std::string json = cuda.to_json();
-  plan.extra.emplace_back(kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
-  plan.extra.emplace_back(kCubinSection, std::vector<uint8_t>{0x7f, 'E', 'L', 'F'});
-  return engine::serialize_plan(plan);
-}
+)";
+
+std::vector<uint8_t> range_engine_plan(const CudaPlan& cuda) { return sample_cuda_engine_plan(cuda, kRangeGraph); }
 
 CudaPlan range_plan() {
   CudaPlan p = sample_cuda_plan();
@@ -110,6 +91,10 @@ CudaPlan range_plan() {
   return p;
 }
 
+// A plan for a range of shapes: the layer graph's sizes are symbolic, the
+// plan's slots those of the shape at every symbol's opt, and each kernel has a
+// key; its symbols and keys round-trip, and a range or key list that does not
+// hold is refused.
 TEST(PlanReader, ARangePlanKeepsItsSymbolsAndKernelKeys) {
   auto read = read_cuda_engine_plan(range_engine_plan(range_plan()), "range");
   ASSERT_TRUE(read.has_value()) << read.status().message();
