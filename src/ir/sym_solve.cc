@@ -32,10 +32,16 @@ std::optional<std::string> affine_symbol(const SymExpr& e) {
 std::optional<int64_t> solve_affine(const SymExpr& e, int64_t size) {
   const std::optional<std::string> name = affine_symbol(e);
   if (!name) return std::nullopt;
-  const int64_t b = *at(e, *name, 0), a = *at(e, *name, 1) - b;
+  return solve_affine(e, *name, size);
+}
+
+std::optional<int64_t> solve_affine(const SymExpr& e, const std::string& symbol, int64_t size) {
+  const auto e0 = at(e, symbol, 0), e1 = at(e, symbol, 1);
+  if (!e0 || !e1 || *e1 == *e0) return std::nullopt;
+  const int64_t b = *e0, a = *e1 - *e0;
   if ((size - b) % a != 0) return std::nullopt;
   const int64_t s = (size - b) / a;
-  const auto check = at(e, *name, s);
+  const auto check = at(e, symbol, s);
   if (!check || *check != size) return std::nullopt;
   return s;
 }

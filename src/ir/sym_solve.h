@@ -18,5 +18,7 @@ std::optional<std::string> affine_symbol(const SymExpr& e);
 // The value of `e`'s one symbol that makes `e` equal `size`, when `e` is
 // affine in it (affine_symbol) and such a whole value exists; else nullopt.
 std::optional<int64_t> solve_affine(const SymExpr& e, int64_t size);
+// The same for an `e` already known affine in `symbol` (affine_symbol gave it).
+std::optional<int64_t> solve_affine(const SymExpr& e, const std::string& symbol, int64_t size);
 
 }  // namespace kiln::ir

@@ -181,7 +181,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   std::vector<cpu::RtValue> env(g.num_values());
   // The size symbols the inputs give (device outputs of engines whose sizes are symbolic are sized by them).
   ir::SymBindings symbols;
-  for (size_t i = 0; i < graph_inputs.size(); ++i) {
+  for (size_t i = 0; options.keep_on_device && i < graph_inputs.size(); ++i) {
     const Tensor* t = std::get_if<Tensor>(&graph_inputs[i]);
     const ir::Value* v = g.inputs()[i];
     if (!t || !t->defined() || v->kind != ir::ValueKind::kTensor ||

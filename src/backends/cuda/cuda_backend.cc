@@ -1,7 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +70,8 @@ struct Instance {
 struct RangeState {
   engine::Network network;                            // the layer graph as built, sizes symbolic
   std::vector<PlanSymbol> symbols;                    // the plan's, in its order
+  // Per engine input and dimension: the symbol its size gives (affine in it alone), or empty.
+  std::vector<std::vector<std::string>> input_symbols;
   BuildConfig config;                                 // precision and device, for plan_for_shape
   std::map<std::string, Tensor> weights;              // every constant of the network, by name
   std::map<std::string, cudaKernel_t> kernel_by_key;  // the plan's kernels and any compiled since
@@ -79,8 +80,6 @@ struct RangeState {
   // Other shapes run before, most recently used first (at most kMaxShapes).
   static constexpr size_t kMaxShapes = 16;
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
-  size_t shapes_made = 0;
-  double last_made_ms = 0;  // host time making the latest new shape's steps (tuning and compiling included)
 };
 
 // Everything load() creates for one engine. Executions are serialized on the
@@ -465,11 +464,10 @@ struct CudaEngine final : engine::EngineState {
                                 (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
       for (size_t d = 0; d < v->type.sizes.size(); ++d) {
         const ir::Dim& dim = v->type.sizes[d];
-        if (dim.is_static()) continue;
-        const std::optional<std::string> name = ir::affine_symbol(*dim.expr);
-        if (!name) continue;
+        const std::string* name = &range->input_symbols[i][d];
+        if (name->empty()) continue;
         const int64_t got = inputs[i].sizes()[d];
-        const std::optional<int64_t> value = ir::solve_affine(*dim.expr, got);
+        const std::optional<int64_t> value = ir::solve_affine(*dim.expr, *name, got);
         if (!value)
           return invalid_argument(what + ": input " + std::to_string(i) + " ('" + v->name + "') has size " +
                                   std::to_string(got) + " in dimension " + std::to_string(d) + ", which is " +
@@ -524,39 +522,37 @@ struct CudaEngine final : engine::EngineState {
       r.active = key;
       return Status::ok();
     }
-    const auto t0 = std::chrono::steady_clock::now();
     ir::SymBindings b;
     for (size_t i = 0; i < key.size(); ++i) b[r.symbols[i].name] = key[i];
     KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(r.network, b, r.config));
     Instance next;
     next.plan = std::move(sp.plan);
-    std::vector<size_t> missing;
-    for (size_t i = 0; i < sp.kernels.size(); ++i) {
-      const std::string k = kernel_key(sp.kernels[i]);
+    // Kernels by key; any the build did not plan (a size that changes a
+    // kernel's form) compiled now into a library of their own, once.
+    std::vector<const KernelChoice*> missing;
+    std::vector<size_t> missing_at;
+    std::vector<std::string> missing_keys, missing_names;
+    for (const KernelChoice& kc : sp.kernels) {
+      std::string k = kernel_key(kc);
       auto it = r.kernel_by_key.find(k);
       next.kernels.push_back(it == r.kernel_by_key.end() ? nullptr : it->second);
       next.plan.kernel_names.push_back("kiln_k" + k.substr(0, 12));
-      if (it == r.kernel_by_key.end()) missing.push_back(i);
+      if (it != r.kernel_by_key.end()) continue;
+      missing_at.push_back(next.kernels.size() - 1);
+      missing.push_back(&kc);
+      missing_names.push_back("kiln_r" + std::to_string(r.libraries.size()) + "_" + std::to_string(missing.size()));
+      missing_keys.push_back(std::move(k));
     }
     if (!missing.empty()) {
-      // Kernels of a shape the build did not plan (a size that changes a kernel's form): compiled now, once.
-      std::string source = kernel_prelude();
-      std::vector<std::string> names;
-      for (size_t i : missing) {
-        names.push_back("kiln_r" + std::to_string(r.libraries.size()) + "_" + std::to_string(names.size()));
-        KILN_ASSIGN_OR_RETURN(std::string def,
-                              kernel_definition(sp.kernels[i].first, names.back(), sp.kernels[i].second));
-        source += def;
-      }
-      KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, r.config.device.arch()));
+      KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_kernels(missing, missing_names, r.config.device.arch()));
       cudaLibrary_t lib = nullptr;
       KILN_CUDA_TRY(cudaLibraryLoadData(&lib, m.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
       r.libraries.push_back(lib);
       for (size_t j = 0; j < missing.size(); ++j) {
         cudaKernel_t kern = nullptr;
-        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, lib, names[j].c_str()), "cudaLibraryGetKernel"));
-        next.kernels[missing[j]] = kern;
-        r.kernel_by_key[kernel_key(sp.kernels[missing[j]])] = kern;
+        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, lib, missing_names[j].c_str()), "cudaLibraryGetKernel"));
+        r.kernel_by_key[missing_keys[j]] = kern;
+        next.kernels[missing_at[j]] = kern;
       }
     }
     for (const DeviceConstant& c : next.plan.constants) {
@@ -591,8 +587,6 @@ struct CudaEngine final : engine::EngineState {
     if (!restart) r.shapes.emplace_front(r.active, std::move(next));
     while (r.shapes.size() > RangeState::kMaxShapes) r.shapes.pop_back();
     r.active = key;
-    ++r.shapes_made;
-    r.last_made_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return Status::ok();
   }
 
@@ -870,6 +864,14 @@ class CudaBackend final : public engine::Backend {
       auto r = std::make_unique<RangeState>();
       r->network = std::move(read.common.network);
       r->symbols = p.symbols;
+      for (size_t i = 0; i < r->network.num_inputs; ++i) {
+        const ir::Value* v = r->network.graph.inputs()[i];
+        std::vector<std::string> names(v->type.sizes.size());
+        for (size_t d = 0; d < names.size(); ++d)
+          if (v->kind == ir::ValueKind::kTensor && !v->type.sizes[d].is_static())
+            names[d] = ir::affine_symbol(*v->type.sizes[d].expr).value_or("");
+        r->input_symbols.push_back(std::move(names));
+      }
       r->config.device = dev;
       r->config.precision = p.precision;
       for (const PlanSymbol& y : p.symbols) {

@@ -103,13 +103,9 @@ Status Builder::launch(const std::string& layer, GeneratedKernel k, const std::v
       Alloc& al = allocs_[static_cast<size_t>(-2 - r.region)];
       al.last = std::max(al.last, static_cast<int>(plan_.steps.size()));
     }
-  // Which sizes the kernel reads at run time; one compiled kernel per text
-  // and literal values.
+  // Which sizes the kernel reads at run time; one compiled kernel per key.
   std::vector<bool> runtime(std::min(k.dims.size(), kMaxKernelDims), config_.sizes_at_run_time);
-  std::string key = k.source + "\n//";
-  for (size_t i = 0; i < k.dims.size(); ++i)
-    key += i < runtime.size() && runtime[i] ? " r" : " " + std::to_string(k.dims[i]);
-  auto [it, inserted] = kernel_index_.try_emplace(std::move(key), static_cast<int>(kernels_.size()));
+  auto [it, inserted] = kernel_index_.try_emplace(kernel_key({k, runtime}), static_cast<int>(kernels_.size()));
   if (inserted) kernels_.emplace_back(k, runtime);
   Step s;
   s.kind = Step::Kind::kKernel;
@@ -253,14 +249,12 @@ Status compile_kernel_list(const std::vector<KernelChoice>& kernels, const Build
   plan.kernel_names.clear();
   plan.cubin.clear();
   if (kernels.empty()) return Status::ok();
-  std::string source = kernel_prelude();
+  std::vector<const KernelChoice*> all;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const std::string name = "kiln_k" + std::to_string(i);
-    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels[i].first, name, kernels[i].second));
-    source += def;
-    plan.kernel_names.push_back(name);
+    all.push_back(&kernels[i]);
+    plan.kernel_names.push_back("kiln_k" + std::to_string(i));
   }
-  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, config.device.arch()));
+  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_kernels(all, plan.kernel_names, config.device.arch()));
   if (config.progress)
     config.progress(std::to_string(kernels.size()) + " generated kernels compiled with NVRTC in " +
                     std::to_string(static_cast<int>(m.seconds * 1000)) + " ms");
@@ -269,6 +263,17 @@ Status compile_kernel_list(const std::vector<KernelChoice>& kernels, const Build
 }
 
 }  // namespace
+
+Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
+                                         const std::vector<std::string>& names, const std::string& arch) {
+  if (kernels.size() != names.size()) return internal_error("a name for every kernel");
+  std::string source = kernel_prelude();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels[i]->first, names[i], kernels[i]->second));
+    source += def;
+  }
+  return compile_cuda_source(source, arch);
+}
 
 std::string kernel_key(const KernelChoice& k) {
   std::string key = k.first.source + "\n//";

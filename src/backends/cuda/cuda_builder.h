@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_support.h"
 #include "backends/cuda/kernel_source.h"
+#include "backends/cuda/nvrtc_compile.h"
 #include "engine/network.h"
 
 namespace kiln::cuda {
@@ -43,6 +44,10 @@ using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
 // What an engine knows a compiled kernel by: SHA-256 of its text, which
 // sizes it reads at run time and the values of the others, in hex.
 std::string kernel_key(const KernelChoice& k);
+
+// `kernels` compiled with NVRTC into one module for `arch`, kernel i named names[i].
+Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
+                                         const std::vector<std::string>& names, const std::string& arch);
 
 // Builds the plan for `net`. A network with fixed sizes is rewritten in
 // place (epilogues folded, elementwise fused). One with symbolic sizes is
