@@ -726,6 +726,47 @@ def build_llama_prefill():
     )
 
 
+LLAMA_PREFILL_DYN_LENGTHS = [3, 1, 7, 16, 5]  # 32 positions: the whole cache
+
+
+@fixture("llama_prefill_dyn")
+def build_llama_prefill_dyn():
+    """llama_prefill with a dynamic prompt length: prompts of any length 1..16 fill the caches chunk by chunk."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed_for("llama_generate"))  # the same weights as llama_generate
+    lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    model = _static_cache_module(lm, max_cache_len=32)
+    seq = torch.export.Dim("seq", min=1, max=16)
+    gen = torch.Generator().manual_seed(5)
+    steps, at = [], 0
+    for n in LLAMA_PREFILL_DYN_LENGTHS:
+        ids = list(LLAMA_GENERATE_PROMPT) if at == 0 else torch.randint(0, 100, (n,), generator=gen).tolist()
+        steps.append((torch.tensor([ids[:n]]), torch.arange(at, at + n)))
+        at += n
+    return Fixture(
+        "llama_prefill_dyn",
+        "llama_generate's model (same weights, static cache 32) exported for prefill with a dynamic prompt length "
+        "(input_ids [1,seq], cache_position [seq], seq 1..16); called in turn with "
+        f"{LLAMA_PREFILL_DYN_LENGTHS} tokens at consecutive positions, filling the caches chunk by chunk (the first "
+        f"call is the prompt {LLAMA_GENERATE_PROMPT}); outputs logits [1,seq,100]. With llama_generate as the "
+        "decode method, one program prefills a prompt of any length and decodes",
+        "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
+        + ", batch_size=1, max_cache_len=32)",
+        model,
+        steps[0],
+        steps=steps,
+        dynamic_shapes=({1: seq}, {0: seq}),
+        dynamic={
+            "input.0": {"1": {"name": "seq", "min": 1, "max": 16}},
+            "input.1": {"0": {"name": "seq", "min": 1, "max": 16}},
+            "step_sizes": LLAMA_PREFILL_DYN_LENGTHS,
+        },
+        make_reference=_llama_decode_reference,
+        strict=True,
+    )
+
+
 # --------------------------------------------------------------------------
 # Custom modules
 # --------------------------------------------------------------------------

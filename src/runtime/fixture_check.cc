@@ -64,6 +64,11 @@ Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path
   return std::optional<Tolerance>{};
 }
 
+Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision) {
+  if (precision == "fp32") return tol;
+  return {std::max(tol.rtol, 5e-2), std::max(tol.atol, 5e-2)};
+}
+
 TensorComparison compare_tensors(const std::string& name, const Tensor& got, const Tensor& want, Tolerance tol) {
   TensorComparison c;
   c.name = name;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frontend/safetensors.h"
@@ -47,6 +48,12 @@ struct CheckReport {
 // >= 0.
 //   io_path: the io file's path (the manifest is looked for in its directory)
 Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const frontend::SafetensorsFile& io);
+
+// `tol` for outputs of engines that compute at `precision` ("fp32", "tf32",
+// "fp16", "bf16"): a float32 model built for a 16-bit or TF32 engine
+// converts its weights and activations, so its outputs carry that rounding
+// through every layer; below fp32 the floor is 5e-2 relative and absolute.
+Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision);
 
 // Compares one tensor; float types use |got - want| <= atol + rtol * |want|
 // (with floors for float16 and bfloat16 outputs); NaN must match NaN.

@@ -576,5 +576,37 @@ TEST(CliGenerate, PrefillAndDecodeMethodsInOneProgram) {
   std::filesystem::remove(out);
 }
 
+// A prefill exported with a dynamic prompt length (1..16) and the decode
+// step: generate takes a prompt of any length in range in one prefill call,
+// a longer one token by token, and either way continues PyTorch's greedy
+// sequence from where the prompt cuts it; one build serves every length.
+TEST(CliGenerate, APrefillOverARangeTakesEveryPromptLengthInOneCall) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("kiln_llm_range_" + std::to_string(::getpid()) + ".kiln")).string();
+  CliResult r = kiln_cli("compile " + dir + "llama_prefill_dyn.pt2 " + dir +
+                         "llama_generate.pt2 --method prefill --method decode -o " + out + " --no-cache");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<int64_t> sequence{7, 42, 13};
+  for (int64_t t : pytorch_greedy_tokens(3)) sequence.push_back(t);
+  ASSERT_GE(sequence.size(), 22u);
+  for (size_t prompt_len : {size_t{1}, size_t{12}, size_t{16}, size_t{20}}) {
+    SCOPED_TRACE("prompt of " + std::to_string(prompt_len) + " tokens");
+    std::string prompt, rest;
+    for (size_t i = 0; i < sequence.size(); ++i)
+      (i < prompt_len ? prompt : rest) += ((i == 0 || i == prompt_len) ? "" : ",") + std::to_string(sequence[i]);
+    const size_t new_tokens = sequence.size() - prompt_len;
+    r = kiln_cli("generate " + out + " --prompt-ids " + prompt + " --max-new-tokens " + std::to_string(new_tokens));
+    ASSERT_EQ(r.code, 0) << r.output;
+    if (prompt_len > 1) {  // PyTorch's tokens after [7] alone are not recorded
+      EXPECT_NE(r.output.find("tokens: " + rest + "\n"), std::string::npos) << r.output;
+    }
+    EXPECT_NE(r.output.find(prompt_len <= 16 ? "(method prefill)" : "(method decode)"), std::string::npos) << r.output;
+  }
+  r = kiln_cli("check " + out + " " + dir + "llama_prefill_dyn.io.safetensors --method prefill");
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::filesystem::remove(out);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -162,5 +162,29 @@ TEST(Fixtures, AtLeastFifteenModelsInBothDialects) {
   EXPECT_GE(both, 15u);
 }
 
+// A float32 model built for 16-bit or TF32 engines is checked with the
+// precision's floor (kiln check --precision fp16), a float32 engine with the
+// fixture's own tolerance.
+TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
+  const runtime::Tolerance fixture{1e-4, 1e-5};
+  Tensor want = Tensor::zeros(DType::Float32, {3});
+  Tensor near = Tensor::zeros(DType::Float32, {3});
+  Tensor far = Tensor::zeros(DType::Float32, {3});
+  for (int64_t i = 0; i < 3; ++i) {
+    want.data<float>()[i] = 0.5f * static_cast<float>(i + 1);
+    near.data<float>()[i] = want.data<float>()[i] + 0.01f;  // a 16-bit engine's drift over a network
+    far.data<float>()[i] = want.data<float>()[i] + 0.2f;    // more than any rounding explains
+  }
+  EXPECT_FALSE(runtime::compare_tensors("o", near, want, fixture).pass);
+  EXPECT_FALSE(runtime::compare_tensors("o", near, want, runtime::tolerance_at_precision(fixture, "fp32")).pass);
+  for (const char* p : {"fp16", "bf16", "tf32"}) {
+    const runtime::Tolerance t = runtime::tolerance_at_precision(fixture, p);
+    EXPECT_TRUE(runtime::compare_tensors("o", near, want, t).pass) << p;
+    EXPECT_FALSE(runtime::compare_tensors("o", far, want, t).pass) << p;
+  }
+  // A looser fixture tolerance is kept.
+  EXPECT_EQ(runtime::tolerance_at_precision({0.2, 0.3}, "fp16").atol, 0.3);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -45,6 +45,11 @@ int run_check(int argc, char** argv) {
       tol = **recorded;
       tol_from = "manifest.json, fixture " + io->metadata.at("fixture");
     }
+    // Engines below fp32 round every layer's activations (kiln check --precision fp16).
+    if (options->compile.precision != "fp32") {
+      tol = runtime::tolerance_at_precision(tol, options->compile.precision);
+      tol_from += ", floored for " + options->compile.precision + " engines";
+    }
   } else {
     tol_from = "command line";
   }

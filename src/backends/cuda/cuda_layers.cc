@@ -377,6 +377,10 @@ std::string integer_operator(OpKind op) {
 }
 
 // Whether `n` is integer arithmetic or an integer comparison (positions, counters, masks from positions).
+// A symbolic integer whose value is an expression of the sizes (`sym_size`
+// and arithmetic on it): a number in every network specialized to a shape.
+bool sized_scalar(const ir::Value* v) { return v && v->kind == ir::ValueKind::kSymInt && v->sym; }
+
 bool integer_binary(const ir::Node& n) {
   const std::string op = integer_operator(n.op);
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
@@ -384,8 +388,10 @@ bool integer_binary(const ir::Node& n) {
   if (op.empty() || !out || !a || (a->type.dtype != DType::Int64 && a->type.dtype != DType::Int32)) return false;
   const bool compare = op != "+" && op != "-" && op != "*";
   if (out->type.dtype != (compare ? DType::Bool : a->type.dtype)) return false;
-  for (const ir::Value* v : n.operands())
+  for (const ir::Value* v : n.operands()) {
+    if (sized_scalar(v) && v != a) continue;  // `other` a size: a number once the shape is known
     if (v->kind != ir::ValueKind::kTensor || v->type.dtype != a->type.dtype) return false;
+  }
   const ir::Arg* other = n.find("other");
   if (other && !std::get_if<ir::Value*>(other) && !std::get_if<int64_t>(other)) return false;  // a float scalar
   const ir::Arg* alpha = n.find("alpha");
@@ -398,7 +404,10 @@ Status emit_integer_binary(Builder& b, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(TRef a, b.ref(value_arg(n, "self")));
   std::optional<TRef> rhs;
   int64_t scalar = 0;
-  if (const ir::Value* other = value_arg(n, "other")) {
+  if (const ir::Value* other = value_arg(n, "other"); other && sized_scalar(other)) {
+    if (!other->sym->is_const()) return unsupported(n.name + ": its size operand is not specialized to a shape");
+    scalar = other->sym->value();
+  } else if (other) {
     KILN_ASSIGN_OR_RETURN(TRef r, b.ref(other));
     KILN_ASSIGN_OR_RETURN(rhs, expanded(r, sizes));
   } else {

@@ -514,7 +514,8 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
   s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
     << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, D, "i", it);
-  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + i64s(scalar) + ")";
+  // A scalar right operand is a size like the others (a sequence length added to a counter).
+  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + D(scalar) + ")";
   if (compare) {
     s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
   } else {

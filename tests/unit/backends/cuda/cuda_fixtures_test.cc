@@ -66,19 +66,12 @@ std::vector<CudaFixture> cuda_fixtures() {
   return out;
 }
 
-// The fixture's tolerance at an engine precision: its own at fp32; float16
-// and bfloat16 engines convert float32 weights and activations, so a model's
-// outputs carry their rounding (5e-2, what the bf16 fixture checks have used).
-runtime::Tolerance tolerance_at(const CudaFixture& c, const std::string& precision) {
-  if (precision == "fp32") return c.tolerance;
-  return {std::max(c.tolerance.rtol, 5e-2), std::max(c.tolerance.atol, 5e-2)};
-}
-
 void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const CudaFixture& c,
                             const std::string& precision, const std::string& run, bool bind_buffers = false) {
   auto io = frontend::read_safetensors(c.dir + "/" + c.io);
   ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(program, *io, tolerance_at(c, precision), bind_buffers);
+  auto report =
+      runtime::check_fixture(program, *io, runtime::tolerance_at_precision(c.tolerance, precision), bind_buffers);
   ASSERT_TRUE(report.has_value()) << run << ": " << report.status().message();
   EXPECT_FALSE(report->tensors.empty());
   for (const auto& t : report->tensors)

@@ -263,6 +263,47 @@ TEST(CudaSession, GenerateOnTheDeviceGivesPyTorchsTokens) {
   }
 }
 
+// A prefill exported with a dynamic prompt length (1..16) beside the decode
+// step, one program on CUDA: the prefill is engines only (one build serves
+// every length), `generate` takes each prompt in one prefill call, and the
+// tokens are PyTorch's. A prompt that is PyTorch's greedy sequence cut after
+// k tokens must continue with the rest of that sequence.
+TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  const std::vector<int64_t> greedy = pytorch_greedy_tokens(*io, 3);
+  ASSERT_GE(greedy.size(), 16u);
+  std::vector<int64_t> sequence{7, 42, 13};
+  sequence.insert(sequence.end(), greedy.begin(), greedy.end());
+  for (const char* dialect : {"", ".aten"}) {
+    SCOPED_TRACE(dialect);
+    LoadOptions o;
+    o.compile.device = "cuda";
+    auto p = Program::load_methods({{"prefill", fixture(std::string("llama_prefill_dyn") + dialect + ".pt2")},
+                                    {"decode", fixture(std::string("llama_generate") + dialect + ".pt2")}},
+                                   o);
+    ASSERT_TRUE(p.has_value()) << p.status().message();
+    const Program* prefill = (*p)->method("prefill");
+    ASSERT_NE(prefill, nullptr);
+    for (const SegmentInfo& seg : prefill->segments()) EXPECT_TRUE(seg.engine) << prefill->partition_report();
+    Session session(*p);
+    for (size_t prompt_len : {size_t{3}, size_t{12}, size_t{16}}) {
+      SCOPED_TRACE("prompt of " + std::to_string(prompt_len) + " tokens");
+      ASSERT_TRUE(session.reset().is_ok());
+      const std::vector<int64_t> prompt(sequence.begin(), sequence.begin() + static_cast<std::ptrdiff_t>(prompt_len));
+      const std::vector<int64_t> want(sequence.begin() + static_cast<std::ptrdiff_t>(prompt_len), sequence.end());
+      GenerateOptions g;
+      g.max_new_tokens = static_cast<int64_t>(want.size());
+      auto out = generate(session, prompt, g);
+      ASSERT_TRUE(out.has_value()) << out.status().message();
+      EXPECT_EQ(out->prompt_method, "prefill");
+      EXPECT_TRUE(out->on_device);
+      EXPECT_EQ(out->tokens, want);
+    }
+  }
+}
+
 // Calls on device inputs are only enqueued (no wait): a run of them, each
 // token fed from device memory, gives the bits of the same calls on host
 // inputs, and the buffers end where host calls leave them.
