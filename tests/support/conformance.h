@@ -419,6 +419,18 @@ inline std::vector<ConformanceCase> conformance_cases() {
        {0, 0, 0},
        1e-2,
        1e-2},
+      {"where_mask",  // an attention mask from positions (torch.where of two constants), then a select of tensors
+       R"(graph(%a: int64[1, 5, 1], %b: int64[1, 1, 7], %x: float32[3, 5, 7], %zero: float32[], %low: float32[]) {
+  %m: bool[1, 5, 7] = aten.le.Tensor(self=%a, other=%b)
+  %w: float32[1, 5, 7] = aten.where.self(condition=%m, self=%zero, other=%low)
+  %y: float32[3, 5, 7] = aten.where.self(condition=%m, self=%x, other=%w)
+  return (%w, %y)
+}
+)",
+       {4, 4, 0, 0, 0},
+       1e-5,
+       1e-4,
+       3},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

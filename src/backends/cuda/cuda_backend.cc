@@ -76,9 +76,11 @@ struct RangeState {
   std::map<std::string, Tensor> weights;              // every constant of the network, by name
   std::map<std::string, cudaKernel_t> kernel_by_key;  // the plan's kernels and any compiled since
   std::vector<cudaLibrary_t> libraries;               // kernels compiled after load, for shapes the build did not plan
+  TunedAlgos tuned;                                   // algorithms timed for earlier shapes, by GEMM/conv shape
   std::vector<int64_t> active;                        // the active shape's symbol values
   // Other shapes run before, most recently used first (at most kMaxShapes).
   static constexpr size_t kMaxShapes = 16;
+  static constexpr size_t kMaxTunedShapes = 4096;  // GEMM and convolution shapes remembered (then forgotten at once)
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
 };
 
@@ -591,21 +593,37 @@ struct CudaEngine final : engine::EngineState {
   }
 
   // The active shape's GEMM and convolution algorithms, timed on the arena
-  // and the engine's weights (the build timed only the shape at opt).
+  // and the engine's weights (the build timed only the shape at opt); a
+  // GEMM or convolution shape timed before (another layer, another shape of
+  // the range) takes the algorithm found then.
   Status tune_active() {
     KILN_CUDNN_TRY(cudnnSetStream(dnn, own_stream));
+    TunedAlgos& tuned = range->tuned;
+    if (tuned.gemms.size() + tuned.convs.size() > RangeState::kMaxTunedShapes) tuned = TunedAlgos();
     for (Step& s : plan.steps) {
       if (s.kind == Step::Kind::kGemm) {
         GemmLaunch& g = s.gemm;
+        const std::string key = g.shape.to_string();
+        if (auto it = tuned.gemms.find(key); it != tuned.gemms.end()) {
+          g.algo = it->second;
+          continue;
+        }
         KILN_ASSIGN_OR_RETURN(
             g.algo, tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr,
                               workspace.get(), std::min(workspace.nbytes(), kGemmWorkspaceBytes), own_stream));
+        tuned.gemms.emplace(key, g.algo);
       } else if (s.kind == Step::Kind::kConv) {
         ConvLaunch& c = s.conv;
+        const std::string key = c.shape.to_string();
+        if (auto it = tuned.convs.find(key); it != tuned.convs.end()) {
+          c.algo = it->second;
+          continue;
+        }
         KILN_ASSIGN_OR_RETURN(c.algo,
                               tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
                                         c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
                                         std::min(workspace.nbytes(), kConvWorkspaceBytes), own_stream));
+        tuned.convs.emplace(key, c.algo);
       }
     }
     return Status::ok();
@@ -884,6 +902,10 @@ class CudaBackend final : public engine::Backend {
         r->weights[name] = *w;
       }
       for (size_t k = 0; k < p.kernel_keys.size(); ++k) r->kernel_by_key[p.kernel_keys[k]] = e->kernels[k];
+      for (const Step& st : p.steps) {  // the build's timings at opt
+        if (st.kind == Step::Kind::kGemm) r->tuned.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
+        if (st.kind == Step::Kind::kConv) r->tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+      }
       e->range = std::move(r);
     }
     return e.release();

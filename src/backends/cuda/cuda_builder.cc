@@ -311,10 +311,16 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
   if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
   if (status) status = cudnn_status(cudnnSetStream(dnn, stream), "cudnnSetStream");
   int gemms = 0, convs = 0;
+  TunedAlgos tuned;  // one timing per distinct shape
   for (Step& s : plan_.steps) {
     if (!status) break;
     if (s.kind == Step::Kind::kGemm) {
       GemmLaunch& g = s.gemm;
+      if (auto it = tuned.gemms.find(g.shape.to_string()); it != tuned.gemms.end()) {
+        g.algo = it->second;
+        ++gemms;
+        continue;
+      }
       auto algo = tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
                             kGemmWorkspaceBytes, stream, candidates);
       if (!algo) {
@@ -322,9 +328,15 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
         break;
       }
       g.algo = *algo;
+      tuned.gemms.emplace(g.shape.to_string(), *algo);
       ++gemms;
     } else if (s.kind == Step::Kind::kConv) {
       ConvLaunch& c = s.conv;
+      if (auto it = tuned.convs.find(c.shape.to_string()); it != tuned.convs.end()) {
+        c.algo = it->second;
+        ++convs;
+        continue;
+      }
       auto algo = tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
                             c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream);
       if (!algo) {
@@ -332,6 +344,7 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
         break;
       }
       c.algo = *algo;
+      tuned.convs.emplace(c.shape.to_string(), *algo);
       ++convs;
     }
   }
@@ -347,7 +360,9 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
       plan_.workspace_bytes = std::max(plan_.workspace_bytes, s.conv.algo.workspace_bytes);
   }
   if (config_.progress)
-    config_.progress("timed " + std::to_string(gemms) + " GEMMs and " + std::to_string(convs) + " convolutions in " +
+    config_.progress("timed " + std::to_string(gemms) + " GEMMs (" + std::to_string(tuned.gemms.size()) +
+                     " shapes) and " + std::to_string(convs) + " convolutions (" + std::to_string(tuned.convs.size()) +
+                     " shapes) in " +
                      std::to_string(static_cast<int>(
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1000)) +
                      " ms");

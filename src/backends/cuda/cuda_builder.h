@@ -45,6 +45,14 @@ using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
 // sizes it reads at run time and the values of the others, in hex.
 std::string kernel_key(const KernelChoice& k);
 
+// GEMM and convolution algorithms chosen by timing, by shape (the shape's
+// to_string(), which names every field): steps of one shape (a decoder's
+// layers) are timed once, at build and at each new shape of a range engine.
+struct TunedAlgos {
+  std::map<std::string, GemmAlgo> gemms;
+  std::map<std::string, ConvAlgo> convs;
+};
+
 // `kernels` compiled with NVRTC into one module for `arch`, kernel i named names[i].
 Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
                                          const std::vector<std::string>& names, const std::string& arch);

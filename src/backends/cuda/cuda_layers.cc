@@ -398,6 +398,33 @@ bool integer_binary(const ir::Node& n) {
   return !alpha || std::get_if<int64_t>(alpha);
 }
 
+// torch.where(condition, self, other) on tensors: a bool condition, values of the result's dtype.
+bool where_select(const ir::Node& n) {
+  if (n.op != OpKind::kWhere || n.outputs.size() != 1 || n.outputs[0]->kind != ir::ValueKind::kTensor) return false;
+  const ir::Value* c = value_arg(n, "condition");
+  const ir::Value* a = value_arg(n, "self");
+  const ir::Value* o = value_arg(n, "other");
+  const DType t = n.outputs[0]->type.dtype;
+  return c && a && o && c->kind == ir::ValueKind::kTensor && a->kind == ir::ValueKind::kTensor &&
+         o->kind == ir::ValueKind::kTensor && c->type.dtype == DType::Bool && a->type.dtype == t && o->type.dtype == t;
+}
+
+Status emit_where(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  std::vector<TRef> in;
+  for (const char* name : {"condition", "self", "other"}) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(value_arg(n, name)));
+    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(r, sizes));
+    in.push_back(wide);
+  }
+  TRef o = b.new_tensor(out->type.dtype, sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, where_kernel(o.layout(), in[0].layout(), in[1].layout(), in[2].layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, in[0].buf, in[1].buf, in[2].buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 Status emit_integer_binary(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const std::vector<int64_t> sizes = static_sizes(out);
@@ -441,6 +468,7 @@ Status emit_copy_into(Builder& b, const ir::Node& n) {
 
 Status emit_elementwise(Builder& b, const ir::Node& n) {
   if (integer_binary(n)) return emit_integer_binary(b, n);
+  if (where_select(n)) return emit_where(b, n);
   if (n.op == OpKind::kFusedElementwise) {
     const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("inputs"));
     if (!ins) return internal_error("fused layer without inputs");
@@ -1494,6 +1522,7 @@ Family family(OpKind op) {
     case OpKind::kNeTensor:
     case OpKind::kNeScalar: return Family::kElementwise;  // integer ones here; floating ones if fusible
     case OpKind::kFusedElementwise:
+    case OpKind::kWhere:
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
   }
@@ -1514,7 +1543,8 @@ std::string cuda_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   switch (family(n.op)) {
     case Family::kElementwise:
-      if (n.op == OpKind::kFusedElementwise || integer_binary(n)) return "";
+      if (n.op == OpKind::kFusedElementwise || integer_binary(n) || where_select(n)) return "";
+      if (n.op == OpKind::kWhere) return "where on values of another dtype than its result, or on numbers";
       if (!engine::is_fusible_elementwise(n))
         return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
       return "";

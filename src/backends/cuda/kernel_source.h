@@ -187,6 +187,12 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
                                         int64_t dim, int error_code);
 
+// out = cond ? a : b (torch.where): cond a bool layout, a and b layouts of
+// out's dtype, all three of out's sizes (broadcast through zero strides).
+// Params: out, cond, a, b.
+Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLayout& cond, const StridedLayout& a,
+                                       const StridedLayout& b);
+
 // Integer arithmetic out = a OP b (OP "+", "-" or "*", wrapping, with b times
 // `alpha` for + and -: torch's add/sub) or comparison (OP "<", "<=", ">",
 // ">=", "==" or "!=", out bool); a and b are int64 or int32 layouts of one
