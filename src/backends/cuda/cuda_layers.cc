@@ -398,15 +398,22 @@ bool integer_binary(const ir::Node& n) {
   return !alpha || std::get_if<int64_t>(alpha);
 }
 
-// torch.where(condition, self, other) on tensors: a bool condition, values of the result's dtype.
+// torch.where(condition, self, other) on tensors: a bool condition, values
+// of the result's dtype, or floating ones for a floating result (an engine
+// below fp32 converts activations but may keep a 0-d constant as it is).
 bool where_select(const ir::Node& n) {
   if (n.op != OpKind::kWhere || n.outputs.size() != 1 || n.outputs[0]->kind != ir::ValueKind::kTensor) return false;
   const ir::Value* c = value_arg(n, "condition");
   const ir::Value* a = value_arg(n, "self");
   const ir::Value* o = value_arg(n, "other");
   const DType t = n.outputs[0]->type.dtype;
-  return c && a && o && c->kind == ir::ValueKind::kTensor && a->kind == ir::ValueKind::kTensor &&
-         o->kind == ir::ValueKind::kTensor && c->type.dtype == DType::Bool && a->type.dtype == t && o->type.dtype == t;
+  auto is_float = [](DType d) {
+    return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16 || d == DType::Float64;
+  };
+  auto fits = [&](const ir::Value* v) {
+    return v->kind == ir::ValueKind::kTensor && (v->type.dtype == t || (is_float(v->type.dtype) && is_float(t)));
+  };
+  return c && a && o && c->kind == ir::ValueKind::kTensor && c->type.dtype == DType::Bool && fits(a) && fits(o);
 }
 
 Status emit_where(Builder& b, const ir::Node& n) {
@@ -1544,7 +1551,7 @@ std::string cuda_refusal(const ir::Node& n) {
   switch (family(n.op)) {
     case Family::kElementwise:
       if (n.op == OpKind::kFusedElementwise || integer_binary(n) || where_select(n)) return "";
-      if (n.op == OpKind::kWhere) return "where on values of another dtype than its result, or on numbers";
+      if (n.op == OpKind::kWhere) return "where on numbers, or on values of another kind than its result";
       if (!engine::is_fusible_elementwise(n))
         return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
       return "";

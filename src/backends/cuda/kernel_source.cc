@@ -493,21 +493,25 @@ Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLa
     if (l->sizes != out.sizes) return invalid_argument("where takes its operands at the output's sizes");
   }
   if (cond.dtype != DType::Bool) return invalid_argument("where's condition is not bool");
-  if (a.dtype != out.dtype || b.dtype != out.dtype)
-    return invalid_argument("where's values are not of the output's dtype");
+  for (const StridedLayout* l : {&a, &b})
+    if (l->dtype != out.dtype && !(is_float_type(l->dtype) && is_float_type(out.dtype)))
+      return invalid_argument("where's values are neither of the output's dtype nor floating like it");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string A, device_type_name(a.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string B, device_type_name(b.dtype));
   const int64_t n = out.numel();
   const Loop loop = coalesce(out.sizes, {&out.strides, &cond.strides, &a.strides, &b.strides});
   std::ostringstream s;
   Sizes D;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const bool* __restrict__ c, const " << T << "* __restrict__ a, const " << T
+    << "* __restrict__ out, const bool* __restrict__ c, const " << A << "* __restrict__ a, const " << B
     << "* __restrict__ b KILN_DIMS) {\n";
   const std::string it = index_type(loop, n);
   s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
     << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
   s << offsets_code(loop, D, "i", it);
-  s << "    out[o0] = c[o1] ? a[o2] : b[o3];\n  }\n}\n";
+  s << "    out[o0] = c[o1] ? kiln_cvt<" << T << ", " << A << ">(a[o2]) : kiln_cvt<" << T << ", " << B
+    << ">(b[o3]);\n  }\n}\n";
   return launch_1d(s.str(), n, D);
 }
 

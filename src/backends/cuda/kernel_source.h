@@ -188,7 +188,8 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
                                         int64_t dim, int error_code);
 
 // out = cond ? a : b (torch.where): cond a bool layout, a and b layouts of
-// out's dtype, all three of out's sizes (broadcast through zero strides).
+// out's dtype (or, for a floating out, of any floating dtype, converted), all
+// three of out's sizes (broadcast through zero strides).
 // Params: out, cond, a, b.
 Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLayout& cond, const StridedLayout& a,
                                        const StridedLayout& b);
