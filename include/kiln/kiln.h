@@ -131,6 +131,12 @@ struct SegmentInfo {
   std::string backend;             // engine segments
   size_t plan_bytes = 0;           // engine segments
   bool from_cache = false;         // engine segments: the plan came from the engine cache
+  // Engine segments on a device: the memory its engine holds there once
+  // loaded: the activation arena (for an engine serving a shape range, what
+  // the largest shape of the range needs), the GEMM/convolution workspace
+  // and the device copies of its weights (shared between engines that use
+  // the same weight in the same form). 0 for host backends.
+  int64_t arena_bytes = 0, workspace_bytes = 0, weight_bytes = 0;
   std::map<std::string, int> ops;  // op target -> nodes in this segment
   int num_nodes = 0;
   int num_inputs = 0, num_outputs = 0;  // values crossing the segment boundary

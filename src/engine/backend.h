@@ -138,6 +138,16 @@ class DeviceMemory {
   virtual Status argmax_rows(const Tensor& x, const Tensor& out, void* stream) const = 0;
 };
 
+// Device memory of one engine: its activation arena (an engine serving a
+// shape range plans it for the largest shape), its GEMM and convolution
+// workspace, and the device copies of its weights (shared with any other
+// engine of the process that uses the same weight in the same form).
+struct PlanMemory {
+  int64_t arena_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t weight_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -238,6 +248,14 @@ class Backend {
   // outputs resident where the engine computes, as a framework calling it
   // with device tensors would. Milliseconds per execution. Backends that
   // compute where the caller's tensors are (CPU) answer kUnsupported.
+  // The device memory an engine loaded from `plan` holds, read from the plan
+  // alone (no device needed). kUnsupported for backends that compute in
+  // host memory.
+  virtual Expected<PlanMemory> plan_memory(std::span<const uint8_t> plan) const {
+    (void)plan;
+    return unsupported("backend '" + std::string(name()) + "' keeps no device memory");
+  }
+
   virtual Expected<std::vector<float>> time_resident(EngineHandle engine, std::span<const Tensor> inputs, int warmup,
                                                      int iters) const {
     return unsupported("backend '" + std::string(name()) + "' has no separate device to time on");

@@ -73,6 +73,13 @@ void describe(Program::Impl& im) {
     si.backend = r.backend;
     si.plan_bytes = r.plan.size();
     si.from_cache = r.from_cache;
+    if (si.engine)
+      if (const engine::Backend* b = program::builtin_backends().find(r.backend))
+        if (auto mem = b->plan_memory(r.plan)) {
+          si.arena_bytes = mem->arena_bytes;
+          si.workspace_bytes = mem->workspace_bytes;
+          si.weight_bytes = mem->weight_bytes;
+        }
     si.num_nodes = static_cast<int>(r.nodes.size());
     si.num_inputs = static_cast<int>(r.inputs.size());
     si.num_outputs = static_cast<int>(r.outputs.size());

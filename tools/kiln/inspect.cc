@@ -14,6 +14,13 @@ namespace kiln::cli {
 
 namespace {
 
+// Bytes as MiB with two decimals ("12.50 MiB").
+std::string mib(int64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
 std::string dims(const TensorSpec& s) {
   std::string out = std::string(dtype_name(s.dtype)) + "[";
   for (size_t i = 0; i < s.dims.size(); ++i) out += (i ? ", " : "") + s.dims[i];
@@ -114,6 +121,27 @@ int run_inspect(int argc, char** argv) {
     for (const auto& seg : p.segments()) engines += seg.engine;
     std::printf("segments: %zu (%d engine, %zu fallback) on device %s\n", p.segments().size(), engines,
                 p.segments().size() - static_cast<size_t>(engines), p.device().c_str());
+    int64_t arena = 0, workspace = 0, device_weights = 0;
+    for (const auto& seg : p.segments()) {
+      arena += seg.arena_bytes;
+      workspace += seg.workspace_bytes;
+      device_weights += seg.weight_bytes;
+    }
+    if (arena + workspace + device_weights > 0) {
+      int64_t state = 0;
+      for (const auto& b : p.buffers()) {
+        int64_t n = static_cast<int64_t>(dtype_size(b.dtype));
+        for (const std::string& d : b.dims)
+          n *= d.find_first_not_of("0123456789") == std::string::npos && !d.empty() ? std::stoll(d) : 0;
+        state += n;
+      }
+      std::printf(
+          "device memory of the engines: %s (arena %s%s, workspace %s, weights %s); each session adds its "
+          "state, %s\n",
+          mib(arena + workspace + device_weights).c_str(), mib(arena).c_str(),
+          p.symbols().empty() ? "" : " for the largest shape of each range", mib(workspace).c_str(),
+          mib(device_weights).c_str(), mib(state).c_str());
+    }
     if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
     if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
   }

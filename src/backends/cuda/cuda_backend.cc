@@ -786,6 +786,15 @@ class CudaBackend final : public engine::Backend {
     return engine::serialize_plan(plan);
   }
 
+  Expected<engine::PlanMemory> plan_memory(std::span<const uint8_t> bytes) const override {
+    KILN_ASSIGN_OR_RETURN(CudaEnginePlan read, read_cuda_engine_plan(bytes, "engine plan"));
+    engine::PlanMemory m;
+    m.arena_bytes = read.plan.arena_bytes;  // a range engine's: the most any shape of its range needs
+    m.workspace_bytes = static_cast<int64_t>(std::max<size_t>(read.plan.workspace_bytes, 256));  // as load() allocates
+    for (const DeviceConstant& c : read.plan.constants) m.weight_bytes += c.nbytes();
+    return m;
+  }
+
   Expected<engine::EngineHandle> load(std::span<const uint8_t> bytes, const engine::WeightLookup& weights,
                                       std::string_view what) const override {
     // Everything in the bytes is read and checked on the host before the

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cuda/cuda_backend.h"
 #include "support/cuda_plan_sample.h"
 
 namespace kiln::cuda {
@@ -11,6 +12,23 @@ namespace {
 
 using kiln::testing::sample_cuda_engine_plan;
 using kiln::testing::sample_cuda_plan;
+
+// The device memory an engine made from a plan holds, read from the plan
+// without a GPU: the arena as planned, the workspace, and the weights in
+// their device forms (float16; the stem filter's 3 channels padded to 8).
+TEST(PlanReader, DeviceMemoryOfAPlanIsItsArenaWorkspaceAndDeviceWeights) {
+  CudaPlan p = sample_cuda_plan();
+  p.workspace_bytes = size_t{1} << 20;
+  auto backend = make_cuda_backend();
+  auto m = backend->plan_memory(sample_cuda_engine_plan(p));
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  EXPECT_EQ(m->arena_bytes, 4096);
+  EXPECT_EQ(m->workspace_bytes, int64_t{1} << 20);
+  EXPECT_EQ(m->weight_bytes, 2 * (8 * 16 + 64 * 8 * 7 * 7 + 64));
+  auto bad = backend->plan_memory(std::vector<uint8_t>{1, 2, 3});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kFormat);
+}
 
 TEST(PlanReader, ReadsAPlanWhoseSectionsAgree) {
   const std::vector<uint8_t> bytes = sample_cuda_engine_plan();

@@ -286,7 +286,17 @@ TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
     ASSERT_TRUE(p.has_value()) << p.status().message();
     const Program* prefill = (*p)->method("prefill");
     ASSERT_NE(prefill, nullptr);
-    for (const SegmentInfo& seg : prefill->segments()) EXPECT_TRUE(seg.engine) << prefill->partition_report();
+    size_t weight_bytes = 0;
+    for (const auto& [name, t] : prefill->module().weights) weight_bytes += t.nbytes();
+    for (const SegmentInfo& seg : prefill->segments()) {
+      EXPECT_TRUE(seg.engine) << prefill->partition_report();
+      // Its device memory, reported from the plan: an arena for the longest
+      // prompt (16 tokens of float32 logits at least), weights at most the program's.
+      EXPECT_GE(seg.arena_bytes, 16 * 100 * 4);
+      EXPECT_GT(seg.workspace_bytes, 0);
+      EXPECT_GT(seg.weight_bytes, 0);
+      EXPECT_LE(seg.weight_bytes, static_cast<int64_t>(weight_bytes));
+    }
     Session session(*p);
     for (size_t prompt_len : {size_t{3}, size_t{12}, size_t{16}}) {
       SCOPED_TRACE("prompt of " + std::to_string(prompt_len) + " tokens");
