@@ -4,6 +4,7 @@
 // program. Buffers are state, never constants; user inputs and symbolic
 // values are never folded. Run-time checks are kept.
 #include <map>
+#include <optional>
 
 #include "backends/cpu/kernel.h"
 #include "lowering/pass.h"
@@ -18,6 +19,34 @@ constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 bool foldable_op(ir::OpKind op) {
   ir::OpCategory c = ir::op_category(op);
   return c == ir::OpCategory::kCompute || c == ir::OpCategory::kView;
+}
+
+// Ops whose result depends only on the sizes they are given, never on their
+// operand's values (new_ones(x, []) gives one, whatever x holds): with a
+// static result they fold even when the operand is an input.
+std::optional<double> shape_only_fill(const ir::Node& n) {
+  switch (n.op) {
+    case ir::OpKind::kNewOnes:
+    case ir::OpKind::kOnesLike: return 1.0;
+    case ir::OpKind::kNewZeros:
+    case ir::OpKind::kZerosLike: return 0.0;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Tensor> fill_static_result(const ir::Node& n) {
+  const std::optional<double> value = shape_only_fill(n);
+  if (!value || n.outputs.size() != 1 || n.outputs[0]->kind != ir::ValueKind::kTensor) return std::nullopt;
+  const ir::TensorType& t = n.outputs[0]->type;
+  Shape sizes;
+  for (const ir::Dim& d : t.sizes) {
+    if (!d.is_static()) return std::nullopt;
+    sizes.push_back(d.value);
+  }
+  Tensor f = Tensor::zeros(DType::Float64, sizes);
+  if (f.numel() > kMaxFoldedElements) return std::nullopt;
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<double>()[i] = *value;
+  return f.to(t.dtype);
 }
 
 }  // namespace
@@ -43,8 +72,16 @@ Status fold_constants(ir::Module& m) {
     bool all_known = true;
     for (const ir::Value* v : n.operands()) all_known = all_known && known[static_cast<size_t>(v->id)];
     for (const ir::Value* v : n.outputs) all_known = all_known && v->kind == ir::ValueKind::kTensor;
+    if (!all_known) {
+      if (std::optional<Tensor> filled = fill_static_result(n)) {
+        env[static_cast<size_t>(n.outputs[0]->id)] = std::move(*filled);
+        known[static_cast<size_t>(n.outputs[0]->id)] = true;
+        folded_node[ni] = true;
+      }
+      continue;
+    }
     cpu::KernelFn fn = kernels.find(n.op);
-    if (!all_known || !fn) continue;
+    if (!fn) continue;
     cpu::KernelArgs args(n, env);
     // A node that cannot be evaluated now (e.g. it checks something about
     // its inputs) is left for run time, where its error will surface.

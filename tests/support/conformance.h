@@ -431,6 +431,22 @@ inline std::vector<ConformanceCase> conformance_cases() {
        1e-5,
        1e-4,
        3},
+      {"attention_mask_index",  // BERT's mask: rows of a bool mask picked by index tensors, and-ed with a causal one
+       R"(graph(%mask: bool[2, 6], %pos: int64[1, 1, 1, 6], %q: int64[1, 1, 6, 1], %x: float32[4, 6], %rows: int64[2, 1, 1, 1], %cols: int64[3]) {
+  %m: bool[2, 1, 1, 6] = aten.index.Tensor(self=%mask, indices=[%rows, %pos])
+  %c: bool[1, 1, 6, 6] = aten.le.Tensor(self=%pos, other=%q)
+  %both: bool[2, 1, 6, 6] = aten.__and__.Tensor(self=%m, other=%c)
+  %either: bool[2, 1, 6, 6] = aten.bitwise_or.Tensor(self=%m, other=%c)
+  %picked: float32[4, 3] = aten.index.Tensor(self=%x, indices=?[None, %cols])
+  %back: int64[3] = aten.sub.Tensor(self=%cols, other=6)
+  %wrapped: float32[4, 3] = aten.index.Tensor(self=%x, indices=?[None, %back])
+  return (%both, %either, %picked, %wrapped)
+}
+)",
+       {2, 6, 6, 0, 2, 6},
+       1e-5,
+       1e-4,
+       4},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

@@ -372,6 +372,9 @@ std::string integer_operator(OpKind op) {
     case OpKind::kEqScalar: return "==";
     case OpKind::kNeTensor:
     case OpKind::kNeScalar: return "!=";
+    case OpKind::kAndTensor:
+    case OpKind::kBitwiseAndTensor: return "&";
+    case OpKind::kBitwiseOrTensor: return "|";
     default: return "";
   }
 }
@@ -385,8 +388,11 @@ bool integer_binary(const ir::Node& n) {
   const std::string op = integer_operator(n.op);
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   const ir::Value* a = value_arg(n, "self");
-  if (op.empty() || !out || !a || (a->type.dtype != DType::Int64 && a->type.dtype != DType::Int32)) return false;
-  const bool compare = op != "+" && op != "-" && op != "*";
+  const bool bitwise = op == "&" || op == "|";
+  if (op.empty() || !out || !a ||
+      (a->type.dtype != DType::Int64 && a->type.dtype != DType::Int32 && !(bitwise && a->type.dtype == DType::Bool)))
+    return false;
+  const bool compare = op != "+" && op != "-" && op != "*" && !bitwise;
   if (out->type.dtype != (compare ? DType::Bool : a->type.dtype)) return false;
   for (const ir::Value* v : n.operands()) {
     if (sized_scalar(v) && v != a) continue;  // `other` a size: a number once the shape is known
@@ -1253,7 +1259,79 @@ Status emit_gather_rows(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// torch.index (x[i, j], x[:, i]): index tensors for consecutive dims of
+// self, Nones before and after them; nullopt when the indices are not of
+// that form (a bool mask, whose result size depends on the data, or index
+// tensors apart).
+struct IndexRead {
+  int64_t first = 0;
+  std::vector<const ir::Value*> indices;
+};
+
+std::optional<IndexRead> index_read(const ir::Node& n) {
+  // Tensor?[] (Nones among them) or Tensor[] (none), as the program spells it.
+  std::vector<std::optional<ir::Value*>> all;
+  const ir::Arg* arg = n.find("indices");
+  if (const auto* opt = arg ? std::get_if<std::vector<std::optional<ir::Value*>>>(arg) : nullptr) all = *opt;
+  if (const auto* plain = arg ? std::get_if<std::vector<ir::Value*>>(arg) : nullptr)
+    all.assign(plain->begin(), plain->end());
+  const auto* list = &all;
+  const ir::Value* self = value_arg(n, "self");
+  if (list->empty() || !self || self->kind != ir::ValueKind::kTensor || n.outputs.size() != 1) return std::nullopt;
+  IndexRead r;
+  size_t k = 0;
+  while (k < list->size() && !(*list)[k]) ++k;
+  r.first = static_cast<int64_t>(k);
+  for (; k < list->size() && (*list)[k]; ++k) {
+    const ir::Value* v = *(*list)[k];
+    if (v->kind != ir::ValueKind::kTensor || (v->type.dtype != DType::Int64 && v->type.dtype != DType::Int32))
+      return std::nullopt;
+    r.indices.push_back(v);
+  }
+  for (; k < list->size(); ++k)
+    if ((*list)[k]) return std::nullopt;
+  if (r.indices.empty() || list->size() > self->type.sizes.size()) return std::nullopt;
+  return r;
+}
+
+Status emit_index(Builder& b, const ir::Node& n) {
+  auto r = index_read(n);
+  if (!r) return unsupported(n.name + ": an index other than tensors for consecutive dims");
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  const int64_t count = static_cast<int64_t>(r->indices.size());
+  const int64_t index_rank = static_cast<int64_t>(sizes.size()) - static_cast<int64_t>(x.sizes.size()) + count;
+  if (index_rank < 0) return invalid_argument(n.name + ": its result has fewer dims than the index leaves");
+  const std::vector<int64_t> bshape(sizes.begin() + r->first, sizes.begin() + r->first + index_rank);
+  std::vector<StridedLayout> layouts;
+  std::vector<BufferRef> args;
+  for (const ir::Value* v : r->indices) {
+    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, bshape));
+    StridedLayout l{t.dtype, sizes, std::vector<int64_t>(sizes.size(), 0)};
+    for (int64_t d = 0; d < index_rank; ++d)
+      l.strides[static_cast<size_t>(r->first + d)] = wide.strides[static_cast<size_t>(d)];
+    layouts.push_back(std::move(l));
+    args.push_back(t.buf);
+  }
+  TRef o = b.new_tensor(dt, sizes);
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, index_kernel(o.layout(), x.layout(), layouts, r->first, index_rank, code));
+  std::vector<BufferRef> all{o.buf, x.buf};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back(b.error_word());
+  KILN_TRY(b.launch(n.name, std::move(k), all));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 Status emit_gather(Builder& b, const ir::Node& n) {
+  if (n.op == OpKind::kIndexTensor) return emit_index(b, n);
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
@@ -1510,7 +1588,8 @@ Family family(OpKind op) {
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
     case OpKind::kIndexSelect: return Family::kGather;
-    case OpKind::kGather: return Family::kGatherDim;
+    case OpKind::kGather:
+    case OpKind::kIndexTensor: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
     case OpKind::kRotary: return Family::kRotary;
     case OpKind::kIndexCopy:
@@ -1528,6 +1607,9 @@ Family family(OpKind op) {
     case OpKind::kEqScalar:
     case OpKind::kNeTensor:
     case OpKind::kNeScalar: return Family::kElementwise;  // integer ones here; floating ones if fusible
+    case OpKind::kAndTensor:
+    case OpKind::kBitwiseAndTensor:
+    case OpKind::kBitwiseOrTensor:
     case OpKind::kFusedElementwise:
     case OpKind::kWhere:
     case OpKind::kSiluMul: return Family::kElementwise;
@@ -1654,6 +1736,10 @@ std::string cuda_refusal(const ir::Node& n) {
       return "";
     }
     case Family::kGatherDim: {
+      if (n.op == OpKind::kIndexTensor)
+        return index_read(n) ? ""
+                             : "index with a bool mask (its result's size depends on the data) or with index "
+                               "tensors for dims that are not consecutive";
       const ir::Value* idx = value_arg(n, "index");
       const ir::Value* x = value_arg(n, "self");
       if (!idx || !x || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))

@@ -518,15 +518,18 @@ Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLa
 Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
                                                 const StridedLayout* b, int64_t scalar, int64_t alpha) {
   const bool arith = op == "+" || op == "-" || op == "*";
+  const bool bitwise = op == "&" || op == "|" || op == "^";
   const bool compare = op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=";
-  if (!arith && !compare) return unsupported("integer operator '" + op + "'");
+  if (!arith && !bitwise && !compare) return unsupported("integer operator '" + op + "'");
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(a, "input"));
   if (b) KILN_TRY(check_layout(*b, "input"));
   for (const StridedLayout* l : {&a, b})
-    if (l && ((l->dtype != DType::Int64 && l->dtype != DType::Int32) || l->dtype != a.dtype || l->sizes != out.sizes))
-      return invalid_argument("integer operations take int64 or int32 tensors of one dtype and the output's sizes");
-  if (arith ? out.dtype != a.dtype : out.dtype != DType::Bool)
+    if (l && ((l->dtype != DType::Int64 && l->dtype != DType::Int32 && !(bitwise && l->dtype == DType::Bool)) ||
+              l->dtype != a.dtype || l->sizes != out.sizes))
+      return invalid_argument(
+          "integer operations take int64 or int32 tensors (bool too for & | ^) of one dtype and the output's sizes");
+  if (compare ? out.dtype != DType::Bool : out.dtype != a.dtype)
     return invalid_argument("integer arithmetic gives its inputs' dtype, comparisons give bool");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(a.dtype));
@@ -548,6 +551,8 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
   const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + D(scalar) + ")";
   if (compare) {
     s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
+  } else if (bitwise) {
+    s << "    out[o0] = (" << T << ")(a[o1] " << op << " " << rhs << ");\n  }\n}\n";
   } else {
     // Wrapping arithmetic, as torch's integer tensors do: unsigned inside.
     const std::string U = a.dtype == DType::Int64 ? "unsigned long long" : "unsigned int";
@@ -1345,6 +1350,60 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   s << "    if (ix < 0 || ix >= extent) { atomicExch(error, " << error_code << "); out[oo] = static_cast<" << T
     << ">(0); continue; }\n";
   s << "    out[oo] = in[io + ix * " << D(in.strides[static_cast<size_t>(dim)]) << "];\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
+}
+
+Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLayout& in,
+                                       const std::vector<StridedLayout>& indices, int64_t first, int64_t index_rank,
+                                       int error_code) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  const int64_t count = static_cast<int64_t>(indices.size());
+  const int64_t rank = static_cast<int64_t>(out.sizes.size());
+  if (count < 1 || first < 0 || index_rank < 0 || first + count > static_cast<int64_t>(in.sizes.size()) ||
+      rank != static_cast<int64_t>(in.sizes.size()) - count + index_rank || out.dtype != in.dtype)
+    return invalid_argument("index: output, input and index ranks do not fit");
+  for (const StridedLayout& l : indices) {
+    KILN_TRY(check_layout(l, "index"));
+    if (l.sizes != out.sizes) return invalid_argument("index: each index is given at the output's sizes");
+    if (l.dtype != DType::Int64 && l.dtype != DType::Int32) return unsupported("index takes int64 or int32 indices");
+  }
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  const int64_t n = out.numel();
+  Sizes D;
+  std::ostringstream s;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
+    << "* __restrict__ out, const " << T << "* __restrict__ in";
+  for (size_t m = 0; m < indices.size(); ++m) {
+    KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(indices[m].dtype));
+    s << ", const " << I << "* __restrict__ index" << m;
+  }
+  s << ", int* error KILN_DIMS) {\n";
+  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
+    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
+  s << "    long long r = i, oo = 0, io = 0";
+  for (size_t m = 0; m < indices.size(); ++m) s << ", x" << m << " = 0";
+  s << ";\n";
+  for (int64_t d = rank; d-- > 0;) {
+    const size_t u = static_cast<size_t>(d);
+    s << "    { const long long n = " << D(out.sizes[u]) << ", c = r % n; r /= n; oo += c * " << D(out.strides[u])
+      << ";";
+    for (size_t m = 0; m < indices.size(); ++m)
+      if (indices[m].strides[u] != 0) s << " x" << m << " += c * " << D(indices[m].strides[u]) << ";";
+    if (d < first) s << " io += c * " << D(in.strides[u]) << ";";
+    if (d >= first + index_rank)
+      s << " io += c * " << D(in.strides[static_cast<size_t>(d - index_rank + count)]) << ";";
+    s << " }\n";
+  }
+  s << "    bool bad = false;\n";
+  for (size_t m = 0; m < indices.size(); ++m) {
+    const size_t dim = static_cast<size_t>(first) + m;
+    s << "    { const long long extent = " << D(in.sizes[dim]) << "; long long ix = (long long)index" << m << "[x" << m
+      << "]; if (ix < 0) ix += extent; if (ix < 0 || ix >= extent) bad = true; else io += ix * " << D(in.strides[dim])
+      << "; }\n";
+  }
+  s << "    if (bad) { atomicExch(error, " << error_code << "); out[oo] = static_cast<" << T << ">(0); continue; }\n";
+  s << "    out[oo] = in[io];\n  }\n}\n";
   return launch_1d(s.str(), n, D);
 }
 

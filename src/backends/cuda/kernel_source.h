@@ -187,6 +187,17 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
                                         int64_t dim, int error_code);
 
+// torch.index with index tensors for `count` consecutive dims of `in` from
+// `first` (Nones around them keep those dims whole): out has in's dims
+// before `first`, then the indices' broadcast sizes (`index_rank` dims), then
+// in's dims after first + count. Each index layout is given at out's sizes
+// (zero strides where it does not vary). An index outside [-size, size) of
+// its dim sets *error to error_code and writes zero. Params: out, in, each
+// index, error (int32).
+Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLayout& in,
+                                       const std::vector<StridedLayout>& indices, int64_t first, int64_t index_rank,
+                                       int error_code);
+
 // out = cond ? a : b (torch.where): cond a bool layout, a and b layouts of
 // out's dtype (or, for a floating out, of any floating dtype, converted), all
 // three of out's sizes (broadcast through zero strides).

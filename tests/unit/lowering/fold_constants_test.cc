@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "backends/cpu/kernel.h"
 #include "ir/printer.h"
 #include "lowering/pass.h"
@@ -87,6 +89,43 @@ TEST(FoldConstants, BuffersAndUserInputsAreNeverFolded) {
   ASSERT_TRUE(fold_constants(m).is_ok());
   EXPECT_EQ(ir::print_graph(m.graph), before);
   EXPECT_EQ(m.input_specs.size(), 2u);
+}
+
+// new_ones / zeros_like of a user input (BERT's attention-mask code does
+// this) give values that depend only on their static sizes: they fold into
+// constants even though their operand is an input; one of symbolic size does not.
+TEST(FoldConstants, ResultsOfStaticSizeThatIgnoreTheirOperandsValuesFold) {
+  auto g = ir::parse_graph(R"(graph(%x: int64[2, s0], %m: bool[2, s0]) {
+  %one: bool[] = aten.new_ones.default(self=%x, size=[], dtype=dtype.bool, pin_memory=false)
+  %zero: float32[3] = aten.new_zeros.default(self=%x, size=[3], dtype=dtype.float32)
+  %like: int64[2, s0] = aten.ones_like.default(self=%x)
+  %a: bool[2, s0] = aten.__and__.Tensor(self=%one, other=%m)
+  return (%a, %zero, %like)
+}
+)");
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kUserInput, "", true}, {InputSpec::Kind::kUserInput, "", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""},
+                    {ir::OutputSpec::Kind::kUserOutput, ""},
+                    {ir::OutputSpec::Kind::kUserOutput, ""}};
+  ASSERT_TRUE(fold_constants(m).is_ok());
+  std::map<std::string, int> ops;
+  for (const auto& n : m.graph.nodes()) ++ops[std::string(ir::op_target(n->op))];
+  EXPECT_EQ(ops.count("aten.new_ones.default"), 0u);
+  EXPECT_EQ(ops.count("aten.new_zeros.default"), 0u);
+  EXPECT_EQ(ops["aten.ones_like.default"], 1);  // its size is symbolic
+  EXPECT_EQ(ops["aten.__and__.Tensor"], 1);
+  ASSERT_EQ(m.weights.count("_folded.one"), 1u);
+  const Tensor& one = m.weights.at("_folded.one");
+  EXPECT_EQ(one.dtype(), DType::Bool);
+  EXPECT_EQ(one.numel(), 1);
+  EXPECT_EQ(one.value_at(0), 1.0);
+  const Tensor& zero = m.weights.at("_folded.zero");
+  EXPECT_EQ(zero.dtype(), DType::Float32);
+  ASSERT_EQ(zero.numel(), 3);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(zero.value_at(i), 0.0);
 }
 
 }  // namespace

@@ -273,6 +273,46 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   EXPECT_GT(r->cubin.size(), 1000u);
 }
 
+// torch.where (with a converted value dtype), torch.index with index
+// tensors (BERT's attention-mask rows), and bool & and |: their generated
+// text compiles with NVRTC, also with every size read at run time.
+TEST(KernelSource, WhereIndexAndBoolBitwiseCompileForSm90) {
+  std::vector<GeneratedKernel> ks;
+  StridedLayout out = contiguous(DType::Float16, {2, 1, 6, 6});
+  StridedLayout cond{DType::Bool, {2, 1, 6, 6}, {6, 0, 0, 1}};
+  StridedLayout zero{DType::Float32, {2, 1, 6, 6}, {0, 0, 0, 0}};
+  auto w = where_kernel(out, cond, zero, StridedLayout{DType::Float16, {2, 1, 6, 6}, {0, 0, 0, 0}});
+  ASSERT_TRUE(w.has_value()) << w.status().message();
+  ks.push_back(*w);
+  // mask [2, 6] indexed by rows [2, 1, 1, 1] and positions [1, 1, 1, 6]: out [2, 1, 1, 6].
+  StridedLayout picked = contiguous(DType::Bool, {2, 1, 1, 6});
+  StridedLayout rows{DType::Int64, {2, 1, 1, 6}, {1, 0, 0, 0}};
+  StridedLayout cols{DType::Int32, {2, 1, 1, 6}, {0, 0, 0, 1}};
+  auto ix = index_kernel(picked, contiguous(DType::Bool, {2, 6}), {rows, cols}, 0, 4, 1);
+  ASSERT_TRUE(ix.has_value()) << ix.status().message();
+  ks.push_back(*ix);
+  // x[:, i] with dims kept on both sides: x [4, 5, 3], i [2, 2] -> out [4, 2, 2, 3].
+  StridedLayout mid{DType::Int64, {4, 2, 2, 3}, {0, 2, 1, 0}};
+  auto ix2 =
+      index_kernel(contiguous(DType::BFloat16, {4, 2, 2, 3}), contiguous(DType::BFloat16, {4, 5, 3}), {mid}, 1, 2, 2);
+  ASSERT_TRUE(ix2.has_value()) << ix2.status().message();
+  ks.push_back(*ix2);
+  EXPECT_FALSE(index_kernel(picked, contiguous(DType::Bool, {2, 6}), {rows}, 0, 2, 1).has_value());  // ranks
+  for (const char* op : {"&", "|"}) {
+    StridedLayout b = contiguous(DType::Bool, {2, 1, 6, 6});
+    auto k = integer_binary_kernel(op, b, StridedLayout{DType::Bool, {2, 1, 6, 6}, {6, 0, 0, 1}}, &b, 0, 1);
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  }
+  EXPECT_FALSE(integer_binary_kernel("+", contiguous(DType::Bool, {3}), contiguous(DType::Bool, {3}), nullptr, 1, 1)
+                   .has_value());  // arithmetic on bools
+  for (bool runtime : {false, true}) {
+    auto m = compile_all(ks, runtime);
+    ASSERT_TRUE(m.has_value()) << m.status().message();
+    EXPECT_FALSE(m->cubin.empty());
+  }
+}
+
 TEST(KernelSource, SizesAreLiteralsOrRunTimeValuesWithoutEditingTheText) {
   auto prog = engine::ElementwiseProgram::parse("inputs 2; %2 = aten.add.Tensor(%0, %1, 1)");
   ASSERT_TRUE(prog.has_value());
