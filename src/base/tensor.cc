@@ -43,6 +43,34 @@ void for_each_offset(const Shape& sizes, const Shape& strides, int64_t base, F&&
   }
 }
 
+// src's elements (layout sizes/strides from `base`) in row-major order into
+// contiguous `dst`, one dtype: straight from src's layout, and in square
+// tiles when src walks its last two dims transposed (a weight's t(), which
+// lowering folds into a contiguous constant at load: a decoder's whole
+// weights go through here).
+template <typename T>
+void gather_contiguous(T* dst, const T* src, const Shape& sizes, const Shape& strides, int64_t base) {
+  const size_t nd = sizes.size();
+  if (nd >= 2 && strides[nd - 2] == 1 && strides[nd - 1] != 1 && sizes[nd - 2] > 1) {
+    const int64_t rows = sizes[nd - 2], cols = sizes[nd - 1], col_stride = strides[nd - 1];
+    const Shape outer(sizes.begin(), sizes.end() - 2), outer_strides(strides.begin(), strides.end() - 2);
+    constexpr int64_t kTile = 32;
+    T* d = dst;
+    for_each_offset(outer, outer_strides, base, [&](int64_t o) {
+      for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+        for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+          const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = j0; j < j1; ++j) d[i * cols + j] = src[o + i + j * col_stride];
+        }
+      d += rows * cols;
+    });
+    return;
+  }
+  int64_t k = 0;
+  for_each_offset(sizes, strides, base, [&](int64_t o) { dst[k++] = src[o]; });
+}
+
 template <typename Dst, typename Src>
 Dst convert_value(Src v) {
   if constexpr (std::is_same_v<Dst, Src>) {
@@ -275,6 +303,22 @@ void Tensor::copy_from(const Tensor& src) {
         D* dp = data<D>();
         for (int64_t i = 0, n = numel(); i < n; ++i) dp[i] = convert_value<D>(sp[i]);
         return;
+      }
+      if constexpr (std::is_same_v<D, S>) {
+        if (src.numel() == numel() && storage_ != src.storage_) {
+          if (is_contiguous()) {
+            gather_contiguous(data<D>(), reinterpret_cast<const S*>(src.storage_->data()), src.sizes_, src.strides_,
+                              src.offset_);
+            return;
+          }
+          if (src.is_contiguous()) {  // into a view (a slice of a concatenation)
+            const S* sp = src.data<S>();
+            int64_t k = 0;
+            for_each_offset(sizes_, strides_, offset_,
+                            [&, dp = reinterpret_cast<D*>(storage_->data())](int64_t o) { dp[o] = sp[k++]; });
+            return;
+          }
+        }
       }
       std::vector<D> tmp;
       tmp.reserve(static_cast<size_t>(src.numel()));

@@ -34,6 +34,54 @@ TEST(Tensor, TransposedViewCopiesInLogicalOrder) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(c.data<float>()[i], want[i]);
 }
 
+// Views copied into contiguous memory in one dtype (the tiled path for a
+// transposed pair of last dims, the straight path otherwise) give every
+// element where the view's strides say, checked element by element against
+// an independent index computation; sizes off the tile, outer dims, an offset.
+TEST(Tensor, StridedViewsCopyEveryElementInLogicalOrder) {
+  struct View {
+    Shape sizes, strides;
+    int64_t offset;
+  };
+  // Storage of 4 x 45 x 70 int64 holding its own index.
+  Tensor base = Tensor::zeros(DType::Int64, {4 * 45 * 70 + 5});
+  for (int64_t i = 0; i < base.numel(); ++i) base.data<int64_t>()[i] = i;
+  const View views[] = {
+      {{70, 45}, {1, 70}, 0},              // a transposed matrix, neither size a multiple of the tile
+      {{4, 70, 45}, {45 * 70, 1, 70}, 3},  // batched transposes after an offset
+      {{3, 45, 70}, {45 * 70, 70, 1}, 5},  // contiguous rows of a view
+      {{45, 4, 33}, {70, 45 * 70, 2}, 1},  // permuted and strided, no unit stride at all
+      {{1, 40}, {1, 70}, 2},               // a transposed column
+  };
+  for (const View& v : views) {
+    Tensor view = base.as_strided(v.sizes, v.strides, v.offset);
+    Tensor c = view.contiguous();
+    ASSERT_TRUE(c.is_contiguous());
+    ASSERT_EQ(c.sizes(), v.sizes);
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      int64_t r = i, want = v.offset;
+      for (size_t d = v.sizes.size(); d-- > 0;) {
+        want += (r % v.sizes[d]) * v.strides[d];
+        r /= v.sizes[d];
+      }
+      ASSERT_EQ(c.data<int64_t>()[i], want) << "element " << i << " of view " << shape_to_string(v.sizes);
+    }
+  }
+}
+
+// A contiguous tensor copied into a view (a slice of a concatenation) lands
+// where the view's strides say and nowhere else.
+TEST(Tensor, ContiguousValuesCopyIntoAStridedView) {
+  Tensor whole = Tensor::zeros(DType::BFloat16, {6, 10});
+  Tensor part = Tensor::zeros(DType::BFloat16, {6, 4});
+  for (int64_t i = 0; i < 24; ++i) part.data<BFloat16>()[i] = BFloat16(static_cast<float>(i + 1));
+  whole.as_strided({6, 4}, {10, 1}, 3).copy_from(part);  // columns 3..6
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 10; ++c)
+      EXPECT_EQ(whole.value_at(r * 10 + c), c >= 3 && c < 7 ? static_cast<double>(r * 4 + (c - 3) + 1) : 0.0)
+          << r << ", " << c;
+}
+
 TEST(Tensor, HalfAndBFloat16RoundTrip) {
   // Values exactly representable in both formats survive; others round to nearest even.
   EXPECT_EQ(static_cast<float>(Half(1.5f)), 1.5f);
