@@ -2,8 +2,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "frontend/pt2_loader.h"
 
@@ -14,6 +16,30 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int kSchemaMajor = 8;
+
+// Ops export writes under another name for a computation the IR has under a
+// core op's name: the core op, and the arguments that make it the same
+// computation (appended to the node's own). One-to-one decompositions only;
+// anything that needs new nodes belongs in lowering.
+struct Respelling {
+  std::string_view from, to;
+  std::vector<std::pair<const char*, int64_t>> extra;
+};
+
+const Respelling* respelling_of(std::string_view target) {
+  static const Respelling kTable[] = {
+      // In-place detach only drops autograd history: the value is its input's.
+      {"torch.ops.aten.detach_.default", "torch.ops.aten.detach.default", {}},
+      {"torch.ops.aten.true_divide.Tensor", "torch.ops.aten.div.Tensor", {}},
+      // broadcast_to(self, size) is expand(self, size), a view of the same elements.
+      {"torch.ops.aten.broadcast_to.default", "torch.ops.aten.expand.default", {}},
+      // x.mT: the last two dims swapped.
+      {"torch.ops.aten.mT.default", "torch.ops.aten.transpose.int", {{"dim0", -2}, {"dim1", -1}}},
+  };
+  for (const Respelling& r : kTable)
+    if (r.from == target) return &r;
+  return nullptr;
+}
 
 // Walks a JSON document keeping a path for error messages.
 class Reader {
@@ -357,6 +383,8 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
     if (!field(jn, "target").is_string()) return r.error(where, "missing target");
     std::string target = field(jn, "target").get<std::string>();
     auto op = ir::op_from_target(target);
+    const Respelling* respelled = op ? nullptr : respelling_of(target);
+    if (respelled) op = ir::op_from_target(respelled->to);
     if (!op) return unsupported(source + ": " + where + ": unknown op '" + target + "'");
     std::vector<ir::NamedArg> args;
     const json& jin = field(jn, "inputs");
@@ -365,6 +393,8 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
       KILN_ASSIGN_OR_RETURN(ir::Arg a, b.argument(field(jin[ai], "arg"), where + " argument '" + an + "'"));
       args.push_back({an, std::move(a)});
     }
+    if (respelled)
+      for (const auto& [an, value] : respelled->extra) args.push_back({an, value});
     ir::Node* node = m.graph.add_node(*op, name, std::move(args), {});
     const json& meta = field(jn, "metadata");
     if (meta.is_object()) {
