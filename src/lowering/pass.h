@@ -49,6 +49,11 @@ Status remove_identity_casts(ir::Module& m);
 // aten.linear(input, weight, bias) -> matmul(input, permute(weight, [1, 0])) + bias.
 Status decompose_linear(ir::Module& m);
 
+// Composite ops of the default dialect (square, pad, logsumexp,
+// linalg_vector_norm) written in core ops; decomposed_ops() lists them.
+Status decompose_composites(ir::Module& m);
+const std::vector<ir::OpKind>& decomposed_ops();
+
 // Batch norm in eval mode after a convolution with constant weights becomes
 // that convolution with folded weight and bias; any other eval batch norm with
 // constant statistics becomes x * scale + shift with constant scale and shift.
