@@ -10,11 +10,26 @@ namespace {
 TEST(Pipeline, PassesInOrder) {
   std::vector<std::string> names;
   for (const PassInfo& p : default_pipeline()) names.push_back(p.name);
-  const std::vector<std::string> want = {
-      "functionalize",    "eliminate-dead-code", "fold-constants",  "remove-static-asserts", "remove-identity-casts",
-      "decompose-linear", "fold-batch-norm",     "fuse-layer-norm", "fuse-rms-norm",         "fuse-gelu",
-      "fuse-hardswish",   "fuse-silu",           "fuse-silu-gate",  "fuse-attention",        "fuse-conv-activation",
-      "fold-constants",   "fuse-parallel-matmuls", "eliminate-dead-code", "order-outputs"};
+  const std::vector<std::string> want = {"functionalize",
+                                         "decompose",
+                                         "eliminate-dead-code",
+                                         "fold-constants",
+                                         "remove-static-asserts",
+                                         "remove-identity-casts",
+                                         "decompose-linear",
+                                         "fold-batch-norm",
+                                         "fuse-layer-norm",
+                                         "fuse-rms-norm",
+                                         "fuse-gelu",
+                                         "fuse-hardswish",
+                                         "fuse-silu",
+                                         "fuse-silu-gate",
+                                         "fuse-attention",
+                                         "fuse-conv-activation",
+                                         "fold-constants",
+                                         "fuse-parallel-matmuls",
+                                         "eliminate-dead-code",
+                                         "order-outputs"};
   EXPECT_EQ(names, want);
 }
 
