@@ -26,10 +26,6 @@ namespace {
 
 using ir::OpKind;
 
-bool floating(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
-}
-
 // The reduced dims of a rank-`rank` tensor, normalized and sorted (every dim
 // when `dims` is absent or empty, as torch reduces them), or nullopt when one
 // is out of range or repeated.
@@ -89,7 +85,7 @@ Expected<bool> pad(PatternContext& ctx, ir::Node& n) {
 
 Expected<bool> logsumexp(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  if (!x || n.outputs.size() != 1 || !floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
     return false;
   const auto keepdim = bool_value(n, "keepdim", false);
   const auto dims = reduced_dims(int_list(n, "dim", std::vector<int64_t>{}), x->type.sizes.size());
@@ -126,7 +122,7 @@ Expected<bool> logsumexp(PatternContext& ctx, ir::Node& n) {
 
 Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  if (!x || n.outputs.size() != 1 || !floating(x->type.dtype) || !absent(n, "dtype") ||
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || !absent(n, "dtype") ||
       n.outputs[0]->type.dtype != x->type.dtype)
     return false;
   const std::optional<double> ord = n.find("ord") ? ctx.number(n, "ord") : std::optional<double>(2.0);

@@ -603,27 +603,19 @@ struct CudaEngine final : engine::EngineState {
     for (Step& s : plan.steps) {
       if (s.kind == Step::Kind::kGemm) {
         GemmLaunch& g = s.gemm;
-        const std::string key = g.shape.to_string();
-        if (auto it = tuned.gemms.find(key); it != tuned.gemms.end()) {
-          g.algo = it->second;
-          continue;
-        }
-        KILN_ASSIGN_OR_RETURN(
-            g.algo, tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr,
-                              workspace.get(), std::min(workspace.nbytes(), kGemmWorkspaceBytes), own_stream));
-        tuned.gemms.emplace(key, g.algo);
+        KILN_ASSIGN_OR_RETURN(g.algo, tuned_once(tuned.gemms, g.shape.to_string(), [&] {
+                                return tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c),
+                                                 g.has_bias ? ptr(g.bias) : nullptr, workspace.get(),
+                                                 std::min(workspace.nbytes(), kGemmWorkspaceBytes), own_stream);
+                              }));
       } else if (s.kind == Step::Kind::kConv) {
         ConvLaunch& c = s.conv;
-        const std::string key = c.shape.to_string();
-        if (auto it = tuned.convs.find(key); it != tuned.convs.end()) {
-          c.algo = it->second;
-          continue;
-        }
-        KILN_ASSIGN_OR_RETURN(c.algo,
-                              tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
-                                        c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
-                                        std::min(workspace.nbytes(), kConvWorkspaceBytes), own_stream));
-        tuned.convs.emplace(key, c.algo);
+        KILN_ASSIGN_OR_RETURN(c.algo, tuned_once(tuned.convs, c.shape.to_string(), [&] {
+                                return tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w),
+                                                 c.shape.has_bias ? ptr(c.bias) : nullptr,
+                                                 c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
+                                                 std::min(workspace.nbytes(), kConvWorkspaceBytes), own_stream);
+                              }));
       }
     }
     return Status::ok();

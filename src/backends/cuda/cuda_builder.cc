@@ -316,35 +316,27 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
     if (!status) break;
     if (s.kind == Step::Kind::kGemm) {
       GemmLaunch& g = s.gemm;
-      if (auto it = tuned.gemms.find(g.shape.to_string()); it != tuned.gemms.end()) {
-        g.algo = it->second;
-        ++gemms;
-        continue;
-      }
-      auto algo = tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
-                            kGemmWorkspaceBytes, stream, candidates);
+      auto algo = tuned_once(tuned.gemms, g.shape.to_string(), [&] {
+        return tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
+                         kGemmWorkspaceBytes, stream, candidates);
+      });
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + g.shape.to_string() + ")");
         break;
       }
       g.algo = *algo;
-      tuned.gemms.emplace(g.shape.to_string(), *algo);
       ++gemms;
     } else if (s.kind == Step::Kind::kConv) {
       ConvLaunch& c = s.conv;
-      if (auto it = tuned.convs.find(c.shape.to_string()); it != tuned.convs.end()) {
-        c.algo = it->second;
-        ++convs;
-        continue;
-      }
-      auto algo = tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
-                            c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream);
+      auto algo = tuned_once(tuned.convs, c.shape.to_string(), [&] {
+        return tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
+                         c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream);
+      });
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + c.shape.to_string() + ")");
         break;
       }
       c.algo = *algo;
-      tuned.convs.emplace(c.shape.to_string(), *algo);
       ++convs;
     }
   }

@@ -53,6 +53,16 @@ struct TunedAlgos {
   std::map<std::string, ConvAlgo> convs;
 };
 
+// The algorithm remembered in `tuned` for the shape `key`, else `tune()`'s,
+// then remembered.
+template <typename Algo, typename Tune>
+Expected<Algo> tuned_once(std::map<std::string, Algo>& tuned, const std::string& key, Tune&& tune) {
+  if (auto it = tuned.find(key); it != tuned.end()) return it->second;
+  Expected<Algo> a = tune();
+  if (a) tuned.emplace(key, *a);
+  return a;
+}
+
 // `kernels` compiled with NVRTC into one module for `arch`, kernel i named names[i].
 Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
                                          const std::vector<std::string>& names, const std::string& arch);

@@ -413,11 +413,8 @@ bool where_select(const ir::Node& n) {
   const ir::Value* a = value_arg(n, "self");
   const ir::Value* o = value_arg(n, "other");
   const DType t = n.outputs[0]->type.dtype;
-  auto is_float = [](DType d) {
-    return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16 || d == DType::Float64;
-  };
   auto fits = [&](const ir::Value* v) {
-    return v->kind == ir::ValueKind::kTensor && (v->type.dtype == t || (is_float(v->type.dtype) && is_float(t)));
+    return v->kind == ir::ValueKind::kTensor && (v->type.dtype == t || (is_floating(v->type.dtype) && is_floating(t)));
   };
   return c && a && o && c->kind == ir::ValueKind::kTensor && c->type.dtype == DType::Bool && fits(a) && fits(o);
 }
