@@ -136,6 +136,17 @@ class DeviceMemory {
   // Enqueued on `stream`. For greedy decoding on the device: the logits never
   // leave it.
   virtual Status argmax_rows(const Tensor& x, const Tensor& out, void* stream) const = 0;
+  // torch.nonzero(x) of a contiguous tensor in this device's memory: int64
+  // [count, x.dim()] in this device's memory, the indices of x's nonzero
+  // elements in row-major order. Only the count comes to the host (a wait
+  // for `stream`'s work so far); the indices are enqueued on `stream`.
+  // kUnsupported where the device has no such kernel (the caller then runs
+  // the reference kernel on a host copy).
+  virtual Expected<Tensor> nonzero(const Tensor& x, void* stream) const {
+    (void)x;
+    (void)stream;
+    return unsupported("nonzero on the device");
+  }
 };
 
 // Device memory of one engine: its activation arena (an engine serving a

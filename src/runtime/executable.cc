@@ -161,6 +161,52 @@ Status bring_to_host(cpu::RtValue& slot, void* stream) {
   return Status::ok();
 }
 
+// Binds the size symbols of `v`'s declared sizes that `value` (a tensor) gives.
+void learn_symbols(const ir::Value& v, const cpu::RtValue& value, ir::SymBindings& symbols) {
+  const Tensor* t = std::get_if<Tensor>(&value);
+  if (!t || !t->defined() || v.kind != ir::ValueKind::kTensor || t->dim() != static_cast<int64_t>(v.type.sizes.size()))
+    return;
+  for (size_t d = 0; d < v.type.sizes.size(); ++d)
+    if (const ir::Dim& dim = v.type.sizes[d]; !dim.is_static())
+      if (std::optional<std::string> name = ir::affine_symbol(*dim.expr))
+        if (std::optional<int64_t> size = ir::solve_affine(*dim.expr, t->sizes()[d])) symbols.emplace(*name, *size);
+}
+
+// Ops that read only their tensor operands' sizes and dtype: a device tensor stays where it is.
+bool reads_only_metadata(ir::OpKind op) {
+  return op == ir::OpKind::kSymSize || op == ir::OpKind::kSymNumel || op == ir::OpKind::kAssertTensorMetadata;
+}
+
+// Whether an engine segment is called with an empty tensor.
+bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtValue>& env) {
+  for (int v : s.inputs)
+    if (const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v)]); t && t->defined() && t->numel() == 0)
+      return true;
+  return false;
+}
+
+// A node outside the engines. With `on_device`, nonzero of a device tensor
+// runs on that device (only its count comes to the host) and ops that read
+// only sizes leave device tensors where they are; everything else reads
+// host copies of its operands and writes host memory.
+Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void* stream, bool on_device) {
+  if (on_device && reads_only_metadata(n.op)) return run_node(n, env, cpu::cpu_kernels());
+  if (on_device && n.op == ir::OpKind::kNonzero && n.operands().size() == 1 && n.outputs.size() == 1) {
+    const Tensor* x = std::get_if<Tensor>(&env[static_cast<size_t>(n.operands()[0]->id)]);
+    if (x && x->defined() && !x->is_cpu() && x->is_contiguous())
+      if (const engine::DeviceMemory* m = device_memory_of(x->device())) {
+        Expected<Tensor> idx = m->nonzero(*x, stream);
+        if (idx) {
+          env[static_cast<size_t>(n.outputs[0]->id)] = std::move(*idx);
+          return Status::ok();
+        }
+        if (idx.status().code() != ErrorCode::kUnsupported) return idx.status().with_context(n.describe());
+      }
+  }
+  for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)], stream));
+  return run_node(n, env, cpu::cpu_kernels());
+}
+
 }  // namespace
 
 Status Executable::synchronize() const {
@@ -179,19 +225,12 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   KILN_TRY(ensure_engines());
   void* stream = options.stream;
   std::vector<cpu::RtValue> env(g.num_values());
-  // The size symbols the inputs give (device outputs of engines whose sizes are symbolic are sized by them).
+  // The size symbols the inputs give, and those values computed on the way
+  // give (a count nonzero found): device outputs of engines whose sizes are
+  // symbolic are sized by them.
   ir::SymBindings symbols;
-  for (size_t i = 0; options.keep_on_device && i < graph_inputs.size(); ++i) {
-    const Tensor* t = std::get_if<Tensor>(&graph_inputs[i]);
-    const ir::Value* v = g.inputs()[i];
-    if (!t || !t->defined() || v->kind != ir::ValueKind::kTensor ||
-        t->dim() != static_cast<int64_t>(v->type.sizes.size()))
-      continue;
-    for (size_t d = 0; d < v->type.sizes.size(); ++d)
-      if (const ir::Dim& dim = v->type.sizes[d]; !dim.is_static())
-        if (std::optional<std::string> name = ir::affine_symbol(*dim.expr))
-          if (std::optional<int64_t> value = ir::solve_affine(*dim.expr, t->sizes()[d])) symbols.emplace(*name, *value);
-  }
+  for (size_t i = 0; options.keep_on_device && i < graph_inputs.size(); ++i)
+    learn_symbols(*g.inputs()[i], graph_inputs[i], symbols);
   for (size_t i = 0; i < graph_inputs.size(); ++i)
     env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
   // Memory given for values of the last segment: value id -> tensor.
@@ -205,6 +244,13 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     const program::SegmentRecord& s = p_.segments[si];
     if (s.kind == SegmentKind::kEngine) {
       const engine::DeviceMemory* device = engines_[si]->backend().device_memory();
+      if (device && has_empty_input(s, env)) {
+        // A size of 0 (nonzero found nothing): no kernel launches on empty
+        // tensors; the reference kernels make the empty results on the host.
+        for (int ni : s.nodes) KILN_TRY(run_fallback_node(*g.nodes()[static_cast<size_t>(ni)], env, stream, false));
+        for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};
+        continue;
+      }
       ins.clear();
       for (int v : s.inputs) {
         if (!device) KILN_TRY(bring_to_host(env[static_cast<size_t>(v)], stream));
@@ -260,8 +306,9 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     } else {
       for (int ni : s.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
-        for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)], stream));
-        KILN_TRY(run_node(n, env, cpu::cpu_kernels()));
+        KILN_TRY(run_fallback_node(n, env, stream, options.keep_on_device));
+        if (options.keep_on_device)
+          for (const ir::Value* v : n.outputs) learn_symbols(*v, env[static_cast<size_t>(v->id)], symbols);
       }
     }
     for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};

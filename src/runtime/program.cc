@@ -529,10 +529,35 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
   for (size_t si = 0; si < cp.segments.size(); ++si) {
     const program::SegmentRecord& r = cp.segments[si];
     const std::string seg = "segment " + std::to_string(si);
+    if (r.kind != partition::SegmentKind::kEngine) {
+      // Node by node, as Executable::run: ops that read only sizes leave
+      // device tensors where they are, and nonzero of a device tensor runs on
+      // the device, its count (8 bytes) the only thing that comes across.
+      for (int ni : r.nodes) {
+        const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+        if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel ||
+            n.op == ir::OpKind::kAssertTensorMetadata)
+          continue;
+        if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1 && n.outputs.size() == 1 &&
+            where[static_cast<size_t>(n.operands()[0]->id)] != kHost) {
+          lines += "  the row count of %" + n.outputs[0]->name + " int64 device -> host, from nonzero '" + n.name +
+                   "' (" + seg + "), which runs on the device\n";
+          ++count;
+          bytes += 8;
+          where[static_cast<size_t>(n.outputs[0]->id)] = static_cast<int>(si);
+          continue;
+        }
+        for (const ir::Value* v : n.operands()) {
+          int& w = where[static_cast<size_t>(v->id)];
+          if (v->kind != ir::ValueKind::kTensor || w == kHost) continue;
+          cross(*v, "device -> host, from " + from(w) + " to " + seg + " (fallback)");
+          w = kHost;
+        }
+        for (const ir::Value* v : n.outputs) where[static_cast<size_t>(v->id)] = kHost;
+      }
+      continue;
+    }
     std::vector<int> reads = r.inputs;
-    if (r.kind != partition::SegmentKind::kEngine)
-      for (int ni : r.nodes)
-        for (const ir::Value* v : g.nodes()[static_cast<size_t>(ni)]->operands()) reads.push_back(v->id);
     std::sort(reads.begin(), reads.end());
     reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
     const bool device = on_device(r);

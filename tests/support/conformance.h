@@ -447,6 +447,18 @@ inline std::vector<ConformanceCase> conformance_cases() {
        1e-5,
        1e-4,
        4},
+      {"float_compare_mask",  // masks from floating scores, against numbers and broadcast tensors (integers: exact at every precision)
+       R"(graph(%x: float32[3, 8], %y: float32[1, 8]) {
+  %a: bool[3, 8] = aten.gt.Scalar(self=%x, other=2.5)
+  %b: bool[3, 8] = aten.le.Tensor(self=%x, other=%y)
+  %c: bool[3, 8] = aten.eq.Scalar(self=%x, other=3)
+  %d: bool[3, 8] = aten.ne.Tensor(self=%y, other=%x)
+  %e: bool[3, 8] = aten.lt.Tensor(self=%x, other=1.5)
+  %w: float32[3, 8] = aten.where.self(condition=%a, self=%x, other=%y)
+  return (%a, %b, %c, %d, %e, %w)
+}
+)",
+       {5, 5}},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

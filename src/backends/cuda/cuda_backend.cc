@@ -726,7 +726,14 @@ class CudaBackend final : public engine::Backend {
       return cuda_implements(op) || ir::op_category(op) == ir::OpCategory::kCheck;
     };
     target_.refuses = [](const ir::Node& n) {
-      return ir::op_category(n.op) == ir::OpCategory::kCheck ? std::string() : cuda_refusal(n);
+      if (ir::op_category(n.op) != ir::OpCategory::kCheck) return cuda_refusal(n);
+      // An engine checks sizes where its inputs come in (the profile's ranges);
+      // a check of a scalar some node computes from tensor data (a count
+      // after nonzero) is not about its inputs: the host checks it.
+      for (const ir::Value* v : n.operands())
+        if (v->kind != ir::ValueKind::kTensor && !v->sym && v->producer)
+          return std::string("a run-time check of a scalar computed from tensor data (checked on the host)");
+      return std::string();
     };
   }
   std::string_view name() const override { return "cuda"; }

@@ -567,8 +567,12 @@ Expected<CudaPlan> build_range_plan(const engine::Network& net, const std::vecto
       return unsupported("size " + n + " has no finite range (give one with --shape)");
     if (!given.count(n)) return unsupported("size " + n + " is not the size of an engine input's dimension");
     const ir::SymbolRange& r = it->second;
-    const int64_t opt = r.opt >= r.min && r.opt <= r.max && r.opt > 0 ? r.opt : r.max;
-    symbols.push_back({n, r.min, opt, r.max});
+    // Kernels are planned from 1 up: a call with an empty input (a count of
+    // 0 from nonzero) makes its empty results on the host (Executable::run).
+    const int64_t lo = std::max<int64_t>(r.min, 1);
+    if (r.max < lo) return unsupported("size " + n + " can only be 0");
+    const int64_t opt = r.opt >= lo && r.opt <= r.max ? r.opt : r.max;
+    symbols.push_back({n, lo, opt, r.max});
   }
   // The shapes planned at build time: every symbol at opt, at min and at max.
   std::vector<ir::SymBindings> shapes(3);

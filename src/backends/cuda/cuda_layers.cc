@@ -404,6 +404,49 @@ bool integer_binary(const ir::Node& n) {
   return !alpha || std::get_if<int64_t>(alpha);
 }
 
+// A comparison of floating tensors, or of one with a number, giving bool (masks from scores).
+bool floating_compare(const ir::Node& n) {
+  const std::string op = integer_operator(n.op);
+  const ir::Value* out = n.outputs.size() == 1 ? n.outputs[0] : nullptr;
+  const ir::Value* a = value_arg(n, "self");
+  if (op.empty() || op == "+" || op == "-" || op == "*" || op == "&" || op == "|" || !out ||
+      out->kind != ir::ValueKind::kTensor || out->type.dtype != DType::Bool || !a ||
+      a->kind != ir::ValueKind::kTensor || !is_floating(a->type.dtype) || a->type.dtype == DType::Float64)
+    return false;
+  const ir::Arg* other = n.find("other");
+  if (!other) return false;
+  if (const ir::Value* const* v = std::get_if<ir::Value*>(other))
+    return (*v)->kind == ir::ValueKind::kTensor && is_floating((*v)->type.dtype) &&
+           (*v)->type.dtype != DType::Float64;
+  return std::get_if<double>(other) || std::get_if<int64_t>(other);
+}
+
+Status emit_floating_compare(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  KILN_ASSIGN_OR_RETURN(TRef a, b.ref(value_arg(n, "self")));
+  KILN_ASSIGN_OR_RETURN(const TRef wide, expanded(a, sizes));
+  std::optional<TRef> rhs;
+  double scalar = 0;
+  if (const ir::Value* other = value_arg(n, "other")) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(other));
+    KILN_ASSIGN_OR_RETURN(rhs, expanded(r, sizes));
+  } else if (const double* d = std::get_if<double>(n.find("other"))) {
+    scalar = *d;
+  } else {
+    scalar = static_cast<double>(int_arg(n, "other").value_or(0));
+  }
+  TRef o = b.new_tensor(DType::Bool, sizes);
+  const StridedLayout rl = rhs ? rhs->layout() : StridedLayout{};
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, compare_kernel(integer_operator(n.op), o.layout(), wide.layout(),
+                                                          rhs ? &rl : nullptr, scalar));
+  std::vector<BufferRef> args{o.buf, a.buf};
+  if (rhs) args.push_back(rhs->buf);
+  KILN_TRY(b.launch(n.name, std::move(k), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 // torch.where(condition, self, other) on tensors: a bool condition, values
 // of the result's dtype, or floating ones for a floating result (an engine
 // below fp32 converts activations but may keep a 0-d constant as it is).
@@ -479,6 +522,7 @@ Status emit_copy_into(Builder& b, const ir::Node& n) {
 Status emit_elementwise(Builder& b, const ir::Node& n) {
   if (integer_binary(n)) return emit_integer_binary(b, n);
   if (where_select(n)) return emit_where(b, n);
+  if (floating_compare(n)) return emit_floating_compare(b, n);
   if (n.op == OpKind::kFusedElementwise) {
     const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("inputs"));
     if (!ins) return internal_error("fused layer without inputs");
@@ -1629,7 +1673,7 @@ std::string cuda_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   switch (family(n.op)) {
     case Family::kElementwise:
-      if (n.op == OpKind::kFusedElementwise || integer_binary(n) || where_select(n)) return "";
+      if (n.op == OpKind::kFusedElementwise || integer_binary(n) || where_select(n) || floating_compare(n)) return "";
       if (n.op == OpKind::kWhere) return "where on numbers, or on values of another kind than its result";
       if (!engine::is_fusible_elementwise(n))
         return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";

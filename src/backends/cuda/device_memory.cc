@@ -162,6 +162,22 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
                              stream_of(stream));
   }
 
+  Expected<Tensor> nonzero(const Tensor& x, void* stream) const override {
+    if (!x.defined() || x.is_cpu() || !x.is_contiguous())
+      return invalid_argument("nonzero on the device needs a contiguous device tensor, got " +
+                              (x.defined() ? x.type_string() : std::string("nothing")));
+    Tensor out;
+    const int64_t rank = x.dim();
+    KILN_TRY(cuda::nonzero(
+        x.raw_data(), x.dtype(), x.sizes(),
+        [&](int64_t count) -> Expected<int64_t*> {
+          KILN_ASSIGN_OR_RETURN(out, empty(DType::Int64, Shape{count, rank}, stream));
+          return static_cast<int64_t*>(out.raw_data());
+        },
+        stream_of(stream)));
+    return out;
+  }
+
  private:
   cudaStream_t stream_of(void* stream) const {
     return stream ? static_cast<cudaStream_t>(stream) : static_cast<cudaStream_t>(default_stream());

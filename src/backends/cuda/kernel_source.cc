@@ -515,6 +515,44 @@ Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLa
   return launch_1d(s.str(), n, D);
 }
 
+Expected<GeneratedKernel> compare_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
+                                         const StridedLayout* b, double scalar) {
+  if (op != "<" && op != "<=" && op != ">" && op != ">=" && op != "==" && op != "!=")
+    return unsupported("comparison operator '" + op + "'");
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(a, "input"));
+  if (b) KILN_TRY(check_layout(*b, "input"));
+  if (out.dtype != DType::Bool) return invalid_argument("comparisons give bool");
+  for (const StridedLayout* l : {&a, b})
+    if (l && (!is_float_type(l->dtype) || l->dtype == DType::Float64 || l->sizes != out.sizes))
+      return invalid_argument("floating comparisons take float32, float16 or bfloat16 tensors of the output's sizes");
+  KILN_ASSIGN_OR_RETURN(std::string A, device_type_name(a.dtype));
+  std::string B;
+  if (b) {
+    KILN_ASSIGN_OR_RETURN(B, device_type_name(b->dtype));
+  }
+  std::vector<const std::vector<int64_t>*> strides{&out.strides, &a.strides};
+  if (b) strides.push_back(&b->strides);
+  const int64_t n = out.numel();
+  const Loop loop = coalesce(out.sizes, strides);
+  std::ostringstream s;
+  Sizes D;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(bool* __restrict__ out, const "
+    << A << "* __restrict__ a";
+  if (b) s << ", const " << B << "* __restrict__ b";
+  s << " KILN_DIMS) {\n";
+  const std::string it = index_type(loop, n);
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
+    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, D, "i", it);
+  // Both sides in float (exact for every operand dtype); a number is first
+  // rounded to the tensor's dtype, as torch converts a Python number to it.
+  const std::string rhs =
+      b ? "kiln_cvt<float, " + B + ">(b[o2])" : literal(rounded_to(scalar, a.dtype), DType::Float32);
+  s << "    out[o0] = kiln_cvt<float, " << A << ">(a[o1]) " << op << " " << rhs << ";\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
+}
+
 Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
                                                 const StridedLayout* b, int64_t scalar, int64_t alpha) {
   const bool arith = op == "+" || op == "-" || op == "*";

@@ -205,6 +205,13 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
 Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLayout& cond, const StridedLayout& a,
                                        const StridedLayout& b);
 
+// Floating comparison out = a OP b (OP "<", "<=", ">", ">=", "==" or "!=",
+// out bool): a and b float32, float16 or bfloat16 layouts (of any two of
+// these) at out's sizes, compared in float; without b the number `scalar`,
+// rounded to a's dtype first. Params: out, a[, b].
+Expected<GeneratedKernel> compare_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
+                                         const StridedLayout* b, double scalar);
+
 // Integer arithmetic out = a OP b (OP "+", "-" or "*", wrapping, with b times
 // `alpha` for + and -: torch's add/sub) or comparison (OP "<", "<=", ">",
 // ">=", "==" or "!=", out bool); a and b are int64 or int32 layouts of one

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -21,9 +22,16 @@ struct CopyBatch {
   uint8_t* dst[kCopyBatch] = {};
 };
 
+// The host image of KilnNonzeroShape.
+struct NonzeroShape {
+  int ndim = 0;
+  int64_t sizes[kNonzeroMaxDims] = {};
+};
+
 struct RuntimeKernels {
   cudaLibrary_t library = nullptr;
   cudaKernel_t copy_batch = nullptr, argmax_partial = nullptr, argmax_final = nullptr;
+  cudaKernel_t nonzero_count = nullptr, nonzero_scan = nullptr, nonzero_write = nullptr;
 };
 
 // Compiled and loaded once per process (for the device current then).
@@ -40,6 +48,9 @@ Expected<const RuntimeKernels*> runtime_kernels() {
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.copy_batch, kernels.library, "kiln_copy_batch"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_partial, kernels.library, "kiln_argmax_partial"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.argmax_final, kernels.library, "kiln_argmax_final"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_count, kernels.library, "kiln_nonzero_count"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_scan, kernels.library, "kiln_nonzero_scan"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_write, kernels.library, "kiln_nonzero_write"));
       return Status::ok();
     }();
   });
@@ -120,6 +131,61 @@ Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t*
   cudaFreeAsync(scratch, stream);
   KILN_CUDA_TRY(e2);
   return Status::ok();
+}
+
+Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
+               const std::function<Expected<int64_t*>(int64_t count)>& allocate, cudaStream_t stream) {
+  if (sizes.size() > kNonzeroMaxDims)
+    return unsupported("nonzero on the device of a tensor of rank " + std::to_string(sizes.size()) + " (at most " +
+                       std::to_string(kNonzeroMaxDims) + ")");
+  // The bits that make an element nonzero: all of them, but a floating type's sign.
+  const int elem = static_cast<int>(dtype_size(dtype));
+  uint64_t mask = elem == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * elem)) - 1;
+  if (dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float64)
+    mask >>= 1;
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+    return unsupported("nonzero on the device of " + std::string(dtype_name(dtype)));
+  NonzeroShape shape;
+  shape.ndim = static_cast<int>(sizes.size());
+  long long n = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    shape.sizes[d] = sizes[d];
+    n *= sizes[d];
+  }
+  long long chunks = (n + kNonzeroChunk - 1) / kNonzeroChunk;
+  if (chunks > 65535LL * 1024) return unsupported("nonzero on the device of " + std::to_string(n) + " elements");
+  KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
+  void* scratch = nullptr;
+  KILN_CUDA_TRY(cudaMallocAsync(&scratch, static_cast<size_t>(chunks + 1) * sizeof(int64_t), stream));
+  auto* counts = static_cast<int64_t*>(scratch);
+  int64_t* total = counts + chunks;
+  auto run = [&]() -> Status {
+    int64_t count = 0;
+    if (chunks > 0) {
+      void* a[] = {&x, const_cast<int*>(&elem), &mask, &n, &counts};
+      KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_count),
+                                     dim3(static_cast<unsigned>(std::min(chunks, 65535LL)),
+                                          static_cast<unsigned>((chunks + 65534) / 65535)),
+                                     dim3(256), a, 0, stream));
+      void* b[] = {&counts, &chunks, &total};
+      KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_scan), dim3(1), dim3(1024), b, 0,
+                                     stream));
+      // The one value the host needs: the output's row count.
+      KILN_CUDA_TRY(cudaMemcpyAsync(&count, total, sizeof count, cudaMemcpyDeviceToHost, stream));
+      KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t* out, allocate(count));
+    if (count == 0 || shape.ndim == 0) return Status::ok();
+    void* c[] = {&x, const_cast<int*>(&elem), &mask, &n, &counts, &shape, &out};
+    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_write),
+                                   dim3(static_cast<unsigned>(std::min(chunks, 65535LL)),
+                                        static_cast<unsigned>((chunks + 65534) / 65535)),
+                                   dim3(256), c, 0, stream));
+    return Status::ok();
+  };
+  Status st = run();
+  cudaFreeAsync(scratch, stream);
+  return st;
 }
 
 }  // namespace kiln::cuda

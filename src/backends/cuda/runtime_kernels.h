@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -35,6 +36,16 @@ Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream);
 // out[r] = the argmax of row r of x [rows, n] (float32, float16 or bfloat16):
 // the first of equal maxima, a NaN above any number. Enqueued on `stream`.
 Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t* out, cudaStream_t stream);
+
+// torch.nonzero of the contiguous tensor at `x` (`dtype`, `sizes`, on the
+// device): counts the nonzero elements on `stream`, waits for that count
+// alone, calls `allocate(count)` for device memory of [count, rank] int64
+// (enqueued on `stream`), and enqueues the writing of the index tuples into
+// it in row-major order. -0.0 is zero and NaN is not, as in torch.
+constexpr size_t kNonzeroMaxDims = 8;      // KILN_NZ_MAX_DIMS
+constexpr long long kNonzeroChunk = 4096;  // KILN_NZ_CHUNK
+Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
+               const std::function<Expected<int64_t*>(int64_t count)>& allocate, cudaStream_t stream);
 
 // The embedded source (for the test that compiles it without a GPU).
 const std::string& runtime_kernels_source();

@@ -138,3 +138,93 @@ extern "C" __global__ void __launch_bounds__(1024) kiln_argmax_final(const float
   kiln_argmax_block(v, at);
   if (threadIdx.x == 0) out[row] = at < 0 ? 0 : at;
 }
+
+// torch.nonzero on the device, over chunks of KILN_NZ_CHUNK elements (one
+// block of 256 threads each), in three launches: kiln_nonzero_count writes the
+// number of nonzero elements of each chunk; kiln_nonzero_scan (one block)
+// turns those into each chunk's first output row and writes the total, the
+// one number the host reads back to size the output; kiln_nonzero_write
+// writes the index tuples of its chunk's nonzero elements from there on, in
+// row-major order. An element is nonzero when its bits outside `mask` are not
+// all zero: the sign bit is masked for floating types, so -0.0 is zero and
+// NaN is not, as in torch.
+#define KILN_NZ_CHUNK 4096
+#define KILN_NZ_MAX_DIMS 8
+struct KilnNonzeroShape {
+  int ndim;
+  kiln_i64 sizes[KILN_NZ_MAX_DIMS];
+};
+
+__device__ __forceinline__ bool kiln_nonzero_at(const void* x, int elem_bytes, kiln_u64 mask, kiln_i64 i) {
+  kiln_u64 bits;
+  if (elem_bytes == 1) bits = static_cast<const kiln_u8*>(x)[i];
+  else if (elem_bytes == 2) bits = static_cast<const kiln_u16*>(x)[i];
+  else if (elem_bytes == 4) bits = static_cast<const kiln_u32*>(x)[i];
+  else bits = static_cast<const kiln_u64*>(x)[i];
+  return (bits & mask) != 0;
+}
+
+extern "C" __global__ void __launch_bounds__(256) kiln_nonzero_count(const void* x, int elem_bytes, kiln_u64 mask,
+                                                                      kiln_i64 n, kiln_i64* counts) {
+  const kiln_i64 begin = static_cast<kiln_i64>(blockIdx.x) * KILN_NZ_CHUNK;
+  int total = 0;
+  for (int r = 0; r < KILN_NZ_CHUNK / 256; ++r) {
+    const kiln_i64 i = begin + r * 256 + threadIdx.x;
+    total += __syncthreads_count(i < n && kiln_nonzero_at(x, elem_bytes, mask, i));
+  }
+  if (threadIdx.x == 0) counts[blockIdx.x] = total;
+}
+
+// counts[b] becomes the sum of counts[0, b); *total the sum of all. One block of 1024 threads.
+extern "C" __global__ void __launch_bounds__(1024) kiln_nonzero_scan(kiln_i64* counts, kiln_i64 chunks,
+                                                                      kiln_i64* total) {
+  __shared__ kiln_i64 part[1024];
+  kiln_i64 carry = 0;
+  for (kiln_i64 base = 0; base < chunks; base += 1024) {
+    const kiln_i64 i = base + threadIdx.x;
+    const kiln_i64 v = i < chunks ? counts[i] : 0;
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned step = 1; step < 1024; step *= 2) {
+      const kiln_i64 add = threadIdx.x >= step ? part[threadIdx.x - step] : 0;
+      __syncthreads();
+      part[threadIdx.x] += add;
+      __syncthreads();
+    }
+    if (i < chunks) counts[i] = carry + part[threadIdx.x] - v;
+    carry += part[1023];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *total = carry;
+}
+
+extern "C" __global__ void __launch_bounds__(256) kiln_nonzero_write(const void* x, int elem_bytes, kiln_u64 mask,
+                                                                      kiln_i64 n, const kiln_i64* offsets,
+                                                                      const KilnNonzeroShape shape, kiln_i64* out) {
+  __shared__ int warp_total[8];
+  const kiln_i64 begin = static_cast<kiln_i64>(blockIdx.x) * KILN_NZ_CHUNK;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  kiln_i64 row = offsets[blockIdx.x];
+  for (int r = 0; r < KILN_NZ_CHUNK / 256; ++r) {
+    const kiln_i64 i = begin + r * 256 + threadIdx.x;
+    const bool hit = i < n && kiln_nonzero_at(x, elem_bytes, mask, i);
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_total[warp] = __popc(ballot);
+    __syncthreads();
+    int before = __popc(ballot & ((1u << lane) - 1u)), all = 0;
+    for (unsigned w = 0; w < 8; ++w) {
+      if (w < warp) before += warp_total[w];
+      all += warp_total[w];
+    }
+    if (hit) {
+      kiln_i64 rest = i;
+      kiln_i64* o = out + (row + before) * shape.ndim;
+      for (int d = shape.ndim - 1; d >= 0; --d) {
+        o[d] = rest % shape.sizes[d];
+        rest /= shape.sizes[d];
+      }
+    }
+    row += all;
+    __syncthreads();
+  }
+}

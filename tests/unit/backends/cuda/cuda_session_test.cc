@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "backends/cuda/cuda_support.h"
@@ -164,31 +166,85 @@ TEST(CudaSession, DeviceInputsGiveDeviceOutputs) {
   EXPECT_TRUE(back->same_bytes((*on_host)[0]));
 }
 
-// A data-dependent op after a CUDA engine (the rest, sized by it, falls back
-// too): the values that cross to the host are the fallback segment's inputs,
-// named in the partition report, and the program still gives PyTorch's
-// outputs.
-TEST(CudaSession, TheReportNamesTheValuesThatCross) {
+// A data-dependent op between CUDA engines: the mask is made in the first
+// engine, nonzero runs on the device (its row count, 8 bytes, is all that
+// crosses to the host), and the engine after it, built once for counts 1..12,
+// reads the selected rows where they lie. The partition report says so; the
+// program gives PyTorch's outputs, device inputs give device outputs with the
+// bits of a host call, every count (0 and 12 included) gives what the CPU
+// program gives, and the CPU program moves nothing.
+TEST(CudaSession, ADataDependentOpBetweenEnginesKeepsItsValuesOnTheDevice) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto program = compiled("nonzero_middle.pt2", "cuda");
   ASSERT_NE(program, nullptr);
   const std::string report = program->partition_report();
-  EXPECT_NE(report.find("values that cross between the device and the host"), std::string::npos) << report;
-  EXPECT_NE(report.find("device -> host, from segment 0 to segment 1 (fallback)"), std::string::npos) << report;
-  // The caller's %x goes in, %mul and %mean come out to the fallback segment.
-  EXPECT_NE(report.find("values that cross between the device and the host in a call with host inputs: 3,"),
+  int engines = 0;
+  for (const SegmentInfo& seg : program->segments()) {
+    if (seg.engine) {
+      ++engines;
+      continue;
+    }
+    for (const auto& [op, n] : seg.ops)  // what stays outside the engines: nonzero and size bookkeeping
+      EXPECT_TRUE(op.find("nonzero") != std::string::npos || op.find("sym_size") != std::string::npos ||
+                  op.find("assert") != std::string::npos || op.find("_operator.") != std::string::npos)
+          << op << "\n"
+          << report;
+  }
+  EXPECT_EQ(engines, 2) << report;
+  EXPECT_NE(report.find("the row count of %nonzero int64 device -> host, from nonzero 'nonzero'"), std::string::npos)
+      << report;
+  // %x goes in; the count; %linear_3 and %squeeze come back to the caller.
+  EXPECT_NE(report.find("values that cross between the device and the host in a call with host inputs: 4,"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("host -> device, read by segment 0"), std::string::npos) << report;
+  EXPECT_EQ(report.find("(fallback)"), std::string::npos) << report;
   auto io = frontend::read_safetensors(fixture("nonzero_middle.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   auto checked = runtime::check_fixture(program, *io, {1e-4, 1e-5});
   ASSERT_TRUE(checked.has_value()) << checked.status().message();
   EXPECT_TRUE(checked->pass());
-  // The CPU program moves nothing.
+
   auto cpu = compiled("nonzero_middle.pt2", "cpu");
   ASSERT_NE(cpu, nullptr);
   EXPECT_EQ(cpu->partition_report().find("cross"), std::string::npos);
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  // zeros keep no row, ones every row, the fixture's input 7, random ones others.
+  Tensor ones = Tensor::zeros(DType::Float32, {12, 16});
+  std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
+  std::vector<Tensor> inputs{Tensor::zeros(DType::Float32, {12, 16}), ones, *io->find("input.0")};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  for (int k = 0; k < 4; ++k) {
+    Tensor x = Tensor::zeros(DType::Float32, {12, 16});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = normal(rng);
+    inputs.push_back(x);
+  }
+  std::set<int64_t> counts;
+  Session on_cuda(program), on_cpu(cpu);
+  for (const Tensor& x : inputs) {
+    auto want = on_cpu.run({x});
+    auto host = on_cuda.run({x});
+    auto dx = dm->empty(x.dtype(), x.sizes());
+    ASSERT_TRUE(dx.has_value());
+    ASSERT_TRUE(copy_tensor(*dx, x).is_ok());
+    auto device = on_cuda.run({*dx});
+    ASSERT_TRUE(want.has_value() && host.has_value() && device.has_value());
+    ASSERT_EQ(want->size(), 2u);
+    counts.insert((*want)[1].size(0));
+    for (size_t o = 0; o < 2; ++o) {
+      SCOPED_TRACE("output " + std::to_string(o) + ", " + std::to_string((*want)[1].size(0)) + " rows kept");
+      EXPECT_EQ((*device)[o].device(), Device::cuda());
+      auto back = to_host((*device)[o]);
+      ASSERT_TRUE(back.has_value());
+      ASSERT_EQ(back->sizes(), (*want)[o].sizes());
+      EXPECT_TRUE(back->same_bytes((*host)[o]));
+      for (int64_t i = 0; i < back->numel(); ++i)
+        EXPECT_NEAR(back->value_at(i), (*want)[o].value_at(i), 1e-5 + 1e-4 * std::fabs((*want)[o].value_at(i)));
+    }
+  }
+  EXPECT_TRUE(counts.count(0) && counts.count(12) && counts.count(7)) << counts.size() << " distinct counts";
+  EXPECT_GE(counts.size(), 4u);
 }
 
 // Every buffer of `program` holds the same bytes in sessions `a` and `b`.

@@ -306,6 +306,21 @@ TEST(KernelSource, WhereIndexAndBoolBitwiseCompileForSm90) {
   }
   EXPECT_FALSE(integer_binary_kernel("+", contiguous(DType::Bool, {3}), contiguous(DType::Bool, {3}), nullptr, 1, 1)
                    .has_value());  // arithmetic on bools
+  // Masks from floating scores: against a number, and against a broadcast tensor of another floating dtype.
+  auto gt = compare_kernel(">", contiguous(DType::Bool, {4, 6}), contiguous(DType::Float16, {4, 6}), nullptr, 0.25);
+  ASSERT_TRUE(gt.has_value()) << gt.status().message();
+  ks.push_back(*gt);
+  const StridedLayout row{DType::BFloat16, {4, 6}, {0, 1}};
+  auto le = compare_kernel("<=", contiguous(DType::Bool, {4, 6}), contiguous(DType::Float32, {4, 6}), &row, 0);
+  ASSERT_TRUE(le.has_value()) << le.status().message();
+  ks.push_back(*le);
+  EXPECT_NE(gt->source.find(">"), std::string::npos);
+  EXPECT_FALSE(compare_kernel("+", contiguous(DType::Bool, {3}), contiguous(DType::Float32, {3}), nullptr, 1)
+                   .has_value());  // not a comparison
+  EXPECT_FALSE(compare_kernel("<", contiguous(DType::Float32, {3}), contiguous(DType::Float32, {3}), nullptr, 1)
+                   .has_value());  // a result other than bool
+  EXPECT_FALSE(compare_kernel("<", contiguous(DType::Bool, {3}), contiguous(DType::Int64, {3}), nullptr, 1)
+                   .has_value());  // integers go to integer_binary_kernel
   for (bool runtime : {false, true}) {
     auto m = compile_all(ks, runtime);
     ASSERT_TRUE(m.has_value()) << m.status().message();

@@ -27,6 +27,7 @@ TEST(RuntimeKernels, TheEmbeddedSourceCompilesForHopperAndAmpere) {
   }
   EXPECT_NE(runtime_kernels_source().find("kiln_argmax_partial"), std::string::npos);
   EXPECT_NE(runtime_kernels_source().find("kiln_copy_batch"), std::string::npos);
+  EXPECT_NE(runtime_kernels_source().find("kiln_nonzero_write"), std::string::npos);
 }
 
 // torch.argmax over each row: the first of equal maxima, a NaN above any number.
@@ -86,6 +87,69 @@ TEST(CudaRuntimeKernels, ArgmaxRowsIsTorchsArgmax) {
   auto floats = dm->empty(DType::Float32, {3, 3});
   ASSERT_TRUE(floats.has_value());
   EXPECT_FALSE(dm->argmax_rows(*floats, *out, nullptr).is_ok());
+}
+
+// torch.nonzero of a host tensor read element by element through value_at:
+// index tuples in row-major order; -0.0 is zero, NaN is not.
+std::vector<int64_t> reference_nonzero(const Tensor& t) {
+  std::vector<int64_t> out;
+  const Shape& sizes = t.sizes();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.value_at(i);
+    if (v == 0.0) continue;  // NaN != 0, -0.0 == 0
+    std::vector<int64_t> idx(sizes.size());
+    int64_t rest = i;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      idx[d] = rest % sizes[d];
+      rest /= sizes[d];
+    }
+    out.insert(out.end(), idx.begin(), idx.end());
+  }
+  return out;
+}
+
+TEST(CudaRuntimeKernels, NonzeroIsTorchsNonzeroAndReadsOnlyTheCountBack) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  std::mt19937 rng(11);
+  struct Case {
+    DType dtype;
+    Shape sizes;
+    double density;
+  };
+  // One chunk, several chunks with a partial last one, 0-d, empty, every element and none.
+  const std::vector<Case> cases = {
+      {DType::Bool, {4, 6}, 0.4},          {DType::Bool, {3, 5000, 2}, 0.3}, {DType::Float32, {12}, 0.5},
+      {DType::Float16, {7, 9, 11}, 0.5},   {DType::BFloat16, {70000}, 0.01}, {DType::Int64, {33, 65}, 0.5},
+      {DType::Int32, {5, 5}, 1.0},         {DType::Float32, {9000}, 0.0},    {DType::Float32, {}, 1.0},
+      {DType::Bool, {2, 0, 3}, 0.5},       {DType::Float64, {2, 3, 4, 5}, 0.5},
+  };
+  for (const Case& c : cases) {
+    Tensor host = Tensor::zeros(DType::Float64, c.sizes);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int64_t i = 0; i < host.numel(); ++i) host.data<double>()[i] = u(rng) < c.density ? 1.0 + (i % 5) : 0.0;
+    if (is_floating(c.dtype) && host.numel() > 3) {
+      host.data<double>()[0] = -0.0;  // zero, for all its sign bit
+      host.data<double>()[2] = std::numeric_limits<double>::quiet_NaN();
+    }
+    const Tensor typed = host.to(c.dtype);
+    SCOPED_TRACE(typed.type_string());
+    auto dx = dm->empty(c.dtype, c.sizes);
+    ASSERT_TRUE(dx.has_value());
+    if (typed.numel() > 0) ASSERT_TRUE(copy_tensor(*dx, typed).is_ok());
+    auto idx = dm->nonzero(*dx, nullptr);
+    ASSERT_TRUE(idx.has_value()) << idx.status().message();
+    EXPECT_FALSE(idx->is_cpu());
+    const std::vector<int64_t> want = reference_nonzero(typed);
+    const int64_t rank = static_cast<int64_t>(c.sizes.size());
+    ASSERT_EQ(idx->sizes(), (Shape{rank == 0 ? int64_t{1} : static_cast<int64_t>(want.size()) / rank, rank}));
+    if (want.empty()) continue;
+    auto got = to_host(*idx);
+    ASSERT_TRUE(got.has_value());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got->data<int64_t>()[i], want[i]) << "element " << i;
+  }
+  EXPECT_FALSE(dm->nonzero(Tensor::zeros(DType::Float32, {3}), nullptr).has_value());  // host memory
 }
 
 TEST(CudaRuntimeKernels, BatchedCopiesCopyEveryRegion) {
