@@ -112,6 +112,10 @@ struct LoadOptions {
 // lie in host memory (an undefined tensor stays undefined).
 Expected<Tensor> to_host(const Tensor& t);
 
+// A copy of `t` in `device`'s memory (contiguous), `t` itself when it already
+// lies there; kUnsupported for a device no backend of this kiln runs on.
+Expected<Tensor> to_device(const Tensor& t, Device device);
+
 // Copies `src`'s elements into `dst`, each in host memory or on a device one
 // of kiln's backends runs on (a session's state on a GPU, a framework's CUDA
 // tensor): the same sizes; converted between dtypes and laid out where the

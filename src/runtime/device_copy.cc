@@ -24,6 +24,16 @@ Expected<Tensor> to_host(const Tensor& t) {
   return host;
 }
 
+Expected<Tensor> to_device(const Tensor& t, Device device) {
+  if (device.is_cpu()) return to_host(t);
+  if (!t.defined() || (!t.is_cpu() && t.device() == device && t.is_contiguous())) return t;
+  const engine::DeviceMemory* m = runtime::device_memory_of(device);
+  if (!m) return unsupported("no backend of this kiln runs on " + device.to_string());
+  KILN_ASSIGN_OR_RETURN(Tensor out, m->empty(t.dtype(), t.sizes()));
+  KILN_TRY(copy_tensor(out, t));
+  return out;
+}
+
 Status copy_tensor(const Tensor& dst, const Tensor& src) {
   if (!dst.defined() || !src.defined() || dst.sizes() != src.sizes())
     return invalid_argument("copy into " + (dst.defined() ? dst.type_string() : std::string("nothing")) + " from " +
