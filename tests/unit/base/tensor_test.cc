@@ -151,5 +151,24 @@ TEST(Device, HostCopiesConvertAndHostTensorsStayThemselves) {
   EXPECT_EQ(same->storage(), src.storage());
 }
 
+// to_device for the host is to_host (the tensor itself); a device no backend
+// of this kiln can use there (no GPU on this machine, or none such at all) is
+// an error naming it, not a crash.
+TEST(Device, ToDeviceOfTheHostIsTheTensorAndAnUnusableDeviceIsAnError) {
+  Tensor src = Tensor::zeros(DType::Float32, {3});
+  auto same = to_device(src, Device::cpu());
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->storage(), src.storage());
+  auto gpu = to_device(src, Device::cuda());
+  if (gpu.has_value()) {  // a machine with a GPU
+    EXPECT_EQ(gpu->device(), Device::cuda());
+    auto back = to_host(*gpu);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_TRUE(back->same_bytes(src));
+  } else {
+    EXPECT_FALSE(gpu.status().message().empty());
+  }
+}
+
 }  // namespace
 }  // namespace kiln
