@@ -447,7 +447,8 @@ inline std::vector<ConformanceCase> conformance_cases() {
        1e-5,
        1e-4,
        4},
-      {"float_compare_mask",  // masks from floating scores, against numbers and broadcast tensors (integers: exact at every precision)
+      {"float_compare_mask",  // masks from floating scores, against numbers and broadcast tensors (integers: exact at
+                              // every precision)
        R"(graph(%x: float32[3, 8], %y: float32[1, 8]) {
   %a: bool[3, 8] = aten.gt.Scalar(self=%x, other=2.5)
   %b: bool[3, 8] = aten.le.Tensor(self=%x, other=%y)
@@ -459,6 +460,18 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
        {5, 5}},
+      {"group_norm",  // GroupNorm with and without an affine, over 2-D and 1-D positions
+       R"(graph(%x: float32[2, 6, 4, 5], %t: float32[3, 8, 7], %w: float32[6], %b: float32[6], %wt: float32[8]) {
+  %y: float32[2, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=3, weight=%w, bias=%b, eps=1e-05)
+  %z: float32[2, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=2)
+  %u: float32[3, 8, 7] = aten.group_norm.default(input=%t, num_groups=4, weight=%wt, eps=0.001)
+  return (%y, %z, %u)
+}
+)",
+       {},
+       1e-5,
+       1e-4,
+       2},
       {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
        R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

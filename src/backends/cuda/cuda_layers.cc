@@ -317,13 +317,27 @@ Status emit_view(Builder& b, const ir::Node& n) {
 
 // ---- elementwise
 
+Status emit_program_on(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,
+                       std::vector<TRef> operands, const ir::Value* out);
+
 Status emit_program(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,
                     const std::vector<const ir::Value*>& operands, const ir::Value* out) {
-  const std::vector<int64_t> sizes = static_sizes(out);
-  const DType dt = b.compute_dtype(out->type.dtype);
   std::vector<TRef> ins;
   for (const ir::Value* v : operands) {
     KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    ins.push_back(r);
+  }
+  return emit_program_on(b, layer, prog, std::move(ins), out);
+}
+
+// emit_program on operands already bound: each converted to the compute
+// dtype and broadcast to `out`'s sizes.
+Status emit_program_on(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,
+                       std::vector<TRef> operands, const ir::Value* out) {
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const DType dt = b.compute_dtype(out->type.dtype);
+  std::vector<TRef> ins;
+  for (TRef r : operands) {
     if (r.dtype != dt) {
       KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, layer, dt));
     }
@@ -1062,6 +1076,72 @@ Status emit_row(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// group_norm(input [N, C, *], num_groups G, weight [C]?, bias [C]?, eps):
+// the rows [N * G, C / G * prod(*)] normalized as a LayerNorm without
+// weight, then times weight[c] plus bias[c] per channel in one elementwise
+// kernel.
+std::string group_norm_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "input");
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!x || !out || !is_floating(x->type.dtype) || out->type.dtype != x->type.dtype || x->type.sizes.size() < 2)
+    return "group_norm of a floating tensor of rank >= 2 with the input's dtype";
+  const auto g = int_arg(n, "num_groups");
+  const ir::Dim& c = x->type.sizes[1];
+  if (!g || *g < 1 || !c.is_static() || c.value % *g != 0) return "group_norm whose groups do not divide a static C";
+  for (const char* name : {"weight", "bias"})
+    if (const ir::Value* v = value_arg(n, name); v && (v->type.sizes.size() != 1 || v->type.dtype != x->type.dtype))
+      return std::string("group_norm with a ") + name + " other than a vector of the input's dtype";
+  return "";
+}
+
+Status emit_group_norm(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const int64_t groups = int_arg(n, "num_groups").value_or(1);
+  const int64_t rows = sizes[0] * groups;
+  const int64_t cols = rows == 0 ? 0 : prod(sizes) / rows;
+  const double eps = double_arg(n, "eps").value_or(1e-5);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "input")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, x, {rows, cols}, n.name));
+  const ir::Value* wv = value_arg(n, "weight");
+  const ir::Value* bv = value_arg(n, "bias");
+  TRef normed = b.new_tensor(dt, wv || bv ? std::vector<int64_t>{rows, cols} : sizes);
+  NormRows p{RowOp::kLayerNorm, dt, rows, cols, eps, false, false};
+  p.vectorized = norm_rows_vector_fits(dt, cols) && flat.buf.offset % 16 == 0 && normed.buf.offset % 16 == 0;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
+  KILN_TRY(b.launch(n.name, std::move(k), {normed.buf, flat.buf}));
+  if (!wv && !bv) {
+    b.bind(out, normed);
+    return Status::ok();
+  }
+  normed.sizes = sizes;
+  normed.strides = contiguous_strides_of(sizes);
+  // weight and bias as [1, C, 1, ...]: broadcast over the batch and the positions.
+  std::vector<int64_t> channel(sizes.size(), 1);
+  channel[1] = sizes[1];
+  std::vector<TRef> operands{normed};
+  std::string text = "inputs " + std::to_string(1 + (wv ? 1 : 0) + (bv ? 1 : 0)) + "; ";
+  int reg = 0, next = static_cast<int>(1 + (wv ? 1 : 0) + (bv ? 1 : 0));
+  for (const ir::Value* v : {wv, bv}) {
+    if (!v) continue;
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+    KILN_ASSIGN_OR_RETURN(r, reshaped(b, r, channel, n.name));
+    operands.push_back(r);
+    const int in = static_cast<int>(operands.size()) - 1;
+    text += "%" + std::to_string(next) + " = " +
+            (v == wv ? "aten.mul.Tensor(%" + std::to_string(reg) + ", %" + std::to_string(in) + ")"
+                     : "aten.add.Tensor(%" + std::to_string(reg) + ", %" + std::to_string(in) + ", 1)") +
+            "; ";
+    reg = next++;
+  }
+  text.resize(text.size() - 2);
+  KILN_ASSIGN_OR_RETURN(engine::ElementwiseProgram prog, engine::ElementwiseProgram::parse(text));
+  return emit_program_on(b, n.name + ".affine", prog, std::move(operands), out);
+}
+
 Status emit_reduce(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
@@ -1610,6 +1690,7 @@ Family family(OpKind op) {
     case OpKind::kConvolution:
     case OpKind::kConvAct: return Family::kConv;
     case OpKind::kLayerNorm:
+    case OpKind::kGroupNorm:
     case OpKind::kRmsNorm:
     case OpKind::kSoftmax:
     case OpKind::kSoftmaxInternal:
@@ -1729,6 +1810,7 @@ std::string cuda_refusal(const ir::Node& n) {
       return "";
     }
     case Family::kRow: {
+      if (n.op == OpKind::kGroupNorm) return group_norm_refusal(n);
       const ir::Value* x = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
       if (!x || !floating(x->type.dtype) || !out || out->type.dtype != x->type.dtype)
         return "row operations in floating types with the input's dtype";
@@ -1863,7 +1945,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kElementwise: return emit_elementwise(b, n);
     case Family::kGemm: return emit_matmul(b, n);
     case Family::kConv: return emit_conv(b, n);
-    case Family::kRow: return emit_row(b, n);
+    case Family::kRow: return n.op == OpKind::kGroupNorm ? emit_group_norm(b, n) : emit_row(b, n);
     case Family::kReduce: return emit_reduce(b, n);
     case Family::kPool: return emit_pool(b, n);
     case Family::kAttention: return emit_attention(b, n);

@@ -31,5 +31,26 @@ TEST(FuseLayerNorm, UsedStatisticsKeepNativeLayerNorm) {
                  fuse_layer_norm, nullptr);
 }
 
+TEST(FuseLayerNorm, NativeGroupNormWithUnusedStatisticsBecomesGroupNorm) {
+  expect_rewrite(R"(graph(%p_w: float32[6], %p_b: float32[6], %x: float32[2, 6, 4, 5]) {
+  %y: float32[2, 6, 4, 5], %mean: float32[2, 3], %rstd: float32[2, 3] = aten.native_group_norm.default(input=%x, weight=%p_w, bias=%p_b, N=2, C=6, HxW=20, group=3, eps=1e-05)
+  %z: float32[2, 6, 4, 5] = aten.relu.default(self=%y)
+  return (%z)
+}
+)",
+                 fuse_layer_norm, R"(graph(%p_w: float32[6], %p_b: float32[6], %x: float32[2, 6, 4, 5]) {
+  %y: float32[2, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=3, weight=%p_w, bias=%p_b, eps=1e-05)
+  %z: float32[2, 6, 4, 5] = aten.relu.default(self=%y)
+  return (%z)
+}
+)");
+  expect_rewrite(R"(graph(%x: float32[2, 6, 4]) {
+  %y: float32[2, 6, 4], %mean: float32[2, 2], %rstd: float32[2, 2] = aten.native_group_norm.default(input=%x, weight=None, bias=None, N=2, C=6, HxW=4, group=2, eps=1e-05)
+  return (%y, %mean)
+}
+)",
+                 fuse_layer_norm, nullptr);  // statistics used
+}
+
 }  // namespace
 }  // namespace kiln::lowering
