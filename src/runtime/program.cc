@@ -535,8 +535,7 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
       // the device, its count (8 bytes) the only thing that comes across.
       for (int ni : r.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
-        if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel ||
-            n.op == ir::OpKind::kAssertTensorMetadata)
+        if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel || n.op == ir::OpKind::kAssertTensorMetadata)
           continue;
         if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1 && n.outputs.size() == 1 &&
             where[static_cast<size_t>(n.operands()[0]->id)] != kHost) {

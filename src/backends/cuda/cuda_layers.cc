@@ -430,8 +430,7 @@ bool floating_compare(const ir::Node& n) {
   const ir::Arg* other = n.find("other");
   if (!other) return false;
   if (const ir::Value* const* v = std::get_if<ir::Value*>(other))
-    return (*v)->kind == ir::ValueKind::kTensor && is_floating((*v)->type.dtype) &&
-           (*v)->type.dtype != DType::Float64;
+    return (*v)->kind == ir::ValueKind::kTensor && is_floating((*v)->type.dtype) && (*v)->type.dtype != DType::Float64;
   return std::get_if<double>(other) || std::get_if<int64_t>(other);
 }
 
@@ -452,8 +451,8 @@ Status emit_floating_compare(Builder& b, const ir::Node& n) {
   }
   TRef o = b.new_tensor(DType::Bool, sizes);
   const StridedLayout rl = rhs ? rhs->layout() : StridedLayout{};
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, compare_kernel(integer_operator(n.op), o.layout(), wide.layout(),
-                                                          rhs ? &rl : nullptr, scalar));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        compare_kernel(integer_operator(n.op), o.layout(), wide.layout(), rhs ? &rl : nullptr, scalar));
   std::vector<BufferRef> args{o.buf, a.buf};
   if (rhs) args.push_back(rhs->buf);
   KILN_TRY(b.launch(n.name, std::move(k), args));

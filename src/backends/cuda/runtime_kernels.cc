@@ -153,7 +153,8 @@ Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
     n *= sizes[d];
   }
   long long chunks = (n + kNonzeroChunk - 1) / kNonzeroChunk;
-  if (chunks > 65535LL * 1024) return unsupported("nonzero on the device of " + std::to_string(n) + " elements");
+  // One block per chunk along the grid's x dimension (up to 2^31 - 1 blocks).
+  if (chunks > 0x7fffffffLL) return unsupported("nonzero on the device of " + std::to_string(n) + " elements");
   KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
   void* scratch = nullptr;
   KILN_CUDA_TRY(cudaMallocAsync(&scratch, static_cast<size_t>(chunks + 1) * sizeof(int64_t), stream));
@@ -164,22 +165,18 @@ Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
     if (chunks > 0) {
       void* a[] = {&x, const_cast<int*>(&elem), &mask, &n, &counts};
       KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_count),
-                                     dim3(static_cast<unsigned>(std::min(chunks, 65535LL)),
-                                          static_cast<unsigned>((chunks + 65534) / 65535)),
-                                     dim3(256), a, 0, stream));
+                                     dim3(static_cast<unsigned>(chunks)), dim3(256), a, 0, stream));
       void* b[] = {&counts, &chunks, &total};
-      KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_scan), dim3(1), dim3(1024), b, 0,
-                                     stream));
+      KILN_CUDA_TRY(
+          cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_scan), dim3(1), dim3(1024), b, 0, stream));
       // The one value the host needs: the output's row count.
       KILN_CUDA_TRY(cudaMemcpyAsync(&count, total, sizeof count, cudaMemcpyDeviceToHost, stream));
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     }
-    KILN_ASSIGN_OR_RETURN(int64_t* out, allocate(count));
+    KILN_ASSIGN_OR_RETURN(int64_t * out, allocate(count));
     if (count == 0 || shape.ndim == 0) return Status::ok();
     void* c[] = {&x, const_cast<int*>(&elem), &mask, &n, &counts, &shape, &out};
-    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_write),
-                                   dim3(static_cast<unsigned>(std::min(chunks, 65535LL)),
-                                        static_cast<unsigned>((chunks + 65534) / 65535)),
+    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_write), dim3(static_cast<unsigned>(chunks)),
                                    dim3(256), c, 0, stream));
     return Status::ok();
   };

@@ -120,10 +120,10 @@ TEST(CudaRuntimeKernels, NonzeroIsTorchsNonzeroAndReadsOnlyTheCountBack) {
   };
   // One chunk, several chunks with a partial last one, 0-d, empty, every element and none.
   const std::vector<Case> cases = {
-      {DType::Bool, {4, 6}, 0.4},          {DType::Bool, {3, 5000, 2}, 0.3}, {DType::Float32, {12}, 0.5},
-      {DType::Float16, {7, 9, 11}, 0.5},   {DType::BFloat16, {70000}, 0.01}, {DType::Int64, {33, 65}, 0.5},
-      {DType::Int32, {5, 5}, 1.0},         {DType::Float32, {9000}, 0.0},    {DType::Float32, {}, 1.0},
-      {DType::Bool, {2, 0, 3}, 0.5},       {DType::Float64, {2, 3, 4, 5}, 0.5},
+      {DType::Bool, {4, 6}, 0.4},        {DType::Bool, {3, 5000, 2}, 0.3},    {DType::Float32, {12}, 0.5},
+      {DType::Float16, {7, 9, 11}, 0.5}, {DType::BFloat16, {70000}, 0.01},    {DType::Int64, {33, 65}, 0.5},
+      {DType::Int32, {5, 5}, 1.0},       {DType::Float32, {9000}, 0.0},       {DType::Float32, {}, 1.0},
+      {DType::Bool, {2, 0, 3}, 0.5},     {DType::Float64, {2, 3, 4, 5}, 0.5},
   };
   for (const Case& c : cases) {
     Tensor host = Tensor::zeros(DType::Float64, c.sizes);
