@@ -147,6 +147,17 @@ class DeviceMemory {
     (void)stream;
     return unsupported("nonzero on the device");
   }
+  // x[mask] (boolean-mask indexing) of a contiguous tensor in this device's
+  // memory, `mask` (bool, contiguous, here too) of x's leading sizes: the
+  // rows of x under true mask elements, in order, [count, x's other sizes]
+  // in this device's memory. Only the count comes to the host, as for
+  // nonzero. kUnsupported where the device has no such kernel.
+  virtual Expected<Tensor> masked_rows(const Tensor& x, const Tensor& mask, void* stream) const {
+    (void)x;
+    (void)mask;
+    (void)stream;
+    return unsupported("boolean-mask indexing on the device");
+  }
 };
 
 // Device memory of one engine: its activation arena (an engine serving a

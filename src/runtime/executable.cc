@@ -172,10 +172,36 @@ void learn_symbols(const ir::Value& v, const cpu::RtValue& value, ir::SymBinding
         if (std::optional<int64_t> size = ir::solve_affine(*dim.expr, t->sizes()[d])) symbols.emplace(*name, *size);
 }
 
-// Ops that read only their tensor operands' sizes and dtype: a device tensor stays where it is.
-bool reads_only_metadata(ir::OpKind op) {
-  return op == ir::OpKind::kSymSize || op == ir::OpKind::kSymNumel || op == ir::OpKind::kAssertTensorMetadata;
+// x[mask]'s mask: the one index of an index.Tensor node, a bool tensor over self's leading dims.
+const ir::Value* boolean_mask(const ir::Node& n) {
+  if (n.op != ir::OpKind::kIndexTensor) return nullptr;
+  const ir::Arg* a = n.find("indices");
+  const ir::Value* m = nullptr;
+  if (const auto* list = a ? std::get_if<std::vector<std::optional<ir::Value*>>>(a) : nullptr) {
+    if (list->size() == 1 && (*list)[0]) m = *(*list)[0];
+  } else if (const auto* plain = a ? std::get_if<std::vector<ir::Value*>>(a) : nullptr) {
+    if (plain->size() == 1) m = (*plain)[0];
+  }
+  const ir::Value* self = n.find("self") && std::get_if<ir::Value*>(n.find("self"))
+                              ? std::get<ir::Value*>(*n.find("self"))
+                              : nullptr;
+  if (!m || !self || m->kind != ir::ValueKind::kTensor || m->type.dtype != DType::Bool || m->type.sizes.empty() ||
+      m->type.sizes.size() > self->type.sizes.size())
+    return nullptr;
+  return m;
 }
+
+}  // namespace
+
+DeviceFallback device_fallback(const ir::Node& n) {
+  if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel || n.op == ir::OpKind::kAssertTensorMetadata)
+    return DeviceFallback::kSizes;
+  if (n.outputs.size() != 1) return DeviceFallback::kHost;
+  if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1) return DeviceFallback::kSelect;
+  return boolean_mask(n) ? DeviceFallback::kSelect : DeviceFallback::kHost;
+}
+
+namespace {
 
 // Whether an engine segment is called with an empty tensor.
 bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtValue>& env) {
@@ -190,18 +216,25 @@ bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtV
 // only sizes leave device tensors where they are; everything else reads
 // host copies of its operands and writes host memory.
 Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void* stream, bool on_device) {
-  if (on_device && reads_only_metadata(n.op)) return run_node(n, env, cpu::cpu_kernels());
-  if (on_device && n.op == ir::OpKind::kNonzero && n.operands().size() == 1 && n.outputs.size() == 1) {
-    const Tensor* x = std::get_if<Tensor>(&env[static_cast<size_t>(n.operands()[0]->id)]);
-    if (x && x->defined() && !x->is_cpu() && x->is_contiguous())
-      if (const engine::DeviceMemory* m = device_memory_of(x->device())) {
-        Expected<Tensor> idx = m->nonzero(*x, stream);
-        if (idx) {
-          env[static_cast<size_t>(n.outputs[0]->id)] = std::move(*idx);
-          return Status::ok();
-        }
-        if (idx.status().code() != ErrorCode::kUnsupported) return idx.status().with_context(n.describe());
+  const DeviceFallback how = on_device ? device_fallback(n) : DeviceFallback::kHost;
+  if (how == DeviceFallback::kSizes) return run_node(n, env, cpu::cpu_kernels());
+  if (how == DeviceFallback::kSelect) {
+    auto device_tensor = [&](const ir::Value* v) -> const Tensor* {
+      const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v->id)]);
+      return t && t->defined() && !t->is_cpu() && t->is_contiguous() ? t : nullptr;
+    };
+    const ir::Value* mask = boolean_mask(n);
+    const Tensor* x = device_tensor(mask ? std::get<ir::Value*>(*n.find("self")) : n.operands()[0]);
+    const Tensor* m = mask ? device_tensor(mask) : x;
+    const engine::DeviceMemory* memory = x && m && x->device() == m->device() ? device_memory_of(x->device()) : nullptr;
+    if (memory) {
+      Expected<Tensor> picked = mask ? memory->masked_rows(*x, *m, stream) : memory->nonzero(*x, stream);
+      if (picked) {
+        env[static_cast<size_t>(n.outputs[0]->id)] = std::move(*picked);
+        return Status::ok();
       }
+      if (picked.status().code() != ErrorCode::kUnsupported) return picked.status().with_context(n.describe());
+    }
   }
   for (const ir::Value* v : n.operands()) KILN_TRY(bring_to_host(env[static_cast<size_t>(v->id)], stream));
   return run_node(n, env, cpu::cpu_kernels());

@@ -16,6 +16,15 @@
 
 namespace kiln::runtime {
 
+// How a fallback node runs in a call that keeps values on a device
+// (Executable::run, and the partition report's crossings): kHost on the
+// reference kernels (its operands cross to the host); kSizes reads only
+// sizes (device tensors stay where they are); kSelect is a data-dependent
+// selection the device makes (nonzero, boolean-mask indexing), its row count
+// the one thing that crosses.
+enum class DeviceFallback { kHost, kSizes, kSelect };
+DeviceFallback device_fallback(const ir::Node& n);
+
 class Executable {
  public:
   // Loads every engine plan with its backend and checks the dataflow: each

@@ -13,6 +13,7 @@
 #include "partition/partition.h"
 #include "program/compiled_program.h"
 #include "program/kiln_file.h"
+#include "runtime/executable.h"
 #include "runtime/interpreter.h"
 #include "runtime/program_impl.h"
 
@@ -531,16 +532,19 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
     const std::string seg = "segment " + std::to_string(si);
     if (r.kind != partition::SegmentKind::kEngine) {
       // Node by node, as Executable::run: ops that read only sizes leave
-      // device tensors where they are, and nonzero of a device tensor runs on
-      // the device, its count (8 bytes) the only thing that comes across.
+      // device tensors where they are, and a selection (nonzero, x[mask]) of
+      // device tensors runs on the device, its row count (8 bytes) the only
+      // thing that comes across.
       for (int ni : r.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
-        if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel || n.op == ir::OpKind::kAssertTensorMetadata)
-          continue;
-        if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1 && n.outputs.size() == 1 &&
-            where[static_cast<size_t>(n.operands()[0]->id)] != kHost) {
-          lines += "  the row count of %" + n.outputs[0]->name + " int64 device -> host, from nonzero '" + n.name +
-                   "' (" + seg + "), which runs on the device\n";
+        const runtime::DeviceFallback how = runtime::device_fallback(n);
+        if (how == runtime::DeviceFallback::kSizes) continue;
+        bool on_device = how == runtime::DeviceFallback::kSelect;
+        for (const ir::Value* v : n.operands())
+          on_device = on_device && (v->kind != ir::ValueKind::kTensor || where[static_cast<size_t>(v->id)] != kHost);
+        if (on_device) {
+          lines += "  the row count of %" + n.outputs[0]->name + " int64 device -> host, from " +
+                   std::string(ir::op_target(n.op)) + " '" + n.name + "' (" + seg + "), which runs on the device\n";
           ++count;
           bytes += 8;
           where[static_cast<size_t>(n.outputs[0]->id)] = static_cast<int>(si);

@@ -178,6 +178,31 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return out;
   }
 
+  Expected<Tensor> masked_rows(const Tensor& x, const Tensor& mask, void* stream) const override {
+    if (!x.defined() || x.is_cpu() || !x.is_contiguous() || !mask.defined() || mask.is_cpu() ||
+        !mask.is_contiguous() || mask.dim() < 1 || mask.dim() > x.dim() ||
+        !std::equal(mask.sizes().begin(), mask.sizes().end(), x.sizes().begin()))
+      return invalid_argument(
+          "boolean-mask indexing on the device needs contiguous device tensors, the mask of the tensor's leading "
+          "sizes, got " +
+          (x.defined() ? x.type_string() : std::string("nothing")) + " and " +
+          (mask.defined() ? mask.type_string() : std::string("nothing")));
+    Shape rest(x.sizes().begin() + mask.dim(), x.sizes().end());
+    int64_t row = 1;
+    for (int64_t s : rest) row *= s;
+    Tensor out;
+    KILN_TRY(cuda::masked_rows(
+        mask.raw_data(), mask.dtype(), mask.numel(), x.raw_data(), row * static_cast<int64_t>(dtype_size(x.dtype())),
+        [&](int64_t count) -> Expected<void*> {
+          Shape sizes{count};
+          sizes.insert(sizes.end(), rest.begin(), rest.end());
+          KILN_ASSIGN_OR_RETURN(out, empty(x.dtype(), sizes, stream));
+          return out.raw_data();
+        },
+        stream_of(stream)));
+    return out;
+  }
+
  private:
   cudaStream_t stream_of(void* stream) const {
     return stream ? static_cast<cudaStream_t>(stream) : static_cast<cudaStream_t>(default_stream());

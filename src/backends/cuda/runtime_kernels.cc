@@ -31,7 +31,7 @@ struct NonzeroShape {
 struct RuntimeKernels {
   cudaLibrary_t library = nullptr;
   cudaKernel_t copy_batch = nullptr, argmax_partial = nullptr, argmax_final = nullptr;
-  cudaKernel_t nonzero_count = nullptr, nonzero_scan = nullptr, nonzero_write = nullptr;
+  cudaKernel_t nonzero_count = nullptr, nonzero_scan = nullptr, nonzero_write = nullptr, masked_rows = nullptr;
 };
 
 // Compiled and loaded once per process (for the device current then).
@@ -51,6 +51,7 @@ Expected<const RuntimeKernels*> runtime_kernels() {
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_count, kernels.library, "kiln_nonzero_count"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_scan, kernels.library, "kiln_nonzero_scan"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_write, kernels.library, "kiln_nonzero_write"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.masked_rows, kernels.library, "kiln_masked_rows"));
       return Status::ok();
     }();
   });
@@ -133,28 +134,33 @@ Status argmax_rows(const void* x, DType dtype, int64_t rows, int64_t n, int64_t*
   return Status::ok();
 }
 
-Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
-               const std::function<Expected<int64_t*>(int64_t count)>& allocate, cudaStream_t stream) {
-  if (sizes.size() > kNonzeroMaxDims)
-    return unsupported("nonzero on the device of a tensor of rank " + std::to_string(sizes.size()) + " (at most " +
-                       std::to_string(kNonzeroMaxDims) + ")");
-  // The bits that make an element nonzero: all of them, but a floating type's sign.
-  const int elem = static_cast<int>(dtype_size(dtype));
-  uint64_t mask = elem == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * elem)) - 1;
+namespace {
+
+// The bits that make an element of `dtype` nonzero: all of them, but a floating type's sign.
+uint64_t nonzero_bits(DType dtype) {
+  const size_t elem = dtype_size(dtype);
+  uint64_t bits = elem >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * elem)) - 1;
   if (dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Float64)
-    mask >>= 1;
+    bits >>= 1;
+  return bits;
+}
+
+// The nonzero elements of x (n elements of `dtype`, on the device): counted
+// per chunk and scanned on `stream`, the total read back (the one wait), then
+// `write(kernels, offsets, chunks, count)` enqueues the kernel that places
+// each of them (nothing when the count is 0).
+Status select_nonzero(const void* x, DType dtype, long long n, const char* what,
+                      const std::function<Status(const RuntimeKernels&, int64_t* offsets, long long chunks,
+                                                 int64_t count)>& write,
+                      cudaStream_t stream) {
+  const int elem = static_cast<int>(dtype_size(dtype));
   if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
-    return unsupported("nonzero on the device of " + std::string(dtype_name(dtype)));
-  NonzeroShape shape;
-  shape.ndim = static_cast<int>(sizes.size());
-  long long n = 1;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    shape.sizes[d] = sizes[d];
-    n *= sizes[d];
-  }
+    return unsupported(std::string(what) + " on the device of " + std::string(dtype_name(dtype)));
+  uint64_t mask = nonzero_bits(dtype);
   long long chunks = (n + kNonzeroChunk - 1) / kNonzeroChunk;
   // One block per chunk along the grid's x dimension (up to 2^31 - 1 blocks).
-  if (chunks > 0x7fffffffLL) return unsupported("nonzero on the device of " + std::to_string(n) + " elements");
+  if (chunks > 0x7fffffffLL)
+    return unsupported(std::string(what) + " on the device of " + std::to_string(n) + " elements");
   KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
   void* scratch = nullptr;
   KILN_CUDA_TRY(cudaMallocAsync(&scratch, static_cast<size_t>(chunks + 1) * sizeof(int64_t), stream));
@@ -173,16 +179,61 @@ Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
       KILN_CUDA_TRY(cudaMemcpyAsync(&count, total, sizeof count, cudaMemcpyDeviceToHost, stream));
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     }
-    KILN_ASSIGN_OR_RETURN(int64_t * out, allocate(count));
-    if (count == 0 || shape.ndim == 0) return Status::ok();
-    void* c[] = {&x, const_cast<int*>(&elem), &mask, &n, &counts, &shape, &out};
-    KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->nonzero_write), dim3(static_cast<unsigned>(chunks)),
-                                   dim3(256), c, 0, stream));
-    return Status::ok();
+    return write(*k, counts, chunks, count);
   };
   Status st = run();
   cudaFreeAsync(scratch, stream);
   return st;
+}
+
+}  // namespace
+
+Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
+               const std::function<Expected<int64_t*>(int64_t count)>& allocate, cudaStream_t stream) {
+  if (sizes.size() > kNonzeroMaxDims)
+    return unsupported("nonzero on the device of a tensor of rank " + std::to_string(sizes.size()) + " (at most " +
+                       std::to_string(kNonzeroMaxDims) + ")");
+  NonzeroShape shape;
+  shape.ndim = static_cast<int>(sizes.size());
+  long long n = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    shape.sizes[d] = sizes[d];
+    n *= sizes[d];
+  }
+  int elem = static_cast<int>(dtype_size(dtype));
+  uint64_t mask = nonzero_bits(dtype);
+  return select_nonzero(
+      x, dtype, n, "nonzero",
+      [&](const RuntimeKernels& k, int64_t* offsets, long long chunks, int64_t count) -> Status {
+        KILN_ASSIGN_OR_RETURN(int64_t * out, allocate(count));
+        if (count == 0 || shape.ndim == 0) return Status::ok();
+        void* c[] = {&x, &elem, &mask, &n, &offsets, &shape, &out};
+        KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k.nonzero_write),
+                                       dim3(static_cast<unsigned>(chunks)), dim3(256), c, 0, stream));
+        return Status::ok();
+      },
+      stream);
+}
+
+Status masked_rows(const void* mask, DType mask_dtype, int64_t n, const void* src, int64_t row_bytes,
+                   const std::function<Expected<void*>(int64_t count)>& allocate, cudaStream_t stream) {
+  if (mask_dtype != DType::Bool && mask_dtype != DType::UInt8)
+    return unsupported("a mask of " + std::string(dtype_name(mask_dtype)) + " (bool or uint8 masks)");
+  int elem = 1;
+  uint64_t bits = nonzero_bits(mask_dtype);
+  long long nn = n;
+  long long rb = row_bytes;
+  return select_nonzero(
+      mask, mask_dtype, n, "boolean-mask indexing",
+      [&](const RuntimeKernels& k, int64_t* offsets, long long chunks, int64_t count) -> Status {
+        KILN_ASSIGN_OR_RETURN(void* out, allocate(count));
+        if (count == 0 || row_bytes == 0) return Status::ok();
+        void* c[] = {&mask, &elem, &bits, &nn, &offsets, &src, &rb, &out};
+        KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k.masked_rows),
+                                       dim3(static_cast<unsigned>(chunks)), dim3(256), c, 0, stream));
+        return Status::ok();
+      },
+      stream);
 }
 
 }  // namespace kiln::cuda

@@ -47,6 +47,14 @@ constexpr long long kNonzeroChunk = 4096;  // KILN_NZ_CHUNK
 Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
                const std::function<Expected<int64_t*>(int64_t count)>& allocate, cudaStream_t stream);
 
+// x[mask] where `mask` (bool or uint8, n elements, contiguous on the device)
+// covers x's leading dims: x's elements under each mask element form a row of
+// `row_bytes` at `src` (contiguous). Counts the true elements on `stream`,
+// waits for that count alone, calls `allocate(count)` for count rows of
+// device memory and enqueues the copy of the selected rows, in order.
+Status masked_rows(const void* mask, DType mask_dtype, int64_t n, const void* src, int64_t row_bytes,
+                   const std::function<Expected<void*>(int64_t count)>& allocate, cudaStream_t stream);
+
 // The embedded source (for the test that compiles it without a GPU).
 const std::string& runtime_kernels_source();
 

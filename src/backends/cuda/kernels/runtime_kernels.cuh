@@ -198,9 +198,11 @@ extern "C" __global__ void __launch_bounds__(1024) kiln_nonzero_scan(kiln_i64* c
   if (threadIdx.x == 0) *total = carry;
 }
 
-extern "C" __global__ void __launch_bounds__(256) kiln_nonzero_write(const void* x, int elem_bytes, kiln_u64 mask,
-                                                                      kiln_i64 n, const kiln_i64* offsets,
-                                                                      const KilnNonzeroShape shape, kiln_i64* out) {
+// Calls f(i, row) for each nonzero element i of the block's chunk, in order,
+// row being its place in the output (the chunk's first row from `offsets`).
+template <typename F>
+__device__ __forceinline__ void kiln_nonzero_each(const void* x, int elem_bytes, kiln_u64 mask, kiln_i64 n,
+                                                  const kiln_i64* offsets, F f) {
   __shared__ int warp_total[8];
   const kiln_i64 begin = static_cast<kiln_i64>(blockIdx.x) * KILN_NZ_CHUNK;
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -216,15 +218,40 @@ extern "C" __global__ void __launch_bounds__(256) kiln_nonzero_write(const void*
       if (w < warp) before += warp_total[w];
       all += warp_total[w];
     }
-    if (hit) {
-      kiln_i64 rest = i;
-      kiln_i64* o = out + (row + before) * shape.ndim;
-      for (int d = shape.ndim - 1; d >= 0; --d) {
-        o[d] = rest % shape.sizes[d];
-        rest /= shape.sizes[d];
-      }
-    }
+    if (hit) f(i, row + before);
     row += all;
     __syncthreads();
   }
+}
+
+// The index tuples of the nonzero elements: out [count, ndim].
+extern "C" __global__ void __launch_bounds__(256) kiln_nonzero_write(const void* x, int elem_bytes, kiln_u64 mask,
+                                                                      kiln_i64 n, const kiln_i64* offsets,
+                                                                      const KilnNonzeroShape shape, kiln_i64* out) {
+  kiln_nonzero_each(x, elem_bytes, mask, n, offsets, [&](kiln_i64 i, kiln_i64 row) {
+    kiln_i64 rest = i;
+    kiln_i64* o = out + row * shape.ndim;
+    for (int d = shape.ndim - 1; d >= 0; --d) {
+      o[d] = rest % shape.sizes[d];
+      rest /= shape.sizes[d];
+    }
+  });
+}
+
+// x[mask] for a mask over x's leading dims: row i of src (row_bytes each,
+// the elements under mask element i) goes to row `row` of dst, in order.
+extern "C" __global__ void __launch_bounds__(256) kiln_masked_rows(const void* x, int elem_bytes, kiln_u64 mask,
+                                                                    kiln_i64 n, const kiln_i64* offsets,
+                                                                    const kiln_u8* src, kiln_i64 row_bytes,
+                                                                    kiln_u8* dst) {
+  kiln_nonzero_each(x, elem_bytes, mask, n, offsets, [&](kiln_i64 i, kiln_i64 row) {
+    const kiln_u8* s = src + i * row_bytes;
+    kiln_u8* d = dst + row * row_bytes;
+    if (((reinterpret_cast<kiln_u64>(s) | reinterpret_cast<kiln_u64>(d) | static_cast<kiln_u64>(row_bytes)) & 3) == 0) {
+      for (kiln_i64 k = 0; k < row_bytes / 4; ++k)
+        reinterpret_cast<kiln_u32*>(d)[k] = reinterpret_cast<const kiln_u32*>(s)[k];
+    } else {
+      for (kiln_i64 k = 0; k < row_bytes; ++k) d[k] = s[k];
+    }
+  });
 }

@@ -191,7 +191,8 @@ TEST(CudaSession, ADataDependentOpBetweenEnginesKeepsItsValuesOnTheDevice) {
           << report;
   }
   EXPECT_EQ(engines, 2) << report;
-  EXPECT_NE(report.find("the row count of %nonzero int64 device -> host, from nonzero 'nonzero'"), std::string::npos)
+  EXPECT_NE(report.find("the row count of %nonzero int64 device -> host, from aten.nonzero.default 'nonzero'"),
+            std::string::npos)
       << report;
   // %x goes in; the count; %linear_3 and %squeeze come back to the caller.
   EXPECT_NE(report.find("values that cross between the device and the host in a call with host inputs: 4,"),
@@ -245,6 +246,44 @@ TEST(CudaSession, ADataDependentOpBetweenEnginesKeepsItsValuesOnTheDevice) {
   }
   EXPECT_TRUE(counts.count(0) && counts.count(12) && counts.count(7)) << counts.size() << " distinct counts";
   EXPECT_GE(counts.size(), 4u);
+}
+
+// The nonzero fixture with engines of any size (--min-block-size 1): the
+// mask is made in an engine and nonzero runs on the device (its row count
+// crosses); x[mask] runs where x lies: on the host in a call with host
+// inputs (the report's case), on the device (masked_rows) when x is a device
+// tensor, with the same bits; PyTorch's outputs.
+TEST(CudaSession, BooleanMaskIndexingRunsOnTheDevice) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LoadOptions o;
+  o.compile.device = "cuda";
+  o.compile.min_block_size = 1;
+  auto program = Program::load(fixture("nonzero.pt2"), o);
+  ASSERT_TRUE(program.has_value()) << program.status().message();
+  const std::string report = (*program)->partition_report();
+  EXPECT_NE(report.find("the row count of %nonzero int64 device -> host, from aten.nonzero.default"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("%index float32[u0] host -> device, read by segment"), std::string::npos) << report;
+  auto io = frontend::read_safetensors(fixture("nonzero.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto checked = runtime::check_fixture(*program, *io, {1e-4, 1e-5});
+  ASSERT_TRUE(checked.has_value()) << checked.status().message();
+  EXPECT_TRUE(checked->pass());
+  // From device memory: the same bits as from the host, outputs on the device.
+  const Tensor x = *io->find("input.0");
+  auto dx = to_device(x, Device::cuda());
+  ASSERT_TRUE(dx.has_value());
+  Session s(*program);
+  auto host = s.run({x});
+  auto device = s.run({*dx});
+  ASSERT_TRUE(host.has_value() && device.has_value());
+  ASSERT_EQ(host->size(), device->size());
+  for (size_t i = 0; i < host->size(); ++i) {
+    auto back = to_host((*device)[i]);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_TRUE(back->same_bytes((*host)[i])) << "output " << i;
+  }
 }
 
 // Every buffer of `program` holds the same bytes in sessions `a` and `b`.

@@ -152,6 +152,57 @@ TEST(CudaRuntimeKernels, NonzeroIsTorchsNonzeroAndReadsOnlyTheCountBack) {
   EXPECT_FALSE(dm->nonzero(Tensor::zeros(DType::Float32, {3}), nullptr).has_value());  // host memory
 }
 
+// x[mask] over x's leading dims, rows in order: against the rows picked on the host.
+TEST(CudaRuntimeKernels, MaskedRowsIsBooleanMaskIndexing) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  std::mt19937 rng(23);
+  struct Case {
+    DType dtype;
+    Shape x, mask;
+    double density;
+  };
+  // Rows of one element, of 12 bytes, of 2 bytes (unaligned copies), several chunks, none and all.
+  const std::vector<Case> cases = {
+      {DType::Float32, {4, 6}, {4, 6}, 0.4},         {DType::Float16, {5, 3, 2}, {5}, 0.5},
+      {DType::BFloat16, {3, 5000, 1}, {3, 5000}, 0.3}, {DType::Int64, {9, 4}, {9}, 0.0},
+      {DType::Float32, {7, 2, 8}, {7, 2}, 1.0},
+  };
+  for (const Case& c : cases) {
+    Tensor x = Tensor::zeros(DType::Float64, c.x);
+    std::normal_distribution<double> normal;
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<double>()[i] = std::round(normal(rng) * 8);
+    const Tensor typed = x.to(c.dtype);
+    Tensor mask = Tensor::zeros(DType::Bool, c.mask);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = u(rng) < c.density;
+    SCOPED_TRACE(typed.type_string() + " by " + mask.type_string());
+    auto dx = to_device(typed, Device::cuda());
+    auto dm_mask = to_device(mask, Device::cuda());
+    ASSERT_TRUE(dx.has_value() && dm_mask.has_value());
+    auto picked = dm->masked_rows(*dx, *dm_mask, nullptr);
+    ASSERT_TRUE(picked.has_value()) << picked.status().message();
+    const int64_t row = typed.numel() / mask.numel();
+    std::vector<double> want;
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      if (mask.data<bool>()[i])
+        for (int64_t k = 0; k < row; ++k) want.push_back(typed.value_at(i * row + k));
+    Shape sizes{static_cast<int64_t>(want.size()) / row};
+    sizes.insert(sizes.end(), c.x.begin() + static_cast<long>(c.mask.size()), c.x.end());
+    ASSERT_EQ(picked->sizes(), sizes);
+    if (want.empty()) continue;
+    auto got = to_host(*picked);
+    ASSERT_TRUE(got.has_value());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got->value_at(static_cast<int64_t>(i)), want[i]) << i;
+  }
+  // Refused: a mask of other sizes than the tensor's leading ones.
+  auto x = dm->empty(DType::Float32, {4, 3});
+  auto wrong = dm->empty(DType::Bool, {3});
+  ASSERT_TRUE(x.has_value() && wrong.has_value());
+  EXPECT_FALSE(dm->masked_rows(*x, *wrong, nullptr).has_value());
+}
+
 TEST(CudaRuntimeKernels, BatchedCopiesCopyEveryRegion) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
