@@ -644,12 +644,16 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   return out;
 }
 
-// A plan's kernel launches in step order: the kernel's text and the sizes the launch gives it.
-std::vector<std::pair<const std::string*, const std::vector<int64_t>*>> launches(const ShapePlan& sp) {
-  std::vector<std::pair<const std::string*, const std::vector<int64_t>*>> out;
+// A plan's kernel launches by layer: per (layer, kernel text), the sizes
+// each launch of it gives, in step order. Shapes of one range may plan a
+// layer differently (a GEMV kernel for one row, a library GEMM for more),
+// so launches are paired by what they are, not by position.
+using Launches = std::map<std::pair<std::string, std::string>, std::vector<const std::vector<int64_t>*>>;
+Launches launches(const ShapePlan& sp) {
+  Launches out;
   for (const Step& st : sp.plan.steps)
     if (st.kind == Step::Kind::kKernel)
-      out.emplace_back(&sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.source, &st.kernel.dims);
+      out[{st.layer, sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.source}].push_back(&st.kernel.dims);
   return out;
 }
 
@@ -678,20 +682,19 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
     }
   }
   Expected<ShapePlan> b = moved ? emit_shape(net, near, config) : Expected<ShapePlan>(unsupported("one shape"));
-  const auto la = launches(a);
-  const auto lb = b ? launches(*b) : decltype(la){};
-  const bool paired = b && la.size() == lb.size();
+  const Launches lb = b ? launches(*b) : Launches{};
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // launches of each (layer, text) so far
   std::vector<KernelChoice> kernels;
   std::map<std::string, int> index;
-  size_t k = 0;
   for (Step& st : a.plan.steps) {
     if (st.kind != Step::Kind::kKernel) continue;
     GeneratedKernel g = a.kernels[static_cast<size_t>(st.kernel.kernel)].first;
     g.dims = st.kernel.dims;
     std::vector<bool> runtime(std::min(g.dims.size(), kMaxKernelDims), true);
-    if (paired && *lb[k].first == g.source && lb[k].second->size() == g.dims.size())
-      for (size_t d = 0; d < runtime.size(); ++d) runtime[d] = g.dims[d] != (*lb[k].second)[d];
-    ++k;
+    const std::pair<std::string, std::string> what{st.layer, g.source};
+    const size_t nth = seen[what]++;
+    if (auto it = lb.find(what); it != lb.end() && nth < it->second.size() && it->second[nth]->size() == g.dims.size())
+      for (size_t d = 0; d < runtime.size(); ++d) runtime[d] = g.dims[d] != (*it->second[nth])[d];
     const bool any = std::find(runtime.begin(), runtime.end(), true) != runtime.end();
     KernelChoice c{std::move(g), std::move(runtime)};
     auto [it, inserted] = index.try_emplace(kernel_key(c), static_cast<int>(kernels.size()));

@@ -382,4 +382,45 @@ TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
 }
 
 }  // namespace
+// A range plan's kernels read at run time only the sizes that move with the
+// symbols, found by planning a neighbouring shape too. There a layer may be
+// planned another way: rows 8 of a matrix product are a GEMV kernel, rows 9
+// a library GEMM. The other kernels still pair with theirs: the norm after it
+// keeps its row length compiled in (host only: nothing runs).
+TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
+  engine::Network net = testing::network_from(R"(graph(%x: float32[s0, 64], %w: float32[64, 64], %g: float32[64]) {
+  %t: float32[64, 64] = aten.t.default(self=%w)
+  %y: float32[s0, 64] = aten.mm.default(self=%x, mat2=%t)
+  %r: float32[s0, 64] = aten.relu.default(self=%y)
+  %l: float32[s0, 64] = aten.layer_norm.default(input=%r, normalized_shape=[64], weight=%g, eps=1e-05)
+  return (%l)
+}
+)",
+                                              1, {"w", "g"});
+  cuda::BuildConfig config;
+  config.device.name = "planned on the host";
+  config.device.major = 9;
+  config.device.sm_count = 132;
+  config.symbols["s0"] = {1, 16, 8};
+  auto at8 = cuda::plan_for_shape(net, {{"s0", 8}}, config);
+  ASSERT_TRUE(at8.has_value()) << at8.status().message();
+  bool gemv = false, norm = false;
+  for (const cuda::Step& st : at8->plan.steps) {
+    if (st.kind != cuda::Step::Kind::kKernel) continue;
+    gemv = gemv || st.layer.find("gemv") != std::string::npos;
+    if (st.layer.find('l') != 0) continue;
+    norm = true;
+    const cuda::KernelChoice& k = at8->kernels[static_cast<size_t>(st.kernel.kernel)];
+    int compiled_in = 0;
+    for (bool runtime : k.second) compiled_in += runtime ? 0 : 1;
+    EXPECT_GT(compiled_in, 0) << "every size of the norm's kernel is read at run time";
+  }
+  EXPECT_TRUE(gemv) << "8 rows should be a GEMV kernel";
+  EXPECT_TRUE(norm);
+  auto at9 = cuda::plan_for_shape(net, {{"s0", 9}}, config);
+  ASSERT_TRUE(at9.has_value()) << at9.status().message();
+  for (const cuda::Step& st : at9->plan.steps)
+    EXPECT_EQ(st.layer.find("gemv"), std::string::npos) << "9 rows should be a library GEMM";
+}
+
 }  // namespace kiln::cuda
