@@ -19,7 +19,8 @@ OPS = ["add", "mul", "sub", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", 
        "nn.functional.pad", "logsumexp", "flip", "new_empty", "minimum", "maximum", "floor", "round", "sign", "log1p",
        "expm1", "isnan", "clamp_min", "clamp_max", "fmod", "remainder", "argmin", "nn.functional.leaky_relu",
        "nn.functional.elu", "mT", "broadcast_to", "true_divide", "masked.cumsum",
-       "square", "linalg.vector_norm", "nn.functional.normalize"]
+       "square", "linalg.vector_norm", "nn.functional.normalize", "atan2", "logaddexp", "fmax", "lgamma", "acosh",
+       "logical_xor"]
 
 
 def test_common_ops_never_crash_kiln_or_give_a_wrong_answer(tmp_path):

@@ -313,13 +313,110 @@ Status compare(KernelArgs& a) {
 
 // ---- logical and bitwise
 
-Status logical_and(KernelArgs& a) {
+// logical_and / or / xor: both operands as bool (nonzero is true), broadcast, a bool result.
+template <typename F>
+Status logical_binary(KernelArgs& a, F f) {
   KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
   KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
   Tensor out = Tensor::zeros(DType::Bool, shape);
-  map_binary<bool, bool, bool>(prepare(lhs.t, DType::Bool, shape), prepare(rhs.t, DType::Bool, shape), out,
-                               [](bool x, bool y) { return x && y; });
+  map_binary<bool, bool, bool>(prepare(lhs.t, DType::Bool, shape), prepare(rhs.t, DType::Bool, shape), out, f);
+  a.set_output(0, out);
+  return Status::ok();
+}
+Status logical_and(KernelArgs& a) {
+  return logical_binary(a, [](bool x, bool y) { return x && y; });
+}
+Status logical_or(KernelArgs& a) {
+  return logical_binary(a, [](bool x, bool y) { return x || y; });
+}
+Status logical_xor(KernelArgs& a) {
+  return logical_binary(a, [](bool x, bool y) { return x != y; });
+}
+
+// A binary op of floating values: self and other broadcast and promoted
+// (integer and bool operands to float32 unless `integers` takes them as
+// they are), f computed in float for 16-bit types.
+template <typename F>
+Status floating_binary(KernelArgs& a, std::string_view op, bool integers, F f) {
+  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
+  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
+  DType common = result_type(promo(lhs, rhs));
+  if (!is_floating(common) && !integers) common = DType::Float32;
+  if (common == DType::Bool) return a.error(std::string(op) + " is not supported for bool tensors");
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
+  Tensor l = prepare(lhs.t, common, shape);
+  Tensor r = prepare(rhs.t, common, shape);
+  Tensor out = Tensor::zeros(common, shape);
+  visit_dtype(common, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) map_binary<T, T, T>(l, r, out, f);
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
+Status atan2_kernel(KernelArgs& a) {
+  return floating_binary(a, "atan2", false, [](auto x, auto y) -> decltype(x) { return std::atan2(x, y); });
+}
+Status hypot_kernel(KernelArgs& a) {
+  return floating_binary(a, "hypot", false, [](auto x, auto y) -> decltype(x) { return std::hypot(x, y); });
+}
+Status copysign_kernel(KernelArgs& a) {
+  return floating_binary(a, "copysign", false, [](auto x, auto y) -> decltype(x) { return std::copysign(x, y); });
+}
+Status nextafter_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  if (!is_floating(self.dtype()) || self.dtype() == DType::Float16 || self.dtype() == DType::BFloat16)
+    return a.error("nextafter takes float32 or float64 tensors, got " + self.type_string());
+  return floating_binary(a, "nextafter", false, [](auto x, auto y) -> decltype(x) { return std::nextafter(x, y); });
+}
+// max + log1p(exp(-|x - y|)); equal infinities give themselves (the difference would be NaN).
+Status logaddexp_kernel(KernelArgs& a) {
+  return floating_binary(a, "logaddexp", false, [](auto x, auto y) -> decltype(x) {
+    using C = decltype(x);
+    if (std::isinf(x) && x == y) return x;
+    const C m = std::max(x, y);
+    return std::isnan(x) || std::isnan(y) ? x + y : m + std::log1p(std::exp(-std::abs(x - y)));
+  });
+}
+Status logaddexp2_kernel(KernelArgs& a) {
+  return floating_binary(a, "logaddexp2", false, [](auto x, auto y) -> decltype(x) {
+    using C = decltype(x);
+    if (std::isinf(x) && x == y) return x;
+    const C m = std::max(x, y);
+    return std::isnan(x) || std::isnan(y) ? x + y : m + std::log1p(std::exp2(-std::abs(x - y))) / C(std::numbers::ln2);
+  });
+}
+template <bool kMax>
+Status fextremum_kernel(KernelArgs& a) {
+  return floating_binary(a, kMax ? "fmax" : "fmin", true, [](auto x, auto y) -> decltype(x) {
+    using C = decltype(x);
+    if constexpr (std::is_floating_point_v<C>) {
+      return kMax ? std::fmax(x, y) : std::fmin(x, y);
+    } else {
+      return kMax ? std::max(x, y) : std::min(x, y);
+    }
+  });
+}
+Status heaviside_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Tensor values, a.tensor("values"));
+  if (self.dtype() != values.dtype())
+    return a.error("heaviside takes tensors of one dtype, got " + self.type_string() + " and " + values.type_string());
+  if (self.dtype() == DType::Bool) return a.error("heaviside is not supported for bool tensors");
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &self}, {"values", &values}}));
+  Tensor l = prepare(self, self.dtype(), shape);
+  Tensor r = prepare(values, self.dtype(), shape);
+  Tensor out = Tensor::zeros(self.dtype(), shape);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      map_binary<T, T, T>(l, r, out, [](auto x, auto v) {
+        using C = decltype(x);
+        return x == C(0) ? v : static_cast<C>(x > C(0));
+      });
+  });
   a.set_output(0, out);
   return Status::ok();
 }
@@ -658,6 +755,48 @@ Status elu_kernel(KernelArgs& a) {
 Status erf_kernel(KernelArgs& a) {
   return floating_unary(a, "erf", true, [](auto x) { return std::erf(x); });
 }
+Status acos_kernel(KernelArgs& a) {
+  return floating_unary(a, "acos", true, [](auto x) { return std::acos(x); });
+}
+Status asin_kernel(KernelArgs& a) {
+  return floating_unary(a, "asin", true, [](auto x) { return std::asin(x); });
+}
+Status atan_kernel(KernelArgs& a) {
+  return floating_unary(a, "atan", true, [](auto x) { return std::atan(x); });
+}
+Status tan_kernel(KernelArgs& a) {
+  return floating_unary(a, "tan", true, [](auto x) { return std::tan(x); });
+}
+Status sinh_kernel(KernelArgs& a) {
+  return floating_unary(a, "sinh", true, [](auto x) { return std::sinh(x); });
+}
+Status cosh_kernel(KernelArgs& a) {
+  return floating_unary(a, "cosh", true, [](auto x) { return std::cosh(x); });
+}
+Status acosh_kernel(KernelArgs& a) {
+  return floating_unary(a, "acosh", true, [](auto x) { return std::acosh(x); });
+}
+Status asinh_kernel(KernelArgs& a) {
+  return floating_unary(a, "asinh", true, [](auto x) { return std::asinh(x); });
+}
+Status atanh_kernel(KernelArgs& a) {
+  return floating_unary(a, "atanh", true, [](auto x) { return std::atanh(x); });
+}
+Status erfc_kernel(KernelArgs& a) {
+  return floating_unary(a, "erfc", true, [](auto x) { return std::erfc(x); });
+}
+Status exp2_kernel(KernelArgs& a) {
+  return floating_unary(a, "exp2", true, [](auto x) { return std::exp2(x); });
+}
+Status log2_kernel(KernelArgs& a) {
+  return floating_unary(a, "log2", true, [](auto x) { return std::log2(x); });
+}
+Status log10_kernel(KernelArgs& a) {
+  return floating_unary(a, "log10", true, [](auto x) { return std::log10(x); });
+}
+Status lgamma_kernel(KernelArgs& a) {
+  return floating_unary(a, "lgamma", true, [](auto x) { return std::lgamma(x); });
+}
 Status sigmoid_kernel(KernelArgs& a) {
   return floating_unary(a, "sigmoid", true, [](auto x) {
     using C = decltype(x);
@@ -884,6 +1023,31 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(OpKind::kGeScalar, &compare<Cmp::kGe>);
   r.add(OpKind::kGeTensor, &compare<Cmp::kGe>);
   r.add(OpKind::kLogicalAnd, &logical_and);
+  r.add(OpKind::kLogicalOr, &logical_or);
+  r.add(OpKind::kLogicalXor, &logical_xor);
+  r.add(OpKind::kAtan2, &atan2_kernel);
+  r.add(OpKind::kHypot, &hypot_kernel);
+  r.add(OpKind::kCopysignTensor, &copysign_kernel);
+  r.add(OpKind::kNextafter, &nextafter_kernel);
+  r.add(OpKind::kLogaddexp, &logaddexp_kernel);
+  r.add(OpKind::kLogaddexp2, &logaddexp2_kernel);
+  r.add(OpKind::kFmax, &fextremum_kernel<true>);
+  r.add(OpKind::kFmin, &fextremum_kernel<false>);
+  r.add(OpKind::kHeaviside, &heaviside_kernel);
+  r.add(OpKind::kAcos, &acos_kernel);
+  r.add(OpKind::kAsin, &asin_kernel);
+  r.add(OpKind::kAtan, &atan_kernel);
+  r.add(OpKind::kTan, &tan_kernel);
+  r.add(OpKind::kSinh, &sinh_kernel);
+  r.add(OpKind::kCosh, &cosh_kernel);
+  r.add(OpKind::kAcosh, &acosh_kernel);
+  r.add(OpKind::kAsinh, &asinh_kernel);
+  r.add(OpKind::kAtanh, &atanh_kernel);
+  r.add(OpKind::kErfc, &erfc_kernel);
+  r.add(OpKind::kExp2, &exp2_kernel);
+  r.add(OpKind::kLog2, &log2_kernel);
+  r.add(OpKind::kLog10, &log10_kernel);
+  r.add(OpKind::kLgamma, &lgamma_kernel);
   r.add(OpKind::kBitwiseAndTensor, &bitwise_binary<false>);
   r.add(OpKind::kAndTensor, &bitwise_binary<false>);  // Python's `&` on tensors
   r.add(OpKind::kBitwiseOrTensor, &bitwise_binary<true>);

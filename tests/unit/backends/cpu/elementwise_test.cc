@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "unit/backends/cpu/op_test_helpers.h"
 
@@ -569,6 +570,84 @@ TEST(ElementwiseKernels, LeakyReluAndElu) {
   EXPECT_EQ(h.dtype(), DType::Float16);
   EXPECT_NEAR(h.value_at(0), std::expm1(-1.0), 1e-3);
   expect_error(OpKind::kLeakyRelu, {{"self", make_tensor(DType::Int64, {1}, {1})}}, "floating");
+}
+
+// Unary floating ops at points whose values are known in closed form;
+// integers promote to float32.
+TEST(ElementwiseKernels, TrigonometryLogsAndGammaAtKnownPoints) {
+  struct Case {
+    OpKind op;
+    double x, want;
+  };
+  const double pi = std::numbers::pi;
+  const std::vector<Case> cases = {
+      {OpKind::kAcos, 0.5, pi / 3},          {OpKind::kAsin, 0.5, pi / 6},
+      {OpKind::kAtan, 1.0, pi / 4},          {OpKind::kTan, pi / 4, 1.0},
+      {OpKind::kSinh, std::log(2.0), 0.75},  {OpKind::kCosh, std::log(2.0), 1.25},
+      {OpKind::kAcosh, 1.25, std::log(2.0)}, {OpKind::kAsinh, 0.75, std::log(2.0)},
+      {OpKind::kAtanh, 0.6, std::log(2.0)},  {OpKind::kErfc, 0.0, 1.0},
+      {OpKind::kExp2, 10.0, 1024.0},         {OpKind::kLog2, 1024.0, 10.0},
+      {OpKind::kLog10, 1000.0, 3.0},         {OpKind::kLgamma, 5.0, std::log(24.0)},
+  };
+  for (const Case& c : cases) {
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      Tensor out = run_op_tensor(c.op, {{"self", make_tensor(dt, {1}, {c.x})}});
+      EXPECT_EQ(out.dtype(), dt) << ir::op_target(c.op);
+      EXPECT_NEAR(out.value_at(0), c.want, dt == DType::Float32 ? 2e-6 * std::max(1.0, std::fabs(c.want)) : 1e-12)
+          << ir::op_target(c.op) << "(" << c.x << ")";
+    }
+  }
+  Tensor ints = run_op_tensor(OpKind::kLog2, {{"self", make_tensor(DType::Int64, {3}, {1, 2, 8})}});
+  EXPECT_EQ(ints.dtype(), DType::Float32);
+  EXPECT_EQ(values(ints), (std::vector<double>{0, 1, 3}));
+  EXPECT_TRUE(
+      std::isnan(run_op_tensor(OpKind::kAcos, {{"self", make_tensor(DType::Float32, {1}, {2.0})}}).value_at(0)));
+}
+
+TEST(ElementwiseKernels, BinaryFloatingOpsAtKnownPoints) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  auto run = [](OpKind op, std::vector<double> x, std::vector<double> y, DType dt = DType::Float32) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    return run_op_tensor(op, {{"self", make_tensor(dt, {n}, x)}, {"other", make_tensor(dt, {n}, y)}});
+  };
+  Tensor a = run(OpKind::kAtan2, {1, 1, -1}, {1, -1, 0});
+  EXPECT_NEAR(a.value_at(0), std::numbers::pi / 4, 1e-6);
+  EXPECT_NEAR(a.value_at(1), 3 * std::numbers::pi / 4, 1e-6);
+  EXPECT_NEAR(a.value_at(2), -std::numbers::pi / 2, 1e-6);
+  EXPECT_EQ(values(run(OpKind::kHypot, {3, 5}, {4, 12})), (std::vector<double>{5, 13}));
+  Tensor cs = run(OpKind::kCopysignTensor, {2, -3, 4}, {-0.0, 1, -1});
+  EXPECT_EQ(values(cs), (std::vector<double>{-2, 3, -4}));
+  // Integers promote to float32: copysign of int64 is float32.
+  Tensor ci = run(OpKind::kCopysignTensor, {2, 3}, {-1, 1}, DType::Int64);
+  EXPECT_EQ(ci.dtype(), DType::Float32);
+  EXPECT_EQ(values(ci), (std::vector<double>{-2, 3}));
+  Tensor na = run(OpKind::kNextafter, {1, 1}, {2, 0}, DType::Float64);
+  EXPECT_EQ(na.value_at(0), 1 + std::numeric_limits<double>::epsilon());
+  EXPECT_EQ(na.value_at(1), 1 - std::numeric_limits<double>::epsilon() / 2);
+  Tensor le = run(OpKind::kLogaddexp, {0, inf, -inf, 1000, nan}, {0, inf, -inf, 0, 1}, DType::Float64);
+  EXPECT_NEAR(le.value_at(0), std::log(2.0), 1e-15);
+  EXPECT_EQ(le.value_at(1), inf);
+  EXPECT_EQ(le.value_at(2), -inf);
+  EXPECT_EQ(le.value_at(3), 1000);  // no overflow of exp(1000)
+  EXPECT_TRUE(std::isnan(le.value_at(4)));
+  Tensor l2 = run(OpKind::kLogaddexp2, {1, 3}, {1, 3}, DType::Float64);
+  EXPECT_NEAR(l2.value_at(0), 2, 1e-15);
+  EXPECT_NEAR(l2.value_at(1), 4, 1e-15);
+  Tensor fx = run(OpKind::kFmax, {nan, 1, nan}, {2, nan, nan});
+  EXPECT_EQ(fx.value_at(0), 2);
+  EXPECT_EQ(fx.value_at(1), 1);
+  EXPECT_TRUE(std::isnan(fx.value_at(2)));
+  EXPECT_EQ(values(run(OpKind::kFmin, {1, 5}, {3, 2}, DType::Int64)), (std::vector<double>{1, 2}));
+  Tensor h = run_op_tensor(OpKind::kHeaviside, {{"self", make_tensor(DType::Float32, {4}, {-1, 0, 2, -0.0})},
+                                                {"values", make_tensor(DType::Float32, {1}, {0.5})}});
+  EXPECT_EQ(values(h), (std::vector<double>{0, 0.5, 1, 0.5}));
+  Tensor lor = run_op_tensor(OpKind::kLogicalOr, {{"self", make_tensor(DType::Float32, {3}, {0, 2, 0})},
+                                                  {"other", make_tensor(DType::Int64, {3}, {0, 0, 5})}});
+  EXPECT_EQ(lor.dtype(), DType::Bool);
+  EXPECT_EQ(values(lor), (std::vector<double>{0, 1, 1}));
+  Tensor lxor = run_op_tensor(OpKind::kLogicalXor, {{"self", make_tensor(DType::Bool, {4}, {0, 1, 0, 1})},
+                                                    {"other", make_tensor(DType::Bool, {4}, {0, 0, 1, 1})}});
+  EXPECT_EQ(values(lxor), (std::vector<double>{0, 1, 1, 0}));
 }
 
 }  // namespace
