@@ -310,6 +310,109 @@ Status constant_pad_nd(KernelArgs& a) {
   return set(a, out);
 }
 
+enum class PadMode { kReflect, kReplicate, kCircular };
+
+// Padding that repeats self's own elements: `pad` as constant_pad_nd's,
+// each padded dim's output index o reading input index o - left mirrored
+// about the edges (reflect, the edge itself not repeated), clamped to them
+// (replicate) or wrapped (circular).
+Status mode_pad(KernelArgs& a, const Tensor& self, const std::vector<int64_t>& pad, PadMode mode) {
+  const char* name = mode == PadMode::kReflect ? "reflect" : mode == PadMode::kReplicate ? "replicate" : "circular";
+  if (pad.size() % 2 != 0) return a.error("length of pad must be even, got " + shape_to_string(pad));
+  if (static_cast<int64_t>(pad.size() / 2) > self.dim())
+    return a.error("length of pad " + shape_to_string(pad) + " is more than twice the rank of " + self.type_string());
+  const int64_t rank = self.dim();
+  Shape shape = self.sizes();
+  std::vector<std::vector<int64_t>> offsets(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const size_t k = static_cast<size_t>(rank - 1 - d);  // pad pair of dim d, if any
+    const int64_t lo = 2 * k < pad.size() ? pad[2 * k] : 0, hi = 2 * k < pad.size() ? pad[2 * k + 1] : 0;
+    const int64_t n = self.size(d);
+    if ((lo < 0 || hi < 0) && mode != PadMode::kReplicate)
+      return a.error(std::string(name) + " padding " + shape_to_string(pad) +
+                     " is negative (constant and replicate modes crop)");
+    if (n + lo + hi < 0)
+      return a.error("the input size " + std::to_string(n) + " of dimension " + std::to_string(d) + ", padded by " +
+                     std::to_string(lo) + " and " + std::to_string(hi) + ", is negative");
+    const bool padded = lo != 0 || hi != 0;
+    if (padded && n == 0)
+      return a.error(std::string(name) + " padding of dimension " + std::to_string(d) + " of " + self.type_string() +
+                     ", which is empty");
+    if (padded && mode == PadMode::kReflect && (lo >= n || hi >= n))
+      return a.error("reflect padding " + shape_to_string(pad) + " must be less than dimension " + std::to_string(d) +
+                     " of " + self.type_string());
+    if (padded && mode == PadMode::kCircular && (lo > n || hi > n))
+      return a.error("circular padding " + shape_to_string(pad) + " must be at most dimension " + std::to_string(d) +
+                     " of " + self.type_string());
+    shape[d] = n + lo + hi;
+    for (int64_t o = 0; o < shape[d]; ++o) {
+      int64_t i = o - lo;
+      if (mode == PadMode::kReflect) {
+        if (i < 0) i = -i;
+        if (i >= n) i = 2 * (n - 1) - i;
+      } else if (mode == PadMode::kReplicate) {
+        i = std::clamp<int64_t>(i, 0, n - 1);
+      } else {
+        i = ((i % n) + n) % n;
+      }
+      offsets[static_cast<size_t>(d)].push_back(i * self.strides()[d]);
+    }
+  }
+  if (auto n = checked_numel(shape); !n.has_value())
+    return a.error(std::string(name) + " pad: " + n.status().message());
+  Tensor out = Tensor::zeros(self.dtype(), shape);
+  if (out.numel() == 0) return set(a, out);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = self.data<T>();
+    T* dst = out.data<T>();
+    // Row-major over the output, the source offset kept as a sum per dim.
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+    int64_t at = 0;
+    for (int64_t d = 0; d < rank; ++d) at += offsets[static_cast<size_t>(d)][0];
+    for (int64_t k = 0; k < out.numel(); ++k) {
+      dst[k] = src[at];
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        const auto& off = offsets[static_cast<size_t>(d)];
+        int64_t& i = idx[static_cast<size_t>(d)];
+        at -= off[static_cast<size_t>(i)];
+        if (++i < shape[d]) {
+          at += off[static_cast<size_t>(i)];
+          break;
+        }
+        i = 0;
+        at += off[0];
+      }
+    }
+  });
+  return set(a, out);
+}
+
+// aten.pad(self, pad, mode, value): constant mode is constant_pad_nd's.
+Status pad_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.ints("pad"));
+  KILN_ASSIGN_OR_RETURN(std::string mode, a.string_arg("mode", std::string("constant")));
+  if (mode == "constant") return constant_pad_nd(a);
+  if (mode == "reflect") return mode_pad(a, self, pad, PadMode::kReflect);
+  if (mode == "replicate") return mode_pad(a, self, pad, PadMode::kReplicate);
+  if (mode == "circular") return mode_pad(a, self, pad, PadMode::kCircular);
+  return a.error("pad mode '" + mode + "' (constant, reflect, replicate or circular)");
+}
+
+// reflection_padNd / replication_padNd(self, padding): N padded trailing dims
+// of an input of rank N + 1 or N + 2.
+template <PadMode kMode, int64_t kDims>
+Status named_pad_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.ints("padding"));
+  if (static_cast<int64_t>(pad.size()) != 2 * kDims || (self.dim() != kDims + 1 && self.dim() != kDims + 2))
+    return a.error("padding of " + std::to_string(kDims) + " dims takes " + std::to_string(2 * kDims) +
+                   " sizes and an input of rank " + std::to_string(kDims + 1) + " or " + std::to_string(kDims + 2) +
+                   ", got " + shape_to_string(pad) + " and " + self.type_string());
+  return mode_pad(a, self, pad, kMode);
+}
+
 // ---- nonzero / cumsum / pixel_shuffle
 
 Status nonzero(KernelArgs& a) {
@@ -506,6 +609,13 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(OpKind::kTriu, &triangle<false>);
   r.add(OpKind::kRepeat, &repeat);
   r.add(OpKind::kConstantPadNd, &constant_pad_nd);
+  r.add(OpKind::kPad, &pad_kernel);
+  r.add(OpKind::kReflectionPad1d, &named_pad_kernel<PadMode::kReflect, 1>);
+  r.add(OpKind::kReflectionPad2d, &named_pad_kernel<PadMode::kReflect, 2>);
+  r.add(OpKind::kReflectionPad3d, &named_pad_kernel<PadMode::kReflect, 3>);
+  r.add(OpKind::kReplicationPad1d, &named_pad_kernel<PadMode::kReplicate, 1>);
+  r.add(OpKind::kReplicationPad2d, &named_pad_kernel<PadMode::kReplicate, 2>);
+  r.add(OpKind::kReplicationPad3d, &named_pad_kernel<PadMode::kReplicate, 3>);
   r.add(OpKind::kNonzero, &nonzero);
   r.add(OpKind::kCumsum, &cumsum);
   r.add(OpKind::kFlip, &flip);

@@ -201,6 +201,42 @@ TEST(IndexingKernels, ConstantPadNd) {
   expect_error(OpKind::kConstantPadNd, {{"self", x}, {"pad", Ints({-2, -2})}}, "negative output size");
 }
 
+// Reflect mirrors about the edge (not repeating it), replicate repeats the
+// edge, circular wraps: rows of [0 1 2 3] padded (2, 3), written out by hand.
+TEST(IndexingKernels, PadModesRepeatTheInputsOwnElements) {
+  Tensor x = iota(DType::Float32, {1, 2, 4});  // rows [0 1 2 3], [4 5 6 7]
+  Tensor r = run_op_tensor(OpKind::kPad, {{"self", x}, {"pad", Ints({2, 3})}, {"mode", S("reflect")}});
+  ASSERT_EQ(r.sizes(), (Shape{1, 2, 9}));
+  EXPECT_EQ(values(r), (std::vector<double>{2, 1, 0, 1, 2, 3, 2, 1, 0, 6, 5, 4, 5, 6, 7, 6, 5, 4}));
+  Tensor p = run_op_tensor(OpKind::kPad, {{"self", x}, {"pad", Ints({2, 3})}, {"mode", S("replicate")}});
+  EXPECT_EQ(values(p), (std::vector<double>{0, 0, 0, 1, 2, 3, 3, 3, 3, 4, 4, 4, 5, 6, 7, 7, 7, 7}));
+  Tensor c = run_op_tensor(OpKind::kPad, {{"self", x}, {"pad", Ints({2, 3})}, {"mode", S("circular")}});
+  EXPECT_EQ(values(c), (std::vector<double>{2, 3, 0, 1, 2, 3, 0, 1, 2, 6, 7, 4, 5, 6, 7, 4, 5, 6}));
+  // Two dims at once (the last first in `pad`), through the ATen dialect's spelling.
+  Tensor two = run_op_tensor(OpKind::kReflectionPad2d, {{"self", x}, {"padding", Ints({1, 0, 1, 0})}});
+  ASSERT_EQ(two.sizes(), (Shape{1, 3, 5}));
+  EXPECT_EQ(values(two), (std::vector<double>{5, 4, 5, 6, 7, 1, 0, 1, 2, 3, 5, 4, 5, 6, 7}));
+  Tensor rep = run_op_tensor(OpKind::kReplicationPad1d, {{"self", x}, {"padding", Ints({0, 2})}});
+  EXPECT_EQ(values(rep), (std::vector<double>{0, 1, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7}));
+  // A non-contiguous input reads through its strides.
+  Tensor t = transposed(DType::Float32, {0, 1, 2, 3, 4, 5}, 2, 3);  // [[0 1 2] [3 4 5]] as a view
+  EXPECT_EQ(values(run_op_tensor(OpKind::kPad, {{"self", t}, {"pad", Ints({1, 1})}, {"mode", S("replicate")}})),
+            (std::vector<double>{0, 0, 1, 2, 2, 3, 3, 4, 5, 5}));
+  expect_error(OpKind::kPad, {{"self", x}, {"pad", Ints({4, 0})}, {"mode", S("reflect")}}, "less than");
+  expect_error(OpKind::kPad, {{"self", x}, {"pad", Ints({5, 0})}, {"mode", S("circular")}}, "at most");
+  // Replicate crops with negative padding, as constant mode does; an empty batch pads its other dims.
+  EXPECT_EQ(values(run_op_tensor(OpKind::kPad, {{"self", x}, {"pad", Ints({-1, 2})}, {"mode", S("replicate")}})),
+            (std::vector<double>{1, 2, 3, 3, 3, 5, 6, 7, 7, 7}));
+  EXPECT_EQ(
+      run_op_tensor(OpKind::kPad,
+                    {{"self", Tensor::zeros(DType::Float32, {0, 3, 3})}, {"pad", Ints({1, 2})}, {"mode", S("reflect")}})
+          .sizes(),
+      (Shape{0, 3, 6}));
+  expect_error(OpKind::kPad, {{"self", x}, {"pad", Ints({-1, 0})}, {"mode", S("reflect")}}, "negative");
+  expect_error(OpKind::kPad, {{"self", x}, {"pad", Ints({1, 1})}, {"mode", S("wrap")}}, "pad mode 'wrap'");
+  expect_error(OpKind::kReflectionPad2d, {{"self", x}, {"padding", Ints({1, 1})}}, "padding of 2 dims");
+}
+
 TEST(IndexingKernels, Nonzero) {
   Tensor x = make_tensor(DType::Float32, {2, 2}, {0, 1.5, -2, 0});
   Tensor n = run_op_tensor(OpKind::kNonzero, {{"self", x}});
