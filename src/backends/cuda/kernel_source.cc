@@ -131,6 +131,18 @@ std::string offsets_code(const Loop& loop, Sizes& D, const std::string& i, const
   return c.str();
 }
 
+// The opening of an elementwise kernel's body: a grid-stride loop over `n`
+// elements (index i, in index_type's type) and the offsets o0.. of each
+// tensor of `loop` at i. The caller writes the body and closes the loop.
+std::string grid_stride_loop(const Loop& loop, int64_t n, Sizes& D) {
+  const std::string it = index_type(loop, n);
+  std::ostringstream s;
+  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
+    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
+  s << offsets_code(loop, D, "i", it);
+  return s.str();
+}
+
 Status check_layout(const StridedLayout& t, const char* what) {
   if (t.sizes.size() != t.strides.size())
     return invalid_argument(std::string(what) + ": " + std::to_string(t.sizes.size()) + " sizes but " +
@@ -471,10 +483,7 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
     s << "        reinterpret_cast<T*>(&rw)[u] = " << store << ";\n      }\n";
     s << "      reinterpret_cast<uint4*>(out)[w] = rw;\n    }\n    return;\n  }\n";
   }
-  const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
-    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, D, "i", it);
+  s << grid_stride_loop(loop, n, D);
   for (size_t k = 0; k < inputs.size(); ++k)
     s << "    const " << C << " v" << k << " = kiln_ld(in" << k << "[o" << (k + 1) << "]);\n";
   s << body.str();
@@ -506,10 +515,7 @@ Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLa
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
     << "* __restrict__ out, const bool* __restrict__ c, const " << A << "* __restrict__ a, const " << B
     << "* __restrict__ b KILN_DIMS) {\n";
-  const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
-    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, D, "i", it);
+  s << grid_stride_loop(loop, n, D);
   s << "    out[o0] = c[o1] ? kiln_cvt<" << T << ", " << A << ">(a[o2]) : kiln_cvt<" << T << ", " << B
     << ">(b[o3]);\n  }\n}\n";
   return launch_1d(s.str(), n, D);
@@ -541,10 +547,7 @@ Expected<GeneratedKernel> compare_kernel(const std::string& op, const StridedLay
     << A << "* __restrict__ a";
   if (b) s << ", const " << B << "* __restrict__ b";
   s << " KILN_DIMS) {\n";
-  const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
-    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, D, "i", it);
+  s << grid_stride_loop(loop, n, D);
   // Both sides in float (exact for every operand dtype); a number is first
   // rounded to the tensor's dtype, as torch converts a Python number to it.
   const std::string rhs =
@@ -581,10 +584,7 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
     << "* __restrict__ out, const " << I << "* __restrict__ a";
   if (b) s << ", const " << I << "* __restrict__ b";
   s << " KILN_DIMS) {\n";
-  const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
-    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, D, "i", it);
+  s << grid_stride_loop(loop, n, D);
   // A scalar right operand is a size like the others (a sequence length added to a counter).
   const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + D(scalar) + ")";
   if (compare) {
@@ -613,10 +613,7 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   Sizes D;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
     << "* __restrict__ out, const " << Ti << "* __restrict__ in KILN_DIMS) {\n";
-  const std::string it = index_type(loop, n);
-  s << "  for (" << it << " i = (" << it << ")blockIdx.x * " << kThreads << " + threadIdx.x; i < "
-    << (it == "int" ? D.i32(n) : D(n)) << "; i += (" << it << ")gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, D, "i", it);
+  s << grid_stride_loop(loop, n, D);
   if (out.dtype == in.dtype) {
     s << "    out[o0] = in[o1];\n";
   } else {
