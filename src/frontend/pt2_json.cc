@@ -35,6 +35,26 @@ const Respelling* respelling_of(std::string_view target) {
       {"torch.ops.aten.broadcast_to.default", "torch.ops.aten.expand.default", {}},
       // x.mT: the last two dims swapped.
       {"torch.ops.aten.mT.default", "torch.ops.aten.transpose.int", {{"dim0", -2}, {"dim1", -1}}},
+      // torch.max(a, b) / torch.min(a, b): elementwise, a NaN in either wins.
+      {"torch.ops.aten.max.other", "torch.ops.aten.maximum.default", {}},
+      {"torch.ops.aten.min.other", "torch.ops.aten.minimum.default", {}},
+      // The copying forms of views (functionalization's *_copy ops): the IR's
+      // values are never written, so the view computes the same result.
+      {"torch.ops.aten.view_copy.default", "torch.ops.aten.view.default", {}},
+      {"torch.ops.aten.permute_copy.default", "torch.ops.aten.permute.default", {}},
+      {"torch.ops.aten.expand_copy.default", "torch.ops.aten.expand.default", {}},
+      {"torch.ops.aten.transpose_copy.int", "torch.ops.aten.transpose.int", {}},
+      {"torch.ops.aten.t_copy.default", "torch.ops.aten.t.default", {}},
+      {"torch.ops.aten.select_copy.int", "torch.ops.aten.select.int", {}},
+      {"torch.ops.aten.slice_copy.Tensor", "torch.ops.aten.slice.Tensor", {}},
+      {"torch.ops.aten.narrow_copy.default", "torch.ops.aten.narrow.default", {}},
+      {"torch.ops.aten.unsqueeze_copy.default", "torch.ops.aten.unsqueeze.default", {}},
+      {"torch.ops.aten.squeeze_copy.default", "torch.ops.aten.squeeze.default", {}},
+      {"torch.ops.aten.squeeze_copy.dim", "torch.ops.aten.squeeze.dim", {}},
+      {"torch.ops.aten.squeeze_copy.dims", "torch.ops.aten.squeeze.dims", {}},
+      {"torch.ops.aten.alias_copy.default", "torch.ops.aten.alias.default", {}},
+      {"torch.ops.aten.unbind_copy.int", "torch.ops.aten.unbind.int", {}},
+      {"torch.ops.aten.detach_copy.default", "torch.ops.aten.detach.default", {}},
   };
   for (const Respelling& r : kTable)
     if (r.from == target) return &r;

@@ -592,6 +592,36 @@ Status sign_kernel(KernelArgs& a) {
   });
 }
 
+// round(self, decimals) as ATen: x * 10^d rounded half to even, / 10^d (for
+// negative d: x / 10^-d rounded, * 10^-d), in the tensor's floating type.
+Status round_decimals_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(int64_t decimals, a.int_arg("decimals", 0));
+  return same_dtype_unary(a, "round", false, [decimals](auto x) {
+    using C = decltype(x);
+    const bool neg = decimals < 0;
+    const C ten_pow = static_cast<C>(std::pow(C(10), static_cast<C>(neg ? -decimals : decimals)));
+    return neg ? std::nearbyint(x / ten_pow) * ten_pow : std::nearbyint(x * ten_pow) / ten_pow;
+  });
+}
+
+// signbit: the sign bit of floats (-0.0 and negative NaNs too), x < 0 for integers, false for bools.
+Status signbit_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  Tensor out = Tensor::zeros(DType::Bool, self.sizes());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      // all false
+    } else if constexpr (std::is_integral_v<T>) {
+      map_unary<bool, T>(self, out, [](auto x) { return x < 0; });
+    } else {
+      map_unary<bool, T>(self, out, [](auto x) { return std::signbit(x); });
+    }
+  });
+  a.set_output(0, out);
+  return Status::ok();
+}
+
 // isnan / isinf: bool results; integers are never either.
 template <bool kInf>
 Status float_class_kernel(KernelArgs& a) {
@@ -1072,6 +1102,8 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add(OpKind::kTrunc, &trunc_kernel);
   r.add(OpKind::kRound, &round_kernel);
   r.add(OpKind::kSign, &sign_kernel);
+  r.add(OpKind::kSignbit, &signbit_kernel);
+  r.add(OpKind::kRoundDecimals, &round_decimals_kernel);
   r.add(OpKind::kIsnan, &float_class_kernel<false>);
   r.add(OpKind::kIsinf, &float_class_kernel<true>);
   r.add(OpKind::kMinimum, &extremum_kernel<false>);

@@ -267,16 +267,21 @@ Status var_mean_correction(KernelArgs& a) { return var_like(a, true); }
 
 // ---- any
 
-Status any_like(KernelArgs& a, const Tensor& x, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
+// any (or, with `all`, all) of the elements over dims: true where one (every one) is nonzero.
+Status any_like(KernelArgs& a, const Tensor& x, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+                bool all = false) {
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
   const DType wide = wide_type(x.dtype());
   Tensor v = arrange(x, p, wide);
   Tensor out = Tensor::zeros(DType::Bool, p.out_shape);
   for (int64_t o = 0; o < p.outer; ++o) {
-    bool any = false;
-    for (int64_t i = 0; i < p.inner && !any; ++i)
-      any = wide == DType::Float64 ? v.data<double>()[o * p.inner + i] != 0 : v.data<int64_t>()[o * p.inner + i] != 0;
-    out.data<bool>()[o] = any;
+    bool result = all;  // an empty reduction: all is true, any false
+    for (int64_t i = 0; i < p.inner && result == all; ++i) {
+      const bool nonzero =
+          wide == DType::Float64 ? v.data<double>()[o * p.inner + i] != 0 : v.data<int64_t>()[o * p.inner + i] != 0;
+      result = nonzero;  // all stops at the first zero, any at the first nonzero
+    }
+    out.data<bool>()[o] = result;
   }
   // PyTorch keeps uint8 for uint8 inputs.
   a.set_output(0, x.dtype() == DType::UInt8 ? out.to(DType::UInt8) : out);
@@ -293,6 +298,80 @@ Status any_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
   return any_like(a, x, std::vector<int64_t>{dim}, keepdim);
+}
+
+// any.dims / all.dims(self, dim=None, keepdim): several dims, or every dim.
+template <bool kAll>
+Status any_all_dims(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  if (dims && dims->empty()) dims.reset();
+  return any_like(a, x, dims, keepdim, kAll);
+}
+
+Status all_all(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  return any_like(a, x, std::nullopt, false, true);
+}
+
+Status all_dim(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  return any_like(a, x, std::vector<int64_t>{dim}, keepdim, true);
+}
+
+// max() / min() of every element: a 0-d tensor, NaN if any element is NaN.
+template <bool kMax>
+Status extreme_all(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, std::nullopt, false));
+  KILN_TRY(require_nonempty(a, x, p, kMax ? "max" : "min"));
+  const DType wide = wide_type(x.dtype());
+  Tensor values = Tensor::zeros(wide, p.out_shape);
+  reduce_extreme(arrange(x, p, wide), p, kMax, &values, nullptr);
+  a.set_output(0, values.to(x.dtype()));
+  return Status::ok();
+}
+
+// The product over dims (every dim when none): floating in double, integers
+// and bools as int64 (wrapping), as torch.prod.
+Status prod_like(KernelArgs& a, const Tensor& input, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+                 std::optional<DType> dtype) {
+  Tensor x = dtype ? input.to(*dtype) : input;
+  const DType out_dtype = dtype ? *dtype : is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
+  const DType wide = wide_type(x.dtype());
+  Tensor v = arrange(x, p, wide);
+  Tensor out = Tensor::zeros(wide, p.out_shape);
+  for (int64_t o = 0; o < p.outer; ++o) {
+    if (wide == DType::Float64) {
+      double acc = 1;
+      for (int64_t i = 0; i < p.inner; ++i) acc *= v.data<double>()[o * p.inner + i];
+      out.data<double>()[o] = acc;
+    } else {
+      uint64_t acc = 1;
+      for (int64_t i = 0; i < p.inner; ++i) acc *= static_cast<uint64_t>(v.data<int64_t>()[o * p.inner + i]);
+      out.data<int64_t>()[o] = static_cast<int64_t>(acc);
+    }
+  }
+  a.set_output(0, out.to(out_dtype));
+  return Status::ok();
+}
+
+Status prod_all(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(auto dtype, a.dtype_arg("dtype"));
+  return prod_like(a, x, std::nullopt, false, dtype);
+}
+
+Status prod_dim(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(auto dtype, a.dtype_arg("dtype"));
+  return prod_like(a, x, std::vector<int64_t>{dim}, keepdim, dtype);
 }
 
 // ---- softmax / log_softmax
@@ -385,6 +464,14 @@ void register_reduction_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kVarMeanCorrection, &var_mean_correction);
   r.add(ir::OpKind::kAny, &any_all);
   r.add(ir::OpKind::kAnyDim, &any_dim);
+  r.add(ir::OpKind::kAnyDims, &any_all_dims<false>);
+  r.add(ir::OpKind::kAll, &all_all);
+  r.add(ir::OpKind::kAllDim, &all_dim);
+  r.add(ir::OpKind::kAllDims, &any_all_dims<true>);
+  r.add(ir::OpKind::kMax, &extreme_all<true>);
+  r.add(ir::OpKind::kMin, &extreme_all<false>);
+  r.add(ir::OpKind::kProd, &prod_all);
+  r.add(ir::OpKind::kProdDimInt, &prod_dim);
   r.add(ir::OpKind::kSoftmax, &softmax);
   r.add(ir::OpKind::kSoftmaxInternal, &softmax_internal_op);
   r.add(ir::OpKind::kLogSoftmax, &log_softmax);

@@ -650,5 +650,22 @@ TEST(ElementwiseKernels, BinaryFloatingOpsAtKnownPoints) {
   EXPECT_EQ(values(lxor), (std::vector<double>{0, 1, 1, 0}));
 }
 
+// round with decimals (halves to even at the scaled value) and signbit.
+TEST(ElementwiseKernels, RoundDecimalsAndSignbit) {
+  Tensor x = make_tensor(DType::Float64, {4}, {1.2345, -2.5, 1250, 0.125});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kRoundDecimals, {{"self", x}, {"decimals", I(2)}})),
+            (std::vector<double>{1.23, -2.5, 1250, 0.12}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kRoundDecimals, {{"self", x}, {"decimals", I(-2)}})),
+            (std::vector<double>{0, -0.0, 1200, 0}));
+  Tensor f =
+      make_tensor(DType::Float32, {5},
+                  {-0.0, 0.0, -3, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::quiet_NaN()});
+  Tensor sb = run_op_tensor(OpKind::kSignbit, {{"self", f}});
+  EXPECT_EQ(sb.dtype(), DType::Bool);
+  EXPECT_EQ(values(sb), (std::vector<double>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(values(run_op_tensor(OpKind::kSignbit, {{"self", make_tensor(DType::Int64, {3}, {-1, 0, 5})}})),
+            (std::vector<double>{1, 0, 0}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -219,6 +219,49 @@ TEST(ReductionKernels, AnyAndAnyDim) {
   EXPECT_EQ(u8.int_at(1), 1);
 }
 
+// all: true where every element is nonzero (NaN counts as nonzero), over
+// every dim, one dim or several; any.dims likewise; an empty reduction is
+// true for all and false for any.
+TEST(ReductionKernels, AllAndAnyOverDims) {
+  Tensor x = make_tensor(DType::Float32, {2, 3}, {1, kNaN, -2, 1, 0, 3});
+  EXPECT_EQ(run_op_tensor(OpKind::kAll, {{"self", x}}).item_int(), 0);
+  Tensor rows = run_op_tensor(OpKind::kAllDim, {{"self", x}, {"dim", I(1)}});
+  EXPECT_EQ(rows.dtype(), DType::Bool);
+  EXPECT_EQ(rows.int_at(0), 1);
+  EXPECT_EQ(rows.int_at(1), 0);
+  Tensor cols = run_op_tensor(OpKind::kAllDims, {{"self", x}, {"dim", Is({0})}, {"keepdim", B(true)}});
+  EXPECT_EQ(cols.sizes(), (Shape{1, 3}));
+  EXPECT_EQ(cols.int_at(0), 1);
+  EXPECT_EQ(cols.int_at(1), 0);
+  EXPECT_EQ(cols.int_at(2), 1);
+  Tensor zeros = Tensor::zeros(DType::Int64, {2, 2});
+  EXPECT_EQ(run_op_tensor(OpKind::kAnyDims, {{"self", zeros}, {"dim", Is({0, 1})}}).item_int(), 0);
+  Tensor empty = Tensor::zeros(DType::Float32, {0, 3});
+  EXPECT_EQ(run_op_tensor(OpKind::kAllDim, {{"self", empty}, {"dim", I(0)}}).int_at(2), 1);
+  EXPECT_EQ(run_op_tensor(OpKind::kAnyDims, {{"self", empty}, {"dim", Is({0})}}).int_at(2), 0);
+}
+
+// max() / min() of every element (a NaN wins); prod of all or one dim, int64 for integers.
+TEST(ReductionKernels, MaxMinAndProdOfEveryElement) {
+  Tensor x = make_tensor(DType::Float32, {2, 3}, {1, -2, 3, 0.5, 4, -1});
+  Tensor mx = run_op_tensor(OpKind::kMax, {{"self", x}});
+  EXPECT_EQ(mx.sizes(), Shape{});
+  EXPECT_EQ(mx.value_at(0), 4);
+  EXPECT_EQ(run_op_tensor(OpKind::kMin, {{"self", x}}).value_at(0), -2);
+  EXPECT_TRUE(
+      std::isnan(run_op_tensor(OpKind::kMax, {{"self", make_tensor(DType::Float32, {3}, {1, kNaN, 2})}}).value_at(0)));
+  EXPECT_EQ(run_op_tensor(OpKind::kProd, {{"self", x}}).value_at(0), 1 * -2 * 3 * 0.5 * 4 * -1);
+  Tensor rows = run_op_tensor(OpKind::kProdDimInt, {{"self", x}, {"dim", I(1)}, {"keepdim", B(true)}});
+  EXPECT_EQ(rows.sizes(), (Shape{2, 1}));
+  EXPECT_EQ(rows.value_at(0), -6);
+  EXPECT_EQ(rows.value_at(1), -2);
+  Tensor ints = run_op_tensor(OpKind::kProd, {{"self", make_tensor(DType::Int32, {3}, {2, 3, 7})}});
+  EXPECT_EQ(ints.dtype(), DType::Int64);
+  EXPECT_EQ(ints.int_at(0), 42);
+  EXPECT_EQ(run_op_tensor(OpKind::kProd, {{"self", Tensor::zeros(DType::Float32, {0})}}).value_at(0), 1);
+  expect_error_names_node(run_op(OpKind::kMax, {{"self", Tensor::zeros(DType::Float32, {0})}}));
+}
+
 // Softmax reference along dim 1 of a [2, n, 3] tensor, written with explicit index arithmetic.
 std::vector<double> softmax_reference(const std::vector<double>& v, int n, bool log) {
   std::vector<double> out(v.size());
