@@ -604,6 +604,11 @@ Status round_decimals_kernel(KernelArgs& a) {
   });
 }
 
+// The sign bit of x (float and 16-bit values widen to double exactly, sign
+// and NaN sign kept). Not inlined: GCC 12 at -O3 stops with an internal
+// compiler error vectorizing std::signbit over a loop of floats.
+[[gnu::noinline]] bool sign_bit(double x) { return std::signbit(x); }
+
 // signbit: the sign bit of floats (-0.0 and negative NaNs too), x < 0 for integers, false for bools.
 Status signbit_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
@@ -615,7 +620,7 @@ Status signbit_kernel(KernelArgs& a) {
     } else if constexpr (std::is_integral_v<T>) {
       map_unary<bool, T>(self, out, [](auto x) { return x < 0; });
     } else {
-      map_unary<bool, T>(self, out, [](auto x) { return std::signbit(x); });
+      map_unary<bool, T>(self, out, [](auto x) { return sign_bit(static_cast<double>(x)); });
     }
   });
   a.set_output(0, out);
