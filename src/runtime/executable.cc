@@ -211,10 +211,11 @@ bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtV
   return false;
 }
 
-// A node outside the engines. With `on_device`, nonzero of a device tensor
-// runs on that device (only its count comes to the host) and ops that read
-// only sizes leave device tensors where they are; everything else reads
-// host copies of its operands and writes host memory.
+// A node outside the engines. With `on_device`, a selection of device
+// tensors (nonzero, x[mask]) runs on their device (only its row count comes
+// to the host) and ops that read only sizes leave device tensors where they
+// are (device_fallback); everything else reads host copies of its operands
+// and writes host memory.
 Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void* stream, bool on_device) {
   const DeviceFallback how = on_device ? device_fallback(n) : DeviceFallback::kHost;
   if (how == DeviceFallback::kSizes) return run_node(n, env, cpu::cpu_kernels());

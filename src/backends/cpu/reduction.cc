@@ -288,16 +288,19 @@ Status any_like(KernelArgs& a, const Tensor& x, const std::optional<std::vector<
   return Status::ok();
 }
 
-Status any_all(KernelArgs& a) {
+// any() / all() of every element, any.dim / all.dim over one dim.
+template <bool kAll>
+Status any_all_every(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
-  return any_like(a, x, std::nullopt, false);
+  return any_like(a, x, std::nullopt, false, kAll);
 }
 
-Status any_dim(KernelArgs& a) {
+template <bool kAll>
+Status any_all_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
-  return any_like(a, x, std::vector<int64_t>{dim}, keepdim);
+  return any_like(a, x, std::vector<int64_t>{dim}, keepdim, kAll);
 }
 
 // any.dims / all.dims(self, dim=None, keepdim): several dims, or every dim.
@@ -308,18 +311,6 @@ Status any_all_dims(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
   if (dims && dims->empty()) dims.reset();
   return any_like(a, x, dims, keepdim, kAll);
-}
-
-Status all_all(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
-  return any_like(a, x, std::nullopt, false, true);
-}
-
-Status all_dim(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
-  return any_like(a, x, std::vector<int64_t>{dim}, keepdim, true);
 }
 
 // max() / min() of every element: a 0-d tensor, NaN if any element is NaN.
@@ -462,11 +453,11 @@ void register_reduction_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kArgmin, &argmin);
   r.add(ir::OpKind::kVarCorrection, &var_correction);
   r.add(ir::OpKind::kVarMeanCorrection, &var_mean_correction);
-  r.add(ir::OpKind::kAny, &any_all);
-  r.add(ir::OpKind::kAnyDim, &any_dim);
+  r.add(ir::OpKind::kAny, &any_all_every<false>);
+  r.add(ir::OpKind::kAnyDim, &any_all_dim<false>);
   r.add(ir::OpKind::kAnyDims, &any_all_dims<false>);
-  r.add(ir::OpKind::kAll, &all_all);
-  r.add(ir::OpKind::kAllDim, &all_dim);
+  r.add(ir::OpKind::kAll, &any_all_every<true>);
+  r.add(ir::OpKind::kAllDim, &any_all_dim<true>);
   r.add(ir::OpKind::kAllDims, &any_all_dims<true>);
   r.add(ir::OpKind::kMax, &extreme_all<true>);
   r.add(ir::OpKind::kMin, &extreme_all<false>);
