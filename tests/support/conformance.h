@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -27,7 +28,17 @@ struct ConformanceCase {
   std::vector<int64_t> modulus;  // per input: 0 for uniform floats in [-1, 1), else integers in [0, modulus)
   double atol = 1e-5, rtol = 1e-4;
   size_t engine_inputs = SIZE_MAX;  // graph inputs from this one on are weights (constants bound at load)
+  // The range of the symbol s0 the case's sizes use (max 0: every size is
+  // static). Fixed-shape runs take s0 at opt; range runs build once for the
+  // whole range and run at min, opt, max and an odd size between.
+  ir::SymbolRange s0{0, 0, 0};
 };
+
+// `c` with one dynamic size s0 in [min, max], tuned for opt.
+inline ConformanceCase ranged(ConformanceCase c, int64_t min, int64_t opt, int64_t max) {
+  c.s0 = {min, max, opt};
+  return c;
+}
 
 // Test names and failure messages show a case by its name.
 inline void PrintTo(const ConformanceCase& c, std::ostream* os) { *os << c.name; }
@@ -35,305 +46,342 @@ inline void PrintTo(const ConformanceCase& c, std::ostream* os) { *os << c.name;
 inline std::vector<ConformanceCase> conformance_cases() {
   const double half = 2e-2;  // float16 results rounded once more than the reference's
   return {
-      {"unary_chain",
-       R"(graph(%x: float32[4, 33]) {
-  %a: float32[4, 33] = aten.exp.default(self=%x)
-  %b: float32[4, 33] = aten.log.default(self=%a)
-  %c: float32[4, 33] = aten.tanh.default(self=%b)
-  %d: float32[4, 33] = aten.sigmoid.default(self=%c)
-  %e: float32[4, 33] = aten.gelu.default(self=%d)
-  %f: float32[4, 33] = aten.gelu.default(self=%x, approximate="tanh")
-  %g: float32[4, 33] = aten.silu.default(self=%f)
-  %h: float32[4, 33] = aten.hardswish.default(self=%g)
-  %i: float32[4, 33] = aten.add.Tensor(self=%e, other=%h)
-  %j: float32[4, 33] = aten.clamp.default(self=%i, min=-0.5, max=0.75)
-  %k: float32[4, 33] = aten.erf.default(self=%j)
+      ranged({"unary_chain",
+              R"(graph(%x: float32[s0, 33]) {
+  %a: float32[s0, 33] = aten.exp.default(self=%x)
+  %b: float32[s0, 33] = aten.log.default(self=%a)
+  %c: float32[s0, 33] = aten.tanh.default(self=%b)
+  %d: float32[s0, 33] = aten.sigmoid.default(self=%c)
+  %e: float32[s0, 33] = aten.gelu.default(self=%d)
+  %f: float32[s0, 33] = aten.gelu.default(self=%x, approximate="tanh")
+  %g: float32[s0, 33] = aten.silu.default(self=%f)
+  %h: float32[s0, 33] = aten.hardswish.default(self=%g)
+  %i: float32[s0, 33] = aten.add.Tensor(self=%e, other=%h)
+  %j: float32[s0, 33] = aten.clamp.default(self=%i, min=-0.5, max=0.75)
+  %k: float32[s0, 33] = aten.erf.default(self=%j)
   return (%k)
 }
 )",
-       {0}},
-      {"rounding_and_extrema",  // x: integers 0..63, so x / 4 - 8 lies on quarters, exact in every precision
-       R"(graph(%x: float32[4, 33], %y: float32[4, 33]) {
-  %q: float32[4, 33] = aten.mul.Tensor(self=%x, other=0.25)
-  %s: float32[4, 33] = aten.sub.Tensor(self=%q, other=8)
-  %a: float32[4, 33] = aten.floor.default(self=%s)
-  %b: float32[4, 33] = aten.ceil.default(self=%s)
-  %c: float32[4, 33] = aten.trunc.default(self=%s)
-  %d: float32[4, 33] = aten.round.default(self=%s)
-  %e: float32[4, 33] = aten.sign.default(self=%s)
-  %f: float32[4, 33] = aten.minimum.default(self=%a, other=%y)
-  %g: float32[4, 33] = aten.maximum.default(self=%b, other=%y)
-  %h: float32[4, 33] = aten.log1p.default(self=%y)
-  %i: float32[4, 33] = aten.expm1.default(self=%y)
+              {0}},
+             1, 4, 40),
+      ranged({"rounding_and_extrema",  // x: integers 0..63, so x / 4 - 8 lies on quarters, exact in every precision
+              R"(graph(%x: float32[s0, 33], %y: float32[s0, 33]) {
+  %q: float32[s0, 33] = aten.mul.Tensor(self=%x, other=0.25)
+  %s: float32[s0, 33] = aten.sub.Tensor(self=%q, other=8)
+  %a: float32[s0, 33] = aten.floor.default(self=%s)
+  %b: float32[s0, 33] = aten.ceil.default(self=%s)
+  %c: float32[s0, 33] = aten.trunc.default(self=%s)
+  %d: float32[s0, 33] = aten.round.default(self=%s)
+  %e: float32[s0, 33] = aten.sign.default(self=%s)
+  %f: float32[s0, 33] = aten.minimum.default(self=%a, other=%y)
+  %g: float32[s0, 33] = aten.maximum.default(self=%b, other=%y)
+  %h: float32[s0, 33] = aten.log1p.default(self=%y)
+  %i: float32[s0, 33] = aten.expm1.default(self=%y)
   return (%a, %b, %c, %d, %e, %f, %g, %h, %i)
 }
 )",
-       {64, 0}},
-      {"broadcast_binary",
-       R"(graph(%x: float32[2, 3, 8], %y: float32[3, 1], %z: float32[8]) {
-  %a: float32[2, 3, 8] = aten.mul.Tensor(self=%x, other=%y)
-  %b: float32[2, 3, 8] = aten.sub.Tensor(self=%a, other=%z, alpha=2)
-  %c: float32[2, 3, 8] = aten.div.Tensor(self=%b, other=3)
-  %d: float32[2, 3, 8] = aten.rsub.Scalar(self=%c, other=1)
-  %e: float32[2, 3, 8] = aten.pow.Tensor_Scalar(self=%d, exponent=2)
+              {64, 0}},
+             1, 4, 40),
+      ranged({"broadcast_binary",
+              R"(graph(%x: float32[2, 3, s0], %y: float32[3, 1], %z: float32[s0]) {
+  %a: float32[2, 3, s0] = aten.mul.Tensor(self=%x, other=%y)
+  %b: float32[2, 3, s0] = aten.sub.Tensor(self=%a, other=%z, alpha=2)
+  %c: float32[2, 3, s0] = aten.div.Tensor(self=%b, other=3)
+  %d: float32[2, 3, s0] = aten.rsub.Scalar(self=%c, other=1)
+  %e: float32[2, 3, s0] = aten.pow.Tensor_Scalar(self=%d, exponent=2)
   return (%e)
 }
 )",
-       {0, 0, 0}},
-      {"single_relu",
-       R"(graph(%x: float32[5, 7]) {
-  %r: float32[5, 7] = aten.relu.default(self=%x)
+              {0, 0, 0}},
+             1, 8, 40),
+      ranged({"single_relu",
+              R"(graph(%x: float32[s0, 7]) {
+  %r: float32[s0, 7] = aten.relu.default(self=%x)
   return (%r)
 }
 )",
-       {0}},
-      {"mm_bias_relu",
-       R"(graph(%x: float32[16, 24], %w: float32[24, 40], %b: float32[40]) {
-  %mm: float32[16, 40] = aten.mm.default(self=%x, mat2=%w)
-  %a: float32[16, 40] = aten.add.Tensor(self=%mm, other=%b)
-  %r: float32[16, 40] = aten.relu.default(self=%a)
+              {0}},
+             1, 5, 40),
+      ranged({"mm_bias_relu",
+              R"(graph(%x: float32[s0, 24], %w: float32[24, 40], %b: float32[40]) {
+  %mm: float32[s0, 40] = aten.mm.default(self=%x, mat2=%w)
+  %a: float32[s0, 40] = aten.add.Tensor(self=%mm, other=%b)
+  %r: float32[s0, 40] = aten.relu.default(self=%a)
   return (%r)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"linear",
-       R"(graph(%x: float32[2, 5, 24], %w: float32[40, 24], %b: float32[40]) {
-  %y: float32[2, 5, 40] = aten.linear.default(input=%x, weight=%w, bias=%b)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 16, 64),
+      ranged({"linear",
+              R"(graph(%x: float32[2, s0, 24], %w: float32[40, 24], %b: float32[40]) {
+  %y: float32[2, s0, 40] = aten.linear.default(input=%x, weight=%w, bias=%b)
   return (%y)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"addmm",
-       R"(graph(%b: float32[40], %x: float32[16, 24], %w: float32[24, 40]) {
-  %y: float32[16, 40] = aten.addmm.default(self=%b, mat1=%x, mat2=%w, alpha=0.5)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 5, 64),
+      ranged({"addmm",
+              R"(graph(%b: float32[40], %x: float32[s0, 24], %w: float32[24, 40]) {
+  %y: float32[s0, 40] = aten.addmm.default(self=%b, mat1=%x, mat2=%w, alpha=0.5)
   return (%y)
 }
 )",
-       {0, 0, 0}},
-      {"bmm_transposed",
-       R"(graph(%x: float32[3, 8, 16], %y: float32[3, 12, 16]) {
+              {0, 0, 0}},
+             1, 16, 64),
+      ranged({"bmm_transposed",
+              R"(graph(%x: float32[3, s0, 16], %y: float32[3, 12, 16]) {
   %t: float32[3, 16, 12] = aten.transpose.int(self=%y, dim0=1, dim1=2)
-  %z: float32[3, 8, 12] = aten.bmm.default(self=%x, mat2=%t)
+  %z: float32[3, s0, 12] = aten.bmm.default(self=%x, mat2=%t)
   return (%z)
 }
 )",
-       {0, 0}},
-      {"matmul_broadcast_batch",
-       R"(graph(%x: float32[2, 3, 8, 16], %y: float32[3, 16, 4]) {
-  %z: float32[2, 3, 8, 4] = aten.matmul.default(self=%x, other=%y)
+              {0, 0}},
+             1, 8, 40),
+      ranged({"matmul_broadcast_batch",
+              R"(graph(%x: float32[2, 3, s0, 16], %y: float32[3, 16, 4]) {
+  %z: float32[2, 3, s0, 4] = aten.matmul.default(self=%x, other=%y)
   return (%z)
 }
 )",
-       {0, 0}},
-      {"conv3x3_bias_relu_residual",
-       R"(graph(%x: float32[2, 8, 10, 10], %w: float32[8, 8, 3, 3], %b: float32[8]) {
-  %c: float32[2, 8, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
-  %a: float32[2, 8, 10, 10] = aten.add.Tensor(self=%c, other=%x)
-  %r: float32[2, 8, 10, 10] = aten.relu.default(self=%a)
+              {0, 0}},
+             1, 8, 40),
+      ranged({"conv3x3_bias_relu_residual",
+              R"(graph(%x: float32[s0, 8, 10, 10], %w: float32[8, 8, 3, 3], %b: float32[8]) {
+  %c: float32[s0, 8, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  %a: float32[s0, 8, 10, 10] = aten.add.Tensor(self=%c, other=%x)
+  %r: float32[s0, 8, 10, 10] = aten.relu.default(self=%a)
   return (%r)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"conv_strided_grouped",
-       R"(graph(%x: float32[1, 8, 11, 9], %w: float32[12, 2, 3, 3]) {
-  %c: float32[1, 12, 5, 4] = aten.conv2d.default(input=%x, weight=%w, stride=[2, 2], groups=4)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 2, 8),
+      ranged({"conv_strided_grouped",
+              R"(graph(%x: float32[s0, 8, 11, 9], %w: float32[12, 2, 3, 3]) {
+  %c: float32[s0, 12, 5, 4] = aten.conv2d.default(input=%x, weight=%w, stride=[2, 2], groups=4)
   return (%c)
 }
 )",
-       {0, 0}},
-      {"conv_depthwise",
-       R"(graph(%x: float32[2, 16, 8, 8], %w: float32[16, 1, 3, 3], %b: float32[16]) {
-  %c: float32[2, 16, 8, 8] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=16)
+              {0, 0}},
+             1, 1, 8),
+      ranged({"conv_depthwise",
+              R"(graph(%x: float32[2, 16, s0, s0], %w: float32[16, 1, 3, 3], %b: float32[16]) {
+  %c: float32[2, 16, s0, s0] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=16)
   return (%c)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"conv_grouped_constants",  // ShuffleNet/ResNeXt-style: grouped filter and 1-d bias bound as weights at load
-       R"(graph(%x: float32[2, 16, 9, 9], %w: float32[24, 4, 3, 3], %b: float32[24]) {
-  %c: float32[2, 24, 9, 9] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=4)
-  %r: float32[2, 24, 9, 9] = aten.relu.default(self=%c)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             3, 8, 16),
+      ranged(
+          {"conv_grouped_constants",  // ShuffleNet/ResNeXt-style: grouped filter and 1-d bias bound as weights at load
+           R"(graph(%x: float32[s0, 16, 9, 9], %w: float32[24, 4, 3, 3], %b: float32[24]) {
+  %c: float32[s0, 24, 9, 9] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=4)
+  %r: float32[s0, 24, 9, 9] = aten.relu.default(self=%c)
   return (%r)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"conv_depthwise7x7_constants",  // ConvNeXt-style: a depthwise 7x7 filter and its bias as weights
-       R"(graph(%x: float32[1, 32, 14, 14], %w: float32[32, 1, 7, 7], %b: float32[32]) {
-  %c: float32[1, 32, 14, 14] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=32)
+           {0, 0, 0},
+           1e-5,
+           1e-4,
+           1},
+          1, 2, 8),
+      ranged({"conv_depthwise7x7_constants",  // ConvNeXt-style: a depthwise 7x7 filter and its bias as weights
+              R"(graph(%x: float32[1, 32, 14, s0], %w: float32[32, 1, 7, 7], %b: float32[32]) {
+  %c: float32[1, 32, 14, s0] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=32)
   return (%c)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"conv1x1",
-       R"(graph(%x: float32[1, 32, 7, 7], %w: float32[64, 32, 1, 1], %b: float32[64]) {
-  %c: float32[1, 64, 7, 7] = aten.conv2d.default(input=%x, weight=%w, bias=%b)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             7, 14, 20),
+      ranged({"conv1x1",
+              R"(graph(%x: float32[1, 32, s0, s0], %w: float32[64, 32, 1, 1], %b: float32[64]) {
+  %c: float32[1, 64, s0, s0] = aten.conv2d.default(input=%x, weight=%w, bias=%b)
   return (%c)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"pools",
-       R"(graph(%x: float32[2, 4, 9, 9]) {
-  %m: float32[2, 4, 5, 5] = aten.max_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
-  %a: float32[2, 4, 3, 3] = aten.avg_pool2d.default(self=%m, kernel_size=[2, 2], stride=[2, 2], ceil_mode=true, count_include_pad=false)
-  %g: float32[2, 4, 2, 2] = aten.adaptive_avg_pool2d.default(self=%m, output_size=[2, 2])
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 7, 12),
+      ranged({"pools",
+              R"(graph(%x: float32[s0, 4, 9, 9]) {
+  %m: float32[s0, 4, 5, 5] = aten.max_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
+  %a: float32[s0, 4, 3, 3] = aten.avg_pool2d.default(self=%m, kernel_size=[2, 2], stride=[2, 2], ceil_mode=true, count_include_pad=false)
+  %g: float32[s0, 4, 2, 2] = aten.adaptive_avg_pool2d.default(self=%m, output_size=[2, 2])
   return (%a, %g)
 }
 )",
-       {0}},
-      {"norms",
-       R"(graph(%x: float32[3, 5, 64], %w: float32[64], %b: float32[64]) {
-  %l: float32[3, 5, 64] = aten.layer_norm.default(input=%x, normalized_shape=[64], weight=%w, bias=%b, eps=1e-05)
-  %r: float32[3, 5, 64] = aten.rms_norm.default(input=%l, normalized_shape=[64], weight=%w, eps=1e-06)
+              {0}},
+             1, 2, 8),
+      ranged({"norms",
+              R"(graph(%x: float32[3, s0, 64], %w: float32[64], %b: float32[64]) {
+  %l: float32[3, s0, 64] = aten.layer_norm.default(input=%x, normalized_shape=[64], weight=%w, bias=%b, eps=1e-05)
+  %r: float32[3, s0, 64] = aten.rms_norm.default(input=%l, normalized_shape=[64], weight=%w, eps=1e-06)
   return (%r)
 }
 )",
-       {0, 0, 0},
-       1e-5,
-       1e-4,
-       1},
-      {"softmaxes",
-       R"(graph(%x: float32[6, 100]) {
-  %s: float32[6, 100] = aten.softmax.int(self=%x, dim=-1)
-  %l: float32[6, 100] = aten._log_softmax.default(self=%x, dim=1, half_to_float=false)
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 5, 40),
+      ranged({"softmaxes",
+              R"(graph(%x: float32[6, s0]) {
+  %s: float32[6, s0] = aten.softmax.int(self=%x, dim=-1)
+  %l: float32[6, s0] = aten._log_softmax.default(self=%x, dim=1, half_to_float=false)
   return (%s, %l)
 }
 )",
-       {0}},
-      {"reductions",
-       R"(graph(%x: float32[4, 6, 10]) {
+              {0}},
+             1, 100, 300),
+      ranged({"reductions",
+              R"(graph(%x: float32[4, s0, 10]) {
   %s: float32[4, 10] = aten.sum.dim_IntList(self=%x, dim=[1])
   %m: float32[4, 1, 1] = aten.mean.dim(self=%x, dim=[1, 2], keepdim=true)
-  %a: float32[6] = aten.amax.default(self=%x, dim=[0, 2])
-  %b: float32[4, 6] = aten.amin.default(self=%x, dim=[-1])
+  %a: float32[s0] = aten.amax.default(self=%x, dim=[0, 2])
+  %b: float32[4, s0] = aten.amin.default(self=%x, dim=[-1])
   return (%s, %m, %a, %b)
 }
 )",
-       {0}},
-      {"embedding_gather",
-       R"(graph(%t: float32[20, 16], %i: int64[3, 5], %p: int64[1, 20]) {
-  %e: float32[3, 5, 16] = aten.embedding.default(weight=%t, indices=%i)
+              {0}},
+             1, 6, 20),
+      ranged({"embedding_gather",
+              R"(graph(%t: float32[20, 16], %i: int64[s0, 5], %p: int64[1, 20]) {
+  %e: float32[s0, 5, 16] = aten.embedding.default(weight=%t, indices=%i)
   %s: int64[1, 5] = aten.slice.Tensor(self=%p, dim=1, start=0, end=5)
   %g: int64[1, 5] = aten.gather.default(self=%p, dim=1, index=%s)
   %f: float32[1, 5, 16] = aten.embedding.default(weight=%t, indices=%g)
-  %a: float32[3, 5, 16] = aten.add.Tensor(self=%e, other=%f)
+  %a: float32[s0, 5, 16] = aten.add.Tensor(self=%e, other=%f)
   return (%a)
 }
 )",
-       {0, 20, 20}},
-      {"views_and_cat",
-       R"(graph(%x: float32[2, 6, 4], %y: float32[2, 3, 4]) {
-  %p: float32[4, 6, 2] = aten.permute.default(self=%x, dims=[2, 1, 0])
-  %s: float32[4, 3, 2] = aten.slice.Tensor(self=%p, dim=1, start=1, end=6, step=2)
-  %t: float32[2, 3, 4] = aten.permute.default(self=%s, dims=[2, 1, 0])
-  %c: float32[2, 6, 4] = aten.cat.default(tensors=[%t, %y], dim=1)
-  %v: float32[12, 4] = aten.view.default(self=%c, size=[12, 4])
-  %n: float32[12, 4] = aten.neg.default(self=%v)
+              {0, 20, 20}},
+             1, 3, 8),
+      ranged({"views_and_cat",
+              R"(graph(%x: float32[2, 6, s0], %y: float32[2, 3, s0]) {
+  %w: symint = aten.sym_size.int(self=%x, dim=2)
+  %p: float32[s0, 6, 2] = aten.permute.default(self=%x, dims=[2, 1, 0])
+  %s: float32[s0, 3, 2] = aten.slice.Tensor(self=%p, dim=1, start=1, end=6, step=2)
+  %t: float32[2, 3, s0] = aten.permute.default(self=%s, dims=[2, 1, 0])
+  %c: float32[2, 6, s0] = aten.cat.default(tensors=[%t, %y], dim=1)
+  %v: float32[12, s0] = aten.view.default(self=%c, size=[12, %w])
+  %n: float32[12, s0] = aten.neg.default(self=%v)
   return (%n)
 }
 )",
-       {0, 0}},
-      {"attention_bool_mask",
-       R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, 11, 16], %v: float32[2, 4, 11, 8], %m: bool[9, 11]) {
+              {0, 0}},
+             1, 4, 9),
+      ranged({"attention_bool_mask",
+              R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, s0, 16], %v: float32[2, 4, s0, 8], %m: bool[9, s0]) {
   %o: float32[2, 4, 9, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
   return (%o)
 }
 )",
-       {0, 0, 0, 2}},
-      {"attention_causal_scaled",
-       R"(graph(%q: float32[1, 2, 12, 32], %k: float32[1, 2, 12, 32], %v: float32[1, 2, 12, 32]) {
-  %o: float32[1, 2, 12, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, scale=0.3)
+              {0, 0, 0, 2}},
+             1, 11, 40),
+      ranged({"attention_causal_scaled",
+              R"(graph(%q: float32[1, 2, s0, 32], %k: float32[1, 2, s0, 32], %v: float32[1, 2, s0, 32]) {
+  %o: float32[1, 2, s0, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, scale=0.3)
   return (%o)
 }
 )",
-       {0, 0, 0}},
-      {"attention_grouped_query_decode",  // one new token, 4 query heads per key head, an additive mask
-       R"(graph(%q: float32[1, 8, 1, 16], %k: float32[1, 2, 24, 16], %v: float32[1, 2, 24, 16], %m: float32[1, 1, 1, 24]) {
+              {0, 0, 0}},
+             1, 12, 70),
+      ranged(
+          {"attention_grouped_query_decode",  // one new token, 4 query heads per key head, an additive mask
+           R"(graph(%q: float32[1, 8, 1, 16], %k: float32[1, 2, s0, 16], %v: float32[1, 2, s0, 16], %m: float32[1, 1, 1, s0]) {
   %o: float32[1, 8, 1, 16] = kiln.attention(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true)
   return (%o)
 }
 )",
-       {0, 0, 0, 0}},
-      {"attention_grouped_query_causal",  // several query rows per head: the group's rows in one product
-       R"(graph(%q: float32[2, 6, 5, 8], %k: float32[2, 3, 5, 8], %v: float32[2, 3, 5, 8]) {
-  %o: float32[2, 6, 5, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, enable_gqa=true)
+           {0, 0, 0, 0}},
+          1, 24, 64),
+      ranged({"attention_grouped_query_causal",  // several query rows per head: the group's rows in one product
+              R"(graph(%q: float32[2, 6, s0, 8], %k: float32[2, 3, s0, 8], %v: float32[2, 3, s0, 8]) {
+  %o: float32[2, 6, s0, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true, enable_gqa=true)
   return (%o)
 }
 )",
-       {0, 0, 0}},
-      {"attention_float16_strided_float_mask",  // q read through a transpose; 70 rows: a partial tile of 64
-       R"(graph(%x: float16[2, 70, 4, 32], %k: float16[2, 4, 90, 32], %v: float16[2, 4, 90, 32], %m: float16[2, 1, 1, 90]) {
-  %q: float16[2, 4, 70, 32] = aten.transpose.int(self=%x, dim0=1, dim1=2)
-  %o: float16[2, 4, 70, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
-  %t: float16[2, 70, 4, 32] = aten.transpose.int(self=%o, dim0=1, dim1=2)
-  %r: float16[2, 70, 128] = aten.reshape.default(self=%t, shape=[2, 70, 128])
+              {0, 0, 0}},
+             1, 5, 20),
+      ranged(
+          {"attention_float16_strided_float_mask",  // q read through a transpose; 70 rows: a partial tile of 64
+           R"(graph(%x: float16[2, s0, 4, 32], %k: float16[2, 4, 90, 32], %v: float16[2, 4, 90, 32], %m: float16[2, 1, 1, 90]) {
+  %n: symint = aten.sym_size.int(self=%x, dim=1)
+  %q: float16[2, 4, s0, 32] = aten.transpose.int(self=%x, dim0=1, dim1=2)
+  %o: float16[2, 4, s0, 32] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
+  %t: float16[2, s0, 4, 32] = aten.transpose.int(self=%o, dim0=1, dim1=2)
+  %r: float16[2, s0, 128] = aten.reshape.default(self=%t, shape=[2, %n, 128])
   return (%r)
 }
 )",
-       {0, 0, 0, 0},
-       half,
-       half},
-      {"attention_bfloat16_causal_grouped_bool_mask",  // three key tiles, a bool mask, 2 query heads per key head
-       R"(graph(%q: bfloat16[1, 4, 130, 64], %k: bfloat16[1, 2, 150, 64], %v: bfloat16[1, 2, 150, 64], %m: bool[130, 150]) {
+           {0, 0, 0, 0},
+           half,
+           half},
+          1, 70, 140),
+      ranged(
+          {"attention_bfloat16_causal_grouped_bool_mask",  // three key tiles, a bool mask, 2 query heads per key head
+           R"(graph(%q: bfloat16[1, 4, 130, 64], %k: bfloat16[1, 2, s0, 64], %v: bfloat16[1, 2, s0, 64], %m: bool[130, s0]) {
   %o: bfloat16[1, 4, 130, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true, scale=0.2)
   return (%o)
 }
 )",
-       {0, 0, 0, 2},
-       half,
-       half},
-      {"attention_float16_causal_head128",
-       R"(graph(%q: float16[2, 2, 48, 128], %k: float16[2, 2, 48, 128], %v: float16[2, 2, 48, 128]) {
-  %o: float16[2, 2, 48, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)
+           {0, 0, 0, 2},
+           half,
+           half},
+          16, 150, 200),
+      ranged({"attention_float16_causal_head128",
+              R"(graph(%q: float16[2, 2, s0, 128], %k: float16[2, 2, s0, 128], %v: float16[2, 2, s0, 128]) {
+  %o: float16[2, 2, s0, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)
   return (%o)
 }
 )",
-       {0, 0, 0},
-       half,
-       half},
-      {"residual_norms_float16",  // post-norm (the sum used once) and pre-norm (the sum kept): the norm adds
-       R"(graph(%x: float16[6, 768], %y: float16[6, 768], %z: float16[6, 40], %u: float16[6, 40], %w: float16[768], %b: float16[768]) {
-  %a: float16[6, 768] = aten.add.Tensor(self=%x, other=%y)
-  %n: float16[6, 768] = aten.layer_norm.default(input=%a, normalized_shape=[768], weight=%w, bias=%b, eps=1e-12)
-  %s: float16[6, 40] = aten.add.Tensor(self=%z, other=%u)
-  %m: float16[6, 40] = aten.layer_norm.default(input=%s, normalized_shape=[40])
-  %g: float16[6, 40] = aten.gelu.default(self=%m)
-  %r: float16[6, 40] = aten.add.Tensor(self=%g, other=%s)
+              {0, 0, 0},
+              half,
+              half},
+             1, 48, 100),
+      ranged(
+          {"residual_norms_float16",  // post-norm (the sum used once) and pre-norm (the sum kept): the norm adds
+           R"(graph(%x: float16[s0, 768], %y: float16[s0, 768], %z: float16[s0, 40], %u: float16[s0, 40], %w: float16[768], %b: float16[768]) {
+  %a: float16[s0, 768] = aten.add.Tensor(self=%x, other=%y)
+  %n: float16[s0, 768] = aten.layer_norm.default(input=%a, normalized_shape=[768], weight=%w, bias=%b, eps=1e-12)
+  %s: float16[s0, 40] = aten.add.Tensor(self=%z, other=%u)
+  %m: float16[s0, 40] = aten.layer_norm.default(input=%s, normalized_shape=[40])
+  %g: float16[s0, 40] = aten.gelu.default(self=%m)
+  %r: float16[s0, 40] = aten.add.Tensor(self=%g, other=%s)
   return (%n, %r)
 }
 )",
-       {0, 0, 0, 0, 0, 0},
-       half,
-       half,
-       4},
-      {"residual_norms_float32_block_rows",  // rows of 34: no whole 16-byte vectors, a block per row
-       R"(graph(%x: float32[5, 34], %y: float32[5, 34]) {
-  %a: float32[5, 34] = aten.add.Tensor(self=%x, other=%y)
-  %n: float32[5, 34] = aten.rms_norm.default(input=%a, normalized_shape=[34], eps=1e-06)
-  %m: float32[5, 34] = aten.mul.Tensor(self=%n, other=%a)
+           {0, 0, 0, 0, 0, 0},
+           half,
+           half,
+           4},
+          1, 6, 16),
+      ranged({"residual_norms_float32_block_rows",  // rows of 34: no whole 16-byte vectors, a block per row
+              R"(graph(%x: float32[s0, 34], %y: float32[s0, 34]) {
+  %a: float32[s0, 34] = aten.add.Tensor(self=%x, other=%y)
+  %n: float32[s0, 34] = aten.rms_norm.default(input=%a, normalized_shape=[34], eps=1e-06)
+  %m: float32[s0, 34] = aten.mul.Tensor(self=%n, other=%a)
   return (%m)
 }
 )",
-       {0, 0}},
+              {0, 0}},
+             1, 5, 16),
       {"elementwise_float16_vectors_and_misaligned",  // 16-byte vectors; the same program off by one element
        R"(graph(%x: float16[1032], %y: float16[1032]) {
   %g: float16[1032] = aten.gelu.default(self=%x)
@@ -348,147 +396,161 @@ inline std::vector<ConformanceCase> conformance_cases() {
        {0, 0},
        half,
        half},
-      {"conv_float16_three_channels",  // an image stem: the input and filter padded to 8 channels on CUDA
-       R"(graph(%x: float16[2, 3, 20, 20], %w: float16[16, 3, 7, 7], %b: float16[16]) {
-  %y: float16[2, 16, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[3, 3])
-  %r: float16[2, 16, 10, 10] = aten.relu.default(self=%y)
+      ranged({"conv_float16_three_channels",  // an image stem: the input and filter padded to 8 channels on CUDA
+              R"(graph(%x: float16[s0, 3, 20, 20], %w: float16[16, 3, 7, 7], %b: float16[16]) {
+  %y: float16[s0, 16, 10, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[3, 3])
+  %r: float16[s0, 16, 10, 10] = aten.relu.default(self=%y)
   return (%r)
 }
 )",
-       {0, 0, 0},
-       half,
-       half,
-       1},
-      {"float16_mlp",
-       R"(graph(%x: float16[8, 32], %w: float16[32, 64], %b: float16[64]) {
-  %mm: float16[8, 64] = aten.mm.default(self=%x, mat2=%w)
-  %a: float16[8, 64] = aten.add.Tensor(self=%mm, other=%b)
-  %g: float16[8, 64] = aten.gelu.default(self=%a)
-  %s: float16[8, 64] = aten.softmax.int(self=%g, dim=-1)
+              {0, 0, 0},
+              half,
+              half,
+              1},
+             1, 2, 8),
+      ranged({"float16_mlp",
+              R"(graph(%x: float16[s0, 32], %w: float16[32, 64], %b: float16[64]) {
+  %mm: float16[s0, 64] = aten.mm.default(self=%x, mat2=%w)
+  %a: float16[s0, 64] = aten.add.Tensor(self=%mm, other=%b)
+  %g: float16[s0, 64] = aten.gelu.default(self=%a)
+  %s: float16[s0, 64] = aten.softmax.int(self=%g, dim=-1)
   return (%s)
 }
 )",
-       {0, 0, 0},
-       half,
-       half,
-       1},
-      {"rms_norm_between_casts",  // transformers' LlamaRMSNorm in bfloat16 (one row kernel on CUDA)
-       R"(graph(%x: bfloat16[3, 2, 320], %w: bfloat16[320]) {
-  %up: float32[3, 2, 320] = aten.to.dtype(self=%x, dtype=dtype.float32)
-  %n: float32[3, 2, 320] = aten.rms_norm.default(input=%up, normalized_shape=[320], eps=1e-05)
-  %down: bfloat16[3, 2, 320] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
-  %y: bfloat16[3, 2, 320] = aten.mul.Tensor(self=%w, other=%down)
+              {0, 0, 0},
+              half,
+              half,
+              1},
+             1, 8, 64),
+      ranged({"rms_norm_between_casts",  // transformers' LlamaRMSNorm in bfloat16 (one row kernel on CUDA)
+              R"(graph(%x: bfloat16[3, s0, 320], %w: bfloat16[320]) {
+  %up: float32[3, s0, 320] = aten.to.dtype(self=%x, dtype=dtype.float32)
+  %n: float32[3, s0, 320] = aten.rms_norm.default(input=%up, normalized_shape=[320], eps=1e-05)
+  %down: bfloat16[3, s0, 320] = aten.to.dtype(self=%n, dtype=dtype.bfloat16)
+  %y: bfloat16[3, s0, 320] = aten.mul.Tensor(self=%w, other=%down)
   return (%y)
 }
 )",
-       {0, 0},
-       1e-2,
-       1e-2,
-       1},
-      {"rotary_embedding",  // transformers' apply_rotary_pos_emb (one kiln.rotary layer on CUDA)
-       R"(graph(%q: float32[2, 3, 4, 32], %cos: float32[2, 3, 32], %sin: float32[2, 3, 32]) {
-  %qt: float32[2, 4, 3, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
-  %c: float32[2, 1, 3, 32] = aten.unsqueeze.default(self=%cos, dim=1)
-  %s: float32[2, 1, 3, 32] = aten.unsqueeze.default(self=%sin, dim=1)
-  %m1: float32[2, 4, 3, 32] = aten.mul.Tensor(self=%qt, other=%c)
-  %x1: float32[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
-  %x2: float32[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
-  %n: float32[2, 4, 3, 16] = aten.neg.default(self=%x2)
-  %cat: float32[2, 4, 3, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
-  %m2: float32[2, 4, 3, 32] = aten.mul.Tensor(self=%cat, other=%s)
-  %o: float32[2, 4, 3, 32] = aten.add.Tensor(self=%m1, other=%m2)
+              {0, 0},
+              1e-2,
+              1e-2,
+              1},
+             1, 2, 16),
+      ranged({"rotary_embedding",  // transformers' apply_rotary_pos_emb (one kiln.rotary layer on CUDA)
+              R"(graph(%q: float32[2, s0, 4, 32], %cos: float32[2, s0, 32], %sin: float32[2, s0, 32]) {
+  %qt: float32[2, 4, s0, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
+  %c: float32[2, 1, s0, 32] = aten.unsqueeze.default(self=%cos, dim=1)
+  %s: float32[2, 1, s0, 32] = aten.unsqueeze.default(self=%sin, dim=1)
+  %m1: float32[2, 4, s0, 32] = aten.mul.Tensor(self=%qt, other=%c)
+  %x1: float32[2, 4, s0, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
+  %x2: float32[2, 4, s0, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
+  %n: float32[2, 4, s0, 16] = aten.neg.default(self=%x2)
+  %cat: float32[2, 4, s0, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %m2: float32[2, 4, s0, 32] = aten.mul.Tensor(self=%cat, other=%s)
+  %o: float32[2, 4, s0, 32] = aten.add.Tensor(self=%m1, other=%m2)
   return (%o)
 }
 )",
-       {0, 0, 0}},
-      {"rotary_embedding_bfloat16",
-       R"(graph(%q: bfloat16[2, 3, 4, 32], %cos: bfloat16[2, 3, 32], %sin: bfloat16[2, 3, 32]) {
-  %qt: bfloat16[2, 4, 3, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
-  %c: bfloat16[2, 1, 3, 32] = aten.unsqueeze.default(self=%cos, dim=1)
-  %s: bfloat16[2, 1, 3, 32] = aten.unsqueeze.default(self=%sin, dim=1)
-  %m1: bfloat16[2, 4, 3, 32] = aten.mul.Tensor(self=%qt, other=%c)
-  %x1: bfloat16[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
-  %x2: bfloat16[2, 4, 3, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
-  %n: bfloat16[2, 4, 3, 16] = aten.neg.default(self=%x2)
-  %cat: bfloat16[2, 4, 3, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
-  %m2: bfloat16[2, 4, 3, 32] = aten.mul.Tensor(self=%cat, other=%s)
-  %o: bfloat16[2, 4, 3, 32] = aten.add.Tensor(self=%m1, other=%m2)
+              {0, 0, 0}},
+             1, 3, 16),
+      ranged({"rotary_embedding_bfloat16",
+              R"(graph(%q: bfloat16[2, s0, 4, 32], %cos: bfloat16[2, s0, 32], %sin: bfloat16[2, s0, 32]) {
+  %qt: bfloat16[2, 4, s0, 32] = aten.transpose.int(self=%q, dim0=1, dim1=2)
+  %c: bfloat16[2, 1, s0, 32] = aten.unsqueeze.default(self=%cos, dim=1)
+  %s: bfloat16[2, 1, s0, 32] = aten.unsqueeze.default(self=%sin, dim=1)
+  %m1: bfloat16[2, 4, s0, 32] = aten.mul.Tensor(self=%qt, other=%c)
+  %x1: bfloat16[2, 4, s0, 16] = aten.slice.Tensor(self=%qt, dim=3, start=0, end=16)
+  %x2: bfloat16[2, 4, s0, 16] = aten.slice.Tensor(self=%qt, dim=3, start=16, end=9223372036854775807)
+  %n: bfloat16[2, 4, s0, 16] = aten.neg.default(self=%x2)
+  %cat: bfloat16[2, 4, s0, 32] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %m2: bfloat16[2, 4, s0, 32] = aten.mul.Tensor(self=%cat, other=%s)
+  %o: bfloat16[2, 4, s0, 32] = aten.add.Tensor(self=%m1, other=%m2)
   return (%o)
 }
 )",
-       {0, 0, 0},
-       1e-2,
-       1e-2},
-      {"where_mask",  // an attention mask from positions (torch.where of two constants), then a select of tensors
-       R"(graph(%a: int64[1, 5, 1], %b: int64[1, 1, 7], %x: float32[3, 5, 7], %zero: float32[], %low: float32[]) {
-  %m: bool[1, 5, 7] = aten.le.Tensor(self=%a, other=%b)
-  %w: float32[1, 5, 7] = aten.where.self(condition=%m, self=%zero, other=%low)
-  %y: float32[3, 5, 7] = aten.where.self(condition=%m, self=%x, other=%w)
+              {0, 0, 0},
+              1e-2,
+              1e-2},
+             1, 3, 16),
+      ranged(
+          {"where_mask",  // an attention mask from positions (torch.where of two constants), then a select of tensors
+           R"(graph(%a: int64[1, 5, 1], %b: int64[1, 1, s0], %x: float32[3, 5, s0], %zero: float32[], %low: float32[]) {
+  %m: bool[1, 5, s0] = aten.le.Tensor(self=%a, other=%b)
+  %w: float32[1, 5, s0] = aten.where.self(condition=%m, self=%zero, other=%low)
+  %y: float32[3, 5, s0] = aten.where.self(condition=%m, self=%x, other=%w)
   return (%w, %y)
 }
 )",
-       {4, 4, 0, 0, 0},
-       1e-5,
-       1e-4,
-       3},
-      {"attention_mask_index",  // BERT's mask: rows of a bool mask picked by index tensors, and-ed with a causal one
-       R"(graph(%mask: bool[2, 6], %pos: int64[1, 1, 1, 6], %q: int64[1, 1, 6, 1], %x: float32[4, 6], %rows: int64[2, 1, 1, 1], %cols: int64[3]) {
+           {4, 4, 0, 0, 0},
+           1e-5,
+           1e-4,
+           3},
+          1, 7, 20),
+      ranged(
+          {"attention_mask_index",  // BERT's mask: rows of a bool mask picked by index tensors, and-ed with a causal
+                                    // one
+           R"(graph(%mask: bool[2, 6], %pos: int64[1, 1, 1, 6], %q: int64[1, 1, 6, 1], %x: float32[s0, 6], %rows: int64[2, 1, 1, 1], %cols: int64[3]) {
   %m: bool[2, 1, 1, 6] = aten.index.Tensor(self=%mask, indices=[%rows, %pos])
   %c: bool[1, 1, 6, 6] = aten.le.Tensor(self=%pos, other=%q)
   %both: bool[2, 1, 6, 6] = aten.__and__.Tensor(self=%m, other=%c)
   %either: bool[2, 1, 6, 6] = aten.bitwise_or.Tensor(self=%m, other=%c)
-  %picked: float32[4, 3] = aten.index.Tensor(self=%x, indices=?[None, %cols])
+  %picked: float32[s0, 3] = aten.index.Tensor(self=%x, indices=?[None, %cols])
   %back: int64[3] = aten.sub.Tensor(self=%cols, other=6)
-  %wrapped: float32[4, 3] = aten.index.Tensor(self=%x, indices=?[None, %back])
+  %wrapped: float32[s0, 3] = aten.index.Tensor(self=%x, indices=?[None, %back])
   return (%both, %either, %picked, %wrapped)
 }
 )",
-       {2, 6, 6, 0, 2, 6},
-       1e-5,
-       1e-4,
-       4},
-      {"float_compare_mask",  // masks from floating scores, against numbers and broadcast tensors (integers: exact at
-                              // every precision)
-       R"(graph(%x: float32[3, 8], %y: float32[1, 8]) {
-  %a: bool[3, 8] = aten.gt.Scalar(self=%x, other=2.5)
-  %b: bool[3, 8] = aten.le.Tensor(self=%x, other=%y)
-  %c: bool[3, 8] = aten.eq.Scalar(self=%x, other=3)
-  %d: bool[3, 8] = aten.ne.Tensor(self=%y, other=%x)
-  %e: bool[3, 8] = aten.lt.Tensor(self=%x, other=1.5)
-  %w: float32[3, 8] = aten.where.self(condition=%a, self=%x, other=%y)
+           {2, 6, 6, 0, 2, 6},
+           1e-5,
+           1e-4,
+           4},
+          1, 4, 9),
+      ranged({"float_compare_mask",  // masks from floating scores, against numbers and broadcast tensors (integers:
+                                     // exact at every precision)
+              R"(graph(%x: float32[s0, 8], %y: float32[1, 8]) {
+  %a: bool[s0, 8] = aten.gt.Scalar(self=%x, other=2.5)
+  %b: bool[s0, 8] = aten.le.Tensor(self=%x, other=%y)
+  %c: bool[s0, 8] = aten.eq.Scalar(self=%x, other=3)
+  %d: bool[s0, 8] = aten.ne.Tensor(self=%y, other=%x)
+  %e: bool[s0, 8] = aten.lt.Tensor(self=%x, other=1.5)
+  %w: float32[s0, 8] = aten.where.self(condition=%a, self=%x, other=%y)
   return (%a, %b, %c, %d, %e, %w)
 }
 )",
-       {5, 5}},
-      {"group_norm",  // GroupNorm with and without an affine, over 2-D and 1-D positions
-       R"(graph(%x: float32[2, 6, 4, 5], %t: float32[3, 8, 7], %w: float32[6], %b: float32[6], %wt: float32[8]) {
-  %y: float32[2, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=3, weight=%w, bias=%b, eps=1e-05)
-  %z: float32[2, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=2)
+              {5, 5}},
+             1, 3, 20),
+      ranged(
+          {"group_norm",  // GroupNorm with and without an affine, over 2-D and 1-D positions
+           R"(graph(%x: float32[s0, 6, 4, 5], %t: float32[3, 8, 7], %w: float32[6], %b: float32[6], %wt: float32[8]) {
+  %y: float32[s0, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=3, weight=%w, bias=%b, eps=1e-05)
+  %z: float32[s0, 6, 4, 5] = aten.group_norm.default(input=%x, num_groups=2)
   %u: float32[3, 8, 7] = aten.group_norm.default(input=%t, num_groups=4, weight=%wt, eps=0.001)
   return (%y, %z, %u)
 }
 )",
-       {},
-       1e-5,
-       1e-4,
-       2},
-      {"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
-       R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, 6, 4], %x: float32[1, 2, 1, 4]) {
+           {},
+           1e-5,
+           1e-4,
+           2},
+          1, 2, 6),
+      ranged({"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
+              R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, s0, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)
   %p2: int64[1] = aten.sub.Tensor(self=%p1, other=%len, alpha=2)
   %p3: int64[1] = aten.mul.Scalar(self=%p2, other=3)
   %n: int64[] = aten.add.Scalar(self=%len, other=1)
   %c: int64[] = aten.copy.default(self=%len, src=%n)
   %d: float32[1, 2, 1, 4] = aten.to.device(self=%x, device=device("cpu"), dtype=dtype.float32)
-  %w: float32[1, 2, 6, 4] = aten.index_copy.default(self=%cache, dim=2, index=%pos, source=%d)
+  %w: float32[1, 2, s0, 4] = aten.index_copy.default(self=%cache, dim=2, index=%pos, source=%d)
   %v: float32[2, 1, 4] = aten.view.default(self=%x, size=[2, 1, 4])
-  %u: float32[1, 2, 6, 4] = aten.index_put.default(self=%w, indices=?[None, None, %p1], values=%v, accumulate=false)
+  %u: float32[1, 2, s0, 4] = aten.index_put.default(self=%w, indices=?[None, None, %p1], values=%v, accumulate=false)
   %le: bool[1] = aten.le.Tensor(self=%p3, other=%pos)
   %gt: bool[] = aten.gt.Scalar(self=%len, other=2)
   return (%p3, %c, %w, %u, %le, %gt)
 }
 )",
-       {5, 1, 0, 0}},
+              {5, 1, 0, 0}},
+             5, 6, 12),
   };
 }
 
@@ -538,63 +600,159 @@ inline void expect_conformance_outputs(const engine::Engine& engine, const std::
   }
 }
 
-// Builds `c` with `backend` at `precision`, runs it on seeded inputs and
-// compares every output with the reference interpreter's, twice: the engine
-// loaded from the bytes build() returned, and the engine loaded again from a
-// copy of those bytes, with copies of the weights, after the first bytes are
-// gone (as the engine cache and a .kiln file give them back).
-inline void run_conformance_case(const engine::Backend& backend, const ConformanceCase& c,
-                                 const std::string& precision = "fp32") {
+// The network of case `c` with its first `c.engine_inputs` graph inputs as
+// engine inputs and the rest as weights, s0 left symbolic or fixed at `s0`.
+inline engine::Network conformance_network(const ConformanceCase& c, std::optional<int64_t> s0) {
   engine::Network probe = network_from(c.ir);
   const size_t n_in = std::min(c.engine_inputs, probe.graph.inputs().size());
   std::vector<std::string> names;
   for (size_t i = n_in; i < probe.graph.inputs().size(); ++i) names.push_back(probe.graph.inputs()[i]->name);
   engine::Network net = network_from(c.ir, n_in, names);
+  if (s0) {
+    EXPECT_TRUE(ir::specialize(net.graph, {{"s0", *s0}}).is_ok()) << c.name << " at s0=" << *s0;
+  }
+  return net;
+}
+
+// Seeded inputs of a network whose sizes are all static (engine inputs, and
+// weights by name), and the reference interpreter's outputs for them.
+struct ConformanceData {
   std::vector<Tensor> inputs;
   std::map<std::string, Tensor> weights;
+  std::vector<cpu::RtValue> want;
+};
+
+inline ConformanceData conformance_data(const ConformanceCase& c, const engine::Network& net) {
+  ConformanceData d;
   std::vector<cpu::RtValue> ref_inputs;
   for (size_t i = 0; i < net.graph.inputs().size(); ++i) {
     Tensor t = conformance_input(*net.graph.inputs()[i], i < c.modulus.size() ? c.modulus[i] : 0,
                                  static_cast<uint32_t>(17 + i));
     ref_inputs.emplace_back(t);
-    if (i < n_in) {
-      inputs.push_back(t);
+    if (i < net.num_inputs) {
+      d.inputs.push_back(t);
     } else {
-      weights[net.graph.inputs()[i]->name] = t;
+      d.weights[net.graph.inputs()[i]->name] = t;
     }
   }
   auto want = runtime::interpret(net.graph, ref_inputs, cpu::cpu_kernels());
-  ASSERT_TRUE(want.has_value()) << want.status().message();
+  EXPECT_TRUE(want.has_value()) << c.name << ": " << want.status().message();
+  if (want.has_value()) d.want = std::move(*want);
+  return d;
+}
+
+inline engine::WeightLookup conformance_weights(const std::map<std::string, Tensor>& w) {
+  return [&w](const std::string& n) -> Expected<Tensor> {
+    auto it = w.find(n);
+    if (it == w.end()) return not_found("no weight '" + n + "'");
+    return it->second;
+  };
+}
+
+// The bytes of `plan` copied and the original freed, with copies of the
+// weights: nothing the first load made can be reused by address (as the
+// engine cache and a .kiln file give a plan back).
+inline std::vector<uint8_t> stored_copy(std::vector<uint8_t>& plan) {
+  std::vector<uint8_t> stored(plan.begin(), plan.end());
+  plan.clear();
+  plan.shrink_to_fit();
+  return stored;
+}
+
+inline std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& weights) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, w] : weights) out[name] = w.clone();
+  return out;
+}
+
+// Builds `c` with `backend` at `precision` (s0 at its opt), runs it on seeded
+// inputs and compares every output with the reference interpreter's, twice:
+// the engine loaded from the bytes build() returned, and the engine loaded
+// again from a copy of those bytes, with copies of the weights, after the
+// first bytes are gone.
+inline void run_conformance_case(const engine::Backend& backend, const ConformanceCase& c,
+                                 const std::string& precision = "fp32") {
+  engine::Network net = conformance_network(c, c.s0.max > 0 ? std::optional<int64_t>(c.s0.opt) : std::nullopt);
+  const ConformanceData d = conformance_data(c, net);
+  if (::testing::Test::HasFailure()) return;
   engine::BuildOptions options;
   options.precision = precision;
   auto plan = backend.build(std::move(net), options);
   if (!plan.has_value() && plan.status().code() == ErrorCode::kUnsupported)
     GTEST_SKIP() << backend.name() << " does not take it: " << plan.status().message();
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
-  auto lookup_in = [](const std::map<std::string, Tensor>& w) {
-    return [&w](const std::string& n) -> Expected<Tensor> {
-      auto it = w.find(n);
-      if (it == w.end()) return not_found("no weight '" + n + "'");
-      return it->second;
-    };
-  };
-  auto handle = backend.load(*plan, lookup_in(weights), c.name);
+  auto handle = backend.load(*plan, conformance_weights(d.weights), c.name);
   ASSERT_TRUE(handle.has_value()) << handle.status().message();
   engine::Engine built(&backend, *handle);
-  expect_conformance_outputs(built, inputs, *want, c, precision, "as built");
+  expect_conformance_outputs(built, d.inputs, d.want, c, precision, "as built");
   if (::testing::Test::HasFatalFailure()) return;
 
-  // The serialized plan read back: new bytes and new host weights (nothing
-  // the first load made can be reused by address), the first bytes freed.
-  const std::vector<uint8_t> stored(plan->begin(), plan->end());
-  plan->clear();
-  plan->shrink_to_fit();
-  std::map<std::string, Tensor> stored_weights;
-  for (const auto& [name, w] : weights) stored_weights[name] = w.clone();
-  auto again = backend.load(stored, lookup_in(stored_weights), c.name + " (stored)");
+  const std::vector<uint8_t> stored = stored_copy(*plan);
+  const std::map<std::string, Tensor> stored_weights = cloned(d.weights);
+  auto again = backend.load(stored, conformance_weights(stored_weights), c.name + " (stored)");
   ASSERT_TRUE(again.has_value()) << again.status().message();
   engine::Engine loaded(&backend, *again);
-  expect_conformance_outputs(loaded, inputs, *want, c, precision, "loaded from its serialized plan");
+  expect_conformance_outputs(loaded, d.inputs, d.want, c, precision, "loaded from its serialized plan");
+}
+
+// The sizes a range run takes s0 at: min, opt, max and an odd size between
+// them that is none of those.
+inline std::vector<int64_t> conformance_sizes(const ir::SymbolRange& r) {
+  std::vector<int64_t> sizes{r.min, r.opt, r.max};
+  for (int64_t odd = (r.min + r.max) / 2 | 1; odd < r.max; odd += 2) {
+    if (odd > r.min && odd != r.opt) {
+      sizes.push_back(odd);
+      break;
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+// Builds `c` once for the whole range of s0 and runs that one engine at each
+// of conformance_sizes(), against the reference interpreter on the network
+// fixed at that size; then again from the plan's serialized bytes. A backend
+// that takes the case at a fixed size must take its range too: a dynamic
+// size is never the reason a case is refused.
+inline void run_conformance_range_case(const engine::Backend& backend, const ConformanceCase& c,
+                                       const std::string& precision = "fp32") {
+  if (c.s0.max == 0) GTEST_SKIP() << c.name << " has no dynamic size";
+  engine::Network net = conformance_network(c, std::nullopt);
+  // Weights never depend on s0: the ones of the network at opt serve every size.
+  const ConformanceData at_opt = conformance_data(c, conformance_network(c, c.s0.opt));
+  if (::testing::Test::HasFailure()) return;
+  engine::BuildOptions options;
+  options.precision = precision;
+  options.symbols["s0"] = c.s0;
+  auto plan = backend.build(std::move(net), options);
+  if (!plan.has_value() && plan.status().code() == ErrorCode::kUnsupported) {
+    engine::BuildOptions fixed;
+    fixed.precision = precision;
+    auto static_plan = backend.build(conformance_network(c, c.s0.opt), fixed);
+    ASSERT_FALSE(static_plan.has_value())
+        << backend.name() << " takes " << c.name << " at s0=" << c.s0.opt << " but not over [" << c.s0.min << ", "
+        << c.s0.max << "]: " << plan.status().message();
+    GTEST_SKIP() << backend.name() << " does not take it: " << plan.status().message();
+  }
+  ASSERT_TRUE(plan.has_value()) << plan.status().message();
+  auto handle = backend.load(*plan, conformance_weights(at_opt.weights), c.name);
+  ASSERT_TRUE(handle.has_value()) << handle.status().message();
+  engine::Engine built(&backend, *handle);
+  const std::vector<uint8_t> stored = stored_copy(*plan);
+  const std::map<std::string, Tensor> stored_weights = cloned(at_opt.weights);
+  auto again = backend.load(stored, conformance_weights(stored_weights), c.name + " (stored)");
+  ASSERT_TRUE(again.has_value()) << again.status().message();
+  engine::Engine loaded(&backend, *again);
+  for (int64_t n : conformance_sizes(c.s0)) {
+    const ConformanceData d = conformance_data(c, conformance_network(c, n));
+    if (::testing::Test::HasFailure()) return;
+    const std::string at = "s0=" + std::to_string(n);
+    expect_conformance_outputs(built, d.inputs, d.want, c, precision, "one build for the range, at " + at);
+    if (::testing::Test::HasFatalFailure()) return;
+    expect_conformance_outputs(loaded, d.inputs, d.want, c, precision, "the range's serialized plan loaded, at " + at);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 }  // namespace kiln::testing

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,9 @@
 namespace kiln::cuda {
 
 namespace {
+
+// How many shapes a range engine keeps ready when nothing says otherwise.
+constexpr size_t kDefaultShapesKept = 16;
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
 
@@ -78,8 +82,8 @@ struct RangeState {
   std::vector<cudaLibrary_t> libraries;               // kernels compiled after load, for shapes the build did not plan
   TunedAlgos tuned;                                   // algorithms timed for earlier shapes, by GEMM/conv shape
   std::vector<int64_t> active;                        // the active shape's symbol values
-  // Other shapes run before, most recently used first (at most kMaxShapes).
-  static constexpr size_t kMaxShapes = 16;
+  size_t shapes_kept = kDefaultShapesKept;            // the active shape and the ones in `shapes`, at most
+  // Other shapes run before, most recently used first (at most shapes_kept - 1).
   static constexpr size_t kMaxTunedShapes = 4096;  // GEMM and convolution shapes remembered (then forgotten at once)
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
 };
@@ -587,7 +591,7 @@ struct CudaEngine final : engine::EngineState {
       return st.with_context(what + ": a new shape");
     }
     if (!restart) r.shapes.emplace_front(r.active, std::move(next));
-    while (r.shapes.size() > RangeState::kMaxShapes) r.shapes.pop_back();
+    while (r.shapes.size() + 1 > r.shapes_kept) r.shapes.pop_back();
     r.active = key;
     return Status::ok();
   }
@@ -750,7 +754,7 @@ class CudaBackend final : public engine::Backend {
   const engine::DeviceMemory* device_memory() const override { return &cuda_device_memory(); }
   std::string load_settings() const override {
     std::string text;
-    for (const char* name : {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE"}) {
+    for (const char* name : {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE", "KILN_CUDA_SHAPES"}) {
       const char* v = std::getenv(name);
       text += std::string(name) + "=" + (v ? v : "") + ";";
     }
@@ -814,6 +818,9 @@ class CudaBackend final : public engine::Backend {
       const char* v = std::getenv(name);
       return v && std::strcmp(v, value) == 0;
     };
+    const Expected<size_t> kept_setting = shapes_kept();
+    if (!kept_setting) return kept_setting.status().with_context(e->what);
+    const size_t kept = *kept_setting;
     e->use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
     e->debug = env_is("KILN_CUDA_DEBUG", "1");
     e->profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
@@ -914,6 +921,7 @@ class CudaBackend final : public engine::Backend {
         if (st.kind == Step::Kind::kGemm) r->tuned.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
         if (st.kind == Step::Kind::kConv) r->tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
       }
+      r->shapes_kept = kept;
       e->range = std::move(r);
     }
     return e.release();
@@ -1121,6 +1129,21 @@ class CudaBackend final : public engine::Backend {
   }
 
  private:
+  // How many shapes a range engine keeps ready: the backend's option, else
+  // KILN_CUDA_SHAPES, else kDefaultShapesKept.
+  Expected<size_t> shapes_kept() const {
+    if (options_.shapes_kept > 0) return options_.shapes_kept;
+    const char* v = std::getenv("KILN_CUDA_SHAPES");
+    if (v == nullptr || *v == '\0') return kDefaultShapesKept;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 1 || n > 4096 || v[0] == '-')
+      return invalid_argument(std::string("KILN_CUDA_SHAPES='") + v +
+                              "': the number of shapes a range engine keeps ready must be an integer in [1, 4096]");
+    return static_cast<size_t>(n);
+  }
+
   CudaBackendOptions options_;
   engine::TargetInfo target_;
 };

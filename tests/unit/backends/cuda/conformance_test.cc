@@ -1,8 +1,8 @@
 // The per-op conformance suite on the CUDA backend against the reference
 // interpreter, at each engine precision, with sizes compiled into the
-// generated kernels or passed at run time, from the plan as built and from its
-// serialized bytes read back (GPU only: the tests carry the gpu label and
-// skip elsewhere).
+// generated kernels or passed at run time, and over the range of each case's
+// dynamic size from one build, from the plan as built and from its serialized
+// bytes read back (GPU only: the tests carry the gpu label and skip elsewhere).
 #include "support/conformance.h"
 
 #include <tuple>
@@ -32,6 +32,21 @@ INSTANTIATE_TEST_SUITE_P(CudaOps, CudaConformance,
                            return std::get<0>(info.param).name + "_" + std::get<1>(info.param) +
                                   (std::get<2>(info.param) ? "_sizes_at_run_time" : "");
                          });
+
+class CudaConformanceRange : public ::testing::TestWithParam<std::tuple<testing::ConformanceCase, std::string>> {};
+
+TEST_P(CudaConformanceRange, MatchesTheReferenceOverItsRangeFromOneBuild) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto backend = cuda::make_cuda_backend();
+  testing::run_conformance_range_case(*backend, std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+// Every case with a dynamic size, built once for its range and run at min,
+// opt, max and an odd size between.
+INSTANTIATE_TEST_SUITE_P(CudaOps, CudaConformanceRange,
+                         ::testing::Combine(::testing::ValuesIn(testing::conformance_cases()),
+                                            ::testing::Values("fp32", "fp16", "bf16")),
+                         [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -172,6 +173,61 @@ TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
 
 INSTANTIATE_TEST_SUITE_P(CudaRanges, CudaRange, ::testing::Values("fp32", "fp16", "bf16"),
                          [](const auto& info) { return info.param; });
+
+// With room for one or two shapes, lengths that come back after others were
+// dropped are made again from the plan (no build) and give the same results.
+TEST(CudaRangeShapes, LengthsDroppedFromAFewKeptShapesComeBackRight) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
+    auto it = weights.find(n);
+    if (it == weights.end()) return not_found("no weight '" + n + "'");
+    return it->second;
+  };
+  for (size_t kept : {1u, 2u}) {
+    auto backend = cuda::make_cuda_backend({.shapes_kept = kept});
+    auto plan = backend->build(block_network(), range_options("fp16", 1, 32, 80));
+    ASSERT_TRUE(plan.has_value()) << plan.status().message();
+    auto handle = backend->load(*plan, lookup, "block");
+    ASSERT_TRUE(handle.has_value()) << handle.status().message();
+    engine::Engine engine(backend.get(), *handle);
+    for (int64_t length : {32, 5, 32, 70, 5, 32, 70, 70, 5})
+      ASSERT_NO_FATAL_FAILURE(
+          expect_length(engine, net, weights, length, 3e-2, std::to_string(kept) + " shape(s) kept"));
+  }
+}
+
+// KILN_CUDA_SHAPES says how many shapes a range engine keeps when the
+// backend's options do not; a value that is not a count is refused at load, by name.
+TEST(CudaRangeShapes, AKeptShapeCountFromTheEnvironmentIsCheckedAtLoad) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto backend = cuda::make_cuda_backend();
+  auto plan = backend->build(block_network(), range_options("fp16", 1, 32, 80));
+  ASSERT_TRUE(plan.has_value()) << plan.status().message();
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
+    auto it = weights.find(n);
+    if (it == weights.end()) return not_found("no weight '" + n + "'");
+    return it->second;
+  };
+  for (const char* bad : {"0", "-3", "many", "12x"}) {
+    ::setenv("KILN_CUDA_SHAPES", bad, 1);
+    auto handle = backend->load(*plan, lookup, "block");
+    ::unsetenv("KILN_CUDA_SHAPES");
+    ASSERT_FALSE(handle.has_value()) << bad;
+    EXPECT_EQ(handle.status().code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(handle.status().message().find("KILN_CUDA_SHAPES"), std::string::npos) << handle.status().message();
+  }
+  ::setenv("KILN_CUDA_SHAPES", "3", 1);
+  auto handle = backend->load(*plan, lookup, "block");
+  ::unsetenv("KILN_CUDA_SHAPES");
+  ASSERT_TRUE(handle.has_value()) << handle.status().message();
+  engine::Engine engine(backend.get(), *handle);
+  for (int64_t length : {1, 2, 3, 4, 1, 80})
+    ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, length, 3e-2, "3 shapes kept"));
+}
 
 TEST(CudaRangeBuild, ASizeWithoutAFiniteRangeIsRefusedByName) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
