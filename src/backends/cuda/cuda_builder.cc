@@ -265,18 +265,34 @@ Status compile_kernel_list(const std::vector<KernelChoice>& kernels, const Build
 }  // namespace
 
 Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
-                                         const std::vector<std::string>& names, const std::string& arch) {
+                                         std::vector<std::string>& names, const std::string& arch) {
   if (kernels.size() != names.size()) return internal_error("a name for every kernel");
   std::string source = kernel_prelude();
+  std::set<std::string> headers;
+  std::vector<std::string> instances;
+  std::vector<size_t> instance_of;
+  std::string text;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(kernels[i]->first, names[i], kernels[i]->second));
-    source += def;
+    const GeneratedKernel& k = kernels[i]->first;
+    if (k.is_template()) {
+      KILN_ASSIGN_OR_RETURN(std::string e, kernel_instance(k, kernels[i]->second));
+      headers.insert(k.header);
+      instances.push_back(std::move(e));
+      instance_of.push_back(i);
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(k, names[i], kernels[i]->second));
+    text += def;
   }
-  return compile_cuda_source(source, arch);
+  for (const std::string& h : headers) source += "#include \"" + h + "\"\n";
+  source += text;
+  KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_cuda_source(source, arch, "kiln_engine.cu", instances));
+  for (size_t j = 0; j < instance_of.size(); ++j) names[instance_of[j]] = m.lowered_names[j];
+  return m;
 }
 
 std::string kernel_key(const KernelChoice& k) {
-  std::string key = k.first.source + "\n//";
+  std::string key = k.first.identity() + "\n//";
   for (size_t i = 0; i < k.first.dims.size(); ++i)
     key += i < k.second.size() && k.second[i] ? " r" : " " + std::to_string(k.first.dims[i]);
   return content_digest(std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size()));
@@ -644,7 +660,7 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   return out;
 }
 
-// A plan's kernel launches by layer: per (layer, kernel text), the sizes
+// A plan's kernel launches by layer: per (layer, kernel identity), the sizes
 // each launch of it gives, in step order. Shapes of one range may plan a
 // layer differently (a GEMV kernel for one row, a library GEMM for more),
 // so launches are paired by what they are, not by position.
@@ -653,7 +669,7 @@ Launches launches(const ShapePlan& sp) {
   Launches out;
   for (const Step& st : sp.plan.steps)
     if (st.kind == Step::Kind::kKernel)
-      out[{st.layer, sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.source}].push_back(&st.kernel.dims);
+      out[{st.layer, sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.identity()}].push_back(&st.kernel.dims);
   return out;
 }
 
@@ -691,7 +707,7 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
     GeneratedKernel g = a.kernels[static_cast<size_t>(st.kernel.kernel)].first;
     g.dims = st.kernel.dims;
     std::vector<bool> runtime(std::min(g.dims.size(), kMaxKernelDims), true);
-    const std::pair<std::string, std::string> what{st.layer, g.source};
+    const std::pair<std::string, std::string> what{st.layer, g.identity()};
     const size_t nth = seen[what]++;
     if (auto it = lb.find(what); it != lb.end() && nth < it->second.size() && it->second[nth]->size() == g.dims.size())
       for (size_t d = 0; d < runtime.size(); ++d) runtime[d] = g.dims[d] != (*it->second[nth])[d];

@@ -41,8 +41,9 @@ struct BuildConfig {
 // A generated kernel with which of its sizes it reads at run time.
 using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
 
-// What an engine knows a compiled kernel by: SHA-256 of its text, which
-// sizes it reads at run time and the values of the others, in hex.
+// What an engine knows a compiled kernel by: SHA-256 of its text (or its
+// template instance), which sizes it reads at run time and the values of the
+// others, in hex.
 std::string kernel_key(const KernelChoice& k);
 
 // GEMM and convolution algorithms chosen by timing, by shape (the shape's
@@ -63,9 +64,11 @@ Expected<Algo> tuned_once(std::map<std::string, Algo>& tuned, const std::string&
   return a;
 }
 
-// `kernels` compiled with NVRTC into one module for `arch`, kernel i named names[i].
+// `kernels` compiled with NVRTC into one module for `arch`: a kernel written
+// as text is named names[i]; a template instance's names[i] is replaced by
+// its name in the module (NVRTC's lowered name).
 Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>& kernels,
-                                         const std::vector<std::string>& names, const std::string& arch);
+                                         std::vector<std::string>& names, const std::string& arch);
 
 // Builds the plan for `net`. A network with fixed sizes is rewritten in
 // place (epilogues folded, elementwise fused). One with symbolic sizes is

@@ -1,6 +1,7 @@
 #include "backends/cuda/kernel_source.h"
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -263,127 +264,47 @@ bool StridedLayout::is_contiguous() const {
 }
 
 const std::string& kernel_prelude() {
-  static const std::string prelude = std::string(R"(#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-typedef long long i64;
-// The sizes a kernel reads at run time, passed by value after its pointers.
-)") + "struct KilnDims { long long v[" + std::to_string(kMaxKernelDims) + "]; };\n" + R"(
-#ifndef INFINITY
-#define INFINITY __int_as_float(0x7f800000)
-#endif
-#ifndef NAN
-#define NAN __int_as_float(0x7fffffff)
-#endif
-__device__ __forceinline__ float kiln_ld(float v) { return v; }
-__device__ __forceinline__ double kiln_ld(double v) { return v; }
-__device__ __forceinline__ float kiln_ld(__half v) { return __half2float(v); }
-__device__ __forceinline__ float kiln_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T kiln_st(float v);
-template <> __device__ __forceinline__ float kiln_st<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half kiln_st<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 kiln_st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <typename T> __device__ __forceinline__ double kiln_st_d(double v) { return v; }
-template <typename T> __device__ __forceinline__ float kiln_round(float v) { return kiln_ld(kiln_st<T>(v)); }
-template <> __device__ __forceinline__ float kiln_round<float>(float v) { return v; }
-template <typename T> __device__ __forceinline__ double kiln_round(double v) { return v; }
-template <typename C> __device__ __forceinline__ C kiln_min(C a, C b) { return a < b ? a : b; }
-template <typename C> __device__ __forceinline__ C kiln_max(C a, C b) { return a > b ? a : b; }
-// clamp as ATen does it: NaN stays NaN, a NaN bound gives NaN.
-template <typename C> __device__ __forceinline__ C kiln_clamp_lo(C a, C lo) { return a != a ? a : (lo != lo ? lo : (a < lo ? lo : a)); }
-template <typename C> __device__ __forceinline__ C kiln_clamp_hi(C a, C hi) { return a != a ? a : (hi != hi ? hi : (a > hi ? hi : a)); }
-// Conversions between any two element types (bool as 0/1), through double for
-// integers and through float for 16-bit floats.
-template <typename D, typename S> __device__ __forceinline__ D kiln_cvt(S v) { return static_cast<D>(v); }
-template <> __device__ __forceinline__ __half kiln_cvt<__half, __half>(__half v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 v) { return v; }
-#define KILN_CVT_FROM16(S) \
-  template <> __device__ __forceinline__ float kiln_cvt<float, S>(S v) { return kiln_ld(v); } \
-  template <> __device__ __forceinline__ double kiln_cvt<double, S>(S v) { return kiln_ld(v); } \
-  template <> __device__ __forceinline__ long long kiln_cvt<long long, S>(S v) { return (long long)kiln_ld(v); } \
-  template <> __device__ __forceinline__ int kiln_cvt<int, S>(S v) { return (int)kiln_ld(v); } \
-  template <> __device__ __forceinline__ bool kiln_cvt<bool, S>(S v) { return kiln_ld(v) != 0.0f; }
-KILN_CVT_FROM16(__half)
-KILN_CVT_FROM16(__nv_bfloat16)
-#define KILN_CVT_TO16(D) \
-  template <> __device__ __forceinline__ D kiln_cvt<D, float>(float v) { return kiln_st<D>(v); } \
-  template <> __device__ __forceinline__ D kiln_cvt<D, double>(double v) { return kiln_st<D>((float)v); } \
-  template <> __device__ __forceinline__ D kiln_cvt<D, long long>(long long v) { return kiln_st<D>((float)v); } \
-  template <> __device__ __forceinline__ D kiln_cvt<D, int>(int v) { return kiln_st<D>((float)v); } \
-  template <> __device__ __forceinline__ D kiln_cvt<D, bool>(bool v) { return kiln_st<D>(v ? 1.0f : 0.0f); }
-KILN_CVT_TO16(__half)
-KILN_CVT_TO16(__nv_bfloat16)
-template <> __device__ __forceinline__ __half kiln_cvt<__half, __nv_bfloat16>(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
-template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __half>(__half v) { return __float2bfloat16_rn(__half2float(v)); }
-__device__ __forceinline__ float kiln_warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ double kiln_warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float kiln_warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ double kiln_warp_max(double v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float kiln_warp_min(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ double kiln_warp_min(double v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmin(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// The sum or maximum of v over the block, returned to every thread; red: 32 shared slots.
-template <typename C> __device__ __forceinline__ C kiln_block_reduce(C v, bool is_max, C* red) {
-  v = is_max ? kiln_warp_max(v) : kiln_warp_sum(v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  const int nw = (blockDim.x + 31) >> 5;
-  C r = threadIdx.x < nw ? red[threadIdx.x] : (is_max ? -C(INFINITY) : C(0));
-  if (warp == 0) r = is_max ? kiln_warp_max(r) : kiln_warp_sum(r);
-  if (threadIdx.x == 0) red[0] = r;
-  __syncthreads();
-  return red[0];
-}
-// Tensor cores (sm_80+): d += a * b for one warp, a 16x16 row-major and b 16x8
-// column-major fragment of 16-bit floats (the tag picks the type), d 16x8 float32.
-__device__ __forceinline__ void kiln_mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1, __half) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void kiln_mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1, __nv_bfloat16) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Two 16-bit floats in one register, lo in the low half (a fragment's pair).
-__device__ __forceinline__ unsigned kiln_pack2(float lo, float hi, __half) {
-  return (unsigned)__half_as_ushort(__float2half_rn(lo)) | ((unsigned)__half_as_ushort(__float2half_rn(hi)) << 16);
-}
-__device__ __forceinline__ unsigned kiln_pack2(float lo, float hi, __nv_bfloat16) {
-  return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
-         ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
-}
-__device__ __forceinline__ unsigned kiln_pair(__half lo, __half hi) {
-  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
-}
-__device__ __forceinline__ unsigned kiln_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
-}
-)";
+  static const std::string prelude = "#include \"kiln/prelude.cuh\"\n";
   return prelude;
+}
+
+std::string GeneratedKernel::identity() const {
+  if (!is_template()) return source;
+  std::string id = header + ":" + templ + "<";
+  for (size_t i = 0; i < targs.size(); ++i) id += (i ? ", " : "") + targs[i];
+  return id + ">";
+}
+
+Expected<std::string> kernel_instance(const GeneratedKernel& k, const std::vector<bool>& runtime) {
+  if (!k.is_template()) return invalid_argument("kernel_instance: a kernel written as text");
+  uint64_t mask = 0;
+  for (size_t i = 0; i < k.dims.size() && i < runtime.size(); ++i) {
+    if (!runtime[i]) continue;
+    if (i >= kMaxKernelDims)
+      return invalid_argument(k.templ + " reads " + std::to_string(k.dims.size()) + " sizes; at most the first " +
+                              std::to_string(kMaxKernelDims) + " can be run-time values");
+    mask |= uint64_t{1} << i;
+  }
+  std::ostringstream s;
+  s << k.templ << "<";
+  for (const std::string& a : k.targs) s << a << ", ";
+  s << "kiln::Sizes<0x" << std::hex << mask << std::dec << "ULL";
+  for (size_t i = 0; i < k.dims.size(); ++i) {
+    const bool rt = i < runtime.size() && runtime[i];
+    const int64_t v = rt ? 0 : k.dims[i];  // a run-time size's literal is never read
+    if (v == INT64_MIN) {
+      s << ", (-9223372036854775807LL - 1)";
+    } else {
+      s << ", " << v << "LL";
+    }
+  }
+  s << ">" << (mask != 0 ? ", KilnDims" : "") << ">";
+  return s.str();
 }
 
 Expected<std::string> kernel_definition(const GeneratedKernel& k, const std::string& name,
                                         const std::vector<bool>& runtime) {
+  if (k.is_template()) return invalid_argument("kernel_definition: " + k.templ + " is a template (kernel_instance)");
   bool any = false;
   for (size_t i = 0; i < k.dims.size(); ++i) {
     if (i >= runtime.size() || !runtime[i]) continue;
@@ -1490,51 +1411,12 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   int split = 1;
   while (split < kWarps && (s.n * split + kWarps - 1) / kWarps < 264 && kv >= 64 * split) split *= 2;
   const int cols = kWarps / split;
-  std::ostringstream o;
-  char alpha_text[32];
-  std::snprintf(alpha_text, sizeof alpha_text, "%.9g", static_cast<double>(s.alpha));
-  std::string alpha = alpha_text;
-  if (alpha.find_first_of(".eE") == std::string::npos) alpha += ".0";
-  o << "extern \"C\" __global__ void __launch_bounds__(" << kWarps * 32 << ") KILN_KERNEL(" << T
-    << "* __restrict__ c, const " << T << "* __restrict__ a, const " << T << "* __restrict__ w";
-  if (s.has_bias) o << ", const " << T << "* __restrict__ bias";
-  Sizes D;
-  o << " KILN_DIMS) {\n";
-  o << "  const long long n = " << D(s.n) << ";\n";
-  o << "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % " << split << ";\n";
-  o << "  const long long col = (long long)blockIdx.x * " << cols << " + warp / " << split << ";\n";
-  o << "  float acc[" << s.m << "];\n#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = 0.0f;\n";
-  o << "  if (col < n) {\n";
-  o << "    const uint4* wr = reinterpret_cast<const uint4*>(w + col * " << D(s.ldw) << ");\n";
-  o << "#pragma unroll 4\n";
-  o << "    for (long long v = part * 32 + lane; v < " << D(kv) << "; v += " << 32 * split << ") {\n";
-  o << "      const uint4 wv = __ldcs(wr + v);\n";
-  o << "      const " << T << "* wp = reinterpret_cast<const " << T << "*>(&wv);\n";
-  o << "#pragma unroll\n      for (int r = 0; r < " << s.m << "; ++r) {\n";
-  o << "        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * " << D(s.lda) << ") + v);\n";
-  o << "        const " << T << "* xp = reinterpret_cast<const " << T << "*>(&xv);\n";
-  o << "#pragma unroll\n        for (int e = 0; e < " << vec << "; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);\n";
-  o << "      }\n    }\n  }\n";
-  o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) acc[r] = kiln_warp_sum(acc[r]);\n";
-  if (split > 1) {
-    o << "  __shared__ float parts[" << kWarps << "][" << s.m << "];\n";
-    o << "  if (lane == 0) {\n#pragma unroll\n    for (int r = 0; r < " << s.m << "; ++r) parts[warp][r] = acc[r];\n  }\n";
-    o << "  __syncthreads();\n";
-    o << "  if (part == 0 && lane == 0) {\n#pragma unroll\n    for (int r = 0; r < " << s.m << "; ++r) {\n";
-    o << "      float t = 0.0f;\n#pragma unroll\n      for (int p = 0; p < " << split
-      << "; ++p) t += parts[warp + p][r];\n      acc[r] = t;\n    }\n  }\n";
-  }
-  o << "  if (part != 0 || lane != 0 || col >= n) return;\n";
-  o << "#pragma unroll\n  for (int r = 0; r < " << s.m << "; ++r) {\n";
-  o << "    float v = " << alpha << "f * acc[r];\n";
-  if (s.has_bias) o << "    v += kiln_ld(bias[col]);\n";
-  if (s.activation == "relu") o << "    v = v > 0.0f ? v : 0.0f;\n";
-  if (s.activation == "gelu")
-    o << "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
-  o << "    c[r * " << D(s.ldc) << " + col] = kiln_st<" << T << ">(v);\n  }\n}\n";
+  const int act = s.activation == "relu" ? 1 : s.activation == "gelu" ? 2 : 0;
   GeneratedKernel g;
-  g.source = o.str();
-  g.dims = std::move(D.values);
+  g.header = "kiln/gemv.cuh";
+  g.templ = s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
+  g.targs = {T, std::to_string(s.m), std::to_string(split), std::to_string(act)};
+  g.dims = {s.n, s.ldw, kv, s.lda, s.ldc, static_cast<int64_t>(std::bit_cast<uint32_t>(s.alpha))};
   g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
   g.block = {kWarps * 32, 1, 1};
   return g;

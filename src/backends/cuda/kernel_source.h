@@ -1,12 +1,17 @@
-// CUDA C++ source for the kernels kiln generates per layer. A kernel's
-// parameters are its tensors' device pointers, in the order each generator
-// documents. Every size, stride and count the text reads is written as
-// KD(i), the i-th of the kernel's `dims`; kernel_definition() makes each one
-// either a literal (the compiler then turns index arithmetic into multiplies
-// and shifts) or a value the kernel reads at run time from one more
-// parameter, a KilnDims passed by value after the pointers. Values the code's
-// structure depends on (register array extents, unroll counts, shared memory
-// tiles) stay literals. All of an engine's kernels are compiled together
+// The kernels kiln launches per layer. Most are templates in real CUDA
+// sources (src/backends/cuda/kernels/*.cuh, embedded into the library and
+// seen by NVRTC as "kiln/<file>.cuh"), instantiated by name expression;
+// fused elementwise programs and the kernels not yet moved there are
+// written here as text. A kernel's parameters are its tensors' device
+// pointers, in the order each generator documents. Every size, stride and
+// count a kernel reads is one of its `dims`: compiled in as a literal (the
+// compiler then turns index arithmetic into multiplies and shifts) or read
+// at run time from one more parameter, a KilnDims passed by value after the
+// pointers. A template reads size i as D::at(i, kd...) with D =
+// kiln::Sizes<mask, values...>; text reads it as KD(i), which
+// kernel_definition() defines. Values the code's structure depends on
+// (register array extents, unroll counts, shared memory tiles) are template
+// arguments or literals. All of an engine's kernels are compiled together
 // with NVRTC when the plan is built (nvrtc_compile.h).
 #pragma once
 
@@ -30,16 +35,26 @@ struct StridedLayout {
   bool is_contiguous() const;
 };
 
-// One generated kernel: `source` defines `extern "C" __global__ void
-// KILN_KERNEL(<pointers> KILN_DIMS)` reading its sizes as KD(i); `dims` are
-// their values for this launch. Join kernels into a module with
-// kernel_definition(), never by editing `source`.
+// One kernel: either an instance of a kernel template, `templ` from header
+// `header` with template arguments `targs` and then its sizes (a
+// kiln::Sizes), or text: `source` defines `extern "C" __global__ void
+// KILN_KERNEL(<pointers> KILN_DIMS)` reading its sizes as KD(i). `dims` are
+// the sizes' values for this launch. Join kernels into a module with
+// kernel_definition() and kernel_instance(), never by editing `source`.
 struct GeneratedKernel {
   std::string source;
+  std::string header;              // "kiln/gemv.cuh"
+  std::string templ;               // "kiln::gemv"
+  std::vector<std::string> targs;  // template arguments before the sizes
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t shared_bytes = 0;
   std::vector<int64_t> dims;
+
+  bool is_template() const { return !templ.empty(); }
+  // What the kernel is apart from its sizes: its text, or its template and
+  // arguments (launches of one layer at two shapes are paired by it).
+  std::string identity() const;
 };
 
 // The most sizes a kernel reads at run time (KilnDims holds this many int64).
@@ -56,6 +71,12 @@ const std::string& kernel_prelude();
 // kInvalidArgument when more than kMaxKernelDims sizes are run-time values.
 Expected<std::string> kernel_definition(const GeneratedKernel& k, const std::string& name,
                                         const std::vector<bool>& runtime);
+
+// The name expression that instantiates template kernel `k` with its sizes
+// literal or, where runtime[i], read at run time (then KilnDims is its last
+// parameter): "kiln::gemv<float, 1, 1, 0, kiln::Sizes<0x0ULL, 4096LL, ...>>".
+// kInvalidArgument when `k` is text or a run-time size is beyond kMaxKernelDims.
+Expected<std::string> kernel_instance(const GeneratedKernel& k, const std::vector<bool>& runtime);
 
 // The C++ element type name used in generated code ("float", "__half", ...).
 Expected<std::string> device_type_name(DType dtype);

@@ -1,9 +1,11 @@
 #include "backends/cuda/nvrtc_compile.h"
 
 #include <chrono>
+#include <map>
 #include <sstream>
 
 #include "backends/cuda/cuda_support.h"
+#include "backends/cuda/kernel_headers.h"
 
 #ifndef KILN_CUDA_INCLUDE_DIR
 #define KILN_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
@@ -32,12 +34,32 @@ struct Program {
 
 }  // namespace
 
+const std::string& kernel_header(const std::string& name) {
+  static const std::string none;
+  static const std::map<std::string, std::string, std::less<>> by_name = [] {
+    std::map<std::string, std::string, std::less<>> m;
+    for (const KernelHeader& h : kernel_headers()) m.emplace(h.name, h.text);
+    return m;
+  }();
+  auto it = by_name.find(name);
+  return it == by_name.end() ? none : it->second;
+}
+
 Expected<CompiledModule> compile_cuda_source(const std::string& source, const std::string& arch,
-                                             const std::string& name) {
+                                             const std::string& name,
+                                             const std::vector<std::string>& name_expressions) {
   const auto t0 = std::chrono::steady_clock::now();
   Program prog;
-  KILN_TRY(nvrtc_status(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr),
+  std::vector<const char*> header_texts, header_names;
+  for (const KernelHeader& h : kernel_headers()) {
+    header_texts.push_back(h.text);
+    header_names.push_back(h.name);
+  }
+  KILN_TRY(nvrtc_status(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), static_cast<int>(header_texts.size()),
+                                           header_texts.data(), header_names.data()),
                         "nvrtcCreateProgram"));
+  for (const std::string& e : name_expressions)
+    KILN_TRY(nvrtc_status(nvrtcAddNameExpression(prog.p, e.c_str()), "nvrtcAddNameExpression"));
   const std::string arch_opt = "--gpu-architecture=" + arch;
   const std::string include_opt = std::string("--include-path=") + KILN_CUDA_INCLUDE_DIR;
   const char* opts[] = {arch_opt.c_str(), "--std=c++17", include_opt.c_str(), "--fmad=true", "-default-device"};
@@ -61,6 +83,11 @@ Expected<CompiledModule> compile_cuda_source(const std::string& source, const st
   CompiledModule m;
   m.cubin.resize(size);
   KILN_TRY(nvrtc_status(nvrtcGetCUBIN(prog.p, reinterpret_cast<char*>(m.cubin.data())), "nvrtcGetCUBIN"));
+  for (const std::string& e : name_expressions) {
+    const char* lowered = nullptr;
+    KILN_TRY(nvrtc_status(nvrtcGetLoweredName(prog.p, e.c_str(), &lowered), "nvrtcGetLoweredName"));
+    m.lowered_names.emplace_back(lowered);
+  }
   m.log = std::move(log);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;

@@ -6,11 +6,10 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/kernel_headers.h"
 #include "backends/cuda/nvrtc_compile.h"
 
 namespace kiln::cuda {
-
-extern const char* const kRuntimeKernelsSource;  // generated from kernels/runtime_kernels.cuh
 
 namespace {
 
@@ -61,10 +60,7 @@ Expected<const RuntimeKernels*> runtime_kernels() {
 
 }  // namespace
 
-const std::string& runtime_kernels_source() {
-  static const std::string source(kRuntimeKernelsSource);
-  return source;
-}
+const std::string& runtime_kernels_source() { return kernel_header("kiln/runtime_kernels.cuh"); }
 
 Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream) {
   std::vector<const CopyRegion*> small;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cuda/cuda_builder.h"
 #include "backends/cuda/nvrtc_compile.h"
 
 namespace kiln::cuda {
@@ -15,16 +16,19 @@ StridedLayout contiguous(DType t, std::vector<int64_t> sizes) {
   return l;
 }
 
-// Joins kernels into one module the way the builder does and compiles it,
-// with every size compiled in or every size (up to kMaxKernelDims) read at run time.
+// Joins kernels into one module as the builder does (compile_kernels) and
+// compiles it, with every size compiled in or every size (up to
+// kMaxKernelDims) read at run time.
 Expected<CompiledModule> compile_all(const std::vector<GeneratedKernel>& ks, bool sizes_at_run_time = false) {
-  std::string src = kernel_prelude();
+  std::vector<KernelChoice> choices;
+  std::vector<std::string> names;
   for (size_t i = 0; i < ks.size(); ++i) {
-    std::vector<bool> runtime(std::min(ks[i].dims.size(), kMaxKernelDims), sizes_at_run_time);
-    KILN_ASSIGN_OR_RETURN(std::string def, kernel_definition(ks[i], "k" + std::to_string(i), runtime));
-    src += def;
+    choices.emplace_back(ks[i], std::vector<bool>(std::min(ks[i].dims.size(), kMaxKernelDims), sizes_at_run_time));
+    names.push_back("k" + std::to_string(i));
   }
-  return compile_cuda_source(src, "sm_90");
+  std::vector<const KernelChoice*> all;
+  for (const KernelChoice& c : choices) all.push_back(&c);
+  return compile_kernels(all, names, "sm_90");
 }
 
 TEST(KernelSource, EveryGeneratorCompilesForSm90) {
@@ -265,9 +269,9 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
   auto m = compile_all(ks);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   EXPECT_GT(m->cubin.size(), 1000u);
-  // Every generator reads its sizes through KD(i), so the same text compiles
-  // with all of them as run-time values.
-  for (const GeneratedKernel& k : ks) EXPECT_FALSE(k.dims.empty()) << k.source;
+  // Every generator reads its sizes through KD(i) or its kiln::Sizes, so the
+  // same kernel compiles with all of them as run-time values.
+  for (const GeneratedKernel& k : ks) EXPECT_FALSE(k.dims.empty()) << k.identity();
   auto r = compile_all(ks, true);
   ASSERT_TRUE(r.has_value()) << r.status().message();
   EXPECT_GT(r->cubin.size(), 1000u);
@@ -393,7 +397,8 @@ TEST(KernelSource, GemvTakesOnlyVectorAlignedFewRowShapes) {
   auto narrow = gemv_kernel(g);
   ASSERT_TRUE(narrow.has_value());
   EXPECT_GT(narrow->grid[0], 64u);
-  EXPECT_NE(narrow->source.find("__syncthreads"), std::string::npos);
+  ASSERT_EQ(narrow->targs.size(), 4u);  // T, M, Split, Act
+  EXPECT_NE(narrow->targs[2], "1");     // k split among warps
 }
 
 TEST(KernelSourceErrors, NvrtcErrorsShowTheSource) {
