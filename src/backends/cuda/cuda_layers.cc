@@ -1039,7 +1039,6 @@ Status emit_row(Builder& b, const ir::Node& n) {
   }
   if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
     NormRows p{op, dt, rows, cols, eps, weight.has_value(), bias.has_value()};
-    std::vector<BufferRef> args{o.buf, x.buf};
     std::vector<const TRef*> operands{&x};
     std::optional<TRef> residual, sum;
     if (const ir::Value* rv = value_arg(n, "kiln_residual")) {  // fold_residual_norm
@@ -1047,23 +1046,20 @@ Status emit_row(Builder& b, const ir::Node& n) {
       KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
       residual = r;
       p.residual = true;
-      args.push_back(r.buf);
       operands.push_back(&*residual);
       if (n.outputs.size() > 1) {
         sum = b.new_tensor(dt, sizes);
         p.write_sum = true;
-        args.push_back(sum->buf);
       }
     }
     for (const std::optional<TRef>* t : {&weight, &bias})
-      if (*t) {
-        args.push_back((*t)->buf);
-        operands.push_back(&**t);
-      }
+      if (*t) operands.push_back(&**t);
     p.vectorized = norm_rows_vector_fits(dt, cols) &&
                    std::all_of(operands.begin(), operands.end(), [](const TRef* t) { return t->buf.offset % 16 == 0; });
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
-    KILN_TRY(b.launch(n.name, std::move(k), args));
+    auto buf = [](const std::optional<TRef>& t) { return t ? &t->buf : nullptr; };
+    KILN_TRY(
+        b.launch(n.name, std::move(k), norm_rows_args(o.buf, x.buf, buf(residual), buf(sum), buf(weight), buf(bias))));
     b.bind(out, o);
     if (sum) b.bind(n.outputs[1], *sum);
     return Status::ok();
@@ -1110,7 +1106,8 @@ Status emit_group_norm(Builder& b, const ir::Node& n) {
   NormRows p{RowOp::kLayerNorm, dt, rows, cols, eps, false, false};
   p.vectorized = norm_rows_vector_fits(dt, cols) && flat.buf.offset % 16 == 0 && normed.buf.offset % 16 == 0;
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
-  KILN_TRY(b.launch(n.name, std::move(k), {normed.buf, flat.buf}));
+  KILN_TRY(b.launch(n.name, std::move(k),
+                    norm_rows_args<BufferRef>(normed.buf, flat.buf, nullptr, nullptr, nullptr, nullptr)));
   if (!wv && !bv) {
     b.bind(out, normed);
     return Status::ok();

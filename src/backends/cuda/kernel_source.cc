@@ -53,6 +53,13 @@ std::string literal(double v, DType t) {
   return buf;
 }
 
+// The bits of `v` in the compute type of `t` (a float's 32, a double's 64),
+// as a size a kernel template reads its number from (row_number in kiln/rows.cuh).
+int64_t number_bits(double v, DType t) {
+  if (t == DType::Float64) return std::bit_cast<int64_t>(v);
+  return static_cast<int64_t>(std::bit_cast<uint32_t>(static_cast<float>(v)));
+}
+
 // `v` stored into dtype t and read back (what the CPU kernels do to a Python number
 // they convert to the tensor's dtype first).
 double rounded_to(double v, DType t) {
@@ -549,16 +556,6 @@ namespace {
 // A block per row: 128 threads for rows up to 1024 columns, more for longer ones.
 uint32_t row_threads(int64_t cols) { return cols <= 1024 ? 128 : (cols <= 4096 ? 256 : 1024); }
 
-Expected<GeneratedKernel> row_launch(std::string source, int64_t rows, uint32_t threads, Sizes& D) {
-  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
-  GeneratedKernel k;
-  k.source = std::move(source);
-  k.dims = std::move(D.values);
-  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
-  k.block = {threads, 1, 1};
-  return k;
-}
-
 }  // namespace
 
 bool norm_rows_vector_fits(DType dtype, int64_t cols) {
@@ -575,91 +572,26 @@ Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p) {
     return invalid_argument("rows of " + std::to_string(p.cols) + " " + std::string(dtype_name(p.dtype)) +
                             " do not fit one warp's 16-byte vectors");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(p.dtype));
-  const std::string C = compute_type(p.dtype);
-  const bool ln = p.op == RowOp::kLayerNorm;
-  std::ostringstream s;
-  const uint32_t threads = p.vectorized ? 128 : row_threads(p.cols);
-  Sizes D;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in";
-  if (p.residual) s << ", const " << T << "* __restrict__ in2";
-  if (p.write_sum) s << ", " << T << "* __restrict__ sum_out";
-  if (p.has_weight) s << ", const " << T << "* __restrict__ weight";
-  if (p.has_bias) s << ", const " << T << "* __restrict__ bias";
-  s << " KILN_DIMS) {\n  typedef " << T << " T;\n  typedef " << C << " C;\n  const long long N = " << D(p.cols) << ";\n";
-  // The row's value at j: in, or in + in2 rounded to T as the add would leave it.
-  const std::string store = p.dtype == DType::Float64 ? "" : "kiln_st<T>";
-  if (!p.vectorized) {
-    s << "  const long long row = blockIdx.x;\n";
-    s << "  __shared__ C red[32];\n";
-    // The first pass writes the sum (when asked); later passes read the inputs again.
-    s << "  auto at = [&](long long j, bool first) -> C {\n";
-    if (p.residual) {
-      s << "    const T v = " << store << "(kiln_ld(in[row * N + j]) + kiln_ld(in2[row * N + j]));\n";
-      if (p.write_sum) s << "    if (first) sum_out[row * N + j] = v;\n";
-      s << "    return kiln_ld(v);\n  };\n";
-    } else {
-      s << "    (void)first;\n    return kiln_ld(in[row * N + j]);\n  };\n";
-    }
-    s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += at(j, true);\n";
-    s << "  const C mean = " << (ln ? "kiln_block_reduce(sum, false, red) / C(N)" : "C(0)") << ";\n";
-    s << "  C sq = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const C d = at(j, false) - mean; sq += d * d; }\n";
-    s << "  const C inv = C(1) / sqrt(kiln_block_reduce(sq, false, red) / C(N) + " << literal(p.eps, p.dtype) << ");\n";
-    s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
-    s << "    C v = (at(j, false) - mean) * inv;\n";
-    if (p.has_weight) s << "    v = v * kiln_ld(weight[j]);\n";
-    if (p.has_bias) s << "    v = v + kiln_ld(bias[j]);\n";
-    s << "    out[row * N + j] = " << store << "(v);\n  }\n}\n";
-    return row_launch(s.str(), p.rows, threads, D);
-  }
-  // A warp per row: the row is read once, 16 bytes per load, into registers.
-  const int64_t V = 16 / static_cast<int64_t>(dtype_size(p.dtype)), nvec = p.cols / V;
-  const int64_t per_lane = (nvec + 31) / 32;
-  s << "  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);\n";
-  s << "  if (row >= " << D(p.rows) << ") return;\n";
-  s << "  const int lane = threadIdx.x & 31;\n";
-  s << "  C x[" << per_lane << "][" << V << "];\n";
-  s << "#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c) {\n";
-  s << "    const int vi = c * 32 + lane;\n";
-  s << "    if (vi < " << nvec << ") {\n";
-  s << "      const uint4 a = reinterpret_cast<const uint4*>(in + row * N)[vi];\n";
-  s << "      const T* ea = reinterpret_cast<const T*>(&a);\n";
-  if (p.residual) {
-    s << "      const uint4 r = reinterpret_cast<const uint4*>(in2 + row * N)[vi];\n";
-    s << "      const T* er = reinterpret_cast<const T*>(&r);\n      uint4 sv;\n      T* es = reinterpret_cast<T*>(&sv);\n";
-  }
-  s << "#pragma unroll\n      for (int u = 0; u < " << V << "; ++u) {\n";
-  if (p.residual) {
-    s << "        es[u] = kiln_st<T>(kiln_ld(ea[u]) + kiln_ld(er[u]));\n        x[c][u] = kiln_ld(es[u]);\n";
-  } else {
-    s << "        x[c][u] = kiln_ld(ea[u]);\n";
-  }
-  s << "      }\n";
-  if (p.write_sum) s << "      reinterpret_cast<uint4*>(sum_out + row * N)[vi] = sv;\n";
-  s << "    } else {\n#pragma unroll\n      for (int u = 0; u < " << V << "; ++u) x[c][u] = C(0);\n    }\n  }\n";
-  s << "  C mean = 0;\n";
-  if (ln) {
-    s << "  {\n    C sum = 0;\n#pragma unroll\n    for (int c = 0; c < " << per_lane << "; ++c)\n#pragma unroll\n"
-      << "      for (int u = 0; u < " << V << "; ++u) sum += x[c][u];\n    mean = kiln_warp_sum(sum) / C(N);\n  }\n";
-  }
-  s << "  C sq = 0;\n#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c)\n";
-  s << "    if (c * 32 + lane < " << nvec << ")\n#pragma unroll\n      for (int u = 0; u < " << V
-    << "; ++u) { const C d = x[c][u] - mean; sq += d * d; }\n";
-  s << "  const C inv = C(1) / sqrt(kiln_warp_sum(sq) / C(N) + " << literal(p.eps, p.dtype) << ");\n";
-  s << "#pragma unroll\n  for (int c = 0; c < " << per_lane << "; ++c) {\n";
-  s << "    const int vi = c * 32 + lane;\n    if (vi >= " << nvec << ") continue;\n";
-  if (p.has_weight) s << "    const uint4 wv = reinterpret_cast<const uint4*>(weight)[vi];\n    const T* ew = reinterpret_cast<const T*>(&wv);\n";
-  if (p.has_bias) s << "    const uint4 bv = reinterpret_cast<const uint4*>(bias)[vi];\n    const T* eb = reinterpret_cast<const T*>(&bv);\n";
-  s << "    uint4 ov;\n    T* eo = reinterpret_cast<T*>(&ov);\n";
-  s << "#pragma unroll\n    for (int u = 0; u < " << V << "; ++u) {\n      C v = (x[c][u] - mean) * inv;\n";
-  if (p.has_weight) s << "      v = v * kiln_ld(ew[u]);\n";
-  if (p.has_bias) s << "      v = v + kiln_ld(eb[u]);\n";
-  s << "      eo[u] = kiln_st<T>(v);\n    }\n";
-  s << "    reinterpret_cast<uint4*>(out + row * N)[vi] = ov;\n  }\n}\n";
-  if (p.rows > (int64_t{1} << 32)) return unsupported("too many rows for one launch");
+  const std::string kind = p.op == RowOp::kLayerNorm ? "0" : "1";
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   GeneratedKernel k;
-  k.source = s.str();
-  k.dims = std::move(D.values);
+  k.header = "kiln/rows.cuh";
+  if (!p.vectorized) {
+    const uint32_t threads = row_threads(p.cols);
+    k.templ = "kiln::norm_rows_block";
+    k.targs = {
+        T, kind, std::to_string(threads), flag(p.residual), flag(p.write_sum), flag(p.has_weight), flag(p.has_bias)};
+    k.dims = {p.cols, number_bits(p.eps, p.dtype)};
+    if (p.rows > 2147483647LL) return unsupported("too many rows for one launch");
+    k.grid = {static_cast<uint32_t>(std::max<int64_t>(p.rows, 1)), 1, 1};
+    k.block = {threads, 1, 1};
+    return k;
+  }
+  const int64_t nvec = p.cols / (16 / static_cast<int64_t>(dtype_size(p.dtype)));
+  k.templ = "kiln::norm_rows_warp";
+  k.targs = {T, kind, std::to_string(nvec), flag(p.residual), flag(p.write_sum), flag(p.has_weight), flag(p.has_bias)};
+  k.dims = {p.cols, p.rows, number_bits(p.eps, p.dtype)};
+  if (p.rows > (int64_t{1} << 32)) return unsupported("too many rows for one launch");
   k.grid = {static_cast<uint32_t>(std::max<int64_t>((p.rows + 3) / 4, 1)), 1, 1};
   k.block = {128, 1, 1};
   return k;
@@ -669,37 +601,20 @@ Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_
                                      bool has_bias) {
   if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm)
     return norm_rows_kernel({op, dtype, rows, cols, eps, has_weight, has_bias});
+  if (has_weight || has_bias) return invalid_argument("softmax rows take no weight or bias");
   if (!is_float_type(dtype)) return unsupported("row kernels compute in floating types");
+  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
-  const std::string C = compute_type(dtype);
   // A block of up to 1024 threads per row.
   const uint32_t threads = row_threads(cols);
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in";
-  if (has_weight) s << ", const " << T << "* __restrict__ weight";
-  if (has_bias) s << ", const " << T << "* __restrict__ bias";
-  s << " KILN_DIMS) {\n";
-  s << "  typedef " << C << " C;\n  const long long N = " << D(cols) << ";\n";
-  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
-    << "* y = out + (long long)blockIdx.x * N;\n";
-  s << "  __shared__ C red[32];\n";
-  s << "  auto block_reduce = [&](C v, bool is_max) -> C { return kiln_block_reduce(v, is_max, red); };\n";
-  s << "  C m = -C(INFINITY);\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) m = kiln_max(m, "
-       "kiln_ld(x[j]));\n";
-  s << "  m = block_reduce(m, true);\n";
-  s << "  C sum = 0;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) sum += exp(kiln_ld(x[j]) - m);\n";
-  s << "  sum = block_reduce(sum, false);\n";
-  s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
-  if (op == RowOp::kSoftmax) {
-    s << "    const C v = exp(kiln_ld(x[j]) - m) / sum;\n";
-  } else {
-    s << "    const C v = kiln_ld(x[j]) - m - log(sum);\n";
-  }
-  s << (dtype == DType::Float64 ? "    y[j] = v;\n" : "    y[j] = kiln_st<" + T + ">(v);\n");
-  s << "  }\n}\n";
-  return row_launch(s.str(), rows, threads, D);
+  GeneratedKernel k;
+  k.header = "kiln/rows.cuh";
+  k.templ = "kiln::softmax_rows";
+  k.targs = {T, op == RowOp::kSoftmax ? "2" : "3", std::to_string(threads)};
+  k.dims = {cols};
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  return k;
 }
 
 Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedLayout& x, const StridedLayout& cos,
@@ -744,24 +659,17 @@ Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedL
 Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps) {
   if (dtype != DType::Float16 && dtype != DType::BFloat16)
     return unsupported("the cast RMSNorm takes float16 or bfloat16 rows");
+  if (rows > 2147483647LL) return unsupported("too many rows for one launch");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
   const uint32_t threads = row_threads(cols);
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << T << "* __restrict__ weight KILN_DIMS) {\n";
-  s << "  const long long N = " << D(cols) << ";\n";
-  s << "  const " << T << "* x = in + (long long)blockIdx.x * N;\n  " << T
-    << "* y = out + (long long)blockIdx.x * N;\n";
-  s << "  __shared__ float red[32];\n";
-  s << "  float sq = 0.0f;\n  for (long long j = threadIdx.x; j < N; j += blockDim.x) { const float d = kiln_ld(x[j]); "
-       "sq += d * d; }\n";
-  s << "  const float inv = 1.0f / sqrt(kiln_block_reduce(sq, false, red) / float(N) + "
-    << literal(eps, DType::Float32) << ");\n";
-  s << "  for (long long j = threadIdx.x; j < N; j += blockDim.x) {\n";
-  s << "    const float v = kiln_round<" << T << ">(kiln_ld(x[j]) * inv);\n";
-  s << "    y[j] = kiln_st<" << T << ">(kiln_ld(weight[j]) * v);\n  }\n}\n";
-  return row_launch(s.str(), rows, threads, D);
+  GeneratedKernel k;
+  k.header = "kiln/rows.cuh";
+  k.templ = "kiln::rms_norm_cast";
+  k.targs = {T, std::to_string(threads)};
+  k.dims = {cols, number_bits(eps, DType::Float32)};
+  k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
+  k.block = {threads, 1, 1};
+  return k;
 }
 
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {

@@ -91,10 +91,11 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
 // the same logical sizes with their own strides. Params: out, in.
 Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in);
 
-// Per row of `cols` contiguous elements (rows = numel / cols), all contiguous.
+// Per row of `cols` contiguous elements (rows = numel / cols), all contiguous
+// (kiln/rows.cuh). Statistics are computed in float32 (float64 for f64).
 enum class RowOp { kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax };
-// Params: out, in, then weight (if has_weight) and bias (if has_bias), each of
-// length cols in the same dtype. Statistics are computed in float32 (float64 for f64).
+// Norms: norm_rows_kernel's (block per row). Softmax and log-softmax take no
+// weight or bias; Params: out, in.
 Expected<GeneratedKernel> row_kernel(RowOp op, DType dtype, int64_t rows, int64_t cols, double eps, bool has_weight,
                                      bool has_bias);
 
@@ -118,8 +119,17 @@ struct NormRows {
 // The most 16-byte vectors of a row one lane of the warp holds.
 constexpr int64_t kNormVectorsPerLane = 8;
 bool norm_rows_vector_fits(DType dtype, int64_t cols);
-// Params: out, in, then in2 (residual), sum_out (write_sum), weight, bias, each if present.
+// Params: out, in, in2, sum_out, weight, bias (each of length cols in the
+// same dtype): those the flags leave out are passed as `out`, never read
+// (norm_rows_args).
 Expected<GeneratedKernel> norm_rows_kernel(const NormRows& p);
+// The parameters of a norm_rows_kernel launch in order, `out` in the place of
+// each one absent.
+template <typename Ref>
+std::vector<Ref> norm_rows_args(const Ref& out, const Ref& in, const Ref* in2, const Ref* sum_out, const Ref* weight,
+                                const Ref* bias) {
+  return {out, in, in2 ? *in2 : out, sum_out ? *sum_out : out, weight ? *weight : out, bias ? *bias : out};
+}
 
 // out[o] = reduce over the reduced index space of in. `kept` and `reduced` give
 // sizes and input strides of the kept (in out's row-major order) and reduced dims.

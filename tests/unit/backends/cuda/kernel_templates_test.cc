@@ -46,37 +46,95 @@ TEST(KernelTemplates, EveryHeaderCompilesAlone) {
   EXPECT_TRUE(kernel_header("kiln/none.cuh").empty());
 }
 
-// gemv: every element type, row count, split of k and activation, with and
-// without a bias, from the generator.
+// gemv: every element type, row count and split of k, and every
+// activation with and without a bias, from the generator.
 TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
   std::vector<GeneratedKernel> ks;
-  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16})
+  auto add = [&ks](DType t, int64_t m, int64_t n, int64_t k, const char* act, bool bias) {
+    GemvShape g;
+    g.dtype = t;
+    g.m = m;
+    g.n = g.ldc = n;
+    g.k = g.lda = g.ldw = k;
+    g.activation = act;
+    g.has_bias = bias;
+    g.alpha = 0.5f;
+    auto kern = gemv_kernel(g);
+    ASSERT_TRUE(kern.has_value()) << kern.status().message();
+    ks.push_back(*kern);
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16}) {
     for (int64_t m = 1; m <= kGemvMaxRows; ++m)
       // n and k that make the generator split k among 1, 2, 4 and 8 warps.
       for (auto [n, k] : {std::pair<int64_t, int64_t>{100000, 4096}, {2048, 8192}, {1024, 8192}, {512, 8192}})
-        for (const char* act : {"none", "relu", "gelu"})
-          for (bool bias : {false, true}) {
-            GemvShape g;
-            g.dtype = t;
-            g.m = m;
-            g.n = g.ldc = n;
-            g.k = g.lda = g.ldw = k;
-            g.activation = act;
-            g.has_bias = bias;
-            g.alpha = 0.5f;
-            auto kern = gemv_kernel(g);
-            ASSERT_TRUE(kern.has_value()) << kern.status().message();
-            ks.push_back(*kern);
-          }
+        add(t, m, n, k, "none", false);
+    for (const char* act : {"none", "relu", "gelu"})
+      for (bool bias : {false, true}) add(t, 1, 100000, 4096, act, bias);
+  }
+  if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> splits;
   for (const GeneratedKernel& k : ks) splits.insert(k.targs[2]);
   EXPECT_EQ(splits, (std::set<std::string>{"1", "2", "4", "8"}));
   expect_compiles(ks, false);
-  // Sizes read at run time change only the last parameter: once per type, row count and split.
-  std::vector<GeneratedKernel> plain;
+  // Sizes read at run time change only the last parameter: once per type and split.
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
   for (const GeneratedKernel& k : ks)
-    if (k.targs[3] == "0") plain.push_back(k);
-  expect_compiles(plain, true);
+    if (seen.insert(k.templ + k.targs[0] + k.targs[2]).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
+// Row kernels: norms (a block per row and a warp per row: every
+// combination of residual, written sum, weight and bias of both kinds in
+// every element type, and every count of 16-byte vectors per lane), softmax
+// and log-softmax, and the cast RMSNorm, at every block size.
+TEST(KernelTemplates, EveryRowInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64})
+    for (RowOp op : {RowOp::kLayerNorm, RowOp::kRmsNorm})
+      for (int flags = 0; flags < 16; ++flags) {
+        if ((flags & 8) != 0 && (flags & 4) == 0) continue;  // a sum is written only with a residual
+        NormRows p{op, t, 10, 768, 1e-5, (flags & 1) != 0, (flags & 2) != 0};
+        p.residual = (flags & 4) != 0;
+        p.write_sum = (flags & 8) != 0;
+        add(norm_rows_kernel(p));
+        if (t == DType::Float64) continue;
+        p.vectorized = true;
+        add(norm_rows_kernel(p));
+      }
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    const int64_t per_vector = 16 / static_cast<int64_t>(dtype_size(t));
+    for (int64_t nvec : {1, 31, 32, 33, 64, 65, 128, 160, 192, 224, 256}) {
+      NormRows p{RowOp::kLayerNorm, t, 10, nvec * per_vector, 1e-5, true, true};
+      p.vectorized = true;
+      add(norm_rows_kernel(p));
+    }
+  }
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64})
+    for (int64_t cols : {768, 4096, 8192}) {  // 128, 256 and 1024 threads
+      add(norm_rows_kernel({RowOp::kRmsNorm, t, 10, cols, 1e-6, true, false}));
+      for (RowOp op : {RowOp::kSoftmax, RowOp::kLogSoftmax}) add(row_kernel(op, t, 10, cols, 0, false, false));
+      if (t == DType::Float16 || t == DType::BFloat16) add(rms_norm_cast_kernel(t, 10, cols, 1e-6));
+    }
+  if (::testing::Test::HasFatalFailure()) return;
+  std::set<std::string> threads, nvecs;
+  for (const GeneratedKernel& k : ks) {
+    if (k.templ == "kiln::norm_rows_block") threads.insert(k.targs[2]);
+    if (k.templ == "kiln::norm_rows_warp") nvecs.insert(k.targs[2]);
+  }
+  EXPECT_EQ(threads, (std::set<std::string>{"128", "256", "1024"}));
+  EXPECT_EQ(nvecs.size(), 11u + 1u);  // and 96: 768 columns of a 16-bit type (192 for float32 is listed)
+  expect_compiles(ks, false);
+  // Sizes read at run time: every template, once per element type.
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(k.templ + k.targs[0]).second) some.push_back(k);
+  expect_compiles(some, true);
 }
 
 // Sizes become template arguments (a run-time size reads KilnDims, which the
