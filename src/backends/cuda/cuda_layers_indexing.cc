@@ -1,0 +1,254 @@
+// The CUDA builder's layers, gathers and index writes: embedding rows, torch.gather and torch.index, index_copy and
+// index_put.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string_view>
+
+#include "backends/cuda/cuda_layers.h"
+
+namespace kiln::cuda::layers {
+
+Status emit_gather_rows(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const bool emb = n.op == OpKind::kEmbedding;
+  KILN_ASSIGN_OR_RETURN(TRef table, b.ref(value_arg(n, emb ? "weight" : "self")));
+  KILN_ASSIGN_OR_RETURN(table, b.contiguous(table, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, emb ? "indices" : "index")));
+  KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
+  if (table.sizes.empty()) return invalid_argument("rows gathered from a 0-d table");
+  const int64_t rows = prod(idx.sizes);
+  const int64_t table_rows = table.sizes[0];
+  const int64_t cols = table_rows == 0 ? 0 : prod(table.sizes) / table_rows;
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gather_rows_kernel(dt, idx.dtype, rows, table_rows, cols, code));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, table.buf, idx.buf, b.error_word()}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+namespace {
+
+// torch.index (x[i, j], x[:, i]): index tensors for consecutive dims of
+// self, Nones before and after them; nullopt when the indices are not of
+// that form (a bool mask, whose result size depends on the data, or index
+// tensors apart).
+struct IndexRead {
+  int64_t first = 0;
+  std::vector<const ir::Value*> indices;
+};
+
+std::optional<IndexRead> index_read(const ir::Node& n) {
+  // Tensor?[] (Nones among them) or Tensor[] (none), as the program spells it.
+  std::vector<std::optional<ir::Value*>> all;
+  const ir::Arg* arg = n.find("indices");
+  if (const auto* opt = arg ? std::get_if<std::vector<std::optional<ir::Value*>>>(arg) : nullptr) all = *opt;
+  if (const auto* plain = arg ? std::get_if<std::vector<ir::Value*>>(arg) : nullptr)
+    all.assign(plain->begin(), plain->end());
+  const auto* list = &all;
+  const ir::Value* self = value_arg(n, "self");
+  if (list->empty() || !self || self->kind != ir::ValueKind::kTensor || n.outputs.size() != 1) return std::nullopt;
+  IndexRead r;
+  size_t k = 0;
+  while (k < list->size() && !(*list)[k]) ++k;
+  r.first = static_cast<int64_t>(k);
+  for (; k < list->size() && (*list)[k]; ++k) {
+    const ir::Value* v = *(*list)[k];
+    if (v->kind != ir::ValueKind::kTensor || (v->type.dtype != DType::Int64 && v->type.dtype != DType::Int32))
+      return std::nullopt;
+    r.indices.push_back(v);
+  }
+  for (; k < list->size(); ++k)
+    if ((*list)[k]) return std::nullopt;
+  if (r.indices.empty() || list->size() > self->type.sizes.size()) return std::nullopt;
+  return r;
+}
+
+Status emit_index(Builder& b, const ir::Node& n) {
+  auto r = index_read(n);
+  if (!r) return unsupported(n.name + ": an index other than tensors for consecutive dims");
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  const int64_t count = static_cast<int64_t>(r->indices.size());
+  const int64_t index_rank = static_cast<int64_t>(sizes.size()) - static_cast<int64_t>(x.sizes.size()) + count;
+  if (index_rank < 0) return invalid_argument(n.name + ": its result has fewer dims than the index leaves");
+  const std::vector<int64_t> bshape(sizes.begin() + r->first, sizes.begin() + r->first + index_rank);
+  std::vector<StridedLayout> layouts;
+  std::vector<BufferRef> args;
+  for (const ir::Value* v : r->indices) {
+    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, bshape));
+    StridedLayout l{t.dtype, sizes, std::vector<int64_t>(sizes.size(), 0)};
+    for (int64_t d = 0; d < index_rank; ++d)
+      l.strides[static_cast<size_t>(r->first + d)] = wide.strides[static_cast<size_t>(d)];
+    layouts.push_back(std::move(l));
+    args.push_back(t.buf);
+  }
+  TRef o = b.new_tensor(dt, sizes);
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, index_kernel(o.layout(), x.layout(), layouts, r->first, index_rank, code));
+  std::vector<BufferRef> all{o.buf, x.buf};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back(b.error_word());
+  KILN_TRY(b.launch(n.name, std::move(k), all));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status emit_gather(Builder& b, const ir::Node& n) {
+  if (n.op == OpKind::kIndexTensor) return emit_index(b, n);
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(value_arg(n, "index")));
+  const int64_t dim = norm_dim(int_arg(n, "dim").value_or(0), x.sizes.size());
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gather_kernel(o.layout(), x.layout(), idx.layout(), dim, code));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, idx.buf, b.error_word()}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+namespace {
+
+// A write of rows at positions along one dim: index_copy, kiln.cache_write, or
+// index_put with one position index (Nones before it) and values that are the
+// rows, perhaps without leading 1s (torch's x[:, :, pos] = v).
+struct IndexWrite {
+  const ir::Value* self = nullptr;
+  const ir::Value* index = nullptr;
+  const ir::Value* source = nullptr;
+  int64_t dim = 0;
+  std::vector<int64_t> rows;  // the source's sizes as written: self's with dim's size the index count
+};
+
+std::optional<IndexWrite> index_write(const ir::Node& n) {
+  IndexWrite w;
+  w.self = value_arg(n, "self");
+  if (!w.self || n.outputs.size() != 1) return std::nullopt;
+  const size_t rank = std::max<size_t>(1, w.self->type.sizes.size());
+  if (n.op == OpKind::kIndexPut) {
+    const auto* idx = std::get_if<std::vector<std::optional<ir::Value*>>>(n.find("indices"));
+    const ir::Arg* acc = n.find("accumulate");
+    if (!idx || idx->empty() || (acc && std::get_if<bool>(acc) && *std::get_if<bool>(acc))) return std::nullopt;
+    for (size_t k = 0; k + 1 < idx->size(); ++k)
+      if ((*idx)[k]) return std::nullopt;
+    if (!idx->back() || idx->size() > rank) return std::nullopt;
+    w.index = *idx->back();
+    w.dim = static_cast<int64_t>(idx->size()) - 1;
+    w.source = value_arg(n, "values");
+  } else {
+    w.index = value_arg(n, "index");
+    w.source = value_arg(n, "source");
+    w.dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
+  }
+  if (!w.index || !w.source || w.index->type.sizes.size() > 1 || w.dim < 0 || w.dim >= static_cast<int64_t>(rank))
+    return std::nullopt;
+  w.rows = w.self->type.sizes.empty() ? std::vector<int64_t>{1} : static_sizes(w.self);
+  w.rows[static_cast<size_t>(w.dim)] = w.index->type.sizes.empty() ? 1 : w.index->type.sizes[0].value;
+  // The source: exactly the rows, or the rows without leading 1s.
+  std::vector<int64_t> src = static_sizes(w.source);
+  if (src.empty()) src = {1};
+  if (src.size() > w.rows.size()) return std::nullopt;
+  const size_t lead = w.rows.size() - src.size();
+  for (size_t d = 0; d < w.rows.size(); ++d)
+    if (d < lead ? w.rows[d] != 1 : w.rows[d] != src[d - lead]) return std::nullopt;
+  return w;
+}
+
+}  // namespace
+
+// index_copy / index_put (into a copy of self) and kiln.cache_write (into the
+// engine input slot of self itself: the caller's cache, written in place).
+Status emit_index_copy(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  std::optional<IndexWrite> w = index_write(n);
+  if (!w) return unsupported("not a write of rows at positions");
+  const bool in_place = n.op == OpKind::kCacheWrite;
+  TRef dst;
+  if (in_place) {
+    std::optional<TRef> slot = b.input_slot(w->self);
+    if (!slot) return internal_error("writes in place into '" + w->self->name + "', which is not an engine input");
+    dst = *slot;
+  } else {
+    KILN_ASSIGN_OR_RETURN(TRef x, b.ref(w->self));
+    dst = b.new_tensor(b.compute_dtype(out->type.dtype), static_sizes(out));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
+    KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
+  }
+  KILN_ASSIGN_OR_RETURN(TRef src, b.ref(w->source));
+  KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, dst.dtype));
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(w->index));
+  KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
+  const std::vector<int64_t>& rows = w->rows;
+  const std::vector<int64_t> dsizes = dst.sizes.empty() ? std::vector<int64_t>{1} : dst.sizes;
+  const auto d = static_cast<size_t>(w->dim);
+  if (dsizes.size() != rows.size() || prod(src.sizes) != prod(rows) || prod(idx.sizes) != rows[d])
+    return invalid_argument("the rows written, self and the index do not fit together");
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, index_copy_kernel(dst.dtype, idx.dtype, prod(rows, 0, d), rows[d],
+                                                             prod(rows, d + 1), dsizes[d], code));
+  KILN_TRY(b.launch(n.name, std::move(k), {dst.buf, src.buf, idx.buf, b.error_word()}));
+  if (in_place && b.compute_dtype(dst.dtype) != dst.dtype) {
+    KILN_ASSIGN_OR_RETURN(TRef cast, b.contiguous(dst, n.name, b.compute_dtype(dst.dtype)));
+    b.bind(out, cast);
+  } else {
+    b.bind(out, dst);
+  }
+  return Status::ok();
+}
+
+// Embedding rows and index_select along dim 0 by integer indices.
+std::string gather_rows_refusal(const ir::Node& n) {
+  const ir::Value* idx = value_arg(n, n.op == OpKind::kEmbedding ? "indices" : "index");
+  if (!idx || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32)) return "non-integer indices";
+  if (rank(value_arg(n, n.op == OpKind::kEmbedding ? "weight" : "self")) < 1) return "rows of a 0-d table";
+  if (n.op == OpKind::kIndexSelect) {
+    const ir::Value* x = value_arg(n, "self");
+    if (norm_dim(int_arg(n, "dim").value_or(0), rank(x)) != 0 || rank(idx) != 1)
+      return "index_select along a dim other than 0";
+  }
+  return "";
+}
+
+// torch.gather and torch.index with integer index tensors for consecutive dims.
+std::string gather_refusal(const ir::Node& n) {
+  if (n.op == OpKind::kIndexTensor)
+    return index_read(n) ? ""
+                         : "index with a bool mask (its result's size depends on the data) or with index "
+                           "tensors for dims that are not consecutive";
+  const ir::Value* idx = value_arg(n, "index");
+  const ir::Value* x = value_arg(n, "self");
+  if (!idx || !x || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
+    return "gather with non-integer indices";
+  if (rank(idx) != rank(x) || rank(x) == 0) return "gather whose index rank differs from the input's";
+  if (bool_arg(n, "sparse_grad", false)) return "gather with sparse_grad";
+  return "";
+}
+
+// Rows written at positions along one dim (index_copy, index_put, cache writes).
+std::string index_copy_refusal(const ir::Node& n) {
+  std::optional<IndexWrite> w = index_write(n);
+  if (!w) return "index writes other than rows at positions along one dim (one position index, Nones before it)";
+  if (w->index->type.dtype != DType::Int64 && w->index->type.dtype != DType::Int32)
+    return "index writes with non-integer indices";
+  if (w->source->type.dtype != w->self->type.dtype) return "index writes of mixed dtypes";
+  return "";
+}
+
+}  // namespace kiln::cuda::layers

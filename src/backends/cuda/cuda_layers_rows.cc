@@ -1,0 +1,268 @@
+// The CUDA builder's layers, rows: norms, softmax, GroupNorm; reductions; pooling.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string_view>
+
+#include "backends/cuda/cuda_layers.h"
+
+namespace kiln::cuda::layers {
+
+Status emit_row(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const ir::Value* xv = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(xv));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  const std::vector<int64_t> sizes = static_sizes(out);
+  int64_t cols = sizes.empty() ? 1 : sizes.back();
+  RowOp op = RowOp::kSoftmax;
+  double eps = 0;
+  std::optional<TRef> weight, bias;
+  if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
+    op = n.op == OpKind::kLayerNorm ? RowOp::kLayerNorm : RowOp::kRmsNorm;
+    const auto ns = ints_arg(n, "normalized_shape").value_or(std::vector<int64_t>{});
+    cols = prod(ns);
+    if (auto e = double_arg(n, "eps")) {
+      eps = *e;
+    } else {
+      eps = xv->type.dtype == DType::Float16    ? 0.0009765625
+            : xv->type.dtype == DType::BFloat16 ? 0.0078125
+            : xv->type.dtype == DType::Float64  ? std::numeric_limits<double>::epsilon()
+                                                : std::numeric_limits<float>::epsilon();
+    }
+    for (auto [name, slot] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
+      if (const ir::Value* v = value_arg(n, name)) {
+        KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+        KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+        *slot = r;
+      }
+    }
+  } else if (n.op == OpKind::kLogSoftmax || n.op == OpKind::kLogSoftmaxInternal) {
+    op = RowOp::kLogSoftmax;
+  }
+  const int64_t rows = cols == 0 ? 0 : prod(sizes) / cols;
+  TRef o = b.new_tensor(dt, sizes);
+  if (const ir::Value* cw = value_arg(n, "kiln_cast_weight")) {  // fold_rms_norm_casts
+    if (value_arg(n, "kiln_residual")) return internal_error("a norm folded with both a cast weight and a residual");
+    KILN_ASSIGN_OR_RETURN(TRef w, b.ref(cw));
+    KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, rms_norm_cast_kernel(dt, rows, cols, eps));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, w.buf}));
+    b.bind(out, o);
+    return Status::ok();
+  }
+  if (op == RowOp::kLayerNorm || op == RowOp::kRmsNorm) {
+    NormRows p{op, dt, rows, cols, eps, weight.has_value(), bias.has_value()};
+    std::vector<const TRef*> operands{&x};
+    std::optional<TRef> residual, sum;
+    if (const ir::Value* rv = value_arg(n, "kiln_residual")) {  // fold_residual_norm
+      KILN_ASSIGN_OR_RETURN(TRef r, b.ref(rv));
+      KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+      residual = r;
+      p.residual = true;
+      operands.push_back(&*residual);
+      if (n.outputs.size() > 1) {
+        sum = b.new_tensor(dt, sizes);
+        p.write_sum = true;
+      }
+    }
+    for (const std::optional<TRef>* t : {&weight, &bias})
+      if (*t) operands.push_back(&**t);
+    p.vectorized = norm_rows_vector_fits(dt, cols) &&
+                   std::all_of(operands.begin(), operands.end(), [](const TRef* t) { return t->buf.offset % 16 == 0; });
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
+    auto buf = [](const std::optional<TRef>& t) { return t ? &t->buf : nullptr; };
+    KILN_TRY(
+        b.launch(n.name, std::move(k), norm_rows_args(o.buf, x.buf, buf(residual), buf(sum), buf(weight), buf(bias))));
+    b.bind(out, o);
+    if (sum) b.bind(n.outputs[1], *sum);
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, row_kernel(op, dt, rows, cols, eps, weight.has_value(), bias.has_value()));
+  std::vector<BufferRef> args{o.buf, x.buf};
+  KILN_TRY(b.launch(n.name, std::move(k), args));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+namespace {
+
+// group_norm(input [N, C, *], num_groups G, weight [C]?, bias [C]?, eps):
+// the rows [N * G, C / G * prod(*)] normalized as a LayerNorm without
+// weight, then times weight[c] plus bias[c] per channel in one elementwise
+// kernel.
+std::string group_norm_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "input");
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!x || !out || !is_floating(x->type.dtype) || out->type.dtype != x->type.dtype || x->type.sizes.size() < 2)
+    return "group_norm of a floating tensor of rank >= 2 with the input's dtype";
+  const auto g = int_arg(n, "num_groups");
+  const ir::Dim& c = x->type.sizes[1];
+  if (!g || *g < 1 || !c.is_static() || c.value % *g != 0) return "group_norm whose groups do not divide a static C";
+  for (const char* name : {"weight", "bias"})
+    if (const ir::Value* v = value_arg(n, name); v && (v->type.sizes.size() != 1 || v->type.dtype != x->type.dtype))
+      return std::string("group_norm with a ") + name + " other than a vector of the input's dtype";
+  return "";
+}
+
+}  // namespace
+
+Status emit_group_norm(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const std::vector<int64_t> sizes = static_sizes(out);
+  const int64_t groups = int_arg(n, "num_groups").value_or(1);
+  const int64_t rows = sizes[0] * groups;
+  const int64_t cols = rows == 0 ? 0 : prod(sizes) / rows;
+  const double eps = double_arg(n, "eps").value_or(1e-5);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "input")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, x, {rows, cols}, n.name));
+  const ir::Value* wv = value_arg(n, "weight");
+  const ir::Value* bv = value_arg(n, "bias");
+  TRef normed = b.new_tensor(dt, wv || bv ? std::vector<int64_t>{rows, cols} : sizes);
+  NormRows p{RowOp::kLayerNorm, dt, rows, cols, eps, false, false};
+  p.vectorized = norm_rows_vector_fits(dt, cols) && flat.buf.offset % 16 == 0 && normed.buf.offset % 16 == 0;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, norm_rows_kernel(p));
+  KILN_TRY(b.launch(n.name, std::move(k),
+                    norm_rows_args<BufferRef>(normed.buf, flat.buf, nullptr, nullptr, nullptr, nullptr)));
+  if (!wv && !bv) {
+    b.bind(out, normed);
+    return Status::ok();
+  }
+  normed.sizes = sizes;
+  normed.strides = contiguous_strides_of(sizes);
+  // weight and bias as [1, C, 1, ...]: broadcast over the batch and the positions.
+  std::vector<int64_t> channel(sizes.size(), 1);
+  channel[1] = sizes[1];
+  std::vector<TRef> operands{normed};
+  std::string text = "inputs " + std::to_string(1 + (wv ? 1 : 0) + (bv ? 1 : 0)) + "; ";
+  int reg = 0, next = static_cast<int>(1 + (wv ? 1 : 0) + (bv ? 1 : 0));
+  for (const ir::Value* v : {wv, bv}) {
+    if (!v) continue;
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(r, b.contiguous(r, n.name, dt));
+    KILN_ASSIGN_OR_RETURN(r, reshaped(b, r, channel, n.name));
+    operands.push_back(r);
+    const int in = static_cast<int>(operands.size()) - 1;
+    text += "%" + std::to_string(next) + " = " +
+            (v == wv ? "aten.mul.Tensor(%" + std::to_string(reg) + ", %" + std::to_string(in) + ")"
+                     : "aten.add.Tensor(%" + std::to_string(reg) + ", %" + std::to_string(in) + ", 1)") +
+            "; ";
+    reg = next++;
+  }
+  text.resize(text.size() - 2);
+  KILN_ASSIGN_OR_RETURN(engine::ElementwiseProgram prog, engine::ElementwiseProgram::parse(text));
+  return emit_program_on(b, n.name + ".affine", prog, std::move(operands), out);
+}
+
+Status emit_reduce(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  const size_t rank = x.sizes.size();
+  std::vector<bool> reduced(rank, false);
+  auto dims = ints_arg(n, "dim");
+  if (!dims || dims->empty()) {
+    reduced.assign(rank, true);
+  } else {
+    // dim 0 or -1 of a 0-d tensor reduces it whole, as PyTorch has it.
+    for (int64_t d : *dims) {
+      const int64_t nd = norm_dim(d, std::max<size_t>(rank, 1));
+      if (nd < 0 || nd >= std::max<int64_t>(static_cast<int64_t>(rank), 1))
+        return invalid_argument("reduction over dim " + std::to_string(d) + " of a " + std::to_string(rank) +
+                                "-d tensor");
+      if (rank > 0) reduced[static_cast<size_t>(nd)] = true;
+    }
+  }
+  ReduceDims rd;
+  for (size_t d = 0; d < rank; ++d) {
+    auto& sz = reduced[d] ? rd.reduced_sizes : rd.kept_sizes;
+    auto& st = reduced[d] ? rd.reduced_strides : rd.kept_strides;
+    sz.push_back(x.sizes[d]);
+    st.push_back(x.strides[d]);
+  }
+  ReduceOp op = ReduceOp::kSum;
+  if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
+  if (n.op == OpKind::kAmax) op = ReduceOp::kMax;
+  if (n.op == OpKind::kAmin) op = ReduceOp::kMin;
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(op, dt, rd));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_pool(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  PoolParams p;
+  auto pair = [&](std::string_view name, std::vector<int64_t> def) {
+    auto v = ints_arg(n, name).value_or(def);
+    if (v.empty()) v = def;
+    return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
+  };
+  if (n.op == OpKind::kAdaptiveAvgPool2d || n.op == OpKind::kAdaptiveAvgPool2dInternal) {
+    p.kind = PoolParams::Kind::kAdaptiveAvg;
+  } else {
+    p.kind = n.op == OpKind::kMaxPool2d ? PoolParams::Kind::kMax : PoolParams::Kind::kAvg;
+    std::tie(p.kh, p.kw) = pair("kernel_size", {1});
+    std::tie(p.sh, p.sw) = pair("stride", {p.kh, p.kw});
+    std::tie(p.ph, p.pw) = pair("padding", {0});
+    if (p.kind == PoolParams::Kind::kMax) std::tie(p.dh, p.dw) = pair("dilation", {1});
+    p.count_include_pad = bool_arg(n, "count_include_pad", true);
+    p.divisor_override = int_arg(n, "divisor_override").value_or(0);
+  }
+  const bool cl = x.sizes.size() == 4 && x.strides[1] == 1 && x.sizes[1] > 1;
+  TRef o = b.new_tensor(dt, static_sizes(out), cl);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pool2d_kernel(p, o.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+// Norms and softmax over the last dim, GroupNorm.
+std::string row_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (n.op == OpKind::kGroupNorm) return group_norm_refusal(n);
+  const ir::Value* x = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
+  if (!x || !floating(x->type.dtype) || !out || out->type.dtype != x->type.dtype)
+    return "row operations in floating types with the input's dtype";
+  if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
+    auto ns = ints_arg(n, "normalized_shape");
+    if (!ns) return "normalized_shape is not a static list";
+    return "";
+  }
+  const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank(x));
+  if (rank(x) > 0 && d != static_cast<int64_t>(rank(x)) - 1) return "softmax over a dim other than the last";
+  if (bool_arg(n, "half_to_float", false)) return "softmax with half_to_float";
+  return "";
+}
+
+// Reductions of floating tensors over static dims.
+std::string reduce_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "self");
+  if (!x || !floating(x->type.dtype)) return "reductions of non-floating tensors";
+  if (!is_none(n, "dtype")) return "reductions with a dtype argument";
+  if (n.find("dim") && !is_none(n, "dim") && !ints_arg(n, "dim")) return "reduction dims that are not a list";
+  return "";
+}
+
+// Batched 2-D pooling in floating types.
+std::string pool_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "self");
+  if (rank(x) != 4 || !floating(x->type.dtype)) return "pooling other than batched 2-D in floating types";
+  return "";
+}
+
+}  // namespace kiln::cuda::layers

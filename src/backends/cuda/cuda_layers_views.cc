@@ -1,0 +1,209 @@
+// The CUDA builder's layers, views: strides over the same bytes (no step), identities, casts, concatenation.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string_view>
+
+#include "backends/cuda/cuda_layers.h"
+
+namespace kiln::cuda::layers {
+
+Status emit_view(Builder& b, const ir::Node& n) {
+  const std::string& layer = n.name;
+  const ir::Value* self = n.operands().empty() ? nullptr : n.operands()[0];
+  if (!self) return internal_error("view without an operand");
+  KILN_ASSIGN_OR_RETURN(TRef in, b.ref(self));
+  const ir::Value* out = n.outputs[0];
+  const std::vector<int64_t> out_sizes = static_sizes(out);
+  const size_t rank = in.sizes.size();
+  // A dim argument within [0, rank) once wrapped: a .pt2's attributes and
+  // tensor_meta are not trusted to agree with the operand.
+  auto dim_in = [&](int64_t d, size_t of_rank, const char* what) -> Expected<size_t> {
+    const int64_t nd = norm_dim(d, of_rank);
+    if (nd < 0 || nd >= static_cast<int64_t>(of_rank))
+      return invalid_argument(std::string(what) + " dim " + std::to_string(d) + " of a " + std::to_string(of_rank) +
+                              "-d tensor");
+    return static_cast<size_t>(nd);
+  };
+  auto same_rank = [&](const std::vector<int64_t>& os, size_t want) -> Status {
+    if (os.size() != want)
+      return invalid_argument("the exported output " + shape_to_string(os) + " of a view of " +
+                              shape_to_string(in.sizes) + " has rank " + std::to_string(os.size()) + ", not " +
+                              std::to_string(want));
+    return Status::ok();
+  };
+  switch (n.op) {
+    case OpKind::kPermute: {
+      auto dims = ints_arg(n, "dims");
+      if (!dims || dims->size() != rank) return invalid_argument("permute: bad dims");
+      TRef r = in;
+      std::vector<bool> seen(rank, false);
+      for (size_t d = 0; d < rank; ++d) {
+        KILN_ASSIGN_OR_RETURN(const size_t s, dim_in((*dims)[d], rank, "permute"));
+        if (seen[s]) return invalid_argument("permute names dim " + std::to_string(s) + " twice");
+        seen[s] = true;
+        r.sizes[d] = in.sizes[s];
+        r.strides[d] = in.strides[s];
+      }
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kTranspose:
+    case OpKind::kT: {
+      TRef r = in;
+      if (rank >= 2) {
+        KILN_ASSIGN_OR_RETURN(const size_t d0,
+                              dim_in(n.op == OpKind::kT ? 0 : int_arg(n, "dim0").value_or(0), rank, "transpose"));
+        KILN_ASSIGN_OR_RETURN(const size_t d1,
+                              dim_in(n.op == OpKind::kT ? 1 : int_arg(n, "dim1").value_or(1), rank, "transpose"));
+        std::swap(r.sizes[d0], r.sizes[d1]);
+        std::swap(r.strides[d0], r.strides[d1]);
+      }
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kExpand:
+    case OpKind::kExpandAs: {
+      KILN_ASSIGN_OR_RETURN(TRef r, expanded(in, out_sizes));
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kSelectInt: {
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "select"));
+      int64_t idx = int_arg(n, "index").value_or(0);
+      if (idx < 0) idx += in.sizes[d];
+      if (idx < 0 || idx >= in.sizes[d])
+        return invalid_argument("select of index " + std::to_string(int_arg(n, "index").value_or(0)) +
+                                " along a dim of size " + std::to_string(in.sizes[d]));
+      TRef r = narrowed(in, d, idx, 1);
+      r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
+      r.strides.erase(r.strides.begin() + static_cast<long>(d));
+      b.bind(out, r);
+      return Status::ok();
+    }
+    case OpKind::kSliceTensor:
+    case OpKind::kNarrow: {
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "slice"));
+      KILN_TRY(same_rank(out_sizes, rank));
+      int64_t start = int_arg(n, "start").value_or(0);
+      if (start < 0) start += in.sizes[d];
+      start = std::clamp<int64_t>(start, 0, in.sizes[d]);
+      const int64_t step = n.op == OpKind::kSliceTensor ? int_arg(n, "step").value_or(1) : 1;
+      // The exported length must lie inside the operand along d.
+      if (step < 1 || out_sizes[d] < 0 || (out_sizes[d] > 0 && start + (out_sizes[d] - 1) * step >= in.sizes[d]))
+        return invalid_argument("a slice of " + std::to_string(out_sizes[d]) + " from " + std::to_string(start) +
+                                " step " + std::to_string(step) + " along a dim of size " +
+                                std::to_string(in.sizes[d]));
+      b.bind(out, narrowed(in, d, start, out_sizes[d], step));
+      return Status::ok();
+    }
+    case OpKind::kSplitTensor:
+    case OpKind::kSplitWithSizes:
+    case OpKind::kChunk:
+    case OpKind::kUnbind: {
+      KILN_ASSIGN_OR_RETURN(const size_t d, dim_in(int_arg(n, "dim").value_or(0), rank, "split"));
+      int64_t start = 0;
+      for (const ir::Value* o : n.outputs) {
+        const std::vector<int64_t> os = static_sizes(o);
+        KILN_TRY(same_rank(os, n.op == OpKind::kUnbind ? rank - 1 : rank));
+        if (start + (n.op == OpKind::kUnbind ? 1 : os[d]) > in.sizes[d])
+          return invalid_argument("the parts of a split along dim " + std::to_string(d) + " are longer than its " +
+                                  std::to_string(in.sizes[d]));
+        if (n.op == OpKind::kUnbind) {
+          TRef r = narrowed(in, d, start, 1);
+          r.sizes.erase(r.sizes.begin() + static_cast<long>(d));
+          r.strides.erase(r.strides.begin() + static_cast<long>(d));
+          b.bind(o, r);
+          start += 1;
+        } else {
+          b.bind(o, narrowed(in, d, start, os[d]));
+          start += os[d];
+        }
+      }
+      return Status::ok();
+    }
+    default: break;
+  }
+  // view, reshape, flatten, unflatten, squeeze, unsqueeze and identities
+  KILN_ASSIGN_OR_RETURN(TRef r, reshaped(b, in, out_sizes, layer));
+  b.bind(out, r);
+  return Status::ok();
+}
+
+Status emit_cat(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!ins) return internal_error("cat without tensors");
+  const std::vector<int64_t> os = static_sizes(out);
+  const int64_t nd = norm_dim(int_arg(n, "dim").value_or(0), os.size());
+  if (nd < 0 || nd >= static_cast<int64_t>(os.size()))
+    return invalid_argument("cat along dim " + std::to_string(int_arg(n, "dim").value_or(0)) + " of " +
+                            shape_to_string(os));
+  const auto d = static_cast<size_t>(nd);
+  TRef o = b.new_tensor(dt, os);
+  int64_t start = 0;
+  for (const ir::Value* v : *ins) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+    if (r.sizes.size() != os.size()) continue;  // legacy empty 1-D operands
+    bool fits = start + r.sizes[d] <= os[d];
+    for (size_t k = 0; k < os.size(); ++k) fits = fits && (k == d || r.sizes[k] == os[k]);
+    if (!fits)
+      return invalid_argument("cat of " + shape_to_string(r.sizes) + " at " + std::to_string(start) + " along dim " +
+                              std::to_string(d) + " does not fit the exported output " + shape_to_string(os));
+    TRef slice = narrowed(o, d, start, r.sizes[d]);
+    start += r.sizes[d];
+    if (prod(r.sizes) == 0) continue;
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(slice.layout(), r.layout()));
+    KILN_TRY(b.launch(n.name, std::move(k), {slice.buf, r.buf}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
+Status emit_cast(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
+  const DType dt = b.compute_dtype(out->type.dtype);
+  if (x.dtype == dt) {
+    b.bind(out, x);
+    return Status::ok();
+  }
+  TRef o = b.new_tensor(dt, x.sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(o.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+// Aliases, clones and inference-mode dropout of a tensor.
+std::string identity_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor || !out)
+    return "an identity of something that is not a tensor";
+  if (n.op == OpKind::kDropout && bool_arg(n, "train", false)) return "dropout in training mode";
+  return "";
+}
+
+// Conversions of a tensor to another dtype (or device: the same memory here).
+std::string cast_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!out || out->kind != ir::ValueKind::kTensor || n.operands().empty() ||
+      n.operands()[0]->kind != ir::ValueKind::kTensor)
+    return "not a tensor cast";
+  return "";
+}
+
+// Concatenation of tensors of one dtype.
+std::string cat_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!ins || !out) return "cat without a tensor list";
+  for (const ir::Value* v : *ins)
+    if (v->type.dtype != out->type.dtype) return "cat of mixed dtypes";
+  return "";
+}
+
+}  // namespace kiln::cuda::layers
