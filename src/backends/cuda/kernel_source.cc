@@ -253,6 +253,19 @@ GeneratedKernel launch_1d(std::string source, int64_t n, Sizes& D) {
   return k;
 }
 
+// A template kernel of a 256-thread grid-stride loop over n elements.
+GeneratedKernel template_1d(std::string header, std::string templ, std::vector<std::string> targs,
+                            std::vector<int64_t> dims, int64_t n) {
+  GeneratedKernel k;
+  k.header = std::move(header);
+  k.templ = std::move(templ);
+  k.targs = std::move(targs);
+  k.dims = std::move(dims);
+  k.grid = {blocks_for(n), 1, 1};
+  k.block = {kThreads, 1, 1};
+  return k;
+}
+
 }  // namespace
 
 int64_t StridedLayout::numel() const {
@@ -1042,20 +1055,8 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
     return unsupported("row gathers take int64 or int32 indices");
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
   const int64_t n = rows * cols;
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ table, const " << I
-    << "* __restrict__ index, int* error KILN_DIMS) {\n";
-  s << "  const long long cols = " << D(cols) << ", table_rows = " << D(table_rows) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long row = i / cols, col = i % cols;\n";
-  s << "    long long ix = (long long)index[row];\n    if (ix < 0) ix += table_rows;\n";
-  s << "    if (ix < 0 || ix >= table_rows) { atomicExch(error, " << error_code << "); out[i] = static_cast<" << T
-    << ">(0); continue; }\n";
-  s << "    out[i] = table[ix * cols + col];\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  return template_1d("kiln/index.cuh", "kiln::gather_rows", {T, I, std::to_string(error_code)}, {cols, table_rows, n},
+                     n);
 }
 
 Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count, int64_t inner,
@@ -1065,19 +1066,8 @@ Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int6
     return unsupported("index_copy takes int64 or int32 indices");
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
   const int64_t n = outer * count * inner;
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ src, const " << I
-    << "* __restrict__ index, int* error KILN_DIMS) {\n";
-  s << "  const long long inner = " << D(inner) << ", count = " << D(count) << ", out_dim = " << D(out_dim) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long in = i % inner, t = i / inner, j = t % count, o = t / count;\n";
-  s << "    const long long ix = (long long)index[j];\n";
-  s << "    if (ix < 0 || ix >= out_dim) { atomicExch(error, " << error_code << "); continue; }\n";
-  s << "    out[(o * out_dim + ix) * inner + in] = src[i];\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  return template_1d("kiln/index.cuh", "kiln::index_copy", {T, I, std::to_string(error_code)},
+                     {inner, count, out_dim, n}, n);
 }
 
 Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64_t H, int64_t L, int64_t S,
@@ -1086,48 +1076,23 @@ Expected<GeneratedKernel> attention_softmax_kernel(DType dtype, int64_t B, int64
     return unsupported("attention softmax takes float32, float16 or bfloat16 scores");
   if (mask && (mask->sizes.size() != 4 || mask->strides.size() != 4))
     return invalid_argument("the attention mask must be expanded to 4-D");
-  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
-  std::string M = "bool";
-  if (mask) {
-    KILN_ASSIGN_OR_RETURN(M, device_type_name(mask->dtype));
-  }
-  const uint32_t threads = S <= 256 ? 64 : (S <= 1024 ? 128 : 256);
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in";
-  if (mask) s << ", const " << M << "* __restrict__ mask";
-  s << " KILN_DIMS) {\n  const long long row = blockIdx.x;\n";
-  s << "  const long long H = " << D(H) << ", L = " << D(L) << ", S = " << D(S) << ";\n";
-  s << "  const long long l = row % L, bh = row / L, h = bh % H, b = bh / H;\n";
-  s << "  (void)h; (void)b; (void)l;\n";
-  s << "  const " << T << "* x = in + row * S;\n  " << T << "* y = out + row * S;\n";
-  s << "  __shared__ float red[32];\n";
-  s << "  auto score = [&](long long j) -> float {\n    float v = kiln_ld(x[j]);\n";
-  if (causal) s << "    if (j > l) return -INFINITY;\n";
-  if (mask) {
-    s << "    const " << M << " mv = mask[b * " << D(mask->strides[0]) << " + h * " << D(mask->strides[1])
-      << " + l * " << D(mask->strides[2]) << " + j * " << D(mask->strides[3]) << "];\n";
-    if (mask->dtype == DType::Bool) {
-      s << "    if (!mv) return -INFINITY;\n";
-    } else {
-      s << "    v += kiln_ld(mv);\n";
-    }
-  }
-  s << "    return v;\n  };\n";
-  s << "  auto block_reduce = [&](float v, bool is_max) -> float { return kiln_block_reduce(v, is_max, red); };\n";
-  s << "  float m = -INFINITY;\n  for (long long j = threadIdx.x; j < S; j += blockDim.x) m = fmaxf(m, score(j));\n"
-       "  m = block_reduce(m, true);\n";
-  s << "  float sum = 0.0f;\n  if (m != -INFINITY) for (long long j = threadIdx.x; j < S; j += blockDim.x) sum += "
-       "__expf(score(j) - m);\n  sum = block_reduce(sum, false);\n";
-  s << "  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;\n";
-  s << "  for (long long j = threadIdx.x; j < S; j += blockDim.x) y[j] = kiln_st<" << T
-    << ">(m == -INFINITY ? 0.0f : __expf(score(j) - m) * inv);\n}\n";
-  GeneratedKernel k;
-  k.source = s.str();
-  k.dims = std::move(D.values);
   const int64_t rows = B * H * L;
   if (rows > 2147483647LL) return unsupported("too many attention rows for one launch");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  const uint32_t threads = S <= 256 ? 64 : (S <= 1024 ? 128 : 256);
+  GeneratedKernel k;
+  k.header = "kiln/attention_softmax.cuh";
+  k.dims = {H, L, S};
+  const std::string c = causal ? "true" : "false";
+  if (mask) {
+    KILN_ASSIGN_OR_RETURN(std::string M, device_type_name(mask->dtype));
+    k.templ = "kiln::attention_softmax_masked";
+    k.targs = {T, M, c, std::to_string(threads)};
+    k.dims.insert(k.dims.end(), mask->strides.begin(), mask->strides.end());
+  } else {
+    k.templ = "kiln::attention_softmax";
+    k.targs = {T, c, std::to_string(threads)};
+  }
   k.grid = {static_cast<uint32_t>(std::max<int64_t>(rows, 1)), 1, 1};
   k.block = {threads, 1, 1};
   return k;
@@ -1140,18 +1105,9 @@ Expected<GeneratedKernel> pad_channels_kernel(const StridedLayout& in, int64_t p
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   const int64_t C = in.sizes[1], H = in.sizes[2], W = in.sizes[3], P = padded_channels;
   const int64_t n = in.sizes[0] * H * W * P;
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n";
-  s << "  const long long P = " << D(P) << ", W = " << D(W) << ", H = " << D(H) << ", C = " << D(C) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long c = i % P, t = i / P, x = t % W, u = t / W, y = u % H, b = u / H;\n";
-  s << "    out[i] = c < C ? in[b * " << D(in.strides[0]) << " + c * " << D(in.strides[1]) << " + y * "
-    << D(in.strides[2]) << " + x * " << D(in.strides[3]) << "] : static_cast<" << T << ">(0);\n";
-  s << "  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  std::vector<int64_t> dims{P, W, H, C, n};
+  dims.insert(dims.end(), in.strides.begin(), in.strides.end());
+  return template_1d("kiln/im2col.cuh", "kiln::pad_channels", {T}, std::move(dims), n);
 }
 
 Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayout& in) {
@@ -1161,25 +1117,11 @@ Expected<GeneratedKernel> im2col_kernel(const Im2colParams& p, const StridedLayo
   const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2], W = in.sizes[3];
   const int64_t cols = p.r * p.s * C;
   const int64_t n = N * p.oh * p.ow * cols;
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n";
-  s << "  const long long cols = " << D(cols) << ", C = " << D(C) << ", OW = " << D(p.ow) << ", OH = " << D(p.oh)
-    << ", H = " << D(H) << ", W = " << D(W) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    const long long col = i % cols, row = i / cols;\n";
-  s << "    const long long c = col % C, rs = col / C, kx = rs % " << p.s << ", ky = rs / " << p.s << ";\n";
-  s << "    const long long ow = row % OW, t = row / OW, oh = t % OH, b = t / OH;\n";
-  s << "    const long long h = oh * " << p.sh << " - " << p.ph << " + ky * " << p.dh << ", w = ow * " << p.sw << " - "
-    << p.pw << " + kx * " << p.dw << ";\n";
-  s << "    out[i] = (h >= 0 && h < H && w >= 0 && w < W) ? in[b * " << D(in.strides[0]) << " + c * "
-    << D(in.strides[1]) << " + h * " << D(in.strides[2]) << " + w * " << D(in.strides[3]) << "] : static_cast<" << T
-    << ">(0);\n";
-  s << "  }\n}\n";
-  (void)N;
-  return launch_1d(s.str(), n, D);
+  std::vector<int64_t> dims{cols, C, p.ow, p.oh, H, W, n};
+  dims.insert(dims.end(), in.strides.begin(), in.strides.end());
+  std::vector<std::string> targs{T};
+  for (int64_t v : {p.s, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) targs.push_back(std::to_string(v));
+  return template_1d("kiln/im2col.cuh", "kiln::im2col", std::move(targs), std::move(dims), n);
 }
 
 Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedLayout& in, const StridedLayout& index,
@@ -1274,26 +1216,14 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
 Expected<GeneratedKernel> arange_kernel(DType dtype, int64_t n, int64_t start, int64_t step) {
   if (dtype != DType::Int64 && dtype != DType::Int32) return unsupported("arange on the GPU gives int64 or int32");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out KILN_DIMS) {\n";
-  s << "  const unsigned long long start = (unsigned long long)" << D(start) << ", step = (unsigned long long)"
-    << D(step) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ")\n";
-  s << "    out[i] = (" << T << ")(start + step * (unsigned long long)i);\n}\n";
-  return launch_1d(s.str(), n, D);
+  return template_1d("kiln/fill.cuh", "kiln::arange", {T}, {start, step, n}, n);
 }
 
 Expected<GeneratedKernel> scalar_fill_kernel(int64_t value) {
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(32) KILN_KERNEL(long long* __restrict__ out KILN_DIMS) {\n";
-  s << "  if (threadIdx.x == 0) out[0] = " << D(value) << ";\n}\n";
   GeneratedKernel k;
-  k.source = s.str();
-  k.dims = std::move(D.values);
+  k.header = "kiln/fill.cuh";
+  k.templ = "kiln::scalar_fill";
+  k.dims = {value};
   k.block = {32, 1, 1};
   return k;
 }

@@ -137,6 +137,54 @@ TEST(KernelTemplates, EveryRowInstantiationCompiles) {
   expect_compiles(some, true);
 }
 
+// Gathers and index writes in every element type and index type; channel
+// padding and im2col in each 16-bit type and float32 over the filter
+// geometries of image models; the attention softmax with every mask type,
+// causal or not, at every block size; integer positions and sizes.
+TEST(KernelTemplates, EveryIndexFillAndConvolutionPrepInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  const std::vector<DType> all{DType::Float32, DType::Float16, DType::BFloat16, DType::Float64,
+                               DType::Int64,   DType::Int32,   DType::Bool,     DType::UInt8};
+  for (DType t : all)
+    for (DType i : {DType::Int64, DType::Int32}) {
+      add(gather_rows_kernel(t, i, 5, 100, 64, 3));
+      add(index_copy_kernel(t, i, 2, 1, 64, 16, 4));
+    }
+  auto image = [](DType t, int64_t c) {
+    StridedLayout l{t, {2, c, 14, 14}, {c * 196, 196, 14, 1}};
+    return l;
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    add(pad_channels_kernel(image(t, 3), 8));
+    for (Im2colParams p : {Im2colParams{7, 7, 2, 2, 3, 3, 1, 1, 7, 7}, Im2colParams{3, 3, 1, 1, 1, 1, 1, 1, 14, 14},
+                           Im2colParams{3, 3, 2, 2, 1, 1, 2, 2, 6, 6}, Im2colParams{1, 1, 1, 1, 0, 0, 1, 1, 14, 14}})
+      add(im2col_kernel(p, image(t, 16)));
+    for (int64_t S : {100, 1000, 3000}) {  // 64, 128 and 256 threads
+      for (bool causal : {false, true}) {
+        add(attention_softmax_kernel(t, 1, 2, 3, S, nullptr, causal));
+        for (DType m : {DType::Bool, DType::Float32, DType::Float16, DType::BFloat16}) {
+          const StridedLayout mask{m, {1, 2, 3, S}, {0, 0, S, 1}};
+          add(attention_softmax_kernel(t, 1, 2, 3, S, &mask, causal));
+        }
+      }
+    }
+  }
+  for (DType t : {DType::Int64, DType::Int32}) add(arange_kernel(t, 100, 5, -2));
+  add(scalar_fill_kernel(42));
+  if (::testing::Test::HasFatalFailure()) return;
+  for (const GeneratedKernel& k : ks) EXPECT_TRUE(k.is_template()) << k.identity();
+  expect_compiles(ks, false);
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(k.templ + (k.targs.empty() ? "" : k.targs.front())).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
 // Sizes become template arguments (a run-time size reads KilnDims, which the
 // kernel then takes): no kernel text is edited or generated.
 TEST(KernelTemplates, AnInstanceNamesItsSizesAndWhichAreReadAtRunTime) {
