@@ -16,7 +16,6 @@ using ir::OpKind;
 
 constexpr uint32_t kThreads = 256;
 
-std::string i64s(int64_t v) { return std::to_string(v) + "LL"; }
 
 // The sizes a kernel's text reads: each is written as KD(i) and its value
 // kept, for kernel_definition() to make a literal or a run-time value.
@@ -266,6 +265,34 @@ GeneratedKernel template_1d(std::string header, std::string templ, std::vector<s
   return k;
 }
 
+// A kernel of kiln/strided.cuh over out's elements: out and `inputs` (at
+// out's sizes) walked by one coalesced loop; the template's arguments are
+// `targs`, then the index type and the loop's rank; its sizes n, the loop's,
+// each tensor's strides, then `extra`.
+GeneratedKernel strided_kernel(std::string templ, std::vector<std::string> targs, const StridedLayout& out,
+                               const std::vector<const StridedLayout*>& inputs,
+                               const std::vector<int64_t>& extra = {}) {
+  std::vector<const std::vector<int64_t>*> strides{&out.strides};
+  for (const StridedLayout* l : inputs) strides.push_back(&l->strides);
+  const int64_t n = out.numel();
+  const Loop loop = coalesce(out.sizes, strides);
+  targs.push_back(index_type(loop, n));
+  targs.push_back(std::to_string(loop.sizes.size()));
+  std::vector<int64_t> dims{n};
+  dims.insert(dims.end(), loop.sizes.begin(), loop.sizes.end());
+  for (const std::vector<int64_t>& st : loop.strides) dims.insert(dims.end(), st.begin(), st.end());
+  dims.insert(dims.end(), extra.begin(), extra.end());
+  return template_1d("kiln/strided.cuh", std::move(templ), std::move(targs), std::move(dims), n);
+}
+
+// kiln::CompareOp of a comparison operator's text, or -1.
+int compare_code(const std::string& op) {
+  static const std::string kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+  for (int k = 0; k < 6; ++k)
+    if (op == kOps[k]) return k;
+  return -1;
+}
+
 }  // namespace
 
 int64_t StridedLayout::numel() const {
@@ -449,23 +476,13 @@ Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLa
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
   KILN_ASSIGN_OR_RETURN(std::string A, device_type_name(a.dtype));
   KILN_ASSIGN_OR_RETURN(std::string B, device_type_name(b.dtype));
-  const int64_t n = out.numel();
-  const Loop loop = coalesce(out.sizes, {&out.strides, &cond.strides, &a.strides, &b.strides});
-  std::ostringstream s;
-  Sizes D;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const bool* __restrict__ c, const " << A << "* __restrict__ a, const " << B
-    << "* __restrict__ b KILN_DIMS) {\n";
-  s << grid_stride_loop(loop, n, D);
-  s << "    out[o0] = c[o1] ? kiln_cvt<" << T << ", " << A << ">(a[o2]) : kiln_cvt<" << T << ", " << B
-    << ">(b[o3]);\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  return strided_kernel("kiln::where", {T, A, B}, out, {&cond, &a, &b});
 }
 
 Expected<GeneratedKernel> compare_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
                                          const StridedLayout* b, double scalar) {
-  if (op != "<" && op != "<=" && op != ">" && op != ">=" && op != "==" && op != "!=")
-    return unsupported("comparison operator '" + op + "'");
+  const int code = compare_code(op);
+  if (code < 0) return unsupported("comparison operator '" + op + "'");
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(a, "input"));
   if (b) KILN_TRY(check_layout(*b, "input"));
@@ -474,35 +491,21 @@ Expected<GeneratedKernel> compare_kernel(const std::string& op, const StridedLay
     if (l && (!is_float_type(l->dtype) || l->dtype == DType::Float64 || l->sizes != out.sizes))
       return invalid_argument("floating comparisons take float32, float16 or bfloat16 tensors of the output's sizes");
   KILN_ASSIGN_OR_RETURN(std::string A, device_type_name(a.dtype));
-  std::string B;
   if (b) {
-    KILN_ASSIGN_OR_RETURN(B, device_type_name(b->dtype));
+    KILN_ASSIGN_OR_RETURN(std::string B, device_type_name(b->dtype));
+    return strided_kernel("kiln::compare", {A, B, std::to_string(code)}, out, {&a, b});
   }
-  std::vector<const std::vector<int64_t>*> strides{&out.strides, &a.strides};
-  if (b) strides.push_back(&b->strides);
-  const int64_t n = out.numel();
-  const Loop loop = coalesce(out.sizes, strides);
-  std::ostringstream s;
-  Sizes D;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(bool* __restrict__ out, const "
-    << A << "* __restrict__ a";
-  if (b) s << ", const " << B << "* __restrict__ b";
-  s << " KILN_DIMS) {\n";
-  s << grid_stride_loop(loop, n, D);
-  // Both sides in float (exact for every operand dtype); a number is first
-  // rounded to the tensor's dtype, as torch converts a Python number to it.
-  const std::string rhs =
-      b ? "kiln_cvt<float, " + B + ">(b[o2])" : literal(rounded_to(scalar, a.dtype), DType::Float32);
-  s << "    out[o0] = kiln_cvt<float, " << A << ">(a[o1]) " << op << " " << rhs << ";\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  // A number is first rounded to the tensor's dtype, as torch converts a Python number to it.
+  return strided_kernel("kiln::compare_scalar", {A, std::to_string(code)}, out, {&a},
+                        {number_bits(rounded_to(scalar, a.dtype), DType::Float32)});
 }
 
 Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const StridedLayout& out, const StridedLayout& a,
                                                 const StridedLayout* b, int64_t scalar, int64_t alpha) {
   const bool arith = op == "+" || op == "-" || op == "*";
   const bool bitwise = op == "&" || op == "|" || op == "^";
-  const bool compare = op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=";
-  if (!arith && !bitwise && !compare) return unsupported("integer operator '" + op + "'");
+  const int compare = compare_code(op);
+  if (!arith && !bitwise && compare < 0) return unsupported("integer operator '" + op + "'");
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(a, "input"));
   if (b) KILN_TRY(check_layout(*b, "input"));
@@ -511,35 +514,20 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
               l->dtype != a.dtype || l->sizes != out.sizes))
       return invalid_argument(
           "integer operations take int64 or int32 tensors (bool too for & | ^) of one dtype and the output's sizes");
-  if (compare ? out.dtype != DType::Bool : out.dtype != a.dtype)
+  if (compare >= 0 ? out.dtype != DType::Bool : out.dtype != a.dtype)
     return invalid_argument("integer arithmetic gives its inputs' dtype, comparisons give bool");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(a.dtype));
-  std::vector<const std::vector<int64_t>*> strides{&out.strides, &a.strides};
-  if (b) strides.push_back(&b->strides);
-  const int64_t n = out.numel();
-  const Loop loop = coalesce(out.sizes, strides);
-  std::ostringstream s;
-  Sizes D;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << I << "* __restrict__ a";
-  if (b) s << ", const " << I << "* __restrict__ b";
-  s << " KILN_DIMS) {\n";
-  s << grid_stride_loop(loop, n, D);
-  // A scalar right operand is a size like the others (a sequence length added to a counter).
-  const std::string rhs = b ? "b[o2]" : "(" + I + ")(" + D(scalar) + ")";
-  if (compare) {
-    s << "    out[o0] = a[o1] " << op << " " << rhs << ";\n  }\n}\n";
-  } else if (bitwise) {
-    s << "    out[o0] = (" << T << ")(a[o1] " << op << " " << rhs << ");\n  }\n}\n";
-  } else {
-    // Wrapping arithmetic, as torch's integer tensors do: unsigned inside.
-    const std::string U = a.dtype == DType::Int64 ? "unsigned long long" : "unsigned int";
-    const std::string r = "(" + U + ")" + rhs;
-    const std::string scaled = op == "*" ? r : "(" + r + " * (" + U + ")(" + i64s(alpha) + "))";
-    s << "    out[o0] = (" << T << ")((" << U << ")a[o1] " << op << " " << scaled << ");\n  }\n}\n";
-  }
-  return launch_1d(s.str(), n, D);
+  // kiln::IntegerOp: + - * & | ^, then the comparisons from 6 on.
+  static const std::string kOps[] = {"+", "-", "*", "&", "|", "^"};
+  int code = compare >= 0 ? 6 + compare : 0;
+  for (int k = 0; k < 6; ++k)
+    if (op == kOps[k]) code = k;
+  std::vector<std::string> targs{T, I, std::to_string(code),
+                                 alpha == INT64_MIN ? "(-9223372036854775807LL - 1)" : std::to_string(alpha) + "LL"};
+  // A number in b's place is a size like the others (a sequence length added to a counter).
+  if (b) return strided_kernel("kiln::integer_binary", std::move(targs), out, {&a, b});
+  return strided_kernel("kiln::integer_scalar", std::move(targs), out, {&a}, {scalar});
 }
 
 Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in) {
@@ -548,20 +536,7 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   if (out.sizes != in.sizes) return invalid_argument("a copy needs equal sizes on both sides");
   KILN_ASSIGN_OR_RETURN(std::string To, device_type_name(out.dtype));
   KILN_ASSIGN_OR_RETURN(std::string Ti, device_type_name(in.dtype));
-  const int64_t n = out.numel();
-  const Loop loop = coalesce(out.sizes, {&out.strides, &in.strides});
-  std::ostringstream s;
-  Sizes D;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << To
-    << "* __restrict__ out, const " << Ti << "* __restrict__ in KILN_DIMS) {\n";
-  s << grid_stride_loop(loop, n, D);
-  if (out.dtype == in.dtype) {
-    s << "    out[o0] = in[o1];\n";
-  } else {
-    s << "    out[o0] = kiln_cvt<" << To << ", " << Ti << ">(in[o1]);\n";
-  }
-  s << "  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  return strided_kernel("kiln::copy", {To, Ti}, out, {&in});
 }
 
 namespace {

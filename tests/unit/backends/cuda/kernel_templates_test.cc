@@ -16,6 +16,12 @@
 namespace kiln::cuda {
 namespace {
 
+StridedLayout contiguous(DType t, std::vector<int64_t> sizes) {
+  StridedLayout l{t, sizes, std::vector<int64_t>(sizes.size(), 1)};
+  for (size_t d = sizes.size(); d-- > 1;) l.strides[d - 1] = l.strides[d] * sizes[d];
+  return l;
+}
+
 // Compiles `ks` into one module as the builder does, every size compiled in
 // (or read at run time), and checks each instance got a kernel of its own.
 void expect_compiles(const std::vector<GeneratedKernel>& ks, bool sizes_at_run_time) {
@@ -182,6 +188,76 @@ TEST(KernelTemplates, EveryIndexFillAndConvolutionPrepInstantiationCompiles) {
   std::set<std::string> seen;
   for (const GeneratedKernel& k : ks)
     if (seen.insert(k.templ + (k.targs.empty() ? "" : k.targs.front())).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
+// Strided kernels: copies between every pair of dtypes; loops of rank 1 to 6
+// with 32- and 64-bit indices; where over floating and integer values;
+// every floating comparison with a number and with a tensor of each
+// floating type; every integer operator on int64 and int32 (bitwise on bool
+// too), with a tensor and with a number.
+TEST(KernelTemplates, EveryStridedInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  const std::vector<DType> all{DType::Float32, DType::Float16, DType::BFloat16, DType::Float64,
+                               DType::Int64,   DType::Int32,   DType::Bool,     DType::UInt8};
+  const StridedLayout transposed_in{DType::Float32, {6, 5}, {1, 6}};
+  for (DType to : all)
+    for (DType from : all) {
+      StridedLayout in = transposed_in;
+      in.dtype = from;
+      add(copy_kernel(contiguous(to, {6, 5}), in));
+    }
+  // Ranks 1..6 (dims that cannot merge: every other one transposed), and one past 2^31 elements.
+  for (size_t r = 1; r <= 6; ++r) {
+    std::vector<int64_t> sizes(r, 3);
+    StridedLayout out = contiguous(DType::Float16, sizes), in = out;
+    for (size_t d = 0; d + 1 < r; d += 2) std::swap(in.strides[d], in.strides[d + 1]);
+    add(copy_kernel(out, in));
+  }
+  add(copy_kernel(contiguous(DType::Float16, {3, int64_t{1} << 30}),
+                  StridedLayout{DType::Float16, {3, int64_t{1} << 30}, {1, 3}}));
+  const StridedLayout cond{DType::Bool, {4, 6}, {0, 1}};
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16})
+    for (DType a : {DType::Float32, DType::Float16, DType::BFloat16})
+      add(where_kernel(contiguous(t, {4, 6}), cond, contiguous(a, {4, 6}), StridedLayout{t, {4, 6}, {0, 0}}));
+  for (DType t : {DType::Int64, DType::Int32, DType::Bool, DType::Float64})
+    add(where_kernel(contiguous(t, {4, 6}), cond, contiguous(t, {4, 6}), contiguous(t, {4, 6})));
+  for (const char* op : {"<", "<=", ">", ">=", "==", "!="})
+    for (DType a : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      add(compare_kernel(op, contiguous(DType::Bool, {4, 6}), contiguous(a, {4, 6}), nullptr, 0.5));
+      for (DType b : {DType::Float32, DType::Float16, DType::BFloat16}) {
+        const StridedLayout row{b, {4, 6}, {0, 1}};
+        add(compare_kernel(op, contiguous(DType::Bool, {4, 6}), contiguous(a, {4, 6}), &row, 0));
+      }
+    }
+  for (const char* op : {"+", "-", "*", "&", "|", "^", "<", "<=", ">", ">=", "==", "!="})
+    for (DType t : {DType::Int64, DType::Int32, DType::Bool}) {
+      const bool bitwise = op[0] == '&' || op[0] == '|' || op[0] == '^';
+      const bool compare = !bitwise && op[0] != '+' && op[0] != '-' && op[0] != '*';
+      if (t == DType::Bool && !bitwise) continue;
+      const StridedLayout out = contiguous(compare ? DType::Bool : t, {4, 6});
+      const StridedLayout b{t, {4, 6}, {1, 0}};
+      add(integer_binary_kernel(op, out, contiguous(t, {4, 6}), &b, 0, -3));
+      add(integer_binary_kernel(op, out, contiguous(t, {4, 6}), nullptr, 7, 2));
+    }
+  if (::testing::Test::HasFatalFailure()) return;
+  std::set<std::string> ranks, index_types;
+  for (const GeneratedKernel& k : ks) {
+    EXPECT_EQ(k.header, "kiln/strided.cuh") << k.identity();
+    ranks.insert(k.targs.back());
+    index_types.insert(k.targs[k.targs.size() - 2]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"1", "2", "3", "4", "5", "6"}));
+  EXPECT_EQ(index_types, (std::set<std::string>{"int", "long long"}));
+  expect_compiles(ks, false);
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(k.templ + k.targs.back()).second) some.push_back(k);
   expect_compiles(some, true);
 }
 
