@@ -616,32 +616,14 @@ Expected<GeneratedKernel> rotary_kernel(const StridedLayout& out, const StridedL
     return unsupported("rotary embedding takes float32, float16 or bfloat16");
   if (out.sizes.empty() || out.sizes.back() % 2 != 0) return invalid_argument("rotary needs an even last dim");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
-  const int64_t D = out.sizes.back(), half = D / 2, n = out.numel();
-  // Every dim kept apart (innermost first), so the last dim's index is i % D.
-  const StridedLayout* tensors[] = {&out, &x, &cos, &sin};
-  Loop loop;
-  loop.strides.resize(4);
-  for (size_t d = out.sizes.size(); d-- > 0;) {
-    loop.sizes.push_back(out.sizes[d]);
-    for (size_t k = 0; k < 4; ++k) loop.strides[k].push_back(tensors[k]->strides[d]);
-  }
-  Sizes Z;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ x, const " << T << "* __restrict__ c, const " << T
-    << "* __restrict__ sn KILN_DIMS) {\n  typedef " << T << " T;\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << Z(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << offsets_code(loop, Z, "i");
-  s << "    const long long j = i % " << Z(D) << ", half = " << Z(half) << ", shift = " << Z(half * x.strides.back())
-    << ";\n";
-  s << "    const float xv = kiln_ld(x[o1]);\n";
-  s << "    const float xp = kiln_ld(x[o1 + (j < half ? shift : -shift)]);\n";
-  s << "    const float rot = j < half ? -xp : xp;\n";
-  s << "    const float a = kiln_round<T>(xv * kiln_ld(c[o2]));\n";
-  s << "    const float b = kiln_round<T>(rot * kiln_ld(sn[o3]));\n";
-  s << "    out[o0] = kiln_st<T>(a + b);\n  }\n}\n";
-  return launch_1d(s.str(), n, Z);
+  const int64_t last = out.sizes.back(), half = last / 2, n = out.numel();
+  // Every dim kept apart (innermost first), so the last dim's index is i % last.
+  std::vector<int64_t> dims{n};
+  for (size_t d = out.sizes.size(); d-- > 0;) dims.push_back(out.sizes[d]);
+  for (const StridedLayout* t : {&out, &x, &cos, &sin})
+    for (size_t d = out.sizes.size(); d-- > 0;) dims.push_back(t->strides[d]);
+  for (int64_t v : {last, half, half * x.strides.back()}) dims.push_back(v);
+  return template_1d("kiln/rotary.cuh", "kiln::rotary", {T, std::to_string(out.sizes.size())}, std::move(dims), n);
 }
 
 Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_t cols, double eps) {
@@ -663,48 +645,22 @@ Expected<GeneratedKernel> rms_norm_cast_kernel(DType dtype, int64_t rows, int64_
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims) {
   if (!is_float_type(dtype)) return unsupported("reductions on the GPU compute in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
-  const std::string C = compute_type(dtype);
   int64_t n_out = 1, n_red = 1;
   for (int64_t s : dims.kept_sizes) n_out *= s;
   for (int64_t s : dims.reduced_sizes) n_red *= s;
-  // One warp per output element.
-  const uint32_t warps_per_block = 8;
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << warps_per_block * 32 << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n  typedef " << C << " C;\n";
-  s << "  const long long o = (long long)blockIdx.x * " << warps_per_block << " + (threadIdx.x >> 5);\n";
-  s << "  if (o >= " << D(n_out) << ") return;\n  const int lane = threadIdx.x & 31;\n";
-  s << "  long long base = 0;\n  { long long r = o;\n";
-  for (size_t d = dims.kept_sizes.size(); d-- > 0;)
-    s << "    { const long long n = " << D(dims.kept_sizes[d]) << "; base += (r % n) * " << D(dims.kept_strides[d])
-      << "; r /= n; }\n";
-  s << "  }\n";
-  const bool is_max = op == ReduceOp::kMax, is_min = op == ReduceOp::kMin;
-  s << "  C acc = " << (is_max ? "-C(INFINITY)" : is_min ? "C(INFINITY)" : "C(0)") << ";\n";
-  s << "  bool nan = false;\n";
-  s << "  for (long long j = lane; j < " << D(n_red) << "; j += 32) {\n    long long off = base, r = j;\n";
-  for (size_t d = dims.reduced_sizes.size(); d-- > 0;)
-    s << "    { const long long n = " << D(dims.reduced_sizes[d]) << "; off += (r % n) * "
-      << D(dims.reduced_strides[d]) << "; r /= n; }\n";
-  s << "    const C v = kiln_ld(in[off]);\n";
-  if (is_max || is_min) {
-    s << "    nan = nan || v != v;\n    acc = " << (is_max ? "kiln_max" : "kiln_min") << "(acc, v);\n";
-  } else {
-    s << "    acc += v;\n";
-  }
-  s << "  }\n";
-  if (is_max) s << "  acc = kiln_warp_max(acc);\n";
-  if (is_min) s << "  acc = kiln_warp_min(acc);\n";
-  if (!is_max && !is_min) s << "  acc = kiln_warp_sum(acc);\n";
-  if (is_max || is_min) s << "  nan = __any_sync(0xffffffffu, nan);\n  if (nan) acc = C(NAN);\n";
-  if (op == ReduceOp::kMean) s << "  acc = acc / C(" << D(n_red) << ");\n";
-  s << "  if (lane == 0) out[o] = " << (dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)") << ";\n}\n";
   GeneratedKernel k;
-  k.source = s.str();
-  k.dims = std::move(D.values);
-  k.grid = {blocks_for(n_out, warps_per_block), 1, 1};
-  k.block = {warps_per_block * 32, 1, 1};
+  k.header = "kiln/reduce.cuh";
+  k.templ = "kiln::reduce";
+  const int kind = op == ReduceOp::kSum ? 0 : op == ReduceOp::kMean ? 1 : op == ReduceOp::kMax ? 2 : 3;
+  k.targs = {T, std::to_string(kind), std::to_string(dims.kept_sizes.size()),
+             std::to_string(dims.reduced_sizes.size())};
+  k.dims = {n_out, n_red};
+  for (const std::vector<int64_t>* v :
+       {&dims.kept_sizes, &dims.kept_strides, &dims.reduced_sizes, &dims.reduced_strides})
+    k.dims.insert(k.dims.end(), v->begin(), v->end());
+  // One warp per output element, 8 per block.
+  k.grid = {blocks_for(n_out, 8), 1, 1};
+  k.block = {256, 1, 1};
   return k;
 }
 
@@ -714,63 +670,18 @@ Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout
   if (out.sizes.size() != 4 || in.sizes.size() != 4) return unsupported("pooling takes 4-D [N, C, H, W] tensors");
   if (!is_float_type(in.dtype) || in.dtype != out.dtype) return unsupported("pooling computes in floating types");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
-  const std::string C = compute_type(in.dtype);
   const int64_t n = out.numel();
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in KILN_DIMS) {\n  typedef " << C << " C;\n";
-  s << "  const long long Ch = " << D(out.sizes[1]) << ", OH = " << D(out.sizes[2]) << ", OW = " << D(out.sizes[3])
-    << ", H = " << D(in.sizes[2]) << ", W = " << D(in.sizes[3]) << ";\n";
-  s << "  const long long is0 = " << D(in.strides[0]) << ", is1 = " << D(in.strides[1]) << ", is2 = "
-    << D(in.strides[2]) << ", is3 = " << D(in.strides[3]) << ";\n";
-  s << "  (void)OH; (void)H; (void)W;\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  // Iterate with the channel innermost when the input is channels-last (coalesced reads).
-  const bool channels_inner = in.strides[1] == 1;
-  if (channels_inner) {
-    s << "    long long r = i; const long long c = r % Ch; r /= Ch; const long long ow = r % OW; r /= OW; "
-         "const long long oh = r % OH; const long long b = r / OH;\n";
-  } else {
-    s << "    long long r = i; const long long ow = r % OW; r /= OW; const long long oh = r % OH; r /= OH; "
-         "const long long c = r % Ch; const long long b = r / Ch;\n";
-  }
-  s << "    const " << T << "* src = in + b * is0 + c * is1;\n";
-  if (p.kind == PoolParams::Kind::kMax) {
-    s << "    C acc = -C(INFINITY); bool nan = false;\n";
-    s << "    for (int y = 0; y < " << p.kh << "; ++y) { const long long h = oh * " << p.sh << " - " << p.ph
-      << " + y * " << p.dh << "; if (h < 0 || h >= H) continue;\n";
-    s << "      for (int x = 0; x < " << p.kw << "; ++x) { const long long w = ow * " << p.sw << " - " << p.pw
-      << " + x * " << p.dw << "; if (w < 0 || w >= W) continue;\n";
-    s << "        const C v = kiln_ld(src[h * is2 + w * is3]); nan = nan || v != v; acc = kiln_max(acc, v); } }\n";
-    s << "    if (nan) acc = C(NAN);\n";
-  } else if (p.kind == PoolParams::Kind::kAvg) {
-    s << "    C acc = 0; long long cnt = 0;\n";
-    s << "    const long long h0 = oh * " << p.sh << " - " << p.ph << ", w0 = ow * " << p.sw << " - " << p.pw << ";\n";
-    s << "    const long long h1 = min(h0 + " << p.kh << ", H + " << p.ph << "), w1 = min(w0 + " << p.kw << ", W + "
-      << p.pw << ");\n";
-    s << "    const long long pool = (h1 - h0) * (w1 - w0);\n";
-    s << "    for (long long h = max(h0, 0LL); h < min(h1, H); ++h)\n";
-    s << "      for (long long w = max(w0, 0LL); w < min(w1, W); ++w) { acc += kiln_ld(src[h * is2 + w * is3]); ++cnt; }\n";
-    if (p.divisor_override > 0) {
-      s << "    acc = acc / C(" << p.divisor_override << ");\n";
-    } else if (p.count_include_pad) {
-      s << "    acc = acc / C(pool);\n";
-    } else {
-      s << "    acc = acc / C(cnt);\n";
-    }
-  } else {
-    s << "    const long long h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;\n";
-    s << "    const long long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;\n";
-    s << "    C acc = 0;\n    for (long long h = h0; h < h1; ++h) for (long long w = w0; w < w1; ++w) acc += "
-         "kiln_ld(src[h * is2 + w * is3]);\n";
-    s << "    acc = acc / C((h1 - h0) * (w1 - w0));\n";
-  }
-  s << "    out[b * " << D(out.strides[0]) << " + c * " << D(out.strides[1]) << " + oh * " << D(out.strides[2])
-    << " + ow * " << D(out.strides[3]) << "] = " << (in.dtype == DType::Float64 ? "acc" : "kiln_st<" + T + ">(acc)")
-    << ";\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  const int kind = p.kind == PoolParams::Kind::kMax ? 0 : p.kind == PoolParams::Kind::kAvg ? 1 : 2;
+  // The channel innermost when the input is channels-last (coalesced reads).
+  std::vector<std::string> targs{T, std::to_string(kind), in.strides[1] == 1 ? "true" : "false"};
+  for (int64_t v : {p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}) targs.push_back(std::to_string(v));
+  targs.push_back(p.count_include_pad ? "true" : "false");
+  targs.push_back(std::to_string(p.divisor_override) + "LL");
+  std::vector<int64_t> dims{out.sizes[1], out.sizes[2], out.sizes[3], in.sizes[2], in.sizes[3]};
+  dims.insert(dims.end(), in.strides.begin(), in.strides.end());
+  dims.push_back(n);
+  dims.insert(dims.end(), out.strides.begin(), out.strides.end());
+  return template_1d("kiln/reduce.cuh", "kiln::pool2d", std::move(targs), std::move(dims), n);
 }
 
 Expected<GeneratedKernel> attention_kernel(const AttentionParams& p) {
@@ -1112,26 +1023,11 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index.dtype));
   const int64_t n = out.numel();
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in, const " << I
-    << "* __restrict__ index, int* error KILN_DIMS) {\n";
-  s << "  const long long extent = " << D(in.sizes[static_cast<size_t>(dim)]) << ";\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    long long r = i, oo = 0, io = 0, xo = 0;\n";
-  for (size_t d = rank; d-- > 0;) {
-    s << "    { const long long n = " << D(index.sizes[d]) << ", c = r % n; r /= n; oo += c * " << D(out.strides[d])
-      << "; xo += c * " << D(index.strides[d]) << ";";
-    if (static_cast<int64_t>(d) != dim) s << " io += c * " << D(in.strides[d]) << ";";
-    s << " }\n";
-  }
-  s << "    long long ix = (long long)index[xo];\n    if (ix < 0) ix += extent;\n";
-  s << "    if (ix < 0 || ix >= extent) { atomicExch(error, " << error_code << "); out[oo] = static_cast<" << T
-    << ">(0); continue; }\n";
-  s << "    out[oo] = in[io + ix * " << D(in.strides[static_cast<size_t>(dim)]) << "];\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  std::vector<int64_t> dims{in.sizes[static_cast<size_t>(dim)], n};
+  for (const std::vector<int64_t>* v : {&index.sizes, &out.strides, &index.strides, &in.strides})
+    dims.insert(dims.end(), v->begin(), v->end());
+  return template_1d("kiln/index.cuh", "kiln::gather",
+                     {T, I, std::to_string(rank), std::to_string(dim), std::to_string(error_code)}, std::move(dims), n);
 }
 
 Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLayout& in,
@@ -1144,48 +1040,25 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
   if (count < 1 || first < 0 || index_rank < 0 || first + count > static_cast<int64_t>(in.sizes.size()) ||
       rank != static_cast<int64_t>(in.sizes.size()) - count + index_rank || out.dtype != in.dtype)
     return invalid_argument("index: output, input and index ranks do not fit");
+  if (count > 4) return unsupported("index with more than 4 index tensors");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  std::vector<std::string> targs{T};
   for (const StridedLayout& l : indices) {
     KILN_TRY(check_layout(l, "index"));
     if (l.sizes != out.sizes) return invalid_argument("index: each index is given at the output's sizes");
     if (l.dtype != DType::Int64 && l.dtype != DType::Int32) return unsupported("index takes int64 or int32 indices");
+    KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(l.dtype));
+    targs.push_back(I);
   }
-  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  for (int64_t v : {rank, first, index_rank, static_cast<int64_t>(error_code)}) targs.push_back(std::to_string(v));
   const int64_t n = out.numel();
-  Sizes D;
-  std::ostringstream s;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T
-    << "* __restrict__ out, const " << T << "* __restrict__ in";
-  for (size_t m = 0; m < indices.size(); ++m) {
-    KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(indices[m].dtype));
-    s << ", const " << I << "* __restrict__ index" << m;
-  }
-  s << ", int* error KILN_DIMS) {\n";
-  s << "  for (long long i = (long long)blockIdx.x * " << kThreads << " + threadIdx.x; i < " << D(n)
-    << "; i += (long long)gridDim.x * " << kThreads << ") {\n";
-  s << "    long long r = i, oo = 0, io = 0";
-  for (size_t m = 0; m < indices.size(); ++m) s << ", x" << m << " = 0";
-  s << ";\n";
-  for (int64_t d = rank; d-- > 0;) {
-    const size_t u = static_cast<size_t>(d);
-    s << "    { const long long n = " << D(out.sizes[u]) << ", c = r % n; r /= n; oo += c * " << D(out.strides[u])
-      << ";";
-    for (size_t m = 0; m < indices.size(); ++m)
-      if (indices[m].strides[u] != 0) s << " x" << m << " += c * " << D(indices[m].strides[u]) << ";";
-    if (d < first) s << " io += c * " << D(in.strides[u]) << ";";
-    if (d >= first + index_rank)
-      s << " io += c * " << D(in.strides[static_cast<size_t>(d - index_rank + count)]) << ";";
-    s << " }\n";
-  }
-  s << "    bool bad = false;\n";
-  for (size_t m = 0; m < indices.size(); ++m) {
-    const size_t dim = static_cast<size_t>(first) + m;
-    s << "    { const long long extent = " << D(in.sizes[dim]) << "; long long ix = (long long)index" << m << "[x" << m
-      << "]; if (ix < 0) ix += extent; if (ix < 0 || ix >= extent) bad = true; else io += ix * " << D(in.strides[dim])
-      << "; }\n";
-  }
-  s << "    if (bad) { atomicExch(error, " << error_code << "); out[oo] = static_cast<" << T << ">(0); continue; }\n";
-  s << "    out[oo] = in[io];\n  }\n}\n";
-  return launch_1d(s.str(), n, D);
+  std::vector<int64_t> dims{n};
+  dims.insert(dims.end(), out.sizes.begin(), out.sizes.end());
+  dims.insert(dims.end(), out.strides.begin(), out.strides.end());
+  for (const StridedLayout& l : indices) dims.insert(dims.end(), l.strides.begin(), l.strides.end());
+  dims.insert(dims.end(), in.strides.begin(), in.strides.end());
+  for (int64_t m = 0; m < count; ++m) dims.push_back(in.sizes[static_cast<size_t>(first + m)]);
+  return template_1d("kiln/index.cuh", "kiln::index" + std::to_string(count), std::move(targs), std::move(dims), n);
 }
 
 Expected<GeneratedKernel> arange_kernel(DType dtype, int64_t n, int64_t start, int64_t step) {

@@ -52,3 +52,131 @@ __global__ void __launch_bounds__(256)
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+// torch.gather: out[c] = in[c with c[Dim] replaced by index[c]] for every
+// coordinate c of index's sizes (out and index share sizes; any strides); an
+// index in [-extent, 0) counts from the end, one outside [-extent, extent)
+// writes zero. Params: out, in, index, error.
+// Sizes: 0 extent (in's size along Dim), 1 n, 2.. index's Rank sizes, out's
+// strides, index's strides, in's strides (each Rank, outermost first).
+template <typename T, typename I, int Rank, int Dim, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256)
+    gather(T* __restrict__ out, const T* __restrict__ in, const I* __restrict__ index, int* error, P... kd) {
+  const long long extent = D::at(0, kd...), n = D::at(1, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    long long r = i, oo = 0, io = 0, xo = 0;
+#pragma unroll
+    for (int d = Rank - 1; d >= 0; --d) {
+      const long long size = D::at(2 + d, kd...), c = r % size;
+      r /= size;
+      oo += c * D::at(2 + Rank + d, kd...);
+      xo += c * D::at(2 + 2 * Rank + d, kd...);
+      if (d != Dim) io += c * D::at(2 + 3 * Rank + d, kd...);
+    }
+    long long ix = static_cast<long long>(index[xo]);
+    if (ix < 0) ix += extent;
+    if (ix < 0 || ix >= extent) {
+      atomicExch(error, ErrorCode);
+      out[oo] = static_cast<T>(0);
+      continue;
+    }
+    out[oo] = in[io + ix * D::at(2 + 3 * Rank + Dim, kd...)];
+  }
+}
+
+// torch.index with Count index tensors (types I0.., the unused ones any) for
+// in's dims First..First+Count-1: out has in's dims before First, then the
+// indices' broadcast sizes (IndexRank dims), then in's dims after
+// First + Count; each index is read at out's coordinates through its own
+// strides. An index in [-size, 0) counts from the end, one outside
+// [-size, size) writes zero. Sizes: 0 n, 1.. out's Rank sizes, out's Rank
+// strides, each index's Rank strides, in's strides (Rank - IndexRank + Count),
+// then in's sizes along the Count indexed dims.
+template <typename T, typename I0, typename I1, typename I2, typename I3, int Count, int Rank, int First,
+          int IndexRank, int ErrorCode, class D, class... P>
+__device__ __forceinline__ void index_body(T* __restrict__ out, const T* __restrict__ in, const void* const* idx,
+                                           int* error, const P&... kd) {
+  constexpr int InRank = Rank - IndexRank + Count;
+  constexpr int kOutStrides = 1 + Rank, kIdx = 1 + 2 * Rank, kIn = kIdx + Count * Rank, kExtent = kIn + InRank;
+  const long long n = D::at(0, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    long long r = i, oo = 0, io = 0, x[Count];
+#pragma unroll
+    for (int m = 0; m < Count; ++m) x[m] = 0;
+#pragma unroll
+    for (int d = Rank - 1; d >= 0; --d) {
+      const long long size = D::at(1 + d, kd...), c = r % size;
+      r /= size;
+      oo += c * D::at(kOutStrides + d, kd...);
+#pragma unroll
+      for (int m = 0; m < Count; ++m) x[m] += c * D::at(kIdx + m * Rank + d, kd...);
+      if (d < First) io += c * D::at(kIn + d, kd...);
+      if (d >= First + IndexRank) io += c * D::at(kIn + d - IndexRank + Count, kd...);
+    }
+    bool bad = false;
+#pragma unroll
+    for (int m = 0; m < Count; ++m) {
+      const long long extent = D::at(kExtent + m, kd...);
+      long long ix = 0;
+      if (m == 0) ix = static_cast<long long>(static_cast<const I0*>(idx[0])[x[0]]);
+      if (m == 1) ix = static_cast<long long>(static_cast<const I1*>(idx[1])[x[1]]);
+      if (m == 2) ix = static_cast<long long>(static_cast<const I2*>(idx[2])[x[2]]);
+      if (m == 3) ix = static_cast<long long>(static_cast<const I3*>(idx[3])[x[3]]);
+      if (ix < 0) ix += extent;
+      if (ix < 0 || ix >= extent) {
+        bad = true;
+      } else {
+        io += ix * D::at(kIn + First + m, kd...);
+      }
+    }
+    if (bad) {
+      atomicExch(error, ErrorCode);
+      out[oo] = static_cast<T>(0);
+      continue;
+    }
+    out[oo] = in[io];
+  }
+}
+
+// Params: out, in, index0, error.
+template <typename T, typename I0, int Rank, int First, int IndexRank, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256)
+    index1(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, int* error, P... kd) {
+  const void* idx[1] = {x0};
+  index_body<T, I0, I0, I0, I0, 1, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+}
+
+// Params: out, in, index0, index1, error.
+template <typename T, typename I0, typename I1, int Rank, int First, int IndexRank, int ErrorCode, class D,
+          class... P>
+__global__ void __launch_bounds__(256) index2(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0,
+                                              const I1* __restrict__ x1, int* error, P... kd) {
+  const void* idx[2] = {x0, x1};
+  index_body<T, I0, I1, I0, I0, 2, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+}
+
+// Params: out, in, index0, index1, index2, error.
+template <typename T, typename I0, typename I1, typename I2, int Rank, int First, int IndexRank, int ErrorCode,
+          class D, class... P>
+__global__ void __launch_bounds__(256)
+    index3(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
+           const I2* __restrict__ x2, int* error, P... kd) {
+  const void* idx[3] = {x0, x1, x2};
+  index_body<T, I0, I1, I2, I0, 3, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+}
+
+// Params: out, in, index0, index1, index2, index3, error.
+template <typename T, typename I0, typename I1, typename I2, typename I3, int Rank, int First, int IndexRank,
+          int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256)
+    index4(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
+           const I2* __restrict__ x2, const I3* __restrict__ x3, int* error, P... kd) {
+  const void* idx[4] = {x0, x1, x2, x3};
+  index_body<T, I0, I1, I2, I3, 4, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+}
+
+}  // namespace kiln

@@ -261,6 +261,88 @@ TEST(KernelTemplates, EveryStridedInstantiationCompiles) {
   expect_compiles(some, true);
 }
 
+// torch.gather along each dim of ranks 1 to 4; torch.index with 1 to 4 index
+// tensors of mixed index types; the rotary embedding over ranks 2 to 4;
+// every reduction over kept and reduced ranks 0 to 3; every pooling kind,
+// channels inner or not, over the window geometries of image models; each in
+// every floating type.
+TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    for (size_t r = 1; r <= 4; ++r)
+      for (size_t dim = 0; dim < r; ++dim)
+        for (DType i : {DType::Int64, DType::Int32}) {
+          const std::vector<int64_t> sizes(r, 3);
+          add(gather_kernel(contiguous(t, sizes), contiguous(t, sizes), contiguous(i, sizes),
+                            static_cast<int64_t>(dim), 5));
+        }
+    // x [2, 3, 4, 5] indexed along dims 1.. by `count` index tensors broadcast to [6].
+    for (int64_t count = 1; count <= 3; ++count) {
+      std::vector<int64_t> out_sizes{2, 6};
+      for (int64_t d = 1 + count; d < 4; ++d) out_sizes.push_back(2 + d);
+      std::vector<StridedLayout> idx;
+      for (int64_t m = 0; m < count; ++m) {
+        StridedLayout l{m % 2 == 0 ? DType::Int64 : DType::Int32, out_sizes,
+                        std::vector<int64_t>(out_sizes.size(), 0)};
+        l.strides[1] = 1;
+        idx.push_back(l);
+      }
+      add(index_kernel(contiguous(t, out_sizes), contiguous(t, {2, 3, 4, 5}), idx, 1, 1, 6));
+    }
+    {
+      std::vector<StridedLayout> idx;
+      for (int64_t m = 0; m < 4; ++m) idx.push_back(StridedLayout{DType::Int64, {6}, {1}});
+      add(index_kernel(contiguous(t, {6}), contiguous(t, {2, 3, 4, 5}), idx, 0, 1, 6));
+    }
+    if (t != DType::Float64)
+      for (size_t r = 2; r <= 4; ++r) {
+        std::vector<int64_t> sizes(r, 3);
+        sizes.back() = 8;
+        StridedLayout table = contiguous(t, sizes);
+        for (size_t d = 0; d + 1 < r; ++d) table.strides[d] = d == 0 ? 0 : table.strides[d];
+        add(rotary_kernel(contiguous(t, sizes), contiguous(t, sizes), table, table));
+      }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin})
+      for (size_t kept = 0; kept <= 3; ++kept)
+        for (size_t red = 1; red <= 3; ++red) {
+          ReduceDims d;
+          d.kept_sizes.assign(kept, 2);
+          d.kept_strides.assign(kept, 5);
+          d.reduced_sizes.assign(red, 3);
+          d.reduced_strides.assign(red, 1);
+          add(reduce_kernel(op, t, d));
+        }
+    const StridedLayout nchw = contiguous(t, {2, 4, 9, 9});
+    const StridedLayout nhwc{t, {2, 4, 9, 9}, {324, 1, 36, 4}};
+    for (const StridedLayout* in : {&nchw, &nhwc}) {
+      PoolParams mx{PoolParams::Kind::kMax, 3, 3, 2, 2, 1, 1, 1, 1};
+      add(pool2d_kernel(mx, contiguous(t, {2, 4, 5, 5}), *in));
+      PoolParams avg{PoolParams::Kind::kAvg, 2, 2, 2, 2, 0, 0, 1, 1, false};
+      add(pool2d_kernel(avg, contiguous(t, {2, 4, 4, 4}), *in));
+      avg.count_include_pad = true;
+      avg.divisor_override = 3;
+      add(pool2d_kernel(avg, contiguous(t, {2, 4, 4, 4}), *in));
+      PoolParams adaptive{PoolParams::Kind::kAdaptiveAvg};
+      add(pool2d_kernel(adaptive, contiguous(t, {2, 4, 1, 1}), *in));
+    }
+  }
+  if (::testing::Test::HasFatalFailure()) return;
+  std::set<std::string> templates;
+  for (const GeneratedKernel& k : ks) templates.insert(k.templ);
+  EXPECT_EQ(templates, (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3",
+                                              "kiln::index4", "kiln::rotary", "kiln::reduce", "kiln::pool2d"}));
+  expect_compiles(ks, false);
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(k.templ + k.targs[0]).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
 // Sizes become template arguments (a run-time size reads KilnDims, which the
 // kernel then takes): no kernel text is edited or generated.
 TEST(KernelTemplates, AnInstanceNamesItsSizesAndWhichAreReadAtRunTime) {

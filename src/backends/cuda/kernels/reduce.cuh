@@ -1,0 +1,163 @@
+// Reductions and 2-D pooling over tensors of any strides, in float32
+// (float64 for double); a NaN in max or min gives NaN, as torch does.
+#pragma once
+
+#include "kiln/prelude.cuh"
+
+namespace kiln {
+
+enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 3 };
+
+template <typename T>
+struct ReduceCompute {
+  using type = float;
+};
+template <>
+struct ReduceCompute<double> {
+  using type = double;
+};
+
+// out[o] (contiguous) = reduce over the reduced index space of in at o: one
+// warp per output element, 8 per block. Params: out, in.
+// Sizes: 0 outputs, 1 elements reduced per output, then the kept dims'
+// sizes and strides (K each, in out's row-major order), then the reduced
+// dims' sizes and strides (R each).
+template <typename T, int Kind, int K, int R, class D, class... P>
+__global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  using C = typename ReduceCompute<T>::type;
+  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (o >= D::at(0, kd...)) return;
+  const int lane = threadIdx.x & 31;
+  long long base = 0;
+  {
+    long long r = o;
+#pragma unroll
+    for (int d = K - 1; d >= 0; --d) {
+      const long long size = D::at(2 + d, kd...);
+      base += (r % size) * D::at(2 + K + d, kd...);
+      r /= size;
+    }
+  }
+  constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
+  C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : C(0);
+  bool nan = false;
+  const long long n_red = D::at(1, kd...);
+  for (long long j = lane; j < n_red; j += 32) {
+    long long off = base, r = j;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const long long size = D::at(2 + 2 * K + d, kd...);
+      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
+      r /= size;
+    }
+    const C v = kiln_ld(in[off]);
+    if constexpr (kMax || kMin) {
+      nan = nan || v != v;
+      acc = kMax ? kiln_max(acc, v) : kiln_min(acc, v);
+    } else {
+      acc += v;
+    }
+  }
+  if constexpr (kMax) acc = kiln_warp_max(acc);
+  if constexpr (kMin) acc = kiln_warp_min(acc);
+  if constexpr (!kMax && !kMin) acc = kiln_warp_sum(acc);
+  if constexpr (kMax || kMin) {
+    nan = __any_sync(0xffffffffu, nan);
+    if (nan) acc = C(NAN);
+  }
+  if constexpr (Kind == kReduceMean) acc = acc / C(n_red);
+  if (lane == 0) {
+    if constexpr (sizeof(T) == 8) {
+      out[o] = acc;
+    } else {
+      out[o] = kiln_st<T>(acc);
+    }
+  }
+}
+
+enum PoolKind { kPoolMax = 0, kPoolAvg = 1, kPoolAdaptiveAvg = 2 };
+
+// 2-D pooling over logical [N, C, H, W] tensors of any strides; with
+// ChannelsInner the channel is the innermost loop (coalesced reads of a
+// channels-last input). Avg: CountIncludePad, or Divisor > 0 in place of
+// the count. Params: out, in. Sizes: 0 C, 1 OH, 2 OW, 3 H, 4 W, 5..8 in's
+// strides, 9 n, 10..13 out's strides.
+template <typename T, int Kind, bool ChannelsInner, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
+          bool CountIncludePad, long long Divisor, class D, class... P>
+__global__ void __launch_bounds__(256) pool2d(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  using C = typename ReduceCompute<T>::type;
+  const long long Ch = D::at(0, kd...), OH = D::at(1, kd...), OW = D::at(2, kd...), H = D::at(3, kd...),
+                  W = D::at(4, kd...);
+  const long long is0 = D::at(5, kd...), is1 = D::at(6, kd...), is2 = D::at(7, kd...), is3 = D::at(8, kd...);
+  const long long n = D::at(9, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    long long r = i, c, ow, oh, b;
+    if constexpr (ChannelsInner) {
+      c = r % Ch;
+      r /= Ch;
+      ow = r % OW;
+      r /= OW;
+      oh = r % OH;
+      b = r / OH;
+    } else {
+      ow = r % OW;
+      r /= OW;
+      oh = r % OH;
+      r /= OH;
+      c = r % Ch;
+      b = r / Ch;
+    }
+    const T* src = in + b * is0 + c * is1;
+    C acc;
+    if constexpr (Kind == kPoolMax) {
+      acc = -C(INFINITY);
+      bool nan = false;
+      for (int y = 0; y < KH; ++y) {
+        const long long h = oh * SH - PH + y * DH;
+        if (h < 0 || h >= H) continue;
+        for (int x = 0; x < KW; ++x) {
+          const long long w = ow * SW - PW + x * DW;
+          if (w < 0 || w >= W) continue;
+          const C v = kiln_ld(src[h * is2 + w * is3]);
+          nan = nan || v != v;
+          acc = kiln_max(acc, v);
+        }
+      }
+      if (nan) acc = C(NAN);
+    } else if constexpr (Kind == kPoolAvg) {
+      acc = 0;
+      long long cnt = 0;
+      const long long h0 = oh * SH - PH, w0 = ow * SW - PW;
+      const long long h1 = min(h0 + KH, H + PH), w1 = min(w0 + KW, W + PW);
+      const long long pool = (h1 - h0) * (w1 - w0);
+      for (long long h = max(h0, 0LL); h < min(h1, H); ++h)
+        for (long long w = max(w0, 0LL); w < min(w1, W); ++w) {
+          acc += kiln_ld(src[h * is2 + w * is3]);
+          ++cnt;
+        }
+      if constexpr (Divisor > 0) {
+        acc = acc / C(Divisor);
+      } else if constexpr (CountIncludePad) {
+        acc = acc / C(pool);
+      } else {
+        acc = acc / C(cnt);
+      }
+    } else {
+      const long long h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+      const long long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+      acc = 0;
+      for (long long h = h0; h < h1; ++h)
+        for (long long w = w0; w < w1; ++w) acc += kiln_ld(src[h * is2 + w * is3]);
+      acc = acc / C((h1 - h0) * (w1 - w0));
+    }
+    T* dst = out + b * D::at(10, kd...) + c * D::at(11, kd...) + oh * D::at(12, kd...) + ow * D::at(13, kd...);
+    if constexpr (sizeof(T) == 8) {
+      *dst = acc;
+    } else {
+      *dst = kiln_st<T>(acc);
+    }
+  }
+}
+
+}  // namespace kiln
