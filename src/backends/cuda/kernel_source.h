@@ -1,18 +1,13 @@
-// The kernels kiln launches per layer. Most are templates in real CUDA
-// sources (src/backends/cuda/kernels/*.cuh, embedded into the library and
-// seen by NVRTC as "kiln/<file>.cuh"), instantiated by name expression;
-// fused elementwise programs and the kernels not yet moved there are
-// written here as text. A kernel's parameters are its tensors' device
-// pointers, in the order each generator documents. Every size, stride and
-// count a kernel reads is one of its `dims`: compiled in as a literal (the
-// compiler then turns index arithmetic into multiplies and shifts) or read
-// at run time from one more parameter, a KilnDims passed by value after the
-// pointers. A template reads size i as D::at(i, kd...) with D =
-// kiln::Sizes<mask, values...>; text reads it as KD(i), which
-// kernel_definition() defines. Values the code's structure depends on
-// (register array extents, unroll counts, shared memory tiles) are template
-// arguments or literals. All of an engine's kernels are compiled together
-// with NVRTC when the plan is built (nvrtc_compile.h).
+// The kernels kiln launches per layer: templates in real CUDA sources
+// (src/backends/cuda/kernels/*.cuh, embedded into the library and seen by
+// NVRTC as "kiln/<file>.cuh"), instantiated by name expression, except the
+// fused elementwise programs, whose text is generated here from the program. A kernel's parameters are its tensors'
+// device pointers, in the order each generator documents. Every size, stride and count a kernel reads is one of its
+// `dims`: compiled in as a literal (the compiler then turns index arithmetic into multiplies and shifts) or read at run
+// time from one more parameter, a KilnDims passed by value after the pointers. A template reads size i as D::at(i,
+// kd...) with D = kiln::Sizes<mask, values...>; text reads it as KD(i), which kernel_definition() defines. Values the
+// code's structure depends on (register array extents, unroll counts, shared memory tiles) are template arguments or
+// literals. All of an engine's kernels are compiled together with NVRTC when the plan is built (nvrtc_compile.h).
 #pragma once
 
 #include <array>

@@ -9,15 +9,6 @@
 
 namespace kiln {
 
-template <typename A, typename B>
-struct same_type {
-  static constexpr bool value = false;
-};
-template <typename A>
-struct same_type<A, A> {
-  static constexpr bool value = true;
-};
-
 // Sizes: 0 H, 1 L, 2 S, then with a mask its strides 3..6 (B, H, L, S).
 template <typename T, typename M, bool Masked, bool Causal, class D, class... P>
 __device__ __forceinline__ void attention_softmax_row(T* __restrict__ out, const T* __restrict__ in,

@@ -121,6 +121,16 @@ __device__ __forceinline__ unsigned kiln_pair(__nv_bfloat16 lo, __nv_bfloat16 hi
 
 namespace kiln {
 
+// std::is_same (NVRTC has no standard headers).
+template <typename A, typename B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <typename A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
 // The sizes a kernel template reads, as its last template argument: V... their
 // values at build time; bit i of Mask set: size i is read at run time instead,
 // from the KilnDims the launch passes after the kernel's pointers (a kernel

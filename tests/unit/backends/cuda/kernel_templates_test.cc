@@ -4,6 +4,7 @@
 // read at run time (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -340,6 +341,58 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
   std::set<std::string> seen;
   for (const GeneratedKernel& k : ks)
     if (seen.insert(k.templ + k.targs[0]).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
+// Attention: a warp per row and on tensor cores, in each type each takes,
+// causal or not, with each kind of mask, over the head sizes each takes; a
+// row kernel whose tiles would not fit in shared memory is refused by name.
+TEST(KernelTemplates, EveryAttentionInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  auto params = [](DType t, int64_t e, int64_t ev, bool causal, std::optional<DType> mask) {
+    AttentionParams p;
+    p.q = contiguous(t, {1, 4, 70, e});
+    p.k = contiguous(t, {1, 2, 90, e});
+    p.v = contiguous(t, {1, 2, 90, ev});
+    p.causal = causal;
+    p.scale = 0.125;
+    if (mask) {
+      p.has_mask = true;
+      p.mask = StridedLayout{*mask, {1, 4, 70, 90}, {0, 0, 90, 1}};
+    }
+    return p;
+  };
+  const std::vector<std::optional<DType>> masks{std::nullopt, DType::Bool, DType::Float32, DType::Float16,
+                                                DType::BFloat16};
+  // A row at a time: every type, mask and causality at one head size; head
+  // sizes from 1 to the most shared memory holds (Ev 200 with E 64) at one.
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16})
+    for (bool causal : {false, true})
+      for (const auto& m : masks) add(attention_kernel(params(t, 64, 64, causal, m)));
+  for (auto [e, ev] : {std::pair<int64_t, int64_t>{1, 1}, {16, 8}, {33, 64}, {128, 128}, {64, 200}})
+    add(attention_kernel(params(DType::Float16, e, ev, true, DType::Bool)));
+  auto too_big = attention_kernel(params(DType::Float32, 256, 256, false, std::nullopt));
+  ASSERT_FALSE(too_big.has_value());
+  EXPECT_EQ(too_big.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(too_big.status().message().find("shared memory"), std::string::npos) << too_big.status().message();
+  // On tensor cores: every type, mask and causality at head size 64; every head size at one.
+  for (DType t : {DType::Float16, DType::BFloat16})
+    for (bool causal : {false, true})
+      for (const auto& m : masks)
+        add(flash_attention_kernel(params(t, 64, 64, causal, m), contiguous(t, {1, 4, 70, 64})));
+  for (int64_t e = 16; e <= 128; e += 16)
+    add(flash_attention_kernel(params(DType::BFloat16, e, e, false, std::nullopt),
+                               contiguous(DType::BFloat16, {1, 4, 70, e})));
+  if (::testing::Test::HasFatalFailure()) return;
+  expect_compiles(ks, false);
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(k.templ + k.targs[0] + k.targs[k.targs.size() - 1]).second) some.push_back(k);
   expect_compiles(some, true);
 }
 

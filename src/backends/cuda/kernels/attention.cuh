@@ -1,0 +1,287 @@
+// Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
+// (H a multiple of Hk: grouped-query heads share a key/value head, G = H / Hk),
+// an optional mask broadcast to [B, H, L, S] through its strides (bool: true
+// keeps; a floating mask is added to the scores) and causal masking (top-left
+// aligned, as PyTorch's: row i sees keys j <= i). Softmax in float32; a fully
+// masked row gives zeros (PyTorch's safe softmax, as the CPU kernel).
+#pragma once
+
+#include "kiln/prelude.cuh"
+
+namespace kiln {
+
+// ---- a warp per query row, for any floating type and head size up to 256
+
+// 8 rows per block share key/value tiles of 32 keys in shared memory; out
+// [B, H, L, Ev] contiguous. Sizes: 0 H, 1 G, 2 L, 3 S, 4..7 q's strides,
+// 8..11 k's, 12..15 v's, 16 the scale's float32 bits, 17..20 the mask's.
+template <typename T, typename M, bool Masked, bool Causal, int E, int Ev, class D, class... P>
+__device__ __forceinline__ void attention_rows_body(T* __restrict__ out, const T* __restrict__ q,
+                                                    const T* __restrict__ k, const T* __restrict__ v,
+                                                    const M* __restrict__ mask, const P&... kd) {
+  constexpr int kRows = 8, kTile = 32, EVP = (Ev + 31) / 32;  // per-lane register slots
+  const long long H = D::at(0, kd...), G = D::at(1, kd...), L = D::at(2, kd...), S = D::at(3, kd...);
+  const float scale = __int_as_float(static_cast<int>(D::at(16, kd...)));
+  __shared__ float ks[kTile][E + 1];
+  __shared__ float vs[kTile][Ev];
+  __shared__ float qs[kRows][E];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long bh = blockIdx.y;
+  const long long b = bh / H, h = bh % H, hk = h / G;
+  const long long l = static_cast<long long>(blockIdx.x) * kRows + warp;
+  const bool active = l < L;
+  if (active)
+    for (int e = lane; e < E; e += 32)
+      qs[warp][e] = kiln_ld(q[b * D::at(4, kd...) + h * D::at(5, kd...) + l * D::at(6, kd...) +
+                              e * D::at(7, kd...)]) *
+                    scale;
+  float m = -INFINITY, den = 0.0f;
+  float acc[EVP];
+  for (int j = 0; j < EVP; ++j) acc[j] = 0.0f;
+  long long kend = S;
+  if constexpr (Causal) kend = min(S, (static_cast<long long>(blockIdx.x) + 1) * kRows);
+  for (long long t0 = 0; t0 < kend; t0 += kTile) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < kTile * E; i += kRows * 32) {
+      const int r = i / E, e = i % E;
+      const long long t = t0 + r;
+      ks[r][e] = t < S ? kiln_ld(k[b * D::at(8, kd...) + hk * D::at(9, kd...) + t * D::at(10, kd...) +
+                                   e * D::at(11, kd...)])
+                       : 0.0f;
+    }
+    for (int i = threadIdx.x; i < kTile * Ev; i += kRows * 32) {
+      const int r = i / Ev, e = i % Ev;
+      const long long t = t0 + r;
+      vs[r][e] = t < S ? kiln_ld(v[b * D::at(12, kd...) + hk * D::at(13, kd...) + t * D::at(14, kd...) +
+                                   e * D::at(15, kd...)])
+                       : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const long long t = t0 + lane;
+    float sc = -INFINITY;
+    if (t < S) {
+      float d = 0.0f;
+      for (int e = 0; e < E; ++e) d += qs[warp][e] * ks[lane][e];
+      sc = d;
+      if constexpr (Causal) {
+        if (t > l) sc = -INFINITY;
+      }
+      if constexpr (Masked) {
+        const M mv = mask[b * D::at(17, kd...) + h * D::at(18, kd...) + l * D::at(19, kd...) + t * D::at(20, kd...)];
+        if constexpr (same_type<M, bool>::value) {
+          if (!mv) sc = -INFINITY;
+        } else {
+          sc += kiln_ld(mv);
+        }
+      }
+    }
+    const float tmax = kiln_warp_max(sc);
+    const float mnew = fmaxf(m, tmax);
+    if (mnew == -INFINITY) continue;
+    const float corr = m == -INFINITY ? 0.0f : __expf(m - mnew);
+    const float pexp = sc == -INFINITY ? 0.0f : __expf(sc - mnew);
+    den = den * corr + kiln_warp_sum(pexp);
+    m = mnew;
+    for (int j = 0; j < EVP; ++j) acc[j] *= corr;
+    for (int r = 0; r < kTile; ++r) {
+      const float pr = __shfl_sync(0xffffffffu, pexp, r);
+      if (pr == 0.0f) continue;
+      for (int j = 0; j < EVP; ++j) {
+        const int e = lane + 32 * j;
+        if (e < Ev) acc[j] += pr * vs[r][e];
+      }
+    }
+  }
+  if (!active) return;
+  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+  T* o = out + ((b * H + h) * L + l) * Ev;
+  for (int j = 0; j < EVP; ++j) {
+    const int e = lane + 32 * j;
+    if (e < Ev) o[e] = kiln_st<T>(acc[j] * inv);
+  }
+}
+
+// Params: out, q, k, v.
+template <typename T, bool Causal, int E, int Ev, class D, class... P>
+__global__ void __launch_bounds__(256) attention_rows(T* __restrict__ out, const T* __restrict__ q,
+                                                      const T* __restrict__ k, const T* __restrict__ v, P... kd) {
+  attention_rows_body<T, bool, false, Causal, E, Ev, D>(out, q, k, v, nullptr, kd...);
+}
+
+// Params: out, q, k, v, mask.
+template <typename T, typename M, bool Causal, int E, int Ev, class D, class... P>
+__global__ void __launch_bounds__(256)
+    attention_rows_masked(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k,
+                          const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
+  attention_rows_body<T, M, true, Causal, E, Ev, D>(out, q, k, v, mask, kd...);
+}
+
+// ---- on tensor cores, FlashAttention-style (16-bit types)
+
+// A block of 4 warps takes 64 query rows of one (batch, head); each warp
+// holds 16 rows of q as mma fragments in registers. Keys and values stream
+// through shared memory 64 at a time; S = q k^T and O += P v run on the
+// tensor cores (m16n8k16, float32 accumulators), and the row maximum and sum
+// of the softmax are kept online in the registers that hold S
+// (FlashAttention's rescaling), so nothing of S leaves the SM. Head size E a
+// multiple of 16 up to 128 for keys and values alike; unit last strides and
+// even others. Sizes: 0 L, 1 S, 2 G, 3..5 q's strides (batch, head, row),
+// 6..8 k's, 9..11 v's, 12..14 out's, 15 the scale's float32 bits, 16..19 the
+// mask's strides.
+template <typename T, typename M, bool Masked, bool Causal, int E, class D, class... P>
+__device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const T* __restrict__ q,
+                                                     const T* __restrict__ k, const T* __restrict__ v,
+                                                     const M* __restrict__ mask, const P&... kd) {
+  constexpr int kRows = 64, kKeys = 64, kThreads = 128, kPitch = E + 8;  // rows padded: fragment reads hit distinct banks
+  const int L = static_cast<int>(D::at(0, kd...)), S = static_cast<int>(D::at(1, kd...));
+  const float scale = __int_as_float(static_cast<int>(D::at(15, kd...)));
+  __shared__ __align__(16) T ks[kKeys][kPitch];
+  __shared__ __align__(16) T vs[kKeys][kPitch];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const long long h = blockIdx.y, b = blockIdx.z, hk = h / D::at(2, kd...);
+  const int r0 = blockIdx.x * kRows + warp * 16 + g, r1 = r0 + 8;
+  const T* qb = q + b * D::at(3, kd...) + h * D::at(4, kd...);
+  const T* kb = k + b * D::at(6, kd...) + hk * D::at(7, kd...);
+  const T* vb = v + b * D::at(9, kd...) + hk * D::at(10, kd...);
+  auto pair_at = [](const T* base, int row, long long stride, int col) -> unsigned {
+    return *reinterpret_cast<const unsigned*>(base + row * stride + col);
+  };
+  const long long qs = D::at(5, kd...);
+  unsigned qf[E / 16][4];
+#pragma unroll
+  for (int c = 0; c < E / 16; ++c) {
+    const int col = c * 16 + 2 * t;
+    qf[c][0] = r0 < L ? pair_at(qb, r0, qs, col) : 0u;
+    qf[c][1] = r1 < L ? pair_at(qb, r1, qs, col) : 0u;
+    qf[c][2] = r0 < L ? pair_at(qb, r0, qs, col + 8) : 0u;
+    qf[c][3] = r1 < L ? pair_at(qb, r1, qs, col + 8) : 0u;
+  }
+  float o[E / 8][4];
+#pragma unroll
+  for (int e = 0; e < E / 8; ++e) o[e][0] = o[e][1] = o[e][2] = o[e][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  int kend = S;
+  if constexpr (Causal) kend = min(S, static_cast<int>(blockIdx.x) * kRows + kRows);
+  for (int j0 = 0; j0 < kend; j0 += kKeys) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < kKeys * E / 2; i += kThreads) {
+      const int r = i / (E / 2), c = (i % (E / 2)) * 2, j = j0 + r;
+      const bool in = j < S;
+      *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, D::at(8, kd...), c) : 0u;
+      *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, D::at(11, kd...), c) : 0u;
+    }
+    __syncthreads();
+    float sc[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < E / 16; ++c)
+        kiln_mma16816(sc[n], qf[c], *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 2 * t]),
+                      *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 8 + 2 * t]), T());
+    }
+    // Scale and mask, in the log2 domain from here on (exp2f).
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (e & 1);
+        float x = sc[n][e] * scale;
+        bool keep = j < S;
+        if constexpr (Causal) keep = keep && j <= i;
+        if constexpr (Masked) {
+          if (keep && i < L) {
+            const M mv = mask[b * D::at(16, kd...) + h * D::at(17, kd...) + static_cast<long long>(i) * D::at(18, kd...) +
+                              static_cast<long long>(j) * D::at(19, kd...)];
+            if constexpr (same_type<M, bool>::value) {
+              keep = mv;
+            } else {
+              x += kiln_ld(mv);
+            }
+          }
+        }
+        (void)i;
+        sc[n][e] = keep ? x * 1.44269504088896341f : -INFINITY;
+      }
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      x0 = fmaxf(x0, fmaxf(sc[n][0], sc[n][1]));
+      x1 = fmaxf(x1, fmaxf(sc[n][2], sc[n][3]));
+    }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    // Rows with nothing kept yet keep a finite base so that exp2f gives 0, never NaN.
+    const float base0 = n0 == -INFINITY ? 0.0f : n0, base1 = n1 == -INFINITY ? 0.0f : n1;
+    const float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
+    m0 = n0;
+    m1 = n1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      sc[n][0] = exp2f(sc[n][0] - base0);
+      sc[n][1] = exp2f(sc[n][1] - base0);
+      sc[n][2] = exp2f(sc[n][2] - base1);
+      sc[n][3] = exp2f(sc[n][3] - base1);
+      s0 += sc[n][0] + sc[n][1];
+      s1 += sc[n][2] + sc[n][3];
+    }
+    l0 = l0 * a0 + s0;
+    l1 = l1 * a1 + s1;
+#pragma unroll
+    for (int e = 0; e < E / 8; ++e) {
+      o[e][0] *= a0;
+      o[e][1] *= a0;
+      o[e][2] *= a1;
+      o[e][3] *= a1;
+    }
+    // P's accumulators are the A fragments of P v, 16 keys at a time.
+#pragma unroll
+    for (int c = 0; c < kKeys / 16; ++c) {
+      const unsigned pa[4] = {kiln_pack2(sc[2 * c][0], sc[2 * c][1], T()), kiln_pack2(sc[2 * c][2], sc[2 * c][3], T()),
+                              kiln_pack2(sc[2 * c + 1][0], sc[2 * c + 1][1], T()),
+                              kiln_pack2(sc[2 * c + 1][2], sc[2 * c + 1][3], T())};
+      const int key = c * 16 + 2 * t;
+#pragma unroll
+      for (int e = 0; e < E / 8; ++e) {
+        const int col = e * 8 + g;
+        kiln_mma16816(o[e], pa, kiln_pair(vs[key][col], vs[key + 1][col]),
+                      kiln_pair(vs[key + 8][col], vs[key + 9][col]), T());
+      }
+    }
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  T* ob = out + b * D::at(12, kd...) + h * D::at(13, kd...);
+  const long long os = D::at(14, kd...);
+#pragma unroll
+  for (int e = 0; e < E / 8; ++e) {
+    const int col = e * 8 + 2 * t;
+    if (r0 < L) *reinterpret_cast<unsigned*>(ob + r0 * os + col) = kiln_pack2(o[e][0] * inv0, o[e][1] * inv0, T());
+    if (r1 < L) *reinterpret_cast<unsigned*>(ob + r1 * os + col) = kiln_pack2(o[e][2] * inv1, o[e][3] * inv1, T());
+  }
+}
+
+// Params: out, q, k, v.
+template <typename T, bool Causal, int E, class D, class... P>
+__global__ void __launch_bounds__(128) flash_attention(T* __restrict__ out, const T* __restrict__ q,
+                                                       const T* __restrict__ k, const T* __restrict__ v, P... kd) {
+  flash_attention_body<T, bool, false, Causal, E, D>(out, q, k, v, nullptr, kd...);
+}
+
+// Params: out, q, k, v, mask.
+template <typename T, typename M, bool Causal, int E, class D, class... P>
+__global__ void __launch_bounds__(128)
+    flash_attention_masked(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k,
+                           const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
+  flash_attention_body<T, M, true, Causal, E, D>(out, q, k, v, mask, kd...);
+}
+
+}  // namespace kiln
