@@ -131,6 +131,16 @@ struct same_type<A, A> {
   static constexpr bool value = true;
 };
 
+// The type a kernel computes in for elements of type T: float, double for double.
+template <typename T>
+struct compute_type {
+  using type = float;
+};
+template <>
+struct compute_type<double> {
+  using type = double;
+};
+
 // The sizes a kernel template reads, as its last template argument: V... their
 // values at build time; bit i of Mask set: size i is read at run time instead,
 // from the KilnDims the launch passes after the kernel's pointers (a kernel

@@ -8,15 +8,6 @@ namespace kiln {
 
 enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 3 };
 
-template <typename T>
-struct ReduceCompute {
-  using type = float;
-};
-template <>
-struct ReduceCompute<double> {
-  using type = double;
-};
-
 // out[o] (contiguous) = reduce over the reduced index space of in at o: one
 // warp per output element, 8 per block. Params: out, in.
 // Sizes: 0 outputs, 1 elements reduced per output, then the kept dims'
@@ -24,7 +15,7 @@ struct ReduceCompute<double> {
 // dims' sizes and strides (R each).
 template <typename T, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __restrict__ in, P... kd) {
-  using C = typename ReduceCompute<T>::type;
+  using C = typename compute_type<T>::type;
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
@@ -85,7 +76,7 @@ enum PoolKind { kPoolMax = 0, kPoolAvg = 1, kPoolAdaptiveAvg = 2 };
 template <typename T, int Kind, bool ChannelsInner, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
           bool CountIncludePad, long long Divisor, class D, class... P>
 __global__ void __launch_bounds__(256) pool2d(T* __restrict__ out, const T* __restrict__ in, P... kd) {
-  using C = typename ReduceCompute<T>::type;
+  using C = typename compute_type<T>::type;
   const long long Ch = D::at(0, kd...), OH = D::at(1, kd...), OW = D::at(2, kd...), H = D::at(3, kd...),
                   W = D::at(4, kd...);
   const long long is0 = D::at(5, kd...), is1 = D::at(6, kd...), is2 = D::at(7, kd...), is3 = D::at(8, kd...);

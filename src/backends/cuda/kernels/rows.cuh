@@ -11,15 +11,6 @@ namespace kiln {
 
 enum RowKind { kRowLayerNorm = 0, kRowRmsNorm = 1, kRowSoftmax = 2, kRowLogSoftmax = 3 };
 
-template <typename T>
-struct RowCompute {
-  using type = float;
-};
-template <>
-struct RowCompute<double> {
-  using type = double;
-};
-
 // A number whose bits a size carries (eps): a float's 32 bits, or a double's 64.
 template <typename C>
 __device__ __forceinline__ C row_number(long long bits) {
@@ -50,7 +41,7 @@ __global__ void __launch_bounds__(Threads)
                     const T* __restrict__ weight, const T* __restrict__ bias, P... kd) {
   static_assert(Kind == kRowLayerNorm || Kind == kRowRmsNorm, "a norm");
   static_assert(!WriteSum || Residual, "the sum is written only when a residual is added");
-  using C = typename RowCompute<T>::type;
+  using C = typename compute_type<T>::type;
   const long long N = D::at(0, kd...);
   const C eps = row_number<C>(D::at(1, kd...));
   const long long row = blockIdx.x;
@@ -178,7 +169,7 @@ __global__ void __launch_bounds__(128)
 template <typename T, int Kind, int Threads, class D, class... P>
 __global__ void __launch_bounds__(Threads) softmax_rows(T* __restrict__ out, const T* __restrict__ in, P... kd) {
   static_assert(Kind == kRowSoftmax || Kind == kRowLogSoftmax, "softmax or log-softmax");
-  using C = typename RowCompute<T>::type;
+  using C = typename compute_type<T>::type;
   const long long N = D::at(0, kd...);
   const T* x = in + static_cast<long long>(blockIdx.x) * N;
   T* y = out + static_cast<long long>(blockIdx.x) * N;

@@ -134,11 +134,7 @@ TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
   auto backend = cuda::make_cuda_backend();
   const engine::Network net = block_network();
   const std::map<std::string, Tensor> weights = block_weights(net);
-  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
-    auto it = weights.find(n);
-    if (it == weights.end()) return not_found("no weight '" + n + "'");
-    return it->second;
-  };
+  const engine::WeightLookup lookup = testing::conformance_weights(weights);
   auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   auto handle = backend->load(*plan, lookup, "block");
@@ -180,11 +176,7 @@ TEST(CudaRangeShapes, LengthsDroppedFromAFewKeptShapesComeBackRight) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   const engine::Network net = block_network();
   const std::map<std::string, Tensor> weights = block_weights(net);
-  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
-    auto it = weights.find(n);
-    if (it == weights.end()) return not_found("no weight '" + n + "'");
-    return it->second;
-  };
+  const engine::WeightLookup lookup = testing::conformance_weights(weights);
   for (size_t kept : {1u, 2u}) {
     auto backend = cuda::make_cuda_backend({.shapes_kept = kept});
     auto plan = backend->build(block_network(), range_options("fp16", 1, 32, 80));
@@ -207,11 +199,7 @@ TEST(CudaRangeShapes, AKeptShapeCountFromTheEnvironmentIsCheckedAtLoad) {
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   const engine::Network net = block_network();
   const std::map<std::string, Tensor> weights = block_weights(net);
-  auto lookup = [&weights](const std::string& n) -> Expected<Tensor> {
-    auto it = weights.find(n);
-    if (it == weights.end()) return not_found("no weight '" + n + "'");
-    return it->second;
-  };
+  const engine::WeightLookup lookup = testing::conformance_weights(weights);
   for (const char* bad : {"0", "-3", "many", "12x"}) {
     ::setenv("KILN_CUDA_SHAPES", bad, 1);
     auto handle = backend->load(*plan, lookup, "block");

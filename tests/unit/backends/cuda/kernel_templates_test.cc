@@ -43,6 +43,19 @@ void expect_compiles(const std::vector<GeneratedKernel>& ks, bool sizes_at_run_t
   }
 }
 
+// Compiles `ks` with every size compiled in, then, with every size read at
+// run time (which changes only the kernels' last parameter), one kernel of
+// each distinct `key`.
+template <typename Key>
+void expect_compiles_both_ways(const std::vector<GeneratedKernel>& ks, Key key) {
+  expect_compiles(ks, false);
+  std::vector<GeneratedKernel> some;
+  std::set<std::string> seen;
+  for (const GeneratedKernel& k : ks)
+    if (seen.insert(key(k)).second) some.push_back(k);
+  expect_compiles(some, true);
+}
+
 TEST(KernelTemplates, EveryHeaderCompilesAlone) {
   ASSERT_FALSE(kernel_headers().empty());
   for (const KernelHeader& h : kernel_headers()) {
@@ -82,13 +95,7 @@ TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
   std::set<std::string> splits;
   for (const GeneratedKernel& k : ks) splits.insert(k.targs[2]);
   EXPECT_EQ(splits, (std::set<std::string>{"1", "2", "4", "8"}));
-  expect_compiles(ks, false);
-  // Sizes read at run time change only the last parameter: once per type and split.
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + k.targs[0] + k.targs[2]).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0] + k.targs[2]; });
 }
 
 // Row kernels: norms (a block per row and a warp per row: every
@@ -135,13 +142,7 @@ TEST(KernelTemplates, EveryRowInstantiationCompiles) {
   }
   EXPECT_EQ(threads, (std::set<std::string>{"128", "256", "1024"}));
   EXPECT_EQ(nvecs.size(), 11u + 1u);  // and 96: 768 columns of a 16-bit type (192 for float32 is listed)
-  expect_compiles(ks, false);
-  // Sizes read at run time: every template, once per element type.
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + k.targs[0]).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
 // Gathers and index writes in every element type and index type; channel
@@ -184,12 +185,8 @@ TEST(KernelTemplates, EveryIndexFillAndConvolutionPrepInstantiationCompiles) {
   add(scalar_fill_kernel(42));
   if (::testing::Test::HasFatalFailure()) return;
   for (const GeneratedKernel& k : ks) EXPECT_TRUE(k.is_template()) << k.identity();
-  expect_compiles(ks, false);
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + (k.targs.empty() ? "" : k.targs.front())).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(
+      ks, [](const GeneratedKernel& k) { return k.templ + (k.targs.empty() ? "" : k.targs.front()); });
 }
 
 // Strided kernels: copies between every pair of dtypes; loops of rank 1 to 6
@@ -254,12 +251,7 @@ TEST(KernelTemplates, EveryStridedInstantiationCompiles) {
   }
   EXPECT_EQ(ranks, (std::set<std::string>{"1", "2", "3", "4", "5", "6"}));
   EXPECT_EQ(index_types, (std::set<std::string>{"int", "long long"}));
-  expect_compiles(ks, false);
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + k.targs.back()).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs.back(); });
 }
 
 // torch.gather along each dim of ranks 1 to 4; torch.index with 1 to 4 index
@@ -336,12 +328,7 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
   for (const GeneratedKernel& k : ks) templates.insert(k.templ);
   EXPECT_EQ(templates, (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3",
                                               "kiln::index4", "kiln::rotary", "kiln::reduce", "kiln::pool2d"}));
-  expect_compiles(ks, false);
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + k.targs[0]).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
 // Attention: a warp per row and on tensor cores, in each type each takes,
@@ -388,12 +375,8 @@ TEST(KernelTemplates, EveryAttentionInstantiationCompiles) {
     add(flash_attention_kernel(params(DType::BFloat16, e, e, false, std::nullopt),
                                contiguous(DType::BFloat16, {1, 4, 70, e})));
   if (::testing::Test::HasFatalFailure()) return;
-  expect_compiles(ks, false);
-  std::vector<GeneratedKernel> some;
-  std::set<std::string> seen;
-  for (const GeneratedKernel& k : ks)
-    if (seen.insert(k.templ + k.targs[0] + k.targs[k.targs.size() - 1]).second) some.push_back(k);
-  expect_compiles(some, true);
+  expect_compiles_both_ways(
+      ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0] + k.targs[k.targs.size() - 1]; });
 }
 
 // Sizes become template arguments (a run-time size reads KilnDims, which the
