@@ -11,6 +11,14 @@
 //                                  -> sqrt(sum(x * x)) (ord 2), sum(|x|) (1),
 //                                     amax(|x|) (inf), amin(|x|) (-inf),
 //                                     sum(|x|^p)^(1/p) (other p != 0)
+//
+// and, for floating tensors of one dtype (anything else is left as it is),
+// the activations and arithmetic of torch.nn.functional and torch as their
+// formulas in ATen: addcmul, addcdiv, lerp, logit, softplus, mish, celu and
+// selu (as elu), relu6 (hardtanh), hardshrink, softshrink, threshold,
+// log_sigmoid, sinc, xlogy, deg2rad, rad2deg, frac, positive, glu,
+// isposinf, isneginf, isfinite, nan_to_num, floor_divide (any one dtype),
+// and view_as, reshape_as, ravel of static sizes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -165,6 +173,370 @@ Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
   return true;
 }
 
+// ---- elementwise composites
+
+// The sizes two operands broadcast to, or nullopt when they do not
+// (sizes that are symbolic must be equal, or one of them static 1).
+std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<ir::Dim> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const ir::Dim* da = i < rank - a.size() ? nullptr : &a[i - (rank - a.size())];
+    const ir::Dim* db = i < rank - b.size() ? nullptr : &b[i - (rank - b.size())];
+    if (!da || (da->is_static() && da->value == 1)) {
+      out[i] = db ? *db : *da;
+    } else if (!db || (db->is_static() && db->value == 1) || same_dim(*da, *db)) {
+      out[i] = *da;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Inserts the nodes of one decomposition before its root `n`, named after it.
+class Nodes {
+ public:
+  Nodes(PatternContext& ctx, ir::Node& n) : ctx_(ctx), n_(n) {}
+  const ir::TensorType& out() const { return n_.outputs[0]->type; }
+  // A node of `op` over `args` whose result has `type`.
+  ir::Value* add(OpKind op, std::vector<ir::NamedArg> args, ir::TensorType type) {
+    const std::string name = n_.name + "_" + std::to_string(count_++);
+    return ctx_.insert_before(&n_, op, name, std::move(args), std::move(type))->outputs[0];
+  }
+  // An elementwise node of `x`'s type.
+  ir::Value* unary(OpKind op, ir::Value* x, std::vector<ir::NamedArg> more = {}) {
+    std::vector<ir::NamedArg> args{{"self", x}};
+    for (ir::NamedArg& a : more) args.push_back(std::move(a));
+    return add(op, std::move(args), x->type);
+  }
+  // x OP y (a tensor or a number) at their broadcast sizes; null when they do not broadcast.
+  ir::Value* binary(OpKind op, ir::Value* x, ir::Arg y, DType dtype) {
+    std::vector<ir::Dim> sizes = x->type.sizes;
+    if (const auto* v = std::get_if<ir::Value*>(&y)) {
+      auto b = broadcast_sizes(x->type.sizes, (*v)->type.sizes);
+      if (!b) return nullptr;
+      sizes = *b;
+    }
+    return add(op, {{"self", x}, {"other", std::move(y)}}, {dtype, sizes});
+  }
+  // A bool mask x OP number.
+  ir::Value* compare(OpKind op, ir::Value* x, double number) {
+    return add(op, {{"self", x}, {"other", number}}, {DType::Bool, x->type.sizes});
+  }
+  // `x` with `value` where `mask` holds.
+  ir::Value* fill(ir::Value* x, ir::Value* mask, double value) {
+    return add(OpKind::kMaskedFillScalar, {{"self", x}, {"mask", mask}, {"value", value}}, x->type);
+  }
+  // mask ? a : b, at the root's output type.
+  ir::Value* select(ir::Value* mask, ir::Value* a, ir::Value* b) {
+    return add(OpKind::kWhere, {{"condition", mask}, {"self", a}, {"other", b}}, out());
+  }
+  // Ends the decomposition: `result` replaces the root's output.
+  bool done(ir::Value* result) {
+    if (!result) return false;
+    ctx_.replace_uses(n_.outputs[0], result);
+    return true;
+  }
+
+ private:
+  PatternContext& ctx_;
+  ir::Node& n_;
+  int count_ = 0;
+};
+
+// The floating tensor argument `arg` of a one-output node whose result has
+// its dtype; null otherwise (the decomposition then leaves the node alone).
+ir::Value* floating_operand(const ir::Node& n, std::string_view arg = "self") {
+  ir::Value* x = PatternContext::tensor_arg(n, arg);
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+    return nullptr;
+  return x;
+}
+
+// A number argument with its default.
+std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def) {
+  if (absent(n, arg)) return def;
+  return ctx.number(n, arg);
+}
+
+// addcmul / addcdiv: self + value * (t1 OP t2).
+Expected<bool> add_product(PatternContext& ctx, ir::Node& n, OpKind op) {
+  ir::Value* x = floating_operand(n);
+  ir::Value* t1 = floating_operand(n, "tensor1");
+  ir::Value* t2 = floating_operand(n, "tensor2");
+  const auto value = number_or(ctx, n, "value", 1.0);
+  if (!x || !t1 || !t2 || !value || t1->type.dtype != x->type.dtype || t2->type.dtype != x->type.dtype) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* p = b.binary(op, t1, t2, dt);
+  if (p && *value != 1.0) p = b.binary(OpKind::kMulTensor, p, *value, dt);
+  return b.done(p ? b.binary(OpKind::kAddTensor, x, p, dt) : nullptr);
+}
+Expected<bool> addcmul(PatternContext& ctx, ir::Node& n) { return add_product(ctx, n, OpKind::kMulTensor); }
+Expected<bool> addcdiv(PatternContext& ctx, ir::Node& n) { return add_product(ctx, n, OpKind::kDivTensor); }
+
+// lerp, as ATen computes it: weight < 0.5 (in magnitude) ? self + weight * (end - self)
+//                                                        : end - (end - self) * (1 - weight).
+Expected<bool> lerp(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  ir::Value* end = floating_operand(n, "end");
+  if (!x || !end || end->type.dtype != x->type.dtype) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* d = b.binary(OpKind::kSubTensor, end, x, dt);
+  if (!d) return false;
+  if (n.op == OpKind::kLerpScalar) {
+    const auto w = ctx.number(n, "weight");
+    if (!w) return false;
+    if (std::fabs(*w) < 0.5)
+      return b.done(b.binary(OpKind::kAddTensor, x, b.binary(OpKind::kMulTensor, d, *w, dt), dt));
+    return b.done(b.binary(OpKind::kSubTensor, end, b.binary(OpKind::kMulTensor, d, 1.0 - *w, dt), dt));
+  }
+  ir::Value* w = floating_operand(n, "weight");
+  if (!w || w->type.dtype != dt) return false;
+  ir::Value* near = b.binary(OpKind::kAddTensor, x, b.binary(OpKind::kMulTensor, w, d, dt), dt);
+  ir::Value* one_minus = b.unary(OpKind::kRsubScalar, w, {{"other", 1.0}});
+  ir::Value* far = b.binary(OpKind::kSubTensor, end, b.binary(OpKind::kMulTensor, d, one_minus, dt), dt);
+  ir::Value* small = b.compare(OpKind::kLtScalar, b.unary(OpKind::kAbs, w), 0.5);
+  if (!near || !far) return false;
+  return b.done(b.select(small, near, far));
+}
+
+// logit(x, eps) = log(z / (1 - z)), z = clamp(x, eps, 1 - eps) when eps is given.
+Expected<bool> logit(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  if (!absent(n, "eps")) {
+    const auto eps = ctx.number(n, "eps");
+    if (!eps) return false;
+    x = b.unary(OpKind::kClamp, x, {{"min", *eps}, {"max", 1.0 - *eps}});
+  }
+  ir::Value* q = b.binary(OpKind::kDivTensor, x, b.unary(OpKind::kRsubScalar, x, {{"other", 1.0}}), x->type.dtype);
+  return b.done(b.unary(OpKind::kLog, q));
+}
+
+// softplus(x, beta, threshold) = x * beta > threshold ? x : log1p(exp(x * beta)) / beta.
+Expected<bool> softplus(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto beta = number_or(ctx, n, "beta", 1.0);
+  const auto threshold = number_or(ctx, n, "threshold", 20.0);
+  if (!x || !beta || !threshold) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* y = *beta == 1.0 ? x : b.binary(OpKind::kMulTensor, x, *beta, dt);
+  ir::Value* soft = b.unary(OpKind::kLog1p, b.unary(OpKind::kExp, y));
+  if (*beta != 1.0) soft = b.binary(OpKind::kDivTensor, soft, *beta, dt);
+  return b.done(b.select(b.compare(OpKind::kGtScalar, y, *threshold), x, soft));
+}
+
+// mish(x) = x * tanh(softplus(x)).
+Expected<bool> mish(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  ir::Value* t = b.unary(OpKind::kTanh, b.unary(OpKind::kSoftplus, x));
+  return b.done(b.binary(OpKind::kMulTensor, x, t, x->type.dtype));
+}
+
+// celu(x, alpha) = elu(x, alpha, input_scale = 1 / alpha); selu = elu with SELU's constants.
+Expected<bool> celu(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto alpha = number_or(ctx, n, "alpha", 1.0);
+  if (!x || !alpha || *alpha == 0.0) return false;
+  Nodes b(ctx, n);
+  return b.done(b.unary(OpKind::kElu, x, {{"alpha", *alpha}, {"scale", 1.0}, {"input_scale", 1.0 / *alpha}}));
+}
+Expected<bool> selu(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  return b.done(b.unary(OpKind::kElu, x,
+                        {{"alpha", 1.6732632423543772848170429916717},
+                         {"scale", 1.0507009873554804934193349852946},
+                         {"input_scale", 1.0}}));
+}
+
+Expected<bool> relu6(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  return b.done(b.unary(OpKind::kHardtanh, x, {{"min_val", 0.0}, {"max_val", 6.0}}));
+}
+
+// hardshrink(x, l) = |x| <= l ? 0 : x.
+Expected<bool> hardshrink(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto l = number_or(ctx, n, "lambd", 0.5);
+  if (!x || !l) return false;
+  Nodes b(ctx, n);
+  return b.done(b.fill(x, b.compare(OpKind::kLeScalar, b.unary(OpKind::kAbs, x), *l), 0.0));
+}
+
+// softshrink(x, l) = x > l ? x - l : (x < -l ? x + l : 0) (NaN gives 0, as ATen's kernel).
+Expected<bool> softshrink(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto l = number_or(ctx, n, "lambd", 0.5);
+  if (!x || !l) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* below = b.unary(OpKind::kLogicalNot, b.compare(OpKind::kLtScalar, x, -*l));
+  ir::Value* low = b.fill(b.binary(OpKind::kAddTensor, x, *l, dt), below, 0.0);
+  return b.done(b.select(b.compare(OpKind::kGtScalar, x, *l), b.binary(OpKind::kSubTensor, x, *l, dt), low));
+}
+
+// threshold(x, t, v) = x <= t ? v : x.
+Expected<bool> threshold(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto t = ctx.number(n, "threshold");
+  const auto v = ctx.number(n, "value");
+  if (!x || !t || !v) return false;
+  Nodes b(ctx, n);
+  return b.done(b.fill(x, b.compare(OpKind::kLeScalar, x, *t), *v));
+}
+
+// log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)).
+Expected<bool> log_sigmoid(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  ir::Value* m = b.unary(OpKind::kClampMax, x, {{"max", 0.0}});
+  ir::Value* l = b.unary(OpKind::kLog1p, b.unary(OpKind::kExp, b.unary(OpKind::kNeg, b.unary(OpKind::kAbs, x))));
+  return b.done(b.binary(OpKind::kSubTensor, m, l, x->type.dtype));
+}
+
+// sinc(x) = x == 0 ? 1 : sin(pi x) / (pi x).
+Expected<bool> sinc(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* px = b.binary(OpKind::kMulTensor, x, 3.14159265358979323846, dt);
+  ir::Value* q = b.binary(OpKind::kDivTensor, b.unary(OpKind::kSin, px), px, dt);
+  return b.done(b.fill(q, b.compare(OpKind::kEqScalar, x, 0.0), 1.0));
+}
+
+// xlogy(x, y) = y is NaN ? NaN : (x == 0 ? 0 : x * log(y)).
+Expected<bool> xlogy(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  ir::Value* y = floating_operand(n, "other");
+  if (!x || !y || y->type.dtype != x->type.dtype) return false;
+  Nodes b(ctx, n);
+  ir::Value* p = b.binary(OpKind::kMulTensor, x, b.unary(OpKind::kLog, y), x->type.dtype);
+  if (!p) return false;
+  ir::Value* zero = b.fill(p, b.compare(OpKind::kEqScalar, x, 0.0), 0.0);
+  ir::Value* nan = b.add(OpKind::kIsnan, {{"self", y}}, {DType::Bool, y->type.sizes});
+  return b.done(b.fill(zero, nan, std::numeric_limits<double>::quiet_NaN()));
+}
+
+// deg2rad / rad2deg: a product with a number.
+Expected<bool> scaled(PatternContext& ctx, ir::Node& n, double factor) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  return b.done(b.binary(OpKind::kMulTensor, x, factor, x->type.dtype));
+}
+Expected<bool> deg2rad(PatternContext& ctx, ir::Node& n) { return scaled(ctx, n, 3.14159265358979323846 / 180.0); }
+Expected<bool> rad2deg(PatternContext& ctx, ir::Node& n) { return scaled(ctx, n, 180.0 / 3.14159265358979323846); }
+
+// frac(x) = x - trunc(x).
+Expected<bool> frac(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  Nodes b(ctx, n);
+  return b.done(b.binary(OpKind::kSubTensor, x, b.unary(OpKind::kTrunc, x), x->type.dtype));
+}
+
+// positive(x) = x (of any dtype).
+Expected<bool> positive(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  ctx.replace_uses(n.outputs[0], x);
+  return true;
+}
+
+// glu(x, dim) = a * sigmoid(b), a and b the halves of x along dim.
+Expected<bool> glu(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto dim = int_value(n, "dim", -1);
+  if (!x || !dim) return false;
+  const int64_t rank = static_cast<int64_t>(x->type.sizes.size());
+  const int64_t d = *dim < 0 ? *dim + rank : *dim;
+  if (d < 0 || d >= rank || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
+  const int64_t size = x->type.sizes[static_cast<size_t>(d)].value;
+  if (size % 2 != 0) return false;
+  ir::TensorType half = x->type;
+  half.sizes[static_cast<size_t>(d)] = ir::Dim::of(size / 2);
+  Nodes b(ctx, n);
+  auto slice = [&](int64_t start) {
+    return b.add(OpKind::kSliceTensor, {{"self", x}, {"dim", d}, {"start", start}, {"end", start + size / 2}}, half);
+  };
+  ir::Value* first = slice(0);
+  ir::Value* gate = b.unary(OpKind::kSigmoid, slice(size / 2));
+  return b.done(b.binary(OpKind::kMulTensor, first, gate, x->type.dtype));
+}
+
+// isposinf / isneginf: x == +-inf; isfinite: |x| < inf (NaN is not).
+Expected<bool> infinity_test(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != DType::Bool)
+    return false;
+  Nodes b(ctx, n);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (n.op == OpKind::kIsfinite) return b.done(b.compare(OpKind::kLtScalar, b.unary(OpKind::kAbs, x), inf));
+  return b.done(b.compare(OpKind::kEqScalar, x, n.op == OpKind::kIsposinf ? inf : -inf));
+}
+
+// nan_to_num(x, nan, posinf, neginf): NaN, +inf and -inf replaced (by 0 and
+// the dtype's largest and lowest finite values when not given).
+Expected<bool> nan_to_num(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  if (!x) return false;
+  double most = std::numeric_limits<double>::max();
+  switch (x->type.dtype) {
+    case DType::Float32: most = std::numeric_limits<float>::max(); break;
+    case DType::Float16: most = 65504.0; break;
+    case DType::BFloat16: most = 3.3895313892515355e38; break;
+    default: break;
+  }
+  const auto nan = number_or(ctx, n, "nan", 0.0);
+  const auto posinf = number_or(ctx, n, "posinf", most);
+  const auto neginf = number_or(ctx, n, "neginf", -most);
+  if (!nan || !posinf || !neginf) return false;
+  Nodes b(ctx, n);
+  const double inf = std::numeric_limits<double>::infinity();
+  ir::Value* y = b.fill(x, b.add(OpKind::kIsnan, {{"self", x}}, {DType::Bool, x->type.sizes}), *nan);
+  y = b.fill(y, b.compare(OpKind::kEqScalar, x, inf), *posinf);
+  return b.done(b.fill(y, b.compare(OpKind::kEqScalar, x, -inf), *neginf));
+}
+
+// floor_divide(a, b) = div(a, b, rounding_mode="floor"), operands and result of one dtype.
+Expected<bool> floor_divide(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const ir::Arg* other = n.find("other");
+  if (!x || !other || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  if (const auto* v = std::get_if<ir::Value*>(other); v && (*v)->type.dtype != x->type.dtype) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kDivTensorMode, {{"self", x}, {"other", *other}, {"rounding_mode", std::string("floor")}},
+                      n.outputs[0]->type));
+}
+
+// view_as / reshape_as: the other's static sizes; ravel: one dim of every element.
+Expected<bool> reshape_like(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1) return false;
+  std::vector<int64_t> sizes;
+  for (const ir::Dim& d : n.outputs[0]->type.sizes) {
+    if (!d.is_static()) return false;
+    sizes.push_back(d.value);
+  }
+  Nodes b(ctx, n);
+  const bool view = n.op == OpKind::kViewAs;
+  return b.done(b.add(view ? OpKind::kView : OpKind::kReshape, {{"self", x}, {view ? "size" : "shape", sizes}},
+                      n.outputs[0]->type));
+}
+
 struct Decomposition {
   OpKind op;
   Expected<bool> (*rewrite)(PatternContext&, ir::Node&);
@@ -175,6 +547,35 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kPad, &pad},
     {OpKind::kLogsumexp, &logsumexp},
     {OpKind::kLinalgVectorNorm, &vector_norm},
+    {OpKind::kAddcmul, &addcmul},
+    {OpKind::kAddcdiv, &addcdiv},
+    {OpKind::kLerpScalar, &lerp},
+    {OpKind::kLerpTensor, &lerp},
+    {OpKind::kLogit, &logit},
+    {OpKind::kSoftplus, &softplus},
+    {OpKind::kMish, &mish},
+    {OpKind::kCelu, &celu},
+    {OpKind::kSelu, &selu},
+    {OpKind::kRelu6, &relu6},
+    {OpKind::kHardshrink, &hardshrink},
+    {OpKind::kSoftshrink, &softshrink},
+    {OpKind::kThreshold, &threshold},
+    {OpKind::kLogSigmoid, &log_sigmoid},
+    {OpKind::kSinc, &sinc},
+    {OpKind::kXlogyTensor, &xlogy},
+    {OpKind::kDeg2rad, &deg2rad},
+    {OpKind::kRad2deg, &rad2deg},
+    {OpKind::kFrac, &frac},
+    {OpKind::kPositive, &positive},
+    {OpKind::kGlu, &glu},
+    {OpKind::kIsposinf, &infinity_test},
+    {OpKind::kIsneginf, &infinity_test},
+    {OpKind::kIsfinite, &infinity_test},
+    {OpKind::kNanToNum, &nan_to_num},
+    {OpKind::kFloorDivide, &floor_divide},
+    {OpKind::kViewAs, &reshape_like},
+    {OpKind::kReshapeAs, &reshape_like},
+    {OpKind::kRavel, &reshape_like},
 };
 
 Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {

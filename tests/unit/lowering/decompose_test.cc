@@ -3,7 +3,9 @@
 // definition gives, computed here in double on the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -146,6 +148,162 @@ TEST(Decompose, VectorNormsOfEachOrder) {
     EXPECT_EQ(out[3].value_at(c), small[c]);
   }
   EXPECT_NEAR(out[4].value_at(0), std::cbrt(27.0 + 64 + 0 + 1 + 8 + 8), 1e-5);
+}
+
+// The elementwise composites of torch.nn.functional and torch, each against
+// its definition computed here in double, over values that reach every
+// branch: signs, zero, values beyond each threshold, infinities and NaN.
+TEST(Decompose, ElementwiseCompositesFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 8], %y: float32[2, 8], %w: float32[2, 8]) {
+  %addcmul: float32[2, 8] = aten.addcmul.default(self=%x, tensor1=%x, tensor2=%y, value=0.5)
+  %addcdiv: float32[2, 8] = aten.addcdiv.default(self=%x, tensor1=%x, tensor2=%y, value=2)
+  %lerp_near: float32[2, 8] = aten.lerp.Scalar(self=%x, end=%y, weight=0.3)
+  %lerp_far: float32[2, 8] = aten.lerp.Scalar(self=%x, end=%y, weight=0.8)
+  %lerp_tensor: float32[2, 8] = aten.lerp.Tensor(self=%x, end=%y, weight=%w)
+  %logit: float32[2, 8] = aten.logit.default(self=%w, eps=0.1)
+  %softplus: float32[2, 8] = aten.softplus.default(self=%x, beta=2, threshold=3)
+  %mish: float32[2, 8] = aten.mish.default(self=%x)
+  %celu: float32[2, 8] = aten.celu.default(self=%x, alpha=1.5)
+  %selu: float32[2, 8] = aten.selu.default(self=%x)
+  %relu6: float32[2, 8] = aten.relu6.default(self=%x)
+  %hardshrink: float32[2, 8] = aten.hardshrink.default(self=%x)
+  %softshrink: float32[2, 8] = aten.softshrink.default(self=%x, lambd=0.5)
+  %threshold: float32[2, 8] = aten.threshold.default(self=%x, threshold=0.3, value=-7)
+  %log_sigmoid: float32[2, 8] = aten.log_sigmoid.default(self=%x)
+  %sinc: float32[2, 8] = aten.sinc.default(self=%x)
+  %xlogy: float32[2, 8] = aten.xlogy.Tensor(self=%x, other=%y)
+  %deg2rad: float32[2, 8] = aten.deg2rad.default(self=%x)
+  %rad2deg: float32[2, 8] = aten.rad2deg.default(self=%x)
+  %frac: float32[2, 8] = aten.frac.default(self=%x)
+  %positive: float32[2, 8] = aten.positive.default(self=%x)
+  %nan_to_num: float32[2, 8] = aten.nan_to_num.default(self=%x)
+  %nan_to_num_given: float32[2, 8] = aten.nan_to_num.default(self=%x, nan=1, posinf=2, neginf=-2)
+  %glu: float32[2, 4] = aten.glu.default(self=%x, dim=1)
+  %isposinf: bool[2, 8] = aten.isposinf.default(self=%x)
+  %isneginf: bool[2, 8] = aten.isneginf.default(self=%x)
+  %isfinite: bool[2, 8] = aten.isfinite.default(self=%x)
+  return (%addcmul, %addcdiv, %lerp_near, %lerp_far, %lerp_tensor, %logit, %softplus, %mish, %celu, %selu, %relu6, %hardshrink, %softshrink, %threshold, %log_sigmoid, %sinc, %xlogy, %deg2rad, %rad2deg, %frac, %positive, %nan_to_num, %nan_to_num_given, %glu, %isposinf, %isneginf, %isfinite)
+}
+)",
+                            &ops);
+  for (const auto& [op, count] : ops) {
+    const ir::OpKind k = ir::op_from_target(op).value_or(ir::OpKind::kUnknown);
+    for (ir::OpKind d : decomposed_ops()) EXPECT_NE(k, d) << op << " is left after the pass";
+  }
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> xs{-3.5, -1, -0.25, 0, 0.3, 0.75, 2, 25, -inf, inf, nan, -0.5, 0.5, 1e-3, -21, 6.5};
+  const std::vector<double> ys{0.5, 2, 3, 1, 0.25, 4, 1.5, 0.1, 2, 0.5, 1, nan, 3, 0, 2, 5};
+  const std::vector<double> ws{0.05, 0.2, 0.45, 0.5, 0.55, 0.9, 0.95, 0.01, 0.3, 0.7, 0.5, 0.2, 0.6, 0.99, 0.1, 0.4};
+  auto out = run(m, {matrix(2, 8, xs), matrix(2, 8, ys), matrix(2, 8, ws)});
+  ASSERT_EQ(out.size(), 27u);
+  const double pi = 3.14159265358979323846;
+  auto softplus = [](double v, double beta, double th) {
+    return v * beta > th ? v : std::log1p(std::exp(v * beta)) / beta;
+  };
+  auto elu = [](double v, double alpha, double scale, double in) {
+    return v > 0 ? scale * v : scale * alpha * (std::exp(v * in) - 1);
+  };
+  auto lerp = [](double a, double b, double w) { return std::fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w); };
+  const std::vector<std::function<double(double, double, double)>> want{
+      [](double x, double y, double) { return x + 0.5 * x * y; },
+      [](double x, double y, double) { return x + 2 * x / y; },
+      [&](double x, double y, double) { return lerp(x, y, 0.3); },
+      [&](double x, double y, double) { return lerp(x, y, 0.8); },
+      [&](double x, double y, double w) { return lerp(x, y, w); },
+      [](double, double, double w) {
+        const double z = std::clamp(w, 0.1, 0.9);
+        return std::log(z / (1 - z));
+      },
+      [&](double x, double, double) { return softplus(x, 2, 3); },
+      [&](double x, double, double) { return x * std::tanh(softplus(x, 1, 20)); },
+      [&](double x, double, double) { return elu(x, 1.5, 1, 1 / 1.5); },
+      [&](double x, double, double) { return elu(x, 1.6732632423543772, 1.0507009873554805, 1); },
+      [](double x, double, double) { return std::isnan(x) ? x : std::min(std::max(x, 0.0), 6.0); },
+      [](double x, double, double) { return x >= -0.5 && x <= 0.5 ? 0.0 : x; },
+      [](double x, double, double) { return x > 0.5 ? x - 0.5 : (x < -0.5 ? x + 0.5 : 0.0); },
+      [](double x, double, double) { return x <= 0.3 ? -7.0 : x; },
+      [](double x, double, double) { return std::min(x, 0.0) - std::log1p(std::exp(-std::fabs(x))); },
+      [&](double x, double, double) { return x == 0 ? 1.0 : std::sin(pi * x) / (pi * x); },
+      [](double x, double y, double) { return std::isnan(y) ? y : (x == 0 ? 0.0 : x * std::log(y)); },
+      [&](double x, double, double) { return x * (pi / 180); },
+      [&](double x, double, double) { return x * (180 / pi); },
+      [](double x, double, double) { return x - std::trunc(x); },
+      [](double x, double, double) { return x; },
+      [](double x, double, double) {
+        return std::isnan(x) ? 0.0 : std::isinf(x) ? std::copysign(std::numeric_limits<float>::max(), x) : x;
+      },
+      [](double x, double, double) { return std::isnan(x)   ? 1.0
+                                            : std::isinf(x) ? std::copysign(2.0, x)
+                                                            : x; },
+  };
+  auto same = [](double got, double w) {
+    if (std::isnan(w)) return std::isnan(got);
+    if (std::isinf(w)) return got == w;
+    return std::fabs(got - w) <= 1e-6 + 1e-5 * std::fabs(w);
+  };
+  for (size_t o = 0; o < want.size(); ++o)
+    for (int64_t i = 0; i < 16; ++i) {
+      // log1p/exp of float32 NaN and infinities aside, every element in float32 as the reference in double.
+      const double w = want[o](xs[i], ys[i], ws[i]);
+      const double got = out[o].value_at(i);
+      EXPECT_TRUE(same(got, static_cast<float>(w)))
+          << "output " << o << " element " << i << ": got " << got << ", want " << w;
+    }
+  // glu: the first half times the sigmoid of the second, per row.
+  ASSERT_EQ(out[23].sizes(), (Shape{2, 4}));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 4; ++c) {
+      const double a = xs[r * 8 + c], g = xs[r * 8 + c + 4];
+      const double w = a / (1 + std::exp(-g));
+      EXPECT_TRUE(same(out[23].value_at(r * 4 + c), static_cast<float>(w))) << "glu " << r << "," << c;
+    }
+  for (int64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(out[24].value_at(i) != 0, xs[i] == inf) << i;
+    EXPECT_EQ(out[25].value_at(i) != 0, xs[i] == -inf) << i;
+    EXPECT_EQ(out[26].value_at(i) != 0, std::isfinite(xs[i])) << i;
+  }
+}
+
+// floor_divide is division rounded down, in the operands' dtype (integers too);
+// view_as, reshape_as and ravel take the sizes they give.
+TEST(Decompose, FloorDivideAndReshapesLikeAnotherTensor) {
+  std::map<std::string, int> ops;
+  ir::Module m =
+      decomposed(R"(graph(%a: float32[2, 3], %b: float32[2, 3], %i: int64[2, 3], %j: int64[2, 3], %o: float32[3, 2]) {
+  %f: float32[2, 3] = aten.floor_divide.default(self=%a, other=%b)
+  %g: int64[2, 3] = aten.floor_divide.default(self=%i, other=%j)
+  %v: float32[3, 2] = aten.view_as.default(self=%a, other=%o)
+  %r: float32[3, 2] = aten.reshape_as.default(self=%b, other=%o)
+  %l: float32[6] = aten.ravel.default(self=%a)
+  return (%f, %g, %v, %r, %l)
+}
+)",
+                 &ops);
+  for (const char* op :
+       {"aten.floor_divide.default", "aten.view_as.default", "aten.reshape_as.default", "aten.ravel.default"})
+    EXPECT_EQ(ops[op], 0) << op;
+  const std::vector<double> a{7, -7, 7.5, -0.5, 9, 1}, b{2, 2, -2, 3, 3, -4};
+  Tensor i = Tensor::zeros(DType::Int64, {2, 3}), j = Tensor::zeros(DType::Int64, {2, 3});
+  const int64_t iv[] = {7, -7, 7, -1, 9, 1}, jv[] = {2, 2, -2, 3, 3, -4};
+  for (int k = 0; k < 6; ++k) {
+    i.data<int64_t>()[k] = iv[k];
+    j.data<int64_t>()[k] = jv[k];
+  }
+  auto out = run(m, {matrix(2, 3, a), matrix(2, 3, b), i, j, matrix(3, 2, {0, 0, 0, 0, 0, 0})});
+  ASSERT_EQ(out.size(), 5u);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(out[0].value_at(k), std::floor(a[k] / b[k])) << k;
+    EXPECT_EQ(out[1].value_at(k), std::floor(static_cast<double>(iv[k]) / static_cast<double>(jv[k]))) << k;
+  }
+  EXPECT_EQ(out[2].sizes(), (Shape{3, 2}));
+  EXPECT_EQ(out[3].sizes(), (Shape{3, 2}));
+  EXPECT_EQ(out[4].sizes(), (Shape{6}));
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(out[2].value_at(k), a[k]);
+    EXPECT_EQ(out[3].value_at(k), b[k]);
+    EXPECT_EQ(out[4].value_at(k), a[k]);
+  }
 }
 
 }  // namespace
