@@ -18,7 +18,9 @@
 // selu (as elu), relu6 (hardtanh), hardshrink, softshrink, threshold,
 // log_sigmoid, sinc, xlogy, deg2rad, rad2deg, frac, positive, glu,
 // isposinf, isneginf, isfinite, nan_to_num, floor_divide (any one dtype),
-// and view_as, reshape_as, ravel of static sizes.
+// view_as, reshape_as, ravel of static sizes; outer, and dot, vdot, inner
+// and mv of vectors; movedim, fliplr, flipud, tile, broadcast_tensors; var,
+// std, var_mean and std_mean over static dims.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -537,6 +539,167 @@ Expected<bool> reshape_like(PatternContext& ctx, ir::Node& n) {
                       n.outputs[0]->type));
 }
 
+// ---- products of vectors, moved and repeated dims
+
+// outer(a, b) = a[:, None] * b; dot, vdot and inner of 1-D tensors = sum(a * b);
+// mv(A, x) = sum(A * x, dim 1).
+Expected<bool> vector_product(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = floating_operand(n);
+  const char* other = n.op == OpKind::kOuter ? "vec2"
+                      : n.op == OpKind::kDot ? "tensor"
+                      : n.op == OpKind::kMv  ? "vec"
+                                             : "other";
+  ir::Value* b = floating_operand(n, other);
+  if (!a || !b || b->type.dtype != a->type.dtype || b->type.sizes.size() != 1) return false;
+  const size_t rank = n.op == OpKind::kMv ? 2 : 1;
+  if (a->type.sizes.size() != rank) return false;
+  Nodes nodes(ctx, n);
+  const DType dt = a->type.dtype;
+  if (n.op == OpKind::kOuter) {
+    ir::Value* col =
+        nodes.add(OpKind::kUnsqueeze, {{"self", a}, {"dim", int64_t{1}}}, {dt, {a->type.sizes[0], ir::Dim::of(1)}});
+    return nodes.done(nodes.binary(OpKind::kMulTensor, col, b, dt));
+  }
+  ir::Value* p = nodes.binary(OpKind::kMulTensor, a, b, dt);
+  if (!p) return false;
+  if (n.op == OpKind::kMv)
+    return nodes.done(nodes.add(OpKind::kSumDimIntList,
+                                {{"self", p}, {"dim", std::vector<int64_t>{1}}, {"keepdim", false}}, nodes.out()));
+  return nodes.done(nodes.add(OpKind::kSum, {{"self", p}}, nodes.out()));
+}
+
+// movedim: the permutation that puts each source dim at its destination, the
+// other dims in order in the places left.
+Expected<bool> movedim(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1) return false;
+  std::optional<std::vector<int64_t>> src, dst;
+  if (n.op == OpKind::kMovedimInt) {
+    const auto s1 = int_value(n, "source"), d1 = int_value(n, "destination");
+    if (!s1 || !d1) return false;
+    src = std::vector<int64_t>{*s1};
+    dst = std::vector<int64_t>{*d1};
+  } else {
+    src = int_list(n, "source");
+    dst = int_list(n, "destination");
+  }
+  const int64_t rank = static_cast<int64_t>(x->type.sizes.size());
+  if (!src || !dst || src->size() != dst->size()) return false;
+  std::vector<int64_t> perm(static_cast<size_t>(rank), -1);
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < src->size(); ++i) {
+    const int64_t s = (*src)[i] < 0 ? (*src)[i] + rank : (*src)[i];
+    const int64_t d = (*dst)[i] < 0 ? (*dst)[i] + rank : (*dst)[i];
+    if (s < 0 || s >= rank || d < 0 || d >= rank || perm[static_cast<size_t>(d)] >= 0 || used[static_cast<size_t>(s)])
+      return false;
+    perm[static_cast<size_t>(d)] = s;
+    used[static_cast<size_t>(s)] = true;
+  }
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (used[static_cast<size_t>(next)]) ++next;
+    p = next;
+    used[static_cast<size_t>(next)] = true;
+  }
+  Nodes nodes(ctx, n);
+  return nodes.done(nodes.add(OpKind::kPermute, {{"self", x}, {"dims", perm}}, nodes.out()));
+}
+
+// fliplr = flip(dims=[1]), flipud = flip(dims=[0]).
+Expected<bool> flip_side(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const size_t need = n.op == OpKind::kFliplr ? 2 : 1;
+  if (!x || n.outputs.size() != 1 || x->type.sizes.size() < need) return false;
+  Nodes nodes(ctx, n);
+  const std::vector<int64_t> dims{n.op == OpKind::kFliplr ? 1 : 0};
+  return nodes.done(nodes.add(OpKind::kFlip, {{"self", x}, {"dims", dims}}, nodes.out()));
+}
+
+// tile(x, dims) = repeat(x, dims padded on the left with 1s to x's rank).
+Expected<bool> tile(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  auto dims = int_list(n, "dims");
+  if (!x || !dims || n.outputs.size() != 1) return false;
+  while (dims->size() < x->type.sizes.size()) dims->insert(dims->begin(), 1);
+  Nodes nodes(ctx, n);
+  return nodes.done(nodes.add(OpKind::kRepeat, {{"self", x}, {"repeats", *dims}}, nodes.out()));
+}
+
+// broadcast_tensors: each tensor expanded to its result's (static) sizes.
+Expected<bool> broadcast_tensors(PatternContext& ctx, ir::Node& n) {
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!ins || ins->size() != n.outputs.size()) return false;
+  for (const ir::Value* o : n.outputs)
+    for (const ir::Dim& d : o->type.sizes)
+      if (!d.is_static()) return false;
+  std::vector<ir::Value*> expanded;
+  for (size_t i = 0; i < ins->size(); ++i) {
+    const ir::Value* o = n.outputs[i];
+    std::vector<int64_t> sizes;
+    for (const ir::Dim& d : o->type.sizes) sizes.push_back(d.value);
+    expanded.push_back(ctx.insert_before(&n, OpKind::kExpand, n.name + "_" + std::to_string(i),
+                                         {{"self", (*ins)[i]}, {"size", sizes}}, o->type)
+                           ->outputs[0]);
+  }
+  for (size_t i = 0; i < expanded.size(); ++i) ctx.replace_uses(n.outputs[i], expanded[i]);
+  return true;
+}
+
+// var / std (and var_mean, std_mean) in the forms the reduction kernels do not
+// take (var.correction and var_mean.correction are kernels), over static dims:
+// sum((x - mean)^2) / max(N - correction, 0), std its square root;
+// correction 1 by default (unbiased), 0 when unbiased is false.
+Expected<bool> variance(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const bool with_mean =
+      n.op == OpKind::kVarMeanDim || n.op == OpKind::kStdMeanDim || n.op == OpKind::kStdMeanCorrection;
+  const bool is_std = n.op == OpKind::kStdDefault || n.op == OpKind::kStdDim || n.op == OpKind::kStdCorrection ||
+                      n.op == OpKind::kStdMeanDim || n.op == OpKind::kStdMeanCorrection;
+  if (!x || !is_floating(x->type.dtype) || n.outputs.size() != (with_mean ? 2u : 1u)) return false;
+  for (const ir::Value* o : n.outputs)
+    if (o->type.dtype != x->type.dtype) return false;
+  double correction = 1.0;
+  if (n.find("correction") && !absent(n, "correction")) {
+    const auto c = ctx.number(n, "correction");
+    if (!c) return false;
+    correction = *c;
+  } else if (n.find("unbiased") && !absent(n, "unbiased")) {
+    const auto u = bool_value(n, "unbiased");
+    if (!u) return false;
+    correction = *u ? 1.0 : 0.0;
+  }
+  std::optional<std::vector<int64_t>> given;
+  if (!absent(n, "dim")) {
+    given = int_list(n, "dim");
+    if (!given) return false;
+  }
+  const auto dims = reduced_dims(given, x->type.sizes.size());
+  const auto keepdim = bool_value(n, "keepdim", false);
+  if (!dims || !keepdim) return false;
+  int64_t count = 1;
+  for (int64_t d : *dims) {
+    const ir::Dim& dim = x->type.sizes[static_cast<size_t>(d)];
+    if (!dim.is_static()) return false;
+    count *= dim.value;
+  }
+  Nodes nodes(ctx, n);
+  const ir::TensorType kept = reduced(x->type, *dims, true);
+  const ir::TensorType out = reduced(x->type, *dims, *keepdim);
+  ir::Value* mean = nodes.add(OpKind::kMeanDim, {{"self", x}, {"dim", *dims}, {"keepdim", true}}, kept);
+  ir::Value* d = nodes.binary(OpKind::kSubTensor, x, mean, x->type.dtype);
+  ir::Value* sq = nodes.binary(OpKind::kMulTensor, d, d, x->type.dtype);
+  ir::Value* sum = nodes.add(OpKind::kSumDimIntList, {{"self", sq}, {"dim", *dims}, {"keepdim", *keepdim}}, out);
+  ir::Value* var = nodes.add(OpKind::kDivTensor, {{"self", sum}, {"other", std::max(0.0, count - correction)}}, out);
+  ir::Value* result = is_std ? nodes.unary(OpKind::kSqrt, var) : var;
+  if (with_mean) {
+    ir::Value* m = mean;
+    if (!*keepdim && !dims->empty()) m = nodes.add(OpKind::kSqueezeDims, {{"self", mean}, {"dim", *dims}}, out);
+    ctx.replace_uses(n.outputs[1], m);
+  }
+  return nodes.done(result);
+}
+
 struct Decomposition {
   OpKind op;
   Expected<bool> (*rewrite)(PatternContext&, ir::Node&);
@@ -576,6 +739,25 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kViewAs, &reshape_like},
     {OpKind::kReshapeAs, &reshape_like},
     {OpKind::kRavel, &reshape_like},
+    {OpKind::kOuter, &vector_product},
+    {OpKind::kDot, &vector_product},
+    {OpKind::kVdot, &vector_product},
+    {OpKind::kMv, &vector_product},
+    {OpKind::kInner, &vector_product},
+    {OpKind::kMovedimInt, &movedim},
+    {OpKind::kMovedimIntlist, &movedim},
+    {OpKind::kFliplr, &flip_side},
+    {OpKind::kFlipud, &flip_side},
+    {OpKind::kTile, &tile},
+    {OpKind::kBroadcastTensors, &broadcast_tensors},
+    {OpKind::kVarDefault, &variance},
+    {OpKind::kVarDim, &variance},
+    {OpKind::kStdDefault, &variance},
+    {OpKind::kStdDim, &variance},
+    {OpKind::kStdCorrection, &variance},
+    {OpKind::kVarMeanDim, &variance},
+    {OpKind::kStdMeanDim, &variance},
+    {OpKind::kStdMeanCorrection, &variance},
 };
 
 Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {

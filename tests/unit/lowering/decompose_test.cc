@@ -306,5 +306,87 @@ TEST(Decompose, FloorDivideAndReshapesLikeAnotherTensor) {
   }
 }
 
+// Products of vectors, moved, flipped and tiled dims, broadcast_tensors, and
+// the variance family, against their definitions computed here.
+TEST(Decompose, VectorProductsMovedDimsAndVariancesFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[3], %b: float32[3], %A: float32[2, 3], %x: float32[2, 3, 4]) {
+  %outer: float32[3, 3] = aten.outer.default(self=%a, vec2=%b)
+  %dot: float32[] = aten.dot.default(self=%a, tensor=%b)
+  %vdot: float32[] = aten.vdot.default(self=%a, other=%b)
+  %inner: float32[] = aten.inner.default(self=%a, other=%b)
+  %mv: float32[2] = aten.mv.default(self=%A, vec=%b)
+  %moved: float32[3, 4, 2] = aten.movedim.intlist(self=%x, source=[0], destination=[2])
+  %moved1: float32[4, 2, 3] = aten.movedim.int(self=%x, source=-1, destination=0)
+  %lr: float32[2, 3] = aten.fliplr.default(self=%A)
+  %ud: float32[2, 3] = aten.flipud.default(self=%A)
+  %tile: float32[2, 6] = aten.tile.default(self=%A, dims=[2])
+  %bt: float32[2, 3], %bt_a: float32[2, 3] = aten.broadcast_tensors.default(tensors=[%b, %A])
+  %var: float32[2, 4] = aten.var.dim(self=%x, dim=[1], unbiased=false)
+  %std: float32[] = aten.std.default(self=%x)
+  %stdc: float32[2, 1, 4] = aten.std.correction(self=%x, dim=[1], correction=2, keepdim=true)
+  return (%outer, %dot, %vdot, %inner, %mv, %moved, %moved1, %lr, %ud, %tile, %bt, %var, %std, %stdc)
+}
+)",
+                            &ops);
+  for (const auto& [op, count] : ops) {
+    const ir::OpKind k = ir::op_from_target(op).value_or(ir::OpKind::kUnknown);
+    for (ir::OpKind d : decomposed_ops()) EXPECT_NE(k, d) << op << " is left after the pass";
+  }
+  const std::vector<double> av{1.5, -2, 0.25}, bv{3, 0.5, -4}, Av{1, 2, 3, -1, 0.5, 4};
+  Tensor a = Tensor::zeros(DType::Float64, {3}), b = Tensor::zeros(DType::Float64, {3});
+  for (int i = 0; i < 3; ++i) {
+    a.data<double>()[i] = av[i];
+    b.data<double>()[i] = bv[i];
+  }
+  std::vector<double> xv(24);
+  for (int i = 0; i < 24; ++i) xv[i] = std::sin(1.7 * i) * (1 + i % 5);
+  Tensor x = Tensor::zeros(DType::Float64, {2, 3, 4});
+  for (int i = 0; i < 24; ++i) x.data<double>()[i] = xv[i];
+  auto out = run(m, {a.to(DType::Float32), b.to(DType::Float32), matrix(2, 3, Av), x.to(DType::Float32)});
+  ASSERT_EQ(out.size(), 14u);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(out[0].value_at(i * 3 + j), av[i] * bv[j], 1e-6);
+  const double dot = av[0] * bv[0] + av[1] * bv[1] + av[2] * bv[2];
+  for (int o : {1, 2, 3}) EXPECT_NEAR(out[o].value_at(0), dot, 1e-5) << o;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NEAR(out[4].value_at(r), Av[r * 3] * bv[0] + Av[r * 3 + 1] * bv[1] + Av[r * 3 + 2] * bv[2], 1e-5);
+  auto xat = [&](int i, int j, int k) { return static_cast<float>(xv[(i * 3 + j) * 4 + k]); };
+  ASSERT_EQ(out[5].sizes(), (Shape{3, 4, 2}));
+  ASSERT_EQ(out[6].sizes(), (Shape{4, 2, 3}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(out[5].value_at((j * 4 + k) * 2 + i), xat(i, j, k));
+        EXPECT_EQ(out[6].value_at((k * 2 + i) * 3 + j), xat(i, j, k));
+      }
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out[7].value_at(r * 3 + c), Av[r * 3 + (2 - c)]);
+      EXPECT_EQ(out[8].value_at(r * 3 + c), Av[(1 - r) * 3 + c]);
+      EXPECT_EQ(out[9].value_at(r * 6 + c), Av[r * 3 + c]);
+      EXPECT_EQ(out[9].value_at(r * 6 + c + 3), Av[r * 3 + c]);
+      EXPECT_EQ(out[10].value_at(r * 3 + c), bv[c]);
+    }
+  // Variances in double: over dim 1 (3 values) without correction; every element (24) with 1; dim 1 with 2.
+  auto variance = [&](const std::vector<double>& v, double correction) {
+    double mean = 0;
+    for (double e : v) mean += e;
+    mean /= static_cast<double>(v.size());
+    double s = 0;
+    for (double e : v) s += (e - mean) * (e - mean);
+    return s / (static_cast<double>(v.size()) - correction);
+  };
+  std::vector<double> all;
+  for (int i = 0; i < 24; ++i) all.push_back(static_cast<float>(xv[i]));
+  EXPECT_NEAR(out[12].value_at(0), std::sqrt(variance(all, 1)), 1e-5);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      const std::vector<double> col{xat(i, 0, k), xat(i, 1, k), xat(i, 2, k)};
+      EXPECT_NEAR(out[11].value_at(i * 4 + k), variance(col, 0), 1e-5);
+      EXPECT_NEAR(out[13].value_at(i * 4 + k), std::sqrt(variance(col, 2)), 1e-5);
+    }
+}
+
 }  // namespace
 }  // namespace kiln::lowering
