@@ -521,6 +521,20 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {5, 5}},
              1, 3, 20),
+      ranged({"integer_reductions",  // counts of a mask, sums to int64, max and min of int64 and bool, exact
+              R"(graph(%x: float32[s0, 8], %i: int64[s0, 6]) {
+  %m: bool[s0, 8] = aten.gt.Scalar(self=%x, other=2.5)
+  %a: int64[] = aten.sum.default(self=%m)
+  %b: int64[8] = aten.sum.dim_IntList(self=%m, dim=[0])
+  %c: int64[s0] = aten.sum.dim_IntList(self=%i, dim=[1])
+  %d: int64[6] = aten.amax.default(self=%i, dim=[0])
+  %e: int64[s0, 1] = aten.amin.default(self=%i, dim=[1], keepdim=true)
+  %f: bool[s0] = aten.amax.default(self=%m, dim=[1])
+  return (%a, %b, %c, %d, %e, %f)
+}
+)",
+              {5, 1000}},
+             1, 3, 20),
       ranged(
           {"group_norm",  // GroupNorm with and without an affine, over 2-D and 1-D positions
            R"(graph(%x: float32[s0, 6, 4, 5], %t: float32[3, 8, 7], %w: float32[6], %b: float32[6], %wt: float32[8]) {

@@ -161,9 +161,11 @@ Status emit_group_norm(Builder& b, const ir::Node& n) {
 
 Status emit_reduce(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
-  const DType dt = b.compute_dtype(out->type.dtype);
+  // Integer and bool tensors reduce exactly, in their own types (sums to int64).
+  const bool exact = !floating(value_arg(n, "self")->type.dtype);
+  const DType dt = exact ? out->type.dtype : b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
-  if (x.dtype != dt) {
+  if (!exact && x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
   const size_t rank = x.sizes.size();
@@ -193,7 +195,7 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kAmax) op = ReduceOp::kMax;
   if (n.op == OpKind::kAmin) op = ReduceOp::kMin;
   TRef o = b.new_tensor(dt, static_sizes(out));
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(op, dt, rd));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, exact ? reduce_int_kernel(op, dt, x.dtype, rd) : reduce_kernel(op, dt, rd));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
   b.bind(out, o);
   return Status::ok();
@@ -249,11 +251,18 @@ std::string row_refusal(const ir::Node& n) {
   return "";
 }
 
-// Reductions of floating tensors over static dims.
+// Reductions over static dims: of floating tensors, and sums (to int64),
+// max and min of integer and bool tensors.
 std::string reduce_refusal(const ir::Node& n) {
   const ir::Value* x = value_arg(n, "self");
-  if (!x || !floating(x->type.dtype)) return "reductions of non-floating tensors";
+  if (!x || n.outputs.empty()) return "reductions of non-tensors";
   if (!is_none(n, "dtype")) return "reductions with a dtype argument";
+  if (!floating(x->type.dtype)) {
+    if (n.op == OpKind::kMean || n.op == OpKind::kMeanDim) return "mean of a non-floating tensor";
+    const bool sum = n.op == OpKind::kSum || n.op == OpKind::kSumDimIntList;
+    if (sum && n.outputs[0]->type.dtype != DType::Int64) return "integer sums to a dtype other than int64";
+    if (!sum && n.outputs[0]->type.dtype != x->type.dtype) return "integer max or min to another dtype";
+  }
   if (n.find("dim") && !is_none(n, "dim") && !ints_arg(n, "dim")) return "reduction dims that are not a list";
   return "";
 }

@@ -664,6 +664,20 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   return k;
 }
 
+Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims) {
+  if (is_float_type(in) || is_float_type(out)) return unsupported("integer reductions take integer or bool tensors");
+  if (op == ReduceOp::kMean) return unsupported("mean of an integer tensor");
+  if (op == ReduceOp::kSum && out != DType::Int64) return unsupported("integer sums give int64");
+  if (op != ReduceOp::kSum && out != in) return unsupported("integer max and min keep the input's dtype");
+  KILN_ASSIGN_OR_RETURN(std::string TO, device_type_name(out));
+  KILN_ASSIGN_OR_RETURN(std::string TI, device_type_name(in));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(op, DType::Float32, dims));
+  k.templ = "kiln::reduce_int";
+  k.targs[0] = TI;
+  k.targs.insert(k.targs.begin(), TO);
+  return k;
+}
+
 Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in) {
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(in, "input"));

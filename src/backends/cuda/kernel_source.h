@@ -135,6 +135,9 @@ struct ReduceDims {
   std::vector<int64_t> reduced_sizes, reduced_strides;
 };
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims);
+// The same over integer or bool tensors (`in`): sums to int64, max and min
+// in `in`'s type (`out`), exact. Params: out, in.
+Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims);
 
 // 2-D pooling over NCHW-indexed tensors of any strides. Params: out, in.
 struct PoolParams {

@@ -1,5 +1,6 @@
 // Reductions and 2-D pooling over tensors of any strides, in float32
-// (float64 for double); a NaN in max or min gives NaN, as torch does.
+// (float64 for double); a NaN in max or min gives NaN, as torch does;
+// integer and bool reductions in 64-bit integers.
 #pragma once
 
 #include "kiln/prelude.cuh"
@@ -64,6 +65,48 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
       out[o] = kiln_st<T>(acc);
     }
   }
+}
+
+// Reductions of integer and bool tensors, exact in 64 bits: sum to TO (int64,
+// as torch.sum promotes integers), max and min in the input's type. Laid out
+// and launched as reduce. Params: out, in.
+template <typename TO, typename TI, int Kind, int K, int R, class D, class... P>
+__global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
+  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (o >= D::at(0, kd...)) return;
+  const int lane = threadIdx.x & 31;
+  long long base = 0;
+  {
+    long long r = o;
+#pragma unroll
+    for (int d = K - 1; d >= 0; --d) {
+      const long long size = D::at(2 + d, kd...);
+      base += (r % size) * D::at(2 + K + d, kd...);
+      r /= size;
+    }
+  }
+  constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
+  constexpr long long kLowest = -9223372036854775807LL - 1, kHighest = 9223372036854775807LL;
+  long long acc = kMax ? kLowest : kMin ? kHighest : 0;
+  const long long n_red = D::at(1, kd...);
+  for (long long j = lane; j < n_red; j += 32) {
+    long long off = base, r = j;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const long long size = D::at(2 + 2 * K + d, kd...);
+      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
+      r /= size;
+    }
+    const long long v = static_cast<long long>(in[off]);
+    acc = kMax ? (v > acc ? v : acc) : kMin ? (v < acc ? v : acc) : static_cast<long long>(
+                                                                        static_cast<unsigned long long>(acc) + v);
+  }
+  for (int s = 16; s > 0; s >>= 1) {
+    const long long v = __shfl_xor_sync(0xffffffffu, acc, s);
+    acc = kMax ? (v > acc ? v : acc) : kMin ? (v < acc ? v : acc) : static_cast<long long>(
+                                                                        static_cast<unsigned long long>(acc) + v);
+  }
+  if (lane == 0) out[o] = static_cast<TO>(acc);
 }
 
 enum PoolKind { kPoolMax = 0, kPoolAvg = 1, kPoolAdaptiveAvg = 2 };

@@ -323,11 +323,25 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
       add(pool2d_kernel(adaptive, contiguous(t, {2, 4, 1, 1}), *in));
     }
   }
+  // Integer and bool reductions: sums to int64, max and min in the input's type.
+  for (DType in : {DType::Bool, DType::UInt8, DType::Int32, DType::Int64})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin})
+      for (size_t kept = 0; kept <= 2; ++kept) {
+        ReduceDims d;
+        d.kept_sizes.assign(kept, 2);
+        d.kept_strides.assign(kept, 5);
+        d.reduced_sizes.assign(2, 3);
+        d.reduced_strides.assign(2, 1);
+        add(reduce_int_kernel(op, op == ReduceOp::kSum ? DType::Int64 : in, in, d));
+      }
+  EXPECT_FALSE(reduce_int_kernel(ReduceOp::kMean, DType::Int64, DType::Int64, {}).has_value());
+  EXPECT_FALSE(reduce_int_kernel(ReduceOp::kSum, DType::Int32, DType::Int32, {}).has_value());
   if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> templates;
   for (const GeneratedKernel& k : ks) templates.insert(k.templ);
-  EXPECT_EQ(templates, (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3",
-                                              "kiln::index4", "kiln::rotary", "kiln::reduce", "kiln::pool2d"}));
+  EXPECT_EQ(templates,
+            (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3", "kiln::index4",
+                                   "kiln::rotary", "kiln::reduce", "kiln::reduce_int", "kiln::pool2d"}));
   expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
