@@ -13,27 +13,11 @@
 #include <string>
 
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/elementwise_operands.h"
 #include "backends/cpu/kernel.h"
 
 namespace kiln::cpu {
 
-namespace {
-
-// A tensor operand, or a Python number wrapped into a 0-d tensor (int64,
-// float64 or bool), which promotes as a "wrapped number".
-struct Operand {
-  Tensor t;
-  bool wrapped = false;
-  PromotionOperand promo() const { return {t.dtype(), t.dim() == 0, wrapped}; }
-};
-
-struct NamedTensor {
-  std::string_view name;
-  const Tensor* tensor;
-};
-
-// Reads argument `name` as a tensor when it is one at run time, else as a
-// number (an attribute, or a SymInt/SymFloat value).
 Expected<Operand> read_operand(const KernelArgs& a, std::string_view name) {
   const ir::Arg* arg = a.node().find(name);
   if (arg != nullptr && std::holds_alternative<ir::Value*>(*arg)) {
@@ -45,8 +29,6 @@ Expected<Operand> read_operand(const KernelArgs& a, std::string_view name) {
   return Operand{scalar_to_tensor(s), true};
 }
 
-// The shape all operands broadcast to, or an error naming the node and listing
-// the operands' types.
 Expected<Shape> broadcast_operands(const KernelArgs& a, std::initializer_list<NamedTensor> operands) {
   Shape shape;
   std::string seen;
@@ -61,6 +43,10 @@ Expected<Shape> broadcast_operands(const KernelArgs& a, std::initializer_list<Na
     return a.error("broadcasting " + seen + ": " + n.status().message());
   return shape;
 }
+
+Tensor prepare(const Tensor& t, DType dtype, const Shape& shape) { return expand_to(cast_to(t, dtype), shape); }
+
+namespace {
 
 template <typename T>
 T wrapping_add(T x, T y) {
@@ -106,10 +92,6 @@ T int_pow(T base, T exp) {
   }
   return result;
 }
-
-Tensor prepare(const Tensor& t, DType dtype, const Shape& shape) { return expand_to(cast_to(t, dtype), shape); }
-
-std::array<PromotionOperand, 2> promo(const Operand& x, const Operand& y) { return {x.promo(), y.promo()}; }
 
 // ---- add / sub / mul / div
 
@@ -334,28 +316,6 @@ Status logical_xor(KernelArgs& a) {
   return logical_binary(a, [](bool x, bool y) { return x != y; });
 }
 
-// A binary op of floating values: self and other broadcast and promoted
-// (integer and bool operands to float32 unless `integers` takes them as
-// they are), f computed in float for 16-bit types.
-template <typename F>
-Status floating_binary(KernelArgs& a, std::string_view op, bool integers, F f) {
-  KILN_ASSIGN_OR_RETURN(Operand lhs, read_operand(a, "self"));
-  KILN_ASSIGN_OR_RETURN(Operand rhs, read_operand(a, "other"));
-  DType common = result_type(promo(lhs, rhs));
-  if (!is_floating(common) && !integers) common = DType::Float32;
-  if (common == DType::Bool) return a.error(std::string(op) + " is not supported for bool tensors");
-  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_operands(a, {{"self", &lhs.t}, {"other", &rhs.t}}));
-  Tensor l = prepare(lhs.t, common, shape);
-  Tensor r = prepare(rhs.t, common, shape);
-  Tensor out = Tensor::zeros(common, shape);
-  visit_dtype(common, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) map_binary<T, T, T>(l, r, out, f);
-  });
-  a.set_output(0, out);
-  return Status::ok();
-}
-
 Status atan2_kernel(KernelArgs& a) {
   return floating_binary(a, "atan2", false, [](auto x, auto y) -> decltype(x) { return std::atan2(x, y); });
 }
@@ -502,24 +462,6 @@ Status masked_fill(KernelArgs& a) {
 }
 
 // ---- unary
-
-// Applies f to every element in the compute type of a floating dtype. Integer
-// and bool inputs become float32 first when `promote_integers`, else are an error.
-template <typename F>
-Status floating_unary(KernelArgs& a, std::string_view op, bool promote_integers, F f) {
-  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  if (!promote_integers && !is_floating(self.dtype()))
-    return a.error(std::string(op) + " is only supported for floating tensors, got " + self.type_string());
-  const DType dtype = is_floating(self.dtype()) ? self.dtype() : DType::Float32;
-  Tensor in = cast_to(self, dtype);
-  Tensor out = Tensor::zeros(dtype, self.sizes());
-  visit_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    map_unary<T, T>(in, out, f);
-  });
-  a.set_output(0, out);
-  return Status::ok();
-}
 
 Status exp_kernel(KernelArgs& a) {
   return floating_unary(a, "exp", true, [](auto x) { return std::exp(x); });

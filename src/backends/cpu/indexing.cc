@@ -432,38 +432,26 @@ Status nonzero(KernelArgs& a) {
   return set(a, out);
 }
 
-Status cumsum(KernelArgs& a) {
+// masked_select(self, mask): the elements of self where mask (both broadcast)
+// holds, in row-major order, as a 1-d tensor.
+Status masked_select(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
-  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype_arg, a.dtype_arg("dtype"));
-  // Integers and bool accumulate into int64 unless a dtype is given.
-  const DType dtype = dtype_arg.value_or(is_floating(self.dtype()) ? self.dtype() : DType::Int64);
-  Tensor out = cast_copy(self, dtype);
-  if (self.dim() == 0) return set(a, out);
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < d; ++k) outer *= self.size(k);
-  for (int64_t k = d + 1; k < self.dim(); ++k) inner *= self.size(k);
-  const int64_t len = self.size(d);
-  visit_dtype(dtype, [&](auto tag) {
+  KILN_ASSIGN_OR_RETURN(Tensor mask, a.tensor("mask"));
+  if (mask.dtype() != DType::Bool) return a.error("masked_select takes a bool mask, got " + mask.type_string());
+  auto shape = broadcast_shapes(self.sizes(), mask.sizes());
+  if (!shape) return a.error("self " + self.type_string() + " and mask " + mask.type_string() + " do not broadcast");
+  const Tensor x = expand_to(self, *shape), m = expand_to(mask, *shape);
+  std::vector<int64_t> picked;
+  const bool* mp = m.data<bool>();
+  for_each_offsets<2>(*shape, {x.strides(), m.strides()}, [&](const std::array<int64_t, 2>& o) {
+    if (mp[o[1]]) picked.push_back(o[0]);
+  });
+  Tensor out = Tensor::zeros(self.dtype(), {static_cast<int64_t>(picked.size())});
+  visit_dtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    // ATen's CPU accumulate type: double for float32/float64, float for 16-bit floats, int64 for integers.
-    using Acc = std::conditional_t<is_reduced_float_v<T>, float,
-                                   std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>>;
-    T* p = out.data<T>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        Acc acc = 0;
-        for (int64_t j = 0; j < len; ++j) {
-          T& x = p[(o * len + j) * inner + i];
-          if constexpr (std::is_same_v<Acc, uint64_t>) {
-            acc += static_cast<uint64_t>(static_cast<int64_t>(x));
-            x = convert<T>(static_cast<int64_t>(acc));
-          } else {
-            acc += static_cast<Acc>(load(x));
-            x = convert<T>(acc);
-          }
-        }
-      }
+    const T* xp = x.data<T>();
+    T* op = out.data<T>();
+    for (size_t i = 0; i < picked.size(); ++i) op[i] = xp[picked[i]];
   });
   return set(a, out);
 }
@@ -617,7 +605,7 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(OpKind::kReplicationPad2d, &named_pad_kernel<PadMode::kReplicate, 2>);
   r.add(OpKind::kReplicationPad3d, &named_pad_kernel<PadMode::kReplicate, 3>);
   r.add(OpKind::kNonzero, &nonzero);
-  r.add(OpKind::kCumsum, &cumsum);
+  r.add(OpKind::kMaskedSelect, &masked_select);
   r.add(OpKind::kFlip, &flip);
   r.add(OpKind::kPixelShuffle, &pixel_shuffle);
   r.add(OpKind::kDiff, &diff);

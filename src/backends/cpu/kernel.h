@@ -119,10 +119,13 @@ const KernelRegistry& cpu_kernels();
 
 // Per-family registration functions (one per file in src/backends/cpu/).
 void register_elementwise_kernels(KernelRegistry& r);
+void register_special_kernels(KernelRegistry& r);
 void register_creation_kernels(KernelRegistry& r);
 void register_copy_kernels(KernelRegistry& r);
 void register_view_kernels(KernelRegistry& r);
 void register_scatter_kernels(KernelRegistry& r);
+void register_scatter_reduce_kernels(KernelRegistry& r);
+void register_cumulative_kernels(KernelRegistry& r);
 void register_indexing_kernels(KernelRegistry& r);
 void register_reduction_kernels(KernelRegistry& r);
 void register_linalg_kernels(KernelRegistry& r);

@@ -230,10 +230,13 @@ KernelFn KernelRegistry::find(ir::OpKind op) const {
 
 void register_cpu_kernels(KernelRegistry& r) {
   register_elementwise_kernels(r);
+  register_special_kernels(r);
   register_creation_kernels(r);
   register_copy_kernels(r);
   register_view_kernels(r);
   register_scatter_kernels(r);
+  register_scatter_reduce_kernels(r);
+  register_cumulative_kernels(r);
   register_indexing_kernels(r);
   register_reduction_kernels(r);
   register_linalg_kernels(r);

@@ -310,6 +310,32 @@ Status as_strided(KernelArgs& a) {
   return set(a, std::move(*view));
 }
 
+// diagonal(self, offset, dim1, dim2): the elements (i, i + offset) of dims
+// dim1 and dim2 as a new last dim, the other dims in order; a view.
+Status diagonal(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  if (self.dim() < 2) return a.error("diagonal takes a tensor of at least 2 dims, got " + self.type_string());
+  KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d1, read_dim(a, self, "dim1", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d2, read_dim(a, self, "dim2", 1));
+  if (d1 == d2) return a.error("diagonal dimensions cannot be identical: " + std::to_string(d1));
+  const int64_t s1 = self.size(d1), s2 = self.size(d2);
+  const int64_t len = std::max<int64_t>(0, offset >= 0 ? std::min(s1, s2 - offset) : std::min(s1 + offset, s2));
+  int64_t start = self.storage_offset();
+  if (len > 0) start += offset >= 0 ? offset * self.strides()[static_cast<size_t>(d2)] : -offset * self.strides()[static_cast<size_t>(d1)];
+  Shape sizes, strides;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (k == d1 || k == d2) continue;
+    sizes.push_back(self.size(k));
+    strides.push_back(self.strides()[static_cast<size_t>(k)]);
+  }
+  sizes.push_back(len);
+  strides.push_back(self.strides()[static_cast<size_t>(d1)] + self.strides()[static_cast<size_t>(d2)]);
+  auto view = Tensor::from_storage(self.storage(), self.dtype(), sizes, strides, start);
+  if (!view.has_value()) return a.error("diagonal: " + view.status().message());
+  return set(a, std::move(*view));
+}
+
 Status unflatten(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("unflatten() cannot be applied to a 0-dim tensor");
@@ -412,6 +438,7 @@ Status unbind(KernelArgs& a) {
 void register_view_kernels(KernelRegistry& r) {
   using ir::OpKind;
   r.add(OpKind::kView, &view);
+  r.add(OpKind::kDiagonal, &diagonal);
   r.add(OpKind::kUnsafeView, &view);
   r.add(OpKind::kReshape, &view);
   r.add(OpKind::kFlatten, &flatten);

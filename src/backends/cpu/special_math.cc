@@ -1,0 +1,410 @@
+#include "backends/cpu/special_math.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+namespace kiln::cpu::special {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kPi = std::numbers::pi;
+
+// exp(x) K_nu(x) and exp(-x) I_nu(x) for large x (Hankel's expansions), where
+// the unscaled functions overflow or underflow double.
+double scaled_k_large(double nu, double x) {
+  const double mu = 4 * nu * nu;
+  double term = 1, sum = 1;
+  for (int k = 1; k < 30; ++k) {
+    term *= (mu - (2 * k - 1) * (2 * k - 1)) / (k * 8 * x);
+    sum += term;
+    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
+  }
+  return std::sqrt(kPi / (2 * x)) * sum;
+}
+double scaled_i_large(double nu, double x) {
+  const double mu = 4 * nu * nu;
+  double term = 1, sum = 1;
+  for (int k = 1; k < 30; ++k) {
+    term *= -(mu - (2 * k - 1) * (2 * k - 1)) / (k * 8 * x);
+    sum += term;
+    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
+  }
+  return sum / std::sqrt(2 * kPi * x);
+}
+// Past this, K underflows and I overflows double.
+constexpr double kLargeArgument = 600;
+
+// The regularized lower incomplete gamma by its series (x < a + 1).
+double igamma_series(double a, double x) {
+  double term = 1 / a, sum = term;
+  for (int k = 1; k < 2000; ++k) {
+    term *= x / (a + k);
+    sum += term;
+    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
+  }
+  return sum * std::exp(a * std::log(x) - x - std::lgamma(a));
+}
+// The regularized upper incomplete gamma by its continued fraction (x >= a + 1),
+// evaluated by the modified Lentz method.
+double igammac_fraction(double a, double x) {
+  constexpr double kTiny = 1e-300;
+  double b = x + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
+  for (int k = 1; k < 2000; ++k) {
+    const double an = -k * (k - a);
+    b += 2;
+    d = an * d + b;
+    if (std::abs(d) < kTiny) d = kTiny;
+    c = b + an / c;
+    if (std::abs(c) < kTiny) c = kTiny;
+    d = 1 / d;
+    const double delta = d * c;
+    h *= delta;
+    if (std::abs(delta - 1) < 1e-16) break;
+  }
+  return h * std::exp(a * std::log(x) - x - std::lgamma(a));
+}
+
+// Refines y0, a root of f, by Halley's method given f(y) / f'(y) and f''(y) / f'(y).
+template <typename Step>
+double halley(double y, Step step) {
+  for (int i = 0; i < 50; ++i) {
+    auto [ratio, curvature] = step(y);
+    const double next = y - ratio / (1 - 0.5 * ratio * curvature);
+    if (!std::isfinite(next)) return y;
+    const bool done = std::abs(next - y) <= 1e-16 * std::abs(next);
+    y = next;
+    if (done) break;
+  }
+  return y;
+}
+
+}  // namespace
+
+double bessel_j0(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return 0;
+  return std::cyl_bessel_j(0.0, std::abs(x));
+}
+double bessel_j1(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return 0;
+  const double v = std::cyl_bessel_j(1.0, std::abs(x));
+  return x < 0 ? -v : v;
+}
+double bessel_y0(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return -kInf;
+  if (std::isinf(x)) return 0;
+  return std::cyl_neumann(0.0, x);
+}
+double bessel_y1(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return -kInf;
+  if (std::isinf(x)) return 0;
+  return std::cyl_neumann(1.0, x);
+}
+
+double modified_bessel_i0(double x) {
+  if (std::isnan(x)) return x;
+  const double ax = std::abs(x);
+  if (ax > kLargeArgument) return kInf;
+  return std::cyl_bessel_i(0.0, ax);
+}
+double modified_bessel_i1(double x) {
+  if (std::isnan(x)) return x;
+  const double ax = std::abs(x);
+  const double v = ax > kLargeArgument ? kInf : std::cyl_bessel_i(1.0, ax);
+  return x < 0 ? -v : v;
+}
+double i0e(double x) {
+  if (std::isnan(x)) return x;
+  const double ax = std::abs(x);
+  if (std::isinf(ax)) return 0;
+  return ax > kLargeArgument ? scaled_i_large(0, ax) : std::exp(-ax) * std::cyl_bessel_i(0.0, ax);
+}
+double i1e(double x) {
+  if (std::isnan(x)) return x;
+  const double ax = std::abs(x);
+  if (std::isinf(ax)) return x < 0 ? -0.0 : 0.0;
+  const double v = ax > kLargeArgument ? scaled_i_large(1, ax) : std::exp(-ax) * std::cyl_bessel_i(1.0, ax);
+  return x < 0 ? -v : v;
+}
+double modified_bessel_k0(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (x > kLargeArgument) return 0;
+  return std::cyl_bessel_k(0.0, x);
+}
+double modified_bessel_k1(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (x > kLargeArgument) return 0;
+  return std::cyl_bessel_k(1.0, x);
+}
+double scaled_modified_bessel_k0(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (std::isinf(x)) return 0;
+  return x > kLargeArgument ? scaled_k_large(0, x) : std::exp(x) * std::cyl_bessel_k(0.0, x);
+}
+double scaled_modified_bessel_k1(double x) {
+  if (std::isnan(x) || x < 0) return kNaN;
+  if (x == 0) return kInf;
+  if (std::isinf(x)) return 0;
+  return x > kLargeArgument ? scaled_k_large(1, x) : std::exp(x) * std::cyl_bessel_k(1.0, x);
+}
+
+// Ai from Bessel functions of order 1/3 of zeta = 2/3 |x|^(3/2); near 0 its
+// Taylor polynomial (the Bessel forms lose their scale there).
+double airy_ai(double x) {
+  if (std::isnan(x)) return x;
+  if (x > 110) return 0;  // Ai(110) is below double's smallest value
+  if (std::isinf(x)) return kNaN;
+  const double ai0 = 1 / (std::cbrt(9.0) * std::tgamma(2.0 / 3));
+  const double dai0 = -1 / (std::cbrt(3.0) * std::tgamma(1.0 / 3));
+  if (std::abs(x) < 1e-6) return ai0 + dai0 * x;
+  const double ax = std::abs(x);
+  const double zeta = 2.0 / 3 * ax * std::sqrt(ax);
+  if (x > 0) return std::sqrt(ax / 3) / kPi * std::cyl_bessel_k(1.0 / 3, zeta);
+  return std::sqrt(ax) / 2 * (std::cyl_bessel_j(1.0 / 3, zeta) - std::cyl_neumann(1.0 / 3, zeta) / std::sqrt(3.0));
+}
+
+double spherical_bessel_j0(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return 0;
+  if (std::abs(x) < 1e-4) return 1 - x * x / 6;
+  return std::sin(x) / x;
+}
+
+double erfcx(double x) {
+  if (std::isnan(x)) return x;
+  if (x < 0) {
+    if (x < -26.7) return kInf;
+    return 2 * std::exp(x * x) - erfcx(-x);
+  }
+  if (x < 26) return std::exp(x * x) * std::erfc(x);
+  if (std::isinf(x)) return 0;
+  // 1 / (x sqrt(pi)) * (1 - 1/(2x^2) + 3/(2x^2)^2 - 15/(2x^2)^3 + ...)
+  const double t = 1 / (2 * x * x);
+  double term = 1, sum = 1;
+  for (int k = 1; k < 8; ++k) {
+    term *= -(2 * k - 1) * t;
+    sum += term;
+  }
+  return sum / (x * std::sqrt(kPi));
+}
+
+double ndtr(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }
+
+double log_ndtr(double x) {
+  if (std::isnan(x)) return x;
+  const double t = x / std::numbers::sqrt2;
+  if (x < -1) return std::log(0.5 * erfcx(-t)) - t * t;
+  return std::log1p(-0.5 * std::erfc(t));
+}
+
+// The root of ndtr(y) = p from a rational first guess (Abramowitz and Stegun
+// 26.2.23, error below 4.5e-4), refined by Halley's method on the tail that
+// keeps p's digits.
+double ndtri(double p) {
+  if (std::isnan(p) || p < 0 || p > 1) return kNaN;
+  if (p == 0) return -kInf;
+  if (p == 1) return kInf;
+  const double q = std::min(p, 1 - p);
+  const double t = std::sqrt(-2 * std::log(q));
+  double y = t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
+  // Solve for the lower tail value -y with ndtr(-y) = q, then mirror when p > 1/2.
+  y = halley(-y, [q](double v) {
+    const double f = ndtr(v) - q;
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * kPi);
+    return std::pair{f / pdf, -v};
+  });
+  return p > 0.5 ? -y : y;
+}
+
+double erfinv(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return kNaN;
+  if (y == 1) return kInf;
+  if (y == -1) return -kInf;
+  if (y == 0) return y;
+  const double ay = std::abs(y);
+  double x;
+  if (ay <= 0.5) {
+    // Newton-Halley on erf(x) = y from its first Taylor term.
+    x = halley(ay * std::sqrt(kPi) / 2, [ay](double v) {
+      const double f = std::erf(v) - ay;
+      const double d = 2 / std::sqrt(kPi) * std::exp(-v * v);
+      return std::pair{f / d, -2 * v};
+    });
+  } else {
+    // On the complement, erfc(x) = 1 - |y|, which keeps its digits near 1.
+    const double c = 1 - ay;
+    x = -ndtri(c / 2) / std::numbers::sqrt2;
+    x = halley(x, [c](double v) {
+      const double f = std::erfc(v) - c;
+      const double d = -2 / std::sqrt(kPi) * std::exp(-v * v);
+      return std::pair{f / d, -2 * v};
+    });
+  }
+  return y < 0 ? -x : x;
+}
+
+double entr(double x) {
+  if (std::isnan(x)) return x;
+  if (x > 0) return -x * std::log(x);
+  if (x == 0) return 0;
+  return -kInf;
+}
+
+// Recurrence up to x >= 10, then the asymptotic series
+// log x - 1/(2x) - sum B_2k / (2k x^2k); reflection for negative x.
+double digamma(double x) {
+  if (std::isnan(x)) return x;
+  if (x == 0) return std::copysign(kInf, -x);
+  if (x < 0) {
+    if (x == std::trunc(x)) return kNaN;
+    double whole;
+    const double frac = std::modf(x, &whole);
+    return digamma(1 - x) - kPi / std::tan(kPi * frac);
+  }
+  if (std::isinf(x)) return x;
+  double result = 0;
+  while (x < 10) {
+    result -= 1 / x;
+    x += 1;
+  }
+  constexpr std::array<double, 7> kB2kOver2k = {1.0 / 12,     -1.0 / 120, 1.0 / 252, -1.0 / 240,
+                                                  1.0 / 132,    -691.0 / 32760, 1.0 / 12};
+  const double z = 1 / (x * x);
+  double series = 0, zk = z;
+  for (double c : kB2kOver2k) {
+    series += c * zk;
+    zk *= z;
+  }
+  return result + std::log(x) - 0.5 / x - series;
+}
+
+// sum_{k<N} (q+k)^-s plus the Euler-Maclaurin tail at a = q + N, with a at
+// least 10 and at least s so that the tail's terms shrink.
+double hurwitz_zeta(double s, double q) {
+  if (std::isnan(s) || std::isnan(q)) return kNaN;
+  if (s == 1) return kInf;
+  if (s < 1) return kNaN;
+  if (q <= 0) {
+    if (q == std::floor(q)) return kInf;
+    if (s != std::floor(s)) return kNaN;  // (q+k)^-s is not real
+  }
+  if (std::isinf(s)) return q == 1 ? 1 : (q > 1 ? 0 : kInf);
+  const double start = std::max(10.0, s);
+  double sum = 0, a = q;
+  while (a < start) {
+    sum += std::pow(a, -s);
+    a += 1;
+  }
+  // B_2j / (2j)! for j = 1..12
+  constexpr std::array<double, 12> kB = {
+      1.0 / 6 / 2,
+      -1.0 / 30 / 24,
+      1.0 / 42 / 720,
+      -1.0 / 30 / 40320,
+      5.0 / 66 / 3628800,
+      -691.0 / 2730 / 479001600,
+      7.0 / 6 / 87178291200.0,
+      -3617.0 / 510 / 20922789888000.0,
+      43867.0 / 798 / 6402373705728000.0,
+      -174611.0 / 330 / 2432902008176640000.0,
+      854513.0 / 138 / 1.1240007277776077e21,
+      -236364091.0 / 2730 / 6.204484017332394e23};
+  double tail = std::pow(a, 1 - s) / (s - 1) + 0.5 * std::pow(a, -s);
+  double factor = s * std::pow(a, -s - 1);  // s (s+1) ... (s+2j-2) a^(-s-2j+1)
+  for (size_t j = 0; j < kB.size(); ++j) {
+    const double term = kB[j] * factor;
+    tail += term;
+    if (std::abs(term) < 1e-17 * std::abs(sum + tail)) break;
+    factor *= (s + 2 * j + 1) * (s + 2 * j + 2) / (a * a);
+  }
+  return sum + tail;
+}
+
+double polygamma(int64_t n, double x) {
+  if (n < 0) return kNaN;
+  if (n == 0) return digamma(x);
+  const double sign = n % 2 == 1 ? 1 : -1;
+  return sign * std::exp(std::lgamma(n + 1.0)) * hurwitz_zeta(static_cast<double>(n + 1), x);
+}
+
+double igamma(double a, double x) {
+  if (std::isnan(a) || std::isnan(x) || x < 0 || a < 0) return kNaN;
+  if (a == 0) return x > 0 ? 1 : kNaN;
+  if (x == 0) return 0;
+  if (std::isinf(a)) return std::isinf(x) ? kNaN : 0;
+  if (std::isinf(x)) return 1;
+  return x < a + 1 ? igamma_series(a, x) : 1 - igammac_fraction(a, x);
+}
+
+double igammac(double a, double x) {
+  if (std::isnan(a) || std::isnan(x) || x < 0 || a < 0) return kNaN;
+  if (a == 0) return x > 0 ? 0 : kNaN;
+  if (x == 0) return 1;
+  if (std::isinf(a)) return std::isinf(x) ? kNaN : 1;
+  if (std::isinf(x)) return 0;
+  return x < a + 1 ? 1 - igamma_series(a, x) : igammac_fraction(a, x);
+}
+
+double mvlgamma(double x, int64_t p) {
+  double sum = static_cast<double>(p) * static_cast<double>(p - 1) / 4 * std::log(kPi);
+  for (int64_t i = 0; i < p; ++i) sum += std::lgamma(x - static_cast<double>(i) / 2);
+  return sum;
+}
+
+double polynomial(Polynomial kind, double x, int64_t n) {
+  if (std::isnan(x)) return x;
+  if (n < 0) return 0;
+  using enum Polynomial;
+  const double nd = static_cast<double>(n);
+  // Inside (-1, 1), high-degree Chebyshev polynomials by their angle forms.
+  if (n > 6 && std::abs(x) < 1 && (kind == kChebyshevT || kind == kChebyshevU || kind == kChebyshevV ||
+                                   kind == kChebyshevW)) {
+    const double t = std::acos(x);
+    switch (kind) {
+      case kChebyshevT: return std::cos(nd * t);
+      case kChebyshevU: return std::sin((nd + 1) * t) / std::sin(t);
+      case kChebyshevV: return std::cos((nd + 0.5) * t) / std::cos(t / 2);
+      default: return std::sin((nd + 0.5) * t) / std::sin(t / 2);
+    }
+  }
+  double p0 = 1, p1;
+  switch (kind) {
+    case kChebyshevT: p1 = x; break;
+    case kChebyshevU: p1 = 2 * x; break;
+    case kChebyshevV: p1 = 2 * x - 1; break;
+    case kChebyshevW: p1 = 2 * x + 1; break;
+    case kHermiteH: p1 = 2 * x; break;
+    case kHermiteHe: p1 = x; break;
+    case kLaguerre: p1 = 1 - x; break;
+    case kLegendre: p1 = x; break;
+  }
+  if (n == 0) return p0;
+  for (int64_t k = 1; k < n && std::isfinite(p1); ++k) {
+    const double kd = static_cast<double>(k);
+    double next;
+    switch (kind) {
+      case kHermiteH: next = 2 * x * p1 - 2 * kd * p0; break;
+      case kHermiteHe: next = x * p1 - kd * p0; break;
+      case kLaguerre: next = ((2 * kd + 1 - x) * p1 - kd * p0) / (kd + 1); break;
+      case kLegendre: next = ((2 * kd + 1) * x * p1 - kd * p0) / (kd + 1); break;
+      default: next = 2 * x * p1 - p0; break;  // every Chebyshev kind
+    }
+    p0 = p1;
+    p1 = next;
+  }
+  return p1;
+}
+
+double shifted_chebyshev(Polynomial kind, double x, int64_t n) { return polynomial(kind, 2 * x - 1, n); }
+
+}  // namespace kiln::cpu::special
