@@ -18,6 +18,7 @@
 // selu (as elu), relu6 (hardtanh), hardshrink, softshrink, threshold,
 // log_sigmoid, sinc, xlogy, deg2rad, rad2deg, frac, positive, glu,
 // isposinf, isneginf, isfinite, nan_to_num, floor_divide (any one dtype),
+// divide (div), ldexp (x * exp2(e)), trace (sum of the diagonal),
 // view_as, reshape_as, ravel of static sizes; outer, and dot, vdot, inner
 // and mv of vectors; movedim, fliplr, flipud, tile, broadcast_tensors; var,
 // std, var_mean and std_mean over static dims.
@@ -27,14 +28,10 @@
 #include <optional>
 #include <vector>
 
+#include "lowering/decompose.h"
 #include "lowering/pass.h"
-#include "lowering/rewrite.h"
 
 namespace kiln::lowering {
-
-namespace {
-
-using ir::OpKind;
 
 // The reduced dims of a rank-`rank` tensor, normalized and sorted (every dim
 // when `dims` is absent or empty, as torch reduces them), or nullopt when one
@@ -56,7 +53,6 @@ std::optional<std::vector<int64_t>> reduced_dims(const std::optional<std::vector
   std::sort(out.begin(), out.end());
   return out;
 }
-
 // `t` with `dims` reduced: kept as 1, or dropped.
 ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims, bool keepdim) {
   ir::TensorType r{t.dtype, {}};
@@ -69,6 +65,41 @@ ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims
   }
   return r;
 }
+// The sizes two operands broadcast to, or nullopt when they do not
+// (sizes that are symbolic must be equal, or one of them static 1).
+std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<ir::Dim> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const ir::Dim* da = i < rank - a.size() ? nullptr : &a[i - (rank - a.size())];
+    const ir::Dim* db = i < rank - b.size() ? nullptr : &b[i - (rank - b.size())];
+    if (!da || (da->is_static() && da->value == 1)) {
+      out[i] = db ? *db : *da;
+    } else if (!db || (db->is_static() && db->value == 1) || same_dim(*da, *db)) {
+      out[i] = *da;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+// The floating tensor argument `arg` of a one-output node whose result has
+// its dtype; null otherwise (the decomposition then leaves the node alone).
+ir::Value* floating_operand(const ir::Node& n, std::string_view arg) {
+  ir::Value* x = PatternContext::tensor_arg(n, arg);
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+    return nullptr;
+  return x;
+}
+// A number argument with its default.
+std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def) {
+  if (absent(n, arg)) return def;
+  return ctx.number(n, arg);
+}
+
+namespace {
+
+using ir::OpKind;
 
 Expected<bool> square(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
@@ -176,91 +207,6 @@ Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
 }
 
 // ---- elementwise composites
-
-// The sizes two operands broadcast to, or nullopt when they do not
-// (sizes that are symbolic must be equal, or one of them static 1).
-std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  std::vector<ir::Dim> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const ir::Dim* da = i < rank - a.size() ? nullptr : &a[i - (rank - a.size())];
-    const ir::Dim* db = i < rank - b.size() ? nullptr : &b[i - (rank - b.size())];
-    if (!da || (da->is_static() && da->value == 1)) {
-      out[i] = db ? *db : *da;
-    } else if (!db || (db->is_static() && db->value == 1) || same_dim(*da, *db)) {
-      out[i] = *da;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-// Inserts the nodes of one decomposition before its root `n`, named after it.
-class Nodes {
- public:
-  Nodes(PatternContext& ctx, ir::Node& n) : ctx_(ctx), n_(n) {}
-  const ir::TensorType& out() const { return n_.outputs[0]->type; }
-  // A node of `op` over `args` whose result has `type`.
-  ir::Value* add(OpKind op, std::vector<ir::NamedArg> args, ir::TensorType type) {
-    const std::string name = n_.name + "_" + std::to_string(count_++);
-    return ctx_.insert_before(&n_, op, name, std::move(args), std::move(type))->outputs[0];
-  }
-  // An elementwise node of `x`'s type.
-  ir::Value* unary(OpKind op, ir::Value* x, std::vector<ir::NamedArg> more = {}) {
-    std::vector<ir::NamedArg> args{{"self", x}};
-    for (ir::NamedArg& a : more) args.push_back(std::move(a));
-    return add(op, std::move(args), x->type);
-  }
-  // x OP y (a tensor or a number) at their broadcast sizes; null when they do not broadcast.
-  ir::Value* binary(OpKind op, ir::Value* x, ir::Arg y, DType dtype) {
-    std::vector<ir::Dim> sizes = x->type.sizes;
-    if (const auto* v = std::get_if<ir::Value*>(&y)) {
-      auto b = broadcast_sizes(x->type.sizes, (*v)->type.sizes);
-      if (!b) return nullptr;
-      sizes = *b;
-    }
-    return add(op, {{"self", x}, {"other", std::move(y)}}, {dtype, sizes});
-  }
-  // A bool mask x OP number.
-  ir::Value* compare(OpKind op, ir::Value* x, double number) {
-    return add(op, {{"self", x}, {"other", number}}, {DType::Bool, x->type.sizes});
-  }
-  // `x` with `value` where `mask` holds.
-  ir::Value* fill(ir::Value* x, ir::Value* mask, double value) {
-    return add(OpKind::kMaskedFillScalar, {{"self", x}, {"mask", mask}, {"value", value}}, x->type);
-  }
-  // mask ? a : b, at the root's output type.
-  ir::Value* select(ir::Value* mask, ir::Value* a, ir::Value* b) {
-    return add(OpKind::kWhere, {{"condition", mask}, {"self", a}, {"other", b}}, out());
-  }
-  // Ends the decomposition: `result` replaces the root's output.
-  bool done(ir::Value* result) {
-    if (!result) return false;
-    ctx_.replace_uses(n_.outputs[0], result);
-    return true;
-  }
-
- private:
-  PatternContext& ctx_;
-  ir::Node& n_;
-  int count_ = 0;
-};
-
-// The floating tensor argument `arg` of a one-output node whose result has
-// its dtype; null otherwise (the decomposition then leaves the node alone).
-ir::Value* floating_operand(const ir::Node& n, std::string_view arg = "self") {
-  ir::Value* x = PatternContext::tensor_arg(n, arg);
-  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
-    return nullptr;
-  return x;
-}
-
-// A number argument with its default.
-std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def) {
-  if (absent(n, arg)) return def;
-  return ctx.number(n, arg);
-}
 
 // addcmul / addcdiv: self + value * (t1 OP t2).
 Expected<bool> add_product(PatternContext& ctx, ir::Node& n, OpKind op) {
@@ -524,6 +470,40 @@ Expected<bool> floor_divide(PatternContext& ctx, ir::Node& n) {
                       n.outputs[0]->type));
 }
 
+// divide.Tensor is div.Tensor spelled out.
+Expected<bool> divide(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const ir::Arg* other = n.find("other");
+  if (!x || !other || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kDivTensor, {{"self", x}, {"other", *other}}, n.outputs[0]->type));
+}
+
+// ldexp(x, e) = x * exp2(e), in the result's floating dtype.
+Expected<bool> ldexp(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* e = PatternContext::tensor_arg(n, "other");
+  if (!x || !e || n.outputs.size() != 1 || !is_floating(n.outputs[0]->type.dtype)) return false;
+  const DType dt = n.outputs[0]->type.dtype;
+  if (x->type.dtype != dt || (is_floating(e->type.dtype) && e->type.dtype != dt)) return false;
+  Nodes b(ctx, n);
+  ir::Value* scale = b.add(OpKind::kExp2, {{"self", e}}, {is_floating(e->type.dtype) ? dt : DType::Float32, e->type.sizes});
+  if (scale->type.dtype != dt) return false;
+  return b.done(b.binary(OpKind::kMulTensor, x, scale, dt));
+}
+
+// trace(x) = sum(diagonal(x)) of a matrix of static sizes.
+Expected<bool> trace(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || x->type.sizes.size() != 2) return false;
+  const ir::Dim &r = x->type.sizes[0], &c = x->type.sizes[1];
+  if (!r.is_static() || !c.is_static()) return false;
+  Nodes b(ctx, n);
+  ir::Value* diag = b.add(OpKind::kDiagonal, {{"self", x}, {"offset", int64_t{0}}, {"dim1", int64_t{0}}, {"dim2", int64_t{1}}},
+                          {x->type.dtype, {ir::Dim::of(std::min(r.value, c.value))}});
+  return b.done(b.add(OpKind::kSum, {{"self", diag}}, n.outputs[0]->type));
+}
+
 // view_as / reshape_as: the other's static sizes; ravel: one dim of every element.
 Expected<bool> reshape_like(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
@@ -700,11 +680,6 @@ Expected<bool> variance(PatternContext& ctx, ir::Node& n) {
   return nodes.done(result);
 }
 
-struct Decomposition {
-  OpKind op;
-  Expected<bool> (*rewrite)(PatternContext&, ir::Node&);
-};
-
 constexpr Decomposition kDecompositions[] = {
     {OpKind::kSquare, &square},
     {OpKind::kPad, &pad},
@@ -736,6 +711,9 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kIsfinite, &infinity_test},
     {OpKind::kNanToNum, &nan_to_num},
     {OpKind::kFloorDivide, &floor_divide},
+    {OpKind::kDivideTensor, &divide},
+    {OpKind::kLdexp, &ldexp},
+    {OpKind::kTrace, &trace},
     {OpKind::kViewAs, &reshape_like},
     {OpKind::kReshapeAs, &reshape_like},
     {OpKind::kRavel, &reshape_like},
@@ -763,6 +741,8 @@ constexpr Decomposition kDecompositions[] = {
 Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {
   for (const Decomposition& d : kDecompositions)
     if (d.op == n.op) return d.rewrite(ctx, n);
+  for (const Decomposition& d : nn_decompositions())
+    if (d.op == n.op) return d.rewrite(ctx, n);
   return false;
 }
 
@@ -772,6 +752,7 @@ const std::vector<ir::OpKind>& decomposed_ops() {
   static const std::vector<ir::OpKind> ops = [] {
     std::vector<ir::OpKind> v;
     for (const Decomposition& d : kDecompositions) v.push_back(d.op);
+    for (const Decomposition& d : nn_decompositions()) v.push_back(d.op);
     return v;
   }();
   return ops;

@@ -9,48 +9,10 @@
 #include <limits>
 #include <map>
 
-#include "backends/cpu/kernel.h"
-#include "ir/printer.h"
-#include "lowering/pass.h"
-#include "runtime/interpreter.h"
+#include "decompose_helpers.h"
 
 namespace kiln::lowering {
 namespace {
-
-// The module of `text` (every graph input a user input) after the pass, and
-// its op histogram.
-ir::Module decomposed(const std::string& text, std::map<std::string, int>* ops) {
-  auto g = ir::parse_graph(text);
-  EXPECT_TRUE(g.has_value()) << g.status().message();
-  ir::Module m;
-  if (!g) return m;
-  m.graph = std::move(*g);
-  for (size_t i = 0; i < m.graph.inputs().size(); ++i) m.input_specs.push_back({ir::InputSpec::Kind::kUserInput, "", true});
-  for (size_t i = 0; i < m.graph.outputs().size(); ++i) m.output_specs.push_back({ir::OutputSpec::Kind::kUserOutput, ""});
-  Status s = decompose_composites(m);
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  for (const auto& n : m.graph.nodes()) ++(*ops)[std::string(ir::op_target(n->op))];
-  return m;
-}
-
-// Runs `m`'s outputs (nodes nothing returns are dropped first).
-std::vector<Tensor> run(ir::Module& m, const std::vector<Tensor>& inputs) {
-  Status s = eliminate_dead_code(m);
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  std::vector<cpu::RtValue> in(inputs.begin(), inputs.end());
-  auto out = runtime::interpret(m.graph, in, cpu::cpu_kernels());
-  EXPECT_TRUE(out.has_value()) << out.status().message();
-  std::vector<Tensor> t;
-  if (out)
-    for (auto& v : *out) t.push_back(std::get<Tensor>(v));
-  return t;
-}
-
-Tensor matrix(int64_t rows, int64_t cols, const std::vector<double>& v) {
-  Tensor t = Tensor::zeros(DType::Float64, {rows, cols});
-  for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
-  return t.to(DType::Float32);
-}
 
 TEST(Decompose, SquareIsAProductAndConstantPadIsConstantPadNd) {
   std::map<std::string, int> ops;

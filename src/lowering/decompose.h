@@ -1,0 +1,99 @@
+// What the decomposition passes share (lowering/decompose.cc,
+// lowering/decompose_nn.cc): placing the nodes of one decomposition, reading
+// its operands, and the table entry each file contributes.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lowering/rewrite.h"
+
+namespace kiln::lowering {
+
+// The reduced dims of a rank-`rank` tensor, normalized and sorted (every dim
+// when `dims` is absent or empty, as torch reduces them), or nullopt when one
+// is out of range or repeated.
+std::optional<std::vector<int64_t>> reduced_dims(const std::optional<std::vector<int64_t>>& dims, size_t rank);
+
+// `t` with `dims` reduced: kept as 1, or dropped.
+ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims, bool keepdim);
+
+// The sizes two operands broadcast to, or nullopt when they do not
+// (sizes that are symbolic must be equal, or one of them static 1).
+std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b);
+
+// Inserts the nodes of one decomposition before its root `n`, named after it.
+class Nodes {
+ public:
+  Nodes(PatternContext& ctx, ir::Node& n) : ctx_(ctx), n_(n) {}
+  const ir::TensorType& out() const { return n_.outputs[0]->type; }
+  // A node of `op` over `args` whose result has `type`.
+  ir::Value* add(ir::OpKind op, std::vector<ir::NamedArg> args, ir::TensorType type) {
+    const std::string name = n_.name + "_" + std::to_string(count_++);
+    return ctx_.insert_before(&n_, op, name, std::move(args), std::move(type))->outputs[0];
+  }
+  // An elementwise node of `x`'s type.
+  ir::Value* unary(ir::OpKind op, ir::Value* x, std::vector<ir::NamedArg> more = {}) {
+    std::vector<ir::NamedArg> args{{"self", x}};
+    for (ir::NamedArg& a : more) args.push_back(std::move(a));
+    return add(op, std::move(args), x->type);
+  }
+  // x OP y (a tensor or a number) at their broadcast sizes; null when they do not broadcast.
+  ir::Value* binary(ir::OpKind op, ir::Value* x, ir::Arg y, DType dtype) {
+    std::vector<ir::Dim> sizes = x->type.sizes;
+    if (const auto* v = std::get_if<ir::Value*>(&y)) {
+      auto b = broadcast_sizes(x->type.sizes, (*v)->type.sizes);
+      if (!b) return nullptr;
+      sizes = *b;
+    }
+    return add(op, {{"self", x}, {"other", std::move(y)}}, {dtype, sizes});
+  }
+  // A bool mask x OP number.
+  ir::Value* compare(ir::OpKind op, ir::Value* x, double number) {
+    return add(op, {{"self", x}, {"other", number}}, {DType::Bool, x->type.sizes});
+  }
+  // `x` with `value` where `mask` holds.
+  ir::Value* fill(ir::Value* x, ir::Value* mask, double value) {
+    return add(ir::OpKind::kMaskedFillScalar, {{"self", x}, {"mask", mask}, {"value", value}}, x->type);
+  }
+  // mask ? a : b, at the root's output type.
+  ir::Value* select(ir::Value* mask, ir::Value* a, ir::Value* b) {
+    return add(ir::OpKind::kWhere, {{"condition", mask}, {"self", a}, {"other", b}}, out());
+  }
+  // A tensor constant holding `t` (an index or weight table computed at compile time).
+  ir::Value* constant(const Tensor& t) { return ctx_.add_constant(n_.name, t); }
+  // Ends the decomposition: `result` replaces the root's output.
+  bool done(ir::Value* result) {
+    if (!result) return false;
+    ctx_.replace_uses(n_.outputs[0], result);
+    return true;
+  }
+
+ private:
+  PatternContext& ctx_;
+  ir::Node& n_;
+  int count_ = 0;
+};
+
+// The floating tensor argument `arg` of a one-output node whose result has
+// its dtype; null otherwise (the decomposition then leaves the node alone).
+ir::Value* floating_operand(const ir::Node& n, std::string_view arg = "self");
+
+// A number argument with its default.
+std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def);
+
+// One entry of the table of decompositions: the op and the function that
+// rewrites a node of it (false: left as it is).
+struct Decomposition {
+  ir::OpKind op;
+  Expected<bool> (*rewrite)(PatternContext&, ir::Node&);
+};
+
+// The decompositions of torch.nn.functional's composites (losses, distances,
+// resampling) and of torch's shape composites (lowering/decompose_nn.cc).
+std::span<const Decomposition> nn_decompositions();
+
+}  // namespace kiln::lowering

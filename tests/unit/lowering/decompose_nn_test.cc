@@ -1,0 +1,195 @@
+// torch.nn.functional's and torch's composites written in core ops: the graph
+// after the pass holds only core ops, and running it gives each op's
+// definition, computed here in double.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "decompose_helpers.h"
+
+namespace kiln::lowering {
+namespace {
+
+Tensor filled(DType dt, const Shape& sizes, const std::vector<double>& v) {
+  Tensor t = Tensor::zeros(DType::Float64, sizes);
+  for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  return t.to(dt);
+}
+
+TEST(DecomposeNn, LossesFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 3], %t: float32[2, 3], %logits: float32[2, 3], %cls: int64[2], %w: float32[3]) {
+  %mse: float32[] = aten.mse_loss.default(self=%x, target=%t)
+  %l1: float32[2, 3] = aten.l1_loss.default(self=%x, target=%t, reduction=0)
+  %smooth: float32[] = aten.smooth_l1_loss.default(self=%x, target=%t, reduction=2, beta=0.5)
+  %huber: float32[2, 3] = aten.huber_loss.default(self=%x, target=%t, reduction=0, delta=0.5)
+  %bce: float32[2, 3] = aten.binary_cross_entropy_with_logits.default(self=%x, target=%t, reduction=0)
+  %ce: float32[] = aten.cross_entropy_loss.default(self=%logits, target=%cls, weight=%w, ignore_index=-100)
+  %ce_none: float32[2] = aten.cross_entropy_loss.default(self=%logits, target=%cls, reduction=0, ignore_index=2, label_smoothing=0.2)
+  return (%mse, %l1, %smooth, %huber, %bce, %ce, %ce_none)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> xs{-1.5, 0.2, 0.9, 2.5, -0.1, 0.4}, ts{0.5, 0.3, 0.1, 0.25, 0.9, 1.0};
+  const std::vector<double> zs{1.0, -2.0, 0.5, 0.25, 3.0, -1.0}, ws{0.5, 2.0, 1.5};
+  const std::vector<int64_t> cls{1, 2};
+  Tensor c = Tensor::zeros(DType::Int64, {2});
+  c.data<int64_t>()[0] = cls[0];
+  c.data<int64_t>()[1] = cls[1];
+  auto out = run(m, {filled(DType::Float32, {2, 3}, xs), filled(DType::Float32, {2, 3}, ts),
+                     filled(DType::Float32, {2, 3}, zs), c, filled(DType::Float32, {3}, ws)});
+  ASSERT_EQ(out.size(), 7u);
+  double mse = 0, smooth = 0;
+  for (int i = 0; i < 6; ++i) {
+    const double x = static_cast<float>(xs[i]), t = static_cast<float>(ts[i]), d = x - t, z = std::fabs(d);
+    mse += d * d / 6;
+    smooth += z < 0.5 ? 0.5 * d * d / 0.5 : z - 0.25;
+    EXPECT_NEAR(out[1].value_at(i), z, 1e-6);
+    EXPECT_NEAR(out[3].value_at(i), z < 0.5 ? 0.5 * d * d : 0.5 * (z - 0.25), 1e-6);
+    // -[t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))]
+    const double s = 1 / (1 + std::exp(-x));
+    EXPECT_NEAR(out[4].value_at(i), -(t * std::log(s) + (1 - t) * std::log(1 - s)), 1e-5);
+  }
+  EXPECT_NEAR(out[0].item(), mse, 1e-5);
+  EXPECT_NEAR(out[2].item(), smooth, 1e-5);
+  // Cross entropy per sample: -log softmax(z)[c] (weighted mean), and smoothed.
+  double num = 0, den = 0;
+  std::vector<double> logp(6);
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0;
+    for (int k = 0; k < 3; ++k) sum += std::exp(static_cast<float>(zs[r * 3 + k]));
+    for (int k = 0; k < 3; ++k) logp[r * 3 + k] = static_cast<float>(zs[r * 3 + k]) - std::log(sum);
+    num += -ws[cls[r]] * logp[r * 3 + cls[r]];
+    den += ws[cls[r]];
+  }
+  EXPECT_NEAR(out[5].item(), num / den, 1e-5);
+  // Sample 0 (class 1): 0.8 nll + 0.2 / 3 * -sum(log p); sample 1 is ignored (class 2).
+  const double smooth0 = -(logp[0] + logp[1] + logp[2]);
+  EXPECT_NEAR(out[6].value_at(0), 0.8 * -logp[1] + 0.2 / 3 * smooth0, 1e-5);
+  EXPECT_EQ(out[6].value_at(1), 0.0);
+}
+
+// Nearest and bilinear resampling against ATen's index rules worked out here.
+TEST(DecomposeNn, UpsamplingPicksAndWeighsTheSourcesATenPicks) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[1, 1, 2, 3]) {
+  %near: float32[1, 1, 4, 6] = aten.upsample_nearest2d.vec(input=%x, output_size=[4, 6], scale_factors=None)
+  %near5: float32[1, 1, 2, 5] = aten.upsample_nearest2d.vec(input=%x, output_size=[2, 5], scale_factors=None)
+  %bil: float32[1, 1, 4, 6] = aten.upsample_bilinear2d.vec(input=%x, output_size=None, align_corners=false, scale_factors=[2.0, 2.0])
+  %bila: float32[1, 1, 3, 5] = aten.upsample_bilinear2d.vec(input=%x, output_size=[3, 5], align_corners=true, scale_factors=None)
+  return (%near, %near5, %bil, %bila)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> xs{1, 2, 4, -3, 0.5, 8};
+  auto out = run(m, {filled(DType::Float32, {1, 1, 2, 3}, xs)});
+  ASSERT_EQ(out.size(), 4u);
+  auto x = [&](int64_t h, int64_t w) { return xs[h * 3 + w]; };
+  for (int h = 0; h < 4; ++h)
+    for (int w = 0; w < 6; ++w) EXPECT_EQ(out[0].value_at(h * 6 + w), x(h / 2, w / 2));
+  for (int w = 0; w < 5; ++w) EXPECT_EQ(out[1].value_at(5 + w), x(1, std::min<int64_t>(w * 3 / 5, 2)));
+  // align_corners=false: src = max((dst + 0.5) / 2 - 0.5, 0), neighbours clamped at the edge.
+  auto lin = [](int64_t dst, int64_t in, double scale, bool aligned, int64_t* i0, int64_t* i1) {
+    const double src = aligned ? scale * dst : std::max(scale * (dst + 0.5) - 0.5, 0.0);
+    *i0 = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
+    *i1 = std::min(*i0 + 1, in - 1);
+    return src - *i0;
+  };
+  for (int o = 2; o < 4; ++o) {
+    const bool aligned = o == 3;
+    const int64_t oh = aligned ? 3 : 4, ow = aligned ? 5 : 6;
+    for (int64_t h = 0; h < oh; ++h)
+      for (int64_t w = 0; w < ow; ++w) {
+        int64_t h0, h1, w0, w1;
+        const double lh = lin(h, 2, aligned ? 0.5 : 0.5, aligned, &h0, &h1);
+        const double lw = lin(w, 3, aligned ? 0.5 : 0.5, aligned, &w0, &w1);
+        const double top = x(h0, w0) * (1 - lw) + x(h0, w1) * lw;
+        const double bottom = x(h1, w0) * (1 - lw) + x(h1, w1) * lw;
+        EXPECT_NEAR(out[static_cast<size_t>(o)].value_at(h * ow + w), top * (1 - lh) + bottom * lh, 1e-5)
+            << o << ": " << h << "," << w;
+      }
+  }
+}
+
+TEST(DecomposeNn, ShapeCompositesMoveTheRightElements) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 3], %v: float32[3], %u: float32[2]) {
+  %roll: float32[2, 3] = aten.roll.default(self=%x, shifts=[1], dims=[1])
+  %roll_flat: float32[2, 3] = aten.roll.default(self=%x, shifts=[-2])
+  %rot: float32[3, 2] = aten.rot90.default(self=%x, k=1, dims=[0, 1])
+  %rep: float32[2, 6] = aten.repeat_interleave.self_int(self=%x, repeats=2, dim=1)
+  %gx: float32[3, 2], %gy: float32[3, 2] = aten.meshgrid.indexing(tensors=[%v, %u], indexing="ij")
+  %emb: float32[4, 4] = aten.diag_embed.default(self=%v, offset=-1, dim1=0, dim2=1)
+  %cross: float32[2, 3] = aten.linalg_cross.default(self=%x, other=%v)
+  %vstack: float32[3, 3] = aten.vstack.default(tensors=[%x, %v])
+  return (%roll, %roll_flat, %rot, %rep, %gx, %gy, %emb, %cross, %vstack)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> xs{1, 2, 3, 4, 5, 6}, vs{7, -8, 9}, us{10, 11};
+  auto out = run(m, {filled(DType::Float32, {2, 3}, xs), filled(DType::Float32, {3}, vs), filled(DType::Float32, {2}, us)});
+  ASSERT_EQ(out.size(), 9u);
+  auto x = [&](int r, int c) { return xs[r * 3 + c]; };
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out[0].value_at(r * 3 + c), x(r, (c + 2) % 3));
+      EXPECT_EQ(out[1].value_at(r * 3 + c), xs[(r * 3 + c + 2) % 6]);
+      // rot90 once counterclockwise: out[i][j] = x[j][n - 1 - i]
+      EXPECT_EQ(out[2].value_at(c * 2 + r), x(r, 2 - c));
+      EXPECT_EQ(out[3].value_at(r * 6 + 2 * c), x(r, c));
+      EXPECT_EQ(out[3].value_at(r * 6 + 2 * c + 1), x(r, c));
+      EXPECT_EQ(out[4].value_at(c * 2 + r), vs[c]);
+      EXPECT_EQ(out[5].value_at(c * 2 + r), us[r]);
+      EXPECT_EQ(out[8].value_at(r * 3 + c), x(r, c));
+      EXPECT_EQ(out[8].value_at(6 + c), vs[c]);
+    }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(out[6].value_at(i * 4 + j), i == j + 1 ? vs[j] : 0.0) << i << "," << j;
+  for (int r = 0; r < 2; ++r) {
+    const double a0 = x(r, 0), a1 = x(r, 1), a2 = x(r, 2);
+    EXPECT_EQ(out[7].value_at(r * 3 + 0), a1 * vs[2] - a2 * vs[1]);
+    EXPECT_EQ(out[7].value_at(r * 3 + 1), a2 * vs[0] - a0 * vs[2]);
+    EXPECT_EQ(out[7].value_at(r * 3 + 2), a0 * vs[1] - a1 * vs[0]);
+  }
+}
+
+TEST(DecomposeNn, NanReductionsCountsAndClosenessFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 3], %y: float32[2, 3]) {
+  %nansum: float32[2] = aten.nansum.default(self=%x, dim=[1])
+  %nanmean: float32[2] = aten.nanmean.default(self=%x, dim=[1])
+  %count: int64[3] = aten.count_nonzero.default(self=%x, dim=0)
+  %close: bool[2, 3] = aten.isclose.default(self=%x, other=%y, rtol=0.1, atol=0.0, equal_nan=true)
+  %pw: float32[2] = aten.pairwise_distance.default(x1=%x, x2=%y, p=1.0)
+  return (%nansum, %nanmean, %count, %close, %pw)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> xs{1, nan, 3, 0, 0, 6}, ys{1.05, nan, 4, 0, 1, 5.5};
+  auto out = run(m, {filled(DType::Float32, {2, 3}, xs), filled(DType::Float32, {2, 3}, ys)});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0].value_at(0), 4.0);
+  EXPECT_EQ(out[0].value_at(1), 6.0);
+  EXPECT_EQ(out[1].value_at(0), 2.0);
+  EXPECT_EQ(out[1].value_at(1), 2.0);
+  EXPECT_EQ(out[2].dtype(), DType::Int64);
+  EXPECT_EQ(out[2].value_at(0), 1.0);
+  EXPECT_EQ(out[2].value_at(1), 1.0);  // NaN is not zero
+  EXPECT_EQ(out[2].value_at(2), 2.0);
+  const std::vector<double> close{1, 1, 0, 1, 0, 1};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[3].value_at(i), close[static_cast<size_t>(i)]) << i;
+  // |x - y + 1e-6| summed over the row (NaN propagates into row 0).
+  EXPECT_TRUE(std::isnan(out[4].value_at(0)));
+  const double row1 = std::fabs(0 - 0 + 1e-6) + std::fabs(0 - 1 + 1e-6) + std::fabs(6 - 5.5 + 1e-6);
+  EXPECT_NEAR(out[4].value_at(1), row1, 1e-5);
+}
+
+}  // namespace
+}  // namespace kiln::lowering
