@@ -246,6 +246,39 @@ def build_resnet_bottleneck():
     )
 
 
+@fixture("deeplabv3")
+def build_deeplabv3():
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabV3
+
+    # torchvision's DeepLabV3 (stock forward: the classifier's logits upsampled
+    # bilinearly to the input size) on a narrow ResNet-10 backbone, with
+    # DeepLabHead's layout (ASPP with image pooling, 3x3 conv, BN, ReLU, 1x1 conv)
+    # at 32 channels instead of 256.
+    backbone = _narrow_resnet(**RESNET10)
+    body = IntermediateLayerGetter(backbone, return_layers={"layer4": "out"})
+    head = nn.Sequential(
+        ASPP(24, [2, 4, 6], out_channels=32),
+        nn.Conv2d(32, 32, 3, padding=1, bias=False),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 5, 1),
+    )
+    model = DeepLabV3(body, head)
+    randomize_batchnorm(model)
+    x = torch.randn(1, 3, 48, 64)
+    return Fixture(
+        "deeplabv3",
+        "DeepLabV3 segmentation (atrous spatial pyramid pooling with dilations 2/4/6 and image pooling, "
+        "bilinear upsampling to the input size) on a ResNet-10 backbone (widths 8/12/16/24), "
+        "ASPP and head at 32 channels, 5 classes, input 1x3x48x64",
+        "torchvision.models.segmentation.deeplabv3.DeepLabV3(IntermediateLayerGetter(ResNet-10 subclass, "
+        "{'layer4': 'out'}), Sequential(ASPP(24, [2, 4, 6], 32), Conv2d(32, 32, 3), BatchNorm2d, ReLU, Conv2d(32, 5, 1)))",
+        model,
+        (x,),
+    )
+
+
 @fixture("mobilenet_v2")
 def build_mobilenet_v2():
     from torchvision.models import mobilenet_v2

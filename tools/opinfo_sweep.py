@@ -85,6 +85,14 @@ def prepare(op, index, sample, workdir):
             ep = torch.export.export(mod, inputs)
     except Exception as e:  # PyTorch's limit, not kiln's
         return None, f"torch.export: {type(e).__name__}"
+    try:
+        # The exported program itself must run on the sample (its run-time
+        # assertions, drawn from PyTorch's meta functions, can be wrong).
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep.module()(*[t.clone() for t in inputs])
+    except Exception as e:
+        return None, f"running the export in PyTorch: {type(e).__name__}"
     base = os.path.join(workdir, f"{re.sub(r'[^A-Za-z0-9_]', '_', op.name)}_{op.variant_test_name}_{index}")
     paths = {"io": base + ".io.safetensors", "training": base + ".pt2"}
     tensors = {f"input.{i}": t.contiguous() for i, t in enumerate(inputs)}

@@ -20,8 +20,9 @@
 // isposinf, isneginf, isfinite, nan_to_num, floor_divide (any one dtype),
 // divide (div), ldexp (x * exp2(e)), trace (sum of the diagonal),
 // view_as, reshape_as, ravel of static sizes; outer, and dot, vdot, inner
-// and mv of vectors; movedim, fliplr, flipud, tile, broadcast_tensors; var,
-// std, var_mean and std_mean over static dims.
+// and mv of vectors (inner of higher ranks through matmul); movedim,
+// fliplr, flipud, tile, broadcast_tensors; var, std, var_mean and std_mean
+// over static dims.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,9 +45,9 @@ std::optional<std::vector<int64_t>> reduced_dims(const std::optional<std::vector
     return out;
   }
   for (int64_t d : *dims) {
-    const int64_t r = static_cast<int64_t>(rank);
+    const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank), 1);  // a 0-d tensor takes dim 0 and -1
     const int64_t nd = d < 0 ? d + r : d;
-    if (nd < 0 || nd >= std::max<int64_t>(r, 1) || (rank > 0 && seen[static_cast<size_t>(nd)])) return std::nullopt;
+    if (nd < 0 || nd >= r || (rank > 0 && seen[static_cast<size_t>(nd)])) return std::nullopt;
     if (rank > 0) seen[static_cast<size_t>(nd)] = true;
     out.push_back(nd);
   }
@@ -521,6 +522,37 @@ Expected<bool> reshape_like(PatternContext& ctx, ir::Node& n) {
 
 // ---- products of vectors, moved and repeated dims
 
+// inner(a, b) beyond vectors: a 0-d operand scales the other; else a [.., K]
+// times b [.., K] over K: matmul(a, b reshaped [N, K] and transposed), shaped
+// a's leading sizes then b's (static sizes).
+Expected<bool> inner_product(PatternContext& ctx, ir::Node& n, ir::Value* a, ir::Value* b) {
+  Nodes nodes(ctx, n);
+  const DType dt = a->type.dtype;
+  if (a->type.sizes.empty() || b->type.sizes.empty()) return nodes.done(nodes.binary(OpKind::kMulTensor, a, b, dt));
+  std::vector<int64_t> bs;
+  for (const ir::Dim& d : b->type.sizes) {
+    if (!d.is_static()) return false;
+    bs.push_back(d.value);
+  }
+  if (!same_dim(a->type.sizes.back(), b->type.sizes.back())) return false;
+  const int64_t k = bs.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < bs.size(); ++i) rows *= bs[i];
+  ir::Value* flat = nodes.add(OpKind::kReshape, {{"self", b}, {"shape", std::vector<int64_t>{rows, k}}},
+                              {dt, {ir::Dim::of(rows), ir::Dim::of(k)}});
+  ir::Value* t = nodes.add(OpKind::kPermute, {{"self", flat}, {"dims", std::vector<int64_t>{1, 0}}},
+                           {dt, {ir::Dim::of(k), ir::Dim::of(rows)}});
+  ir::TensorType mm{dt, a->type.sizes};
+  mm.sizes.back() = ir::Dim::of(rows);
+  ir::Value* p = nodes.add(OpKind::kMatmul, {{"self", a}, {"other", t}}, mm);
+  std::vector<int64_t> shape;
+  for (const ir::Dim& d : nodes.out().sizes) {
+    if (!d.is_static()) return false;
+    shape.push_back(d.value);
+  }
+  return nodes.done(nodes.add(OpKind::kReshape, {{"self", p}, {"shape", shape}}, nodes.out()));
+}
+
 // outer(a, b) = a[:, None] * b; dot, vdot and inner of 1-D tensors = sum(a * b);
 // mv(A, x) = sum(A * x, dim 1).
 Expected<bool> vector_product(PatternContext& ctx, ir::Node& n) {
@@ -530,6 +562,9 @@ Expected<bool> vector_product(PatternContext& ctx, ir::Node& n) {
                       : n.op == OpKind::kMv  ? "vec"
                                              : "other";
   ir::Value* b = floating_operand(n, other);
+  if (n.op == OpKind::kInner && a && b && b->type.dtype == a->type.dtype &&
+      (a->type.sizes.size() != 1 || b->type.sizes.size() != 1))
+    return inner_product(ctx, n, a, b);
   if (!a || !b || b->type.dtype != a->type.dtype || b->type.sizes.size() != 1) return false;
   const size_t rank = n.op == OpKind::kMv ? 2 : 1;
   if (a->type.sizes.size() != rank) return false;

@@ -24,14 +24,21 @@
 //     diag_embed, diagflat, diagonal_copy, unsafe_chunk, unsafe_split, take
 //   arithmetic: count_nonzero, nansum, nanmean, prelu, isclose, isreal,
 //     float_power (in float64), linalg_vecdot, addr, addmv, addbmm, cross,
-//     linalg_cross, renorm, trapezoid and trapz of a spacing
+//     linalg_cross, renorm, trapezoid and trapz, subtract, sgn, angle,
+//     sum_to_size, cdist, rrelu outside training, _safe_softmax
+//   more shape composites: tensor_split, hsplit, vsplit, dsplit,
+//     split_with_sizes_copy, unfold_copy, as_strided_copy, take_along_dim,
+//     cartesian_prod, argwhere (nonzero)
+//   einsum of static sizes: sums, permutes and one bmm per operand pair
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
 // names it.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "lowering/decompose.h"
@@ -1367,6 +1374,507 @@ Expected<bool> trapezoid(PatternContext& ctx, ir::Node& n) {
   return b.done(b.binary(OpKind::kMulTensor, b.binary(OpKind::kSubTensor, s, ends, dt), *dx, dt));
 }
 
+// ---- more shape and arithmetic composites
+
+// subtract.Tensor is sub.Tensor spelled out.
+Expected<bool> subtract(PatternContext& ctx, ir::Node& n) {
+  if (!PatternContext::tensor_arg(n, "self") || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kSubTensor, n.args, b.out()));
+}
+
+// The (start, end) pieces along `dim` of a size-`len` dim that a split op asks for.
+std::optional<std::vector<std::pair<int64_t, int64_t>>> split_pieces(const ir::Node& n, int64_t len) {
+  std::vector<int64_t> bounds;  // the split points
+  auto from_indices = [&](const std::vector<int64_t>& idx) {
+    for (int64_t i : idx) bounds.push_back(std::clamp<int64_t>(i < 0 ? i + len : i, 0, len));
+  };
+  switch (n.op) {
+    case OpKind::kTensorSplitSections:
+    case OpKind::kHsplitInt:
+    case OpKind::kVsplitInt:
+    case OpKind::kDsplitInt: {
+      const auto k = int_value(n, "sections");
+      if (!k || *k <= 0) return std::nullopt;
+      if (n.op != OpKind::kTensorSplitSections && len % *k != 0) return std::nullopt;
+      int64_t at = 0;
+      for (int64_t i = 0; i + 1 < *k; ++i) {
+        at += len / *k + (i < len % *k ? 1 : 0);
+        bounds.push_back(at);
+      }
+      break;
+    }
+    case OpKind::kSplitWithSizesCopy: {
+      const auto sizes = int_list(n, "split_sizes");
+      if (!sizes) return std::nullopt;
+      int64_t at = 0;
+      for (size_t i = 0; i + 1 < sizes->size(); ++i) bounds.push_back(at += (*sizes)[i]);
+      break;
+    }
+    default: {
+      const auto idx = int_list(n, "indices");
+      if (!idx) return std::nullopt;
+      from_indices(*idx);
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  int64_t start = 0;
+  for (int64_t e : bounds) {
+    pieces.emplace_back(start, std::max(start, e));
+    start = std::max(start, e);
+  }
+  pieces.emplace_back(start, len);
+  return pieces;
+}
+
+// tensor_split, hsplit, vsplit, dsplit (views) and split_with_sizes_copy: one
+// slice per output along the op's dim.
+Expected<bool> split_like(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.empty()) return false;
+  const size_t rank = x->type.sizes.size();
+  int64_t d = 0;
+  switch (n.op) {
+    case OpKind::kHsplitInt:
+    case OpKind::kHsplitArray: d = rank >= 2 ? 1 : 0; break;
+    case OpKind::kVsplitInt:
+    case OpKind::kVsplitArray:
+      if (rank < 2) return false;
+      break;
+    case OpKind::kDsplitInt:
+    case OpKind::kDsplitArray:
+      if (rank < 3) return false;
+      d = 2;
+      break;
+    default: {
+      const auto given = int_value(n, "dim", 0);
+      d = given ? norm_dim(*given, rank) : -1;
+    }
+  }
+  if (d < 0 || static_cast<size_t>(d) >= rank || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
+  const auto pieces = split_pieces(n, x->type.sizes[static_cast<size_t>(d)].value);
+  if (!pieces || pieces->size() != n.outputs.size()) return false;
+  Nodes b(ctx, n);
+  std::vector<ir::Value*> outs;
+  for (size_t i = 0; i < pieces->size(); ++i) {
+    const auto [start, end] = (*pieces)[i];
+    ir::Value* v = b.add(OpKind::kSliceTensor, {{"self", x}, {"dim", d}, {"start", start}, {"end", end}}, n.outputs[i]->type);
+    if (n.op == OpKind::kSplitWithSizesCopy) v = b.add(OpKind::kClone, {{"self", v}}, v->type);
+    outs.push_back(v);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) ctx.replace_uses(n.outputs[i], outs[i]);
+  return true;
+}
+
+// unfold_copy / as_strided_copy: a copy of the view.
+Expected<bool> view_copy(PatternContext& ctx, ir::Node& n) {
+  if (!PatternContext::tensor_arg(n, "self") || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  ir::Value* v = b.add(n.op == OpKind::kUnfoldCopy ? OpKind::kUnfold : OpKind::kAsStrided, n.args, b.out());
+  return b.done(b.add(OpKind::kClone, {{"self", v}}, b.out()));
+}
+
+// _safe_softmax = softmax, 0 on rows that are -inf throughout.
+Expected<bool> safe_softmax(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto dim = int_value(n, "dim");
+  if (!x || !dim || !absent(n, "dtype")) return false;
+  const int64_t d = norm_dim(*dim, x->type.sizes.size());
+  if (d < 0) return false;
+  Nodes b(ctx, n);
+  ir::Value* sm = b.add(OpKind::kSoftmax, {{"self", x}, {"dim", d}}, x->type);
+  ir::Value* ninf = b.compare(OpKind::kEqScalar, x, -std::numeric_limits<double>::infinity());
+  ir::TensorType rows = reduced(ninf->type, {d}, true);
+  ir::Value* all = b.add(OpKind::kAllDim, {{"self", ninf}, {"dim", d}, {"keepdim", true}}, rows);
+  return b.done(b.fill(sm, all, 0.0));
+}
+
+// sgn of a real tensor is sign; angle of a real one pi where negative, 0 elsewhere, NaN kept.
+Expected<bool> sign_like(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = n.op == OpKind::kSgn ? PatternContext::tensor_arg(n, "self") : floating_operand(n);
+  if (!x || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  Nodes b(ctx, n);
+  if (n.op == OpKind::kSgn) return b.done(b.unary(OpKind::kSign, x));
+  ir::Value* zero = b.add(OpKind::kFullLike, {{"self", x}, {"fill_value", 0.0}}, x->type);
+  ir::Value* r = b.fill(zero, b.compare(OpKind::kLtScalar, x, 0.0), 3.14159265358979323846);
+  ir::Value* nan = b.add(OpKind::kIsnan, {{"self", x}}, {DType::Bool, x->type.sizes});
+  return b.done(b.fill(r, nan, std::numeric_limits<double>::quiet_NaN()));
+}
+
+// sum_to_size(x, size): x summed over its leading dims and the dims `size` has as 1.
+Expected<bool> sum_to_size(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto size = int_list(n, "size");
+  const auto xs = x ? static_sizes(x->type) : std::nullopt;
+  if (!x || n.outputs.size() != 1 || !size || !xs || size->size() > xs->size()) return false;
+  const size_t lead = xs->size() - size->size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < xs->size(); ++i)
+    if (i < lead || ((*size)[i - lead] == 1 && (*xs)[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+  Nodes b(ctx, n);
+  if (dims.empty()) return b.done(b.add(OpKind::kAlias, {{"self", x}}, x->type));
+  ir::Value* s = b.add(OpKind::kSumDimIntList, {{"self", x}, {"dim", dims}, {"keepdim", true}}, reduced(x->type, dims, true));
+  return b.done(b.add(OpKind::kView, {{"self", s}, {"size", *size}}, b.out()));
+}
+
+// take_along_dim(x, idx, dim): gather of x and idx broadcast but for dim; no dim: of the flattened x.
+Expected<bool> take_along_dim(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* idx = PatternContext::tensor_arg(n, "indices");
+  const auto xs = x ? static_sizes(x->type) : std::nullopt;
+  const auto is = idx ? static_sizes(idx->type) : std::nullopt;
+  if (!x || !idx || idx->type.dtype != DType::Int64 || n.outputs.size() != 1 || !xs || !is) return false;
+  Nodes b(ctx, n);
+  if (absent(n, "dim")) {
+    int64_t total = 1, count = 1;
+    for (int64_t v : *xs) total *= v;
+    for (int64_t v : *is) count *= v;
+    ir::Value* fx = b.add(OpKind::kReshape, {{"self", x}, {"shape", std::vector<int64_t>{total}}}, static_type(x->type.dtype, {total}));
+    ir::Value* fi = b.add(OpKind::kReshape, {{"self", idx}, {"shape", std::vector<int64_t>{count}}}, static_type(DType::Int64, {count}));
+    return b.done(b.add(OpKind::kGather, {{"self", fx}, {"dim", int64_t{0}}, {"index", fi}}, b.out()));
+  }
+  const auto dim = int_value(n, "dim");
+  if (!dim || xs->size() != is->size()) return false;
+  const int64_t d = norm_dim(*dim, xs->size());
+  if (d < 0) return false;
+  std::vector<int64_t> xt = *xs, it = *is;
+  for (size_t i = 0; i < xs->size(); ++i) {
+    if (static_cast<int64_t>(i) == d) continue;
+    const int64_t a = (*xs)[i], c = (*is)[i];
+    if (a != c && a != 1 && c != 1) return false;
+    xt[i] = it[i] = std::max(a, c);
+  }
+  ir::Value* ex = xt == *xs ? x : b.add(OpKind::kExpand, {{"self", x}, {"size", xt}}, static_type(x->type.dtype, xt));
+  ir::Value* ei = it == *is ? idx : b.add(OpKind::kExpand, {{"self", idx}, {"size", it}}, static_type(DType::Int64, it));
+  return b.done(b.add(OpKind::kGather, {{"self", ex}, {"dim", d}, {"index", ei}}, b.out()));
+}
+
+// trapezoid(y, x, dim) = sum((x[1:] - x[:-1]) (y[1:] + y[:-1]), dim) / 2, a 1-d x along dim.
+Expected<bool> trapezoid_x(PatternContext& ctx, ir::Node& n) {
+  ir::Value* y = floating_operand(n, "y");
+  ir::Value* x = PatternContext::tensor_arg(n, "x");
+  const auto dim = int_value(n, "dim", -1);
+  const auto ys = y ? static_sizes(y->type) : std::nullopt;
+  const auto xs = x ? static_sizes(x->type) : std::nullopt;
+  if (!y || !x || x->type.dtype != y->type.dtype || !dim || !ys || !xs) return false;
+  const int64_t d = norm_dim(*dim, ys->size());
+  if (d < 0 || (*ys)[static_cast<size_t>(d)] < 2) return false;
+  const int64_t len = (*ys)[static_cast<size_t>(d)];
+  Nodes b(ctx, n);
+  const DType dt = y->type.dtype;
+  ir::Value* xv = x;
+  int64_t xd = d;
+  if (xs->size() == 1) {
+    if ((*xs)[0] != len) return false;
+    std::vector<int64_t> shape(ys->size(), 1);
+    shape[static_cast<size_t>(d)] = len;
+    xv = b.add(OpKind::kView, {{"self", x}, {"size", shape}}, static_type(dt, shape));
+  } else if (xs->size() != ys->size() || (*xs)[static_cast<size_t>(d)] != len) {
+    return false;
+  }
+  auto part = [&](ir::Value* v, int64_t axis, int64_t start, int64_t end) {
+    const auto vs = *static_sizes(v->type);
+    std::vector<int64_t> ps = vs;
+    ps[static_cast<size_t>(axis)] = end - start;
+    return b.add(OpKind::kSliceTensor, {{"self", v}, {"dim", axis}, {"start", start}, {"end", end}}, static_type(dt, ps));
+  };
+  ir::Value* dx = b.binary(OpKind::kSubTensor, part(xv, xd, 1, len), part(xv, xd, 0, len - 1), dt);
+  ir::Value* sy = b.binary(OpKind::kAddTensor, part(y, d, 1, len), part(y, d, 0, len - 1), dt);
+  ir::Value* p = dx && sy ? b.binary(OpKind::kMulTensor, dx, sy, dt) : nullptr;
+  if (!p) return false;
+  ir::Value* s = b.add(OpKind::kSumDimIntList, {{"self", p}, {"dim", std::vector<int64_t>{d}}, {"keepdim", false}},
+                       reduced(p->type, {d}, false));
+  if (!same_sizes(s->type.sizes, b.out().sizes)) return false;
+  return b.done(b.binary(OpKind::kDivTensor, s, 2.0, dt));
+}
+
+// cartesian_prod(tensors): every combination as rows (meshgrid "ij", flattened, stacked).
+Expected<bool> cartesian_prod(PatternContext& ctx, ir::Node& n) {
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!ins || ins->empty() || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  if (ins->size() == 1) return b.done(b.add(OpKind::kClone, {{"self", (*ins)[0]}}, b.out()));
+  std::vector<int64_t> grid;
+  for (ir::Value* v : *ins) {
+    const auto vs = static_sizes(v->type);
+    if (!vs || vs->size() != 1 || v->type.dtype != (*ins)[0]->type.dtype) return false;
+    grid.push_back((*vs)[0]);
+  }
+  int64_t total = 1;
+  for (int64_t g : grid) total *= g;
+  std::vector<ir::Value*> cols;
+  for (size_t i = 0; i < ins->size(); ++i) {
+    std::vector<int64_t> shape(grid.size(), 1);
+    shape[i] = grid[i];
+    const DType dt = (*ins)[i]->type.dtype;
+    ir::Value* v = b.add(OpKind::kView, {{"self", (*ins)[i]}, {"size", shape}}, static_type(dt, shape));
+    v = b.add(OpKind::kExpand, {{"self", v}, {"size", grid}}, static_type(dt, grid));
+    cols.push_back(b.add(OpKind::kReshape, {{"self", v}, {"shape", std::vector<int64_t>{total}}}, static_type(dt, {total})));
+  }
+  return b.done(b.add(OpKind::kStack, {{"tensors", cols}, {"dim", int64_t{1}}}, b.out()));
+}
+
+// cdist(x1 [.., P, M], x2 [.., R, M], p) = the p-norm of every row difference;
+// for p = 2 through products (|a|^2 + |b|^2 - 2 a.b, clamped at 0) where ATen
+// takes that path (compute_mode 1, or 0 / None with P or R above 25).
+Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x1 = PatternContext::tensor_arg(n, "x1");
+  ir::Value* x2 = PatternContext::tensor_arg(n, "x2");
+  const auto p = ctx.number(n, "p");
+  const auto mode = int_value(n, "compute_mode", 0);
+  const auto s1 = x1 ? static_sizes(x1->type) : std::nullopt;
+  const auto s2 = x2 ? static_sizes(x2->type) : std::nullopt;
+  if (!floating_pair(n, x1, x2) || !p || *p <= 0 || !mode || !s1 || !s2 || s1->size() < 2 || s1->size() != s2->size())
+    return false;
+  const size_t r = s1->size();
+  const int64_t P = (*s1)[r - 2], R = (*s2)[r - 2], M = (*s1)[r - 1];
+  if ((*s2)[r - 1] != M) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if ((*s1)[i] != (*s2)[i]) return false;
+  Nodes b(ctx, n);
+  const DType dt = x1->type.dtype;
+  const std::vector<int64_t> batch(s1->begin(), s1->end() - 2);
+  auto shape = [&](std::initializer_list<int64_t> tail) {
+    std::vector<int64_t> v = batch;
+    v.insert(v.end(), tail);
+    return v;
+  };
+  const bool by_products = *p == 2 && (*mode == 1 || (*mode == 0 && (P > 25 || R > 25)));
+  if (by_products) {
+    const int64_t last = static_cast<int64_t>(r) - 1;
+    auto sq = [&](ir::Value* v, int64_t rows) {
+      return b.add(OpKind::kSumDimIntList, {{"self", b.binary(OpKind::kMulTensor, v, v, dt)}, {"dim", std::vector<int64_t>{last}}, {"keepdim", true}},
+                   static_type(dt, shape({rows, 1})));
+    };
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i + 2 < r; ++i) perm.push_back(static_cast<int64_t>(i));
+    perm.push_back(last);
+    perm.push_back(last - 1);
+    ir::Value* t2 = b.add(OpKind::kPermute, {{"self", x2}, {"dims", perm}}, static_type(dt, shape({M, R})));
+    ir::Value* dot = b.add(OpKind::kMatmul, {{"self", x1}, {"other", t2}}, static_type(dt, shape({P, R})));
+    ir::Value* n2 = b.add(OpKind::kPermute, {{"self", sq(x2, R)}, {"dims", perm}}, static_type(dt, shape({1, R})));
+    ir::Value* sum = b.binary(OpKind::kAddTensor, sq(x1, P), n2, dt);
+    ir::Value* d2 = b.binary(OpKind::kSubTensor, sum, b.binary(OpKind::kMulTensor, dot, 2.0, dt), dt);
+    return b.done(b.unary(OpKind::kSqrt, b.unary(OpKind::kClampMin, d2, {{"min", 0.0}})));
+  }
+  ir::Value* a = unsqueezed(b, x1, {static_cast<int64_t>(r) - 1});  // [.., P, 1, M]
+  ir::Value* c = unsqueezed(b, x2, {static_cast<int64_t>(r) - 2});  // [.., 1, R, M]
+  ir::Value* d = b.binary(OpKind::kSubTensor, a, c, dt);
+  if (!d) return false;
+  return b.done(norm(b, d, *p, {static_cast<int64_t>(r)}, false));
+}
+
+// rrelu outside training is leaky_relu with the mean slope (lower + upper) / 2.
+Expected<bool> rrelu(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = floating_operand(n);
+  const auto lower = number_or(ctx, n, "lower", 1.0 / 8);
+  const auto upper = number_or(ctx, n, "upper", 1.0 / 3);
+  const auto training = bool_value(n, "training", false);
+  if (!x || !lower || !upper || !training || *training) return false;
+  Nodes b(ctx, n);
+  return b.done(b.unary(OpKind::kLeakyRelu, x, {{"negative_slope", (*lower + *upper) / 2}}));
+}
+
+// argwhere is nonzero.
+Expected<bool> argwhere(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kNonzero, {{"self", x}}, b.out()));
+}
+
+// ---- einsum
+
+// einsum(equation, tensors) for floating operands of one dtype and static
+// sizes, no label repeated within an operand, equal sizes for a label
+// everywhere (no broadcasting of 1s): labels no later operand or the output
+// needs are summed away, then operands are contracted left to right as one
+// bmm each (batch labels, left labels, contracted labels / right labels),
+// and the result permuted to the output's order.
+struct Labeled {
+  ir::Value* v = nullptr;
+  std::vector<int> labels;
+};
+
+std::optional<std::vector<int>> einsum_labels(const std::string& term, size_t rank, size_t ell_rank) {
+  std::vector<int> out;
+  size_t named = 0;
+  bool ellipsis = false;
+  for (size_t i = 0; i < term.size(); ++i) {
+    const char c = term[i];
+    if (c == '.') {
+      if (ellipsis || term.compare(i, 3, "...") != 0) return std::nullopt;
+      ellipsis = true;
+      i += 2;
+      out.push_back(-1);  // placeholder
+    } else if (std::isalpha(static_cast<unsigned char>(c))) {
+      out.push_back(std::isupper(static_cast<unsigned char>(c)) ? c - 'A' : 26 + (c - 'a'));
+      ++named;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!ellipsis) {
+    if (rank != SIZE_MAX && named != rank) return std::nullopt;
+    return out;
+  }
+  const size_t here = rank == SIZE_MAX ? ell_rank : rank - named;
+  if (rank != SIZE_MAX && rank < named) return std::nullopt;
+  std::vector<int> full;
+  for (int l : out) {
+    if (l != -1) {
+      full.push_back(l);
+      continue;
+    }
+    for (size_t j = 0; j < here; ++j) full.push_back(100 + static_cast<int>(ell_rank - here + j));
+  }
+  return full;
+}
+
+Expected<bool> einsum(PatternContext& ctx, ir::Node& n) {
+  const auto* eq = std::get_if<std::string>(n.find("equation"));
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  if (!eq || !ins || ins->empty() || n.outputs.size() != 1) return false;
+  const DType dt = n.outputs[0]->type.dtype;
+  if (!is_floating(dt)) return false;
+  std::string e;
+  for (char c : *eq)
+    if (c != ' ') e += c;
+  const size_t arrow = e.find("->");
+  const std::string lhs = e.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != ins->size()) return false;
+  // The ellipsis covers the most dims any operand gives it.
+  size_t ell_rank = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t named = 0;
+    for (char c : terms[i]) named += std::isalpha(static_cast<unsigned char>(c)) ? 1 : 0;
+    const size_t rank = (*ins)[i]->type.sizes.size();
+    if (terms[i].find("...") != std::string::npos && rank >= named) ell_rank = std::max(ell_rank, rank - named);
+  }
+  std::map<int, int64_t> size_of;
+  std::vector<Labeled> ops;
+  std::map<int, int> count;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    ir::Value* v = (*ins)[i];
+    const auto vs = static_sizes(v->type);
+    if (v->type.dtype != dt || !vs) return false;
+    const auto labels = einsum_labels(terms[i], vs->size(), ell_rank);
+    if (!labels || labels->size() != vs->size()) return false;
+    for (size_t k = 0; k < labels->size(); ++k) {
+      if (std::count(labels->begin(), labels->end(), (*labels)[k]) > 1) return false;  // a diagonal
+      const auto [it, fresh] = size_of.emplace((*labels)[k], (*vs)[k]);
+      if (!fresh && it->second != (*vs)[k]) return false;  // broadcasting: not taken here
+      ++count[(*labels)[k]];
+    }
+    ops.push_back({v, *labels});
+  }
+  std::vector<int> out_labels;
+  if (arrow == std::string::npos) {
+    for (const auto& [l, c] : count)
+      if (l >= 100) out_labels.push_back(l);
+    for (const auto& [l, c] : count)
+      if (l < 100 && c == 1) out_labels.push_back(l);
+  } else {
+    const auto o = einsum_labels(e.substr(arrow + 2), SIZE_MAX, ell_rank);
+    if (!o) return false;
+    out_labels = *o;
+    for (int l : out_labels)
+      if (!size_of.count(l) || std::count(out_labels.begin(), out_labels.end(), l) > 1) return false;
+  }
+  Nodes b(ctx, n);
+  auto type_of_labels = [&](const std::vector<int>& ls) {
+    std::vector<int64_t> s;
+    for (int l : ls) s.push_back(size_of[l]);
+    return static_type(dt, s);
+  };
+  auto has = [](const std::vector<int>& ls, int l) { return std::find(ls.begin(), ls.end(), l) != ls.end(); };
+  // Sums away the labels of `t` not in `keep`.
+  auto sum_out = [&](Labeled t, const std::vector<int>& keep) {
+    std::vector<int64_t> dims;
+    std::vector<int> left;
+    for (size_t k = 0; k < t.labels.size(); ++k) {
+      if (has(keep, t.labels[k]))
+        left.push_back(t.labels[k]);
+      else
+        dims.push_back(static_cast<int64_t>(k));
+    }
+    if (dims.empty()) return t;
+    t.v = b.add(OpKind::kSumDimIntList, {{"self", t.v}, {"dim", dims}, {"keepdim", false}}, type_of_labels(left));
+    t.labels = left;
+    return t;
+  };
+  auto permuted = [&](const Labeled& t, const std::vector<int>& order) {
+    std::vector<int64_t> perm;
+    bool identity = true;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const auto at = std::find(t.labels.begin(), t.labels.end(), order[k]) - t.labels.begin();
+      perm.push_back(at);
+      identity = identity && at == static_cast<int64_t>(k);
+    }
+    if (identity) return t.v;
+    return b.add(OpKind::kPermute, {{"self", t.v}, {"dims", perm}}, type_of_labels(order));
+  };
+  auto product = [&](const std::vector<int>& ls) {
+    int64_t p = 1;
+    for (int l : ls) p *= size_of[l];
+    return p;
+  };
+  Labeled cur = ops[0];
+  for (size_t i = 1; i <= ops.size(); ++i) {
+    std::vector<int> needed = out_labels;  // by the output and the operands after i
+    for (size_t j = i + 1; j < ops.size(); ++j) needed.insert(needed.end(), ops[j].labels.begin(), ops[j].labels.end());
+    if (i == ops.size()) {
+      cur = sum_out(cur, needed);
+      break;
+    }
+    Labeled next = ops[i];
+    std::vector<int> keep_cur = needed, keep_next = needed;
+    keep_cur.insert(keep_cur.end(), next.labels.begin(), next.labels.end());
+    keep_next.insert(keep_next.end(), cur.labels.begin(), cur.labels.end());
+    cur = sum_out(cur, keep_cur);
+    next = sum_out(next, keep_next);
+    std::vector<int> batch, left, contract, right;
+    for (int l : cur.labels) {
+      if (!has(next.labels, l))
+        left.push_back(l);
+      else if (has(needed, l))
+        batch.push_back(l);
+      else
+        contract.push_back(l);
+    }
+    for (int l : next.labels)
+      if (!has(cur.labels, l)) right.push_back(l);
+    std::vector<int> a_order = batch, b_order = batch;
+    a_order.insert(a_order.end(), left.begin(), left.end());
+    a_order.insert(a_order.end(), contract.begin(), contract.end());
+    b_order.insert(b_order.end(), contract.begin(), contract.end());
+    b_order.insert(b_order.end(), right.begin(), right.end());
+    const int64_t B = product(batch), L = product(left), C = product(contract), R = product(right);
+    ir::Value* a3 = b.add(OpKind::kReshape, {{"self", permuted(cur, a_order)}, {"shape", std::vector<int64_t>{B, L, C}}},
+                          static_type(dt, {B, L, C}));
+    ir::Value* b3 = b.add(OpKind::kReshape, {{"self", permuted(next, b_order)}, {"shape", std::vector<int64_t>{B, C, R}}},
+                          static_type(dt, {B, C, R}));
+    ir::Value* mm = b.add(OpKind::kBmm, {{"self", a3}, {"mat2", b3}}, static_type(dt, {B, L, R}));
+    std::vector<int> labels = batch;
+    labels.insert(labels.end(), left.begin(), left.end());
+    labels.insert(labels.end(), right.begin(), right.end());
+    const ir::TensorType t = type_of_labels(labels);
+    cur = {b.add(OpKind::kReshape, {{"self", mm}, {"shape", *static_sizes(t)}}, t), labels};
+  }
+  if (cur.labels.size() != out_labels.size()) return false;
+  ir::Value* result = permuted(cur, out_labels);
+  if (result == cur.v && ops.size() == 1 && cur.v == ops[0].v) result = b.add(OpKind::kClone, {{"self", cur.v}}, cur.v->type);
+  if (!same_sizes(result->type.sizes, b.out().sizes)) return false;
+  return b.done(result);
+}
+
 constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kMseLoss, &pointwise_loss},
     {OpKind::kL1Loss, &pointwise_loss},
@@ -1447,6 +1955,30 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kTake, &take},
     {OpKind::kTrapezoidDx, &trapezoid},
     {OpKind::kTrapzDx, &trapezoid},
+    {OpKind::kTrapezoidX, &trapezoid_x},
+    {OpKind::kTrapzX, &trapezoid_x},
+    {OpKind::kSubtractTensor, &subtract},
+    {OpKind::kTensorSplitSections, &split_like},
+    {OpKind::kTensorSplitIndices, &split_like},
+    {OpKind::kHsplitInt, &split_like},
+    {OpKind::kHsplitArray, &split_like},
+    {OpKind::kVsplitInt, &split_like},
+    {OpKind::kVsplitArray, &split_like},
+    {OpKind::kDsplitInt, &split_like},
+    {OpKind::kDsplitArray, &split_like},
+    {OpKind::kSplitWithSizesCopy, &split_like},
+    {OpKind::kUnfoldCopy, &view_copy},
+    {OpKind::kAsStridedCopy, &view_copy},
+    {OpKind::kSafeSoftmax, &safe_softmax},
+    {OpKind::kSgn, &sign_like},
+    {OpKind::kAngle, &sign_like},
+    {OpKind::kSumToSize, &sum_to_size},
+    {OpKind::kTakeAlongDim, &take_along_dim},
+    {OpKind::kCartesianProd, &cartesian_prod},
+    {OpKind::kCdist, &cdist},
+    {OpKind::kRrelu, &rrelu},
+    {OpKind::kArgwhere, &argwhere},
+    {OpKind::kEinsum, &einsum},
 };
 
 }  // namespace

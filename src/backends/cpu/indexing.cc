@@ -145,10 +145,11 @@ Status gather(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
   KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
-  if (index.dtype() != DType::Int64) return a.error("gather: expected an int64 index, got " + index.type_string());
-  // 0-d tensors act as 1-d tensors of one element.
+  if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
+    return a.error("gather: expected an int64 or int32 index, got " + index.type_string());
+  // 0-d tensors act as 1-d tensors of one element; int32 indices are read as int64.
   auto as_1d = [](const Tensor& t) { return t.dim() == 0 ? t.as_strided({1}, {1}, t.storage_offset()) : t; };
-  const Tensor src = as_1d(self), ix = as_1d(index);
+  const Tensor src = as_1d(self), ix = as_1d(index.dtype() == DType::Int64 ? index : cast_copy(index, DType::Int64));
   if (ix.dim() != src.dim())
     return a.error("gather: index " + index.type_string() + " must have the same number of dimensions as self " +
                    self.type_string());
@@ -432,6 +433,25 @@ Status nonzero(KernelArgs& a) {
   return set(a, out);
 }
 
+// nonzero_static(self, size, fill_value): nonzero's first `size` rows, the
+// rest filled with fill_value (a fixed output size).
+Status nonzero_static(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t size, a.int_arg("size"));
+  KILN_ASSIGN_OR_RETURN(int64_t fill, a.int_arg("fill_value", -1));
+  if (size < 0) return a.error("nonzero_static: size must be non-negative, got " + std::to_string(size));
+  Tensor m = cast_copy(self, DType::Bool);
+  const bool* mp = m.data<bool>();
+  Tensor out = Tensor::zeros(DType::Int64, {size, self.dim()});
+  int64_t* o = out.data<int64_t>();
+  std::fill(o, o + out.numel(), fill);
+  int64_t n = 0, k = 0;
+  for_each_index(m.sizes(), [&](const std::vector<int64_t>& idx) {
+    if (mp[k++] && n < size) std::copy(idx.begin(), idx.end(), o + (n++) * self.dim());
+  });
+  return set(a, out);
+}
+
 // masked_select(self, mask): the elements of self where mask (both broadcast)
 // holds, in row-major order, as a 1-d tensor.
 Status masked_select(KernelArgs& a) {
@@ -605,6 +625,7 @@ void register_indexing_kernels(KernelRegistry& r) {
   r.add(OpKind::kReplicationPad2d, &named_pad_kernel<PadMode::kReplicate, 2>);
   r.add(OpKind::kReplicationPad3d, &named_pad_kernel<PadMode::kReplicate, 3>);
   r.add(OpKind::kNonzero, &nonzero);
+  r.add(OpKind::kNonzeroStatic, &nonzero_static);
   r.add(OpKind::kMaskedSelect, &masked_select);
   r.add(OpKind::kFlip, &flip);
   r.add(OpKind::kPixelShuffle, &pixel_shuffle);

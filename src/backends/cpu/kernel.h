@@ -126,6 +126,8 @@ void register_view_kernels(KernelRegistry& r);
 void register_scatter_kernels(KernelRegistry& r);
 void register_scatter_reduce_kernels(KernelRegistry& r);
 void register_cumulative_kernels(KernelRegistry& r);
+void register_sort_kernels(KernelRegistry& r);
+void register_window_kernels(KernelRegistry& r);
 void register_indexing_kernels(KernelRegistry& r);
 void register_reduction_kernels(KernelRegistry& r);
 void register_linalg_kernels(KernelRegistry& r);

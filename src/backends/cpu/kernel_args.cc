@@ -237,6 +237,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_scatter_kernels(r);
   register_scatter_reduce_kernels(r);
   register_cumulative_kernels(r);
+  register_sort_kernels(r);
+  register_window_kernels(r);
   register_indexing_kernels(r);
   register_reduction_kernels(r);
   register_linalg_kernels(r);

@@ -336,6 +336,29 @@ Status diagonal(KernelArgs& a) {
   return set(a, std::move(*view));
 }
 
+// unfold(self, dimension, size, step): the windows of `size` entries every
+// `step` along `dimension` (which then counts the windows) as a new last dim; a view.
+Status unfold(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t size, a.int_arg("size"));
+  KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step"));
+  if (step <= 0) return a.error("unfold: step must be positive, got " + std::to_string(step));
+  if (self.dim() == 0) {
+    if (size > 1) return a.error("unfold: size " + std::to_string(size) + " exceeds a 0-d tensor's 1 element");
+    return set(a, self.as_strided({size}, {1}, self.storage_offset()));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dimension", std::nullopt));
+  if (size < 0 || size > self.size(d))
+    return a.error("unfold: size " + std::to_string(size) + " does not fit dim " + std::to_string(d) + " of " +
+                   self.type_string());
+  Shape sizes = self.sizes(), strides = self.strides();
+  sizes[static_cast<size_t>(d)] = (self.size(d) - size) / step + 1;
+  strides[static_cast<size_t>(d)] = self.strides()[static_cast<size_t>(d)] * step;
+  sizes.push_back(size);
+  strides.push_back(self.strides()[static_cast<size_t>(d)]);
+  return set(a, self.as_strided(std::move(sizes), std::move(strides), self.storage_offset()));
+}
+
 Status unflatten(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("unflatten() cannot be applied to a 0-dim tensor");
@@ -439,6 +462,7 @@ void register_view_kernels(KernelRegistry& r) {
   using ir::OpKind;
   r.add(OpKind::kView, &view);
   r.add(OpKind::kDiagonal, &diagonal);
+  r.add(OpKind::kUnfold, &unfold);
   r.add(OpKind::kUnsafeView, &view);
   r.add(OpKind::kReshape, &view);
   r.add(OpKind::kFlatten, &flatten);

@@ -191,5 +191,64 @@ TEST(DecomposeNn, NanReductionsCountsAndClosenessFollowTheirDefinitions) {
   EXPECT_NEAR(out[4].value_at(1), row1, 1e-5);
 }
 
+TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[2, 3, 4], %b: float32[2, 4, 5], %v: float32[4], %i: int64[2, 3, 1]) {
+  %bmm: float32[2, 3, 5] = aten.einsum.default(equation="bij,bjk->bik", tensors=[%a, %b])
+  %contract: float32[3, 5] = aten.einsum.default(equation="bij , bjk -> ik", tensors=[%a, %b])
+  %vec: float32[2, 3] = aten.einsum.default(equation="...j,j", tensors=[%a, %v])
+  %trans: float32[4, 3, 2] = aten.einsum.default(equation="bij->jib", tensors=[%a])
+  %p0: float32[2, 2, 4], %p1: float32[2, 1, 4] = aten.tensor_split.sections(self=%a, sections=2, dim=1)
+  %h0: float32[2, 1, 4], %h1: float32[2, 2, 4] = aten.hsplit.array(self=%a, indices=[1])
+  %take: float32[2, 3, 1] = aten.take_along_dim.default(self=%a, indices=%i, dim=2)
+  %cd: float32[2, 3, 3] = aten.cdist.default(x1=%a, x2=%a, p=2.0)
+  return (%bmm, %contract, %vec, %trans, %p0, %p1, %h0, %h1, %take, %cd)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  std::vector<double> av(24), bv(40), vv{0.5, -1, 2, 0.25};
+  for (int k = 0; k < 24; ++k) av[k] = std::sin(0.7 * k) * 2;
+  for (int k = 0; k < 40; ++k) bv[k] = std::cos(1.3 * k);
+  const std::vector<double> iv{3, 0, 2, 1, 1, 0};
+  Tensor idx = Tensor::zeros(DType::Int64, {2, 3, 1});
+  for (int k = 0; k < 6; ++k) idx.data<int64_t>()[k] = static_cast<int64_t>(iv[k]);
+  auto out = run(m, {filled(DType::Float32, {2, 3, 4}, av), filled(DType::Float32, {2, 4, 5}, bv),
+                     filled(DType::Float32, {4}, vv), idx});
+  ASSERT_EQ(out.size(), 10u);
+  auto a = [&](int b, int i, int j) { return static_cast<double>(static_cast<float>(av[(b * 3 + i) * 4 + j])); };
+  auto bb = [&](int b, int j, int k) { return static_cast<double>(static_cast<float>(bv[(b * 4 + j) * 5 + k])); };
+  for (int i = 0; i < 3; ++i)
+    for (int k = 0; k < 5; ++k) {
+      double total = 0;
+      for (int b = 0; b < 2; ++b) {
+        double s = 0;
+        for (int j = 0; j < 4; ++j) s += a(b, i, j) * bb(b, j, k);
+        EXPECT_NEAR(out[0].value_at((b * 3 + i) * 5 + k), s, 1e-5);
+        total += s;
+      }
+      EXPECT_NEAR(out[1].value_at(i * 5 + k), total, 1e-5);
+    }
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i) {
+      double s = 0;
+      for (int j = 0; j < 4; ++j) {
+        s += a(b, i, j) * vv[j];
+        EXPECT_EQ(out[3].value_at((j * 3 + i) * 2 + b), a(b, i, j));
+        const Tensor& piece = i < 2 ? out[4] : out[5];
+        EXPECT_EQ(piece.value_at((b * (i < 2 ? 2 : 1) + (i < 2 ? i : 0)) * 4 + j), a(b, i, j));
+        const Tensor& h = i < 1 ? out[6] : out[7];
+        EXPECT_EQ(h.value_at((b * (i < 1 ? 1 : 2) + (i < 1 ? 0 : i - 1)) * 4 + j), a(b, i, j));
+      }
+      EXPECT_NEAR(out[2].value_at(b * 3 + i), s, 1e-5);
+      EXPECT_EQ(out[8].value_at(b * 3 + i), a(b, i, static_cast<int>(iv[b * 3 + i])));
+      for (int r = 0; r < 3; ++r) {
+        double d = 0;
+        for (int j = 0; j < 4; ++j) d += (a(b, i, j) - a(b, r, j)) * (a(b, i, j) - a(b, r, j));
+        EXPECT_NEAR(out[9].value_at((b * 3 + i) * 3 + r), std::sqrt(d), 1e-5);
+      }
+    }
+}
+
 }  // namespace
 }  // namespace kiln::lowering
