@@ -15,8 +15,8 @@
 //     float); linear, bilinear, trilinear and bicubic as weighted sums of
 //     index_selects, one dim at a time from the last (ATen's order)
 //   pooling and normalization: adaptive_avg_pool1d, avg_pool1d, max_pool1d
-//     as their 2-d forms over a unit height; instance_norm from the input's
-//     statistics
+//     as their 2-d forms over a unit height; max_pool2d_with_indices with
+//     unread indices as max_pool2d; instance_norm from the input's statistics
 //   shape composites: roll, rot90, new_full, atleast_{1,2,3}d, hstack,
 //     vstack, dstack, column_stack, meshgrid, repeat_interleave of an int,
 //     pixel_unshuffle, channel_shuffle, mH, matrix_H, numpy_T, real,
@@ -710,6 +710,14 @@ Expected<bool> pool1d(PatternContext& ctx, ir::Node& n) {
   args.insert(args.begin(), {"self", t});
   ir::Value* p = b.add(op, std::move(args), pooled);
   return b.done(b.add(OpKind::kSqueezeDims, {{"self", p}, {"dim", std::vector<int64_t>{h}}}, n.outputs[0]->type));
+}
+
+// max_pool2d_with_indices whose indices nothing reads (the aten dialect's
+// form of max_pool2d) is max_pool2d.
+Expected<bool> pool_values_only(PatternContext& ctx, ir::Node& n) {
+  if (n.outputs.size() != 2 || ctx.uses(n.outputs[1]) != 0) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kMaxPool2d, n.args, b.out()));
 }
 
 // instance_norm from the input's statistics: (x - mean) / sqrt(var + eps) over
@@ -1907,6 +1915,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kAdaptiveAvgPool1d, &pool1d},
     {OpKind::kAvgPool1d, &pool1d},
     {OpKind::kMaxPool1d, &pool1d},
+    {OpKind::kMaxPool2dWithIndices, &pool_values_only},
     {OpKind::kInstanceNorm, &instance_norm},
     {OpKind::kRoll, &roll},
     {OpKind::kRot90, &rot90},

@@ -209,6 +209,27 @@ inline std::vector<ConformanceCase> conformance_cases() {
               1e-4,
               1},
              7, 14, 20),
+      ranged({"conv1d",  // 1-D convolutions: dense strided with a bias, depthwise dilated, filters as inputs
+              R"(graph(%x: float32[s0, 4, 19], %w: float32[6, 4, 3], %b: float32[6], %d: float32[4, 1, 5]) {
+  %a: float32[s0, 6, 10] = aten.conv1d.default(input=%x, weight=%w, bias=%b, stride=[2], padding=[1])
+  %r: float32[s0, 6, 10] = aten.relu.default(self=%a)
+  %c: float32[s0, 4, 11] = aten.conv1d.default(input=%x, weight=%d, dilation=[2], groups=4)
+  return (%r, %c)
+}
+)",
+              {0, 0, 0, 0}},
+             1, 2, 6),
+      ranged({"conv1d_constants",  // a 1-D convolution (wav2vec2's feature encoder) with its filter bound at load
+              R"(graph(%x: float32[s0, 3, 40], %w: float32[8, 3, 10], %b: float32[8]) {
+  %c: float32[s0, 8, 7] = aten.conv1d.default(input=%x, weight=%w, bias=%b, stride=[5])
+  return (%c)
+}
+)",
+              {0, 0, 0},
+              1e-5,
+              1e-4,
+              1},
+             1, 2, 4),
       ranged({"conv1x1",
               R"(graph(%x: float32[1, 32, s0, s0], %w: float32[64, 32, 1, 1], %b: float32[64]) {
   %c: float32[1, 64, s0, s0] = aten.conv2d.default(input=%x, weight=%w, bias=%b)
@@ -274,6 +295,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0, 20, 20}},
              1, 3, 8),
+      ranged({"index_select_any_dim",  // gathers along inner dims (resampling's), int64 and int32 indices
+              R"(graph(%x: float32[s0, 5, 7], %i: int64[4], %j: int32[6]) {
+  %a: float32[s0, 4, 7] = aten.index_select.default(self=%x, dim=1, index=%i)
+  %b: float32[s0, 5, 6] = aten.index_select.default(self=%x, dim=2, index=%j)
+  %c: float32[s0, 4, 6] = aten.index_select.default(self=%a, dim=-1, index=%j)
+  %d: float32[s0, 4, 6] = aten.mul.Tensor(self=%c, other=%c)
+  return (%a, %b, %d)
+}
+)",
+              {0, 5, 7}},
+             1, 3, 9),
       ranged({"views_and_cat",
               R"(graph(%x: float32[2, 6, s0], %y: float32[2, 3, s0]) {
   %w: symint = aten.sym_size.int(self=%x, dim=2)

@@ -78,6 +78,7 @@ Family family(OpKind op) {
     case OpKind::kMatmul:
     case OpKind::kLinear:
     case OpKind::kAddmm: return Family::kGemm;
+    case OpKind::kConv1d:
     case OpKind::kConv2d:
     case OpKind::kConvolution:
     case OpKind::kConvAct: return Family::kConv;

@@ -42,13 +42,22 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   if (x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
+  // A 1-D convolution runs as a 2-D one over a unit height: [N, C, L] as [N, C, 1, L].
+  const bool one_d = x.sizes.size() == 3;
+  auto unit_height = [&](const TRef& t) -> Expected<TRef> {
+    if (t.sizes.size() != 3) return invalid_argument("a 1-D convolution operand of " + shape_to_string(t.sizes));
+    return reshaped(b, t, {t.sizes[0], t.sizes[1], 1, t.sizes[2]}, n.name);
+  };
+  if (one_d) {
+    KILN_ASSIGN_OR_RETURN(x, unit_height(x));
+  }
   const ir::Value* wv = value_arg(n, "weight");
   TRef w;
   // A few input channels (an image's 3) leave cuDNN's channels-last kernels
   // off the tensor cores: the input is copied into 8 channels, zeros past its
   // own, and the filter is stored with 8 channels to match.
   const bool pad_channels =
-      cl && int_arg(n, "groups").value_or(1) == 1 && x.sizes[1] < kPaddedChannels && b.is_constant(wv);
+      !one_d && cl && int_arg(n, "groups").value_or(1) == 1 && x.sizes[1] < kPaddedChannels && b.is_constant(wv);
   if (pad_channels) {
     TRef xp = b.new_tensor(dt, {x.sizes[0], kPaddedChannels, x.sizes[2], x.sizes[3]}, true);
     KILN_ASSIGN_OR_RETURN(GeneratedKernel pk, pad_channels_kernel(x.layout(), kPaddedChannels));
@@ -61,6 +70,18 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   }
   if (pad_channels) {
     KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt, cl, false, kPaddedChannels));
+  } else if (one_d) {
+    // The filter [K, C/g, S] as [K, C/g, 1, S], made channels-last when the data is.
+    if (b.is_constant(wv)) {
+      KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt));
+    } else {
+      KILN_ASSIGN_OR_RETURN(w, b.ref(wv));
+      KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
+    }
+    KILN_ASSIGN_OR_RETURN(w, unit_height(w));
+    if (cl) {
+      KILN_ASSIGN_OR_RETURN(w, b.channels_last(w, n.name));
+    }
   } else if (b.is_constant(wv)) {
     KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt, cl));
   } else {
@@ -74,7 +95,8 @@ Status emit_conv(Builder& b, const ir::Node& n) {
       KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name));
     }
   }
-  const std::vector<int64_t> os = static_sizes(out);
+  std::vector<int64_t> os = static_sizes(out);
+  if (one_d && os.size() == 3) os.insert(os.begin() + 2, 1);
   ConvLaunch c;
   ConvShape& s = c.shape;
   s.dtype = dt;
@@ -85,6 +107,7 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   auto pair = [&](std::string_view name, int64_t def) {
     auto v = ints_arg(n, name).value_or(std::vector<int64_t>{def});
     if (v.empty()) v = {def};
+    if (one_d) return std::make_pair(name == "padding" ? int64_t{0} : int64_t{1}, v[0]);  // the unit height
     return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
   };
   std::tie(s.stride_h, s.stride_w) = pair("stride", 1);
@@ -119,6 +142,9 @@ Status emit_conv(Builder& b, const ir::Node& n) {
     KILN_ASSIGN_OR_RETURN(TRef zr, b.ref(zv));
     if (zr.dtype != dt) {
       KILN_ASSIGN_OR_RETURN(zr, b.contiguous(zr, n.name, dt));
+    }
+    if (one_d) {
+      KILN_ASSIGN_OR_RETURN(zr, unit_height(zr));
     }
     if (cl) {
       KILN_ASSIGN_OR_RETURN(zr, b.channels_last(zr, n.name));
@@ -215,10 +241,17 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   } else {
     b.add_conv(n.name, c, {&x, &w, &y, bias ? &*bias : &y, z ? &*z : &y});
   }
-  if (act.empty() || act == "none" || act == "relu") {
-    b.bind(out, y);
+  // A 1-D convolution's result drops the unit height again (a view).
+  auto bind_result = [&](const TRef& r) -> Status {
+    if (!one_d) {
+      b.bind(out, r);
+      return Status::ok();
+    }
+    KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, r, {os[0], os[1], os[3]}, n.name));
+    b.bind(out, flat);
     return Status::ok();
-  }
+  };
+  if (act.empty() || act == "none" || act == "relu") return bind_result(y);
   // Activations cuDNN does not fuse run as a generated kernel on the result.
   engine::ElementwiseInstr in;
   in.operands = {0};
@@ -243,16 +276,16 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   TRef o = b.new_tensor(dt, os, cl);
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, elementwise_kernel(prog, o.layout(), {y.layout()}));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, y.buf}));
-  b.bind(out, o);
-  return Status::ok();
+  return bind_result(o);
 }
 
-// Batched 2-D convolutions with static geometry and a fused activation cuDNN or the epilogue takes.
+// Batched 1-D and 2-D convolutions with static geometry and a fused activation cuDNN or the epilogue takes.
 std::string conv_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   const ir::Value* x = value_arg(n, "input");
   const ir::Value* w = value_arg(n, "weight");
-  if (rank(x) != 4 || rank(w) != 4 || rank(out) != 4) return "convolutions other than batched 2-D";
+  const size_t r = rank(x);
+  if ((r != 4 && r != 3) || rank(w) != r || rank(out) != r) return "convolutions other than batched 1-D and 2-D";
   if (n.op == OpKind::kConvolution) {
     if (bool_arg(n, "transposed", false)) return "transposed convolution";
     for (int64_t p : ints_arg(n, "output_padding").value_or(std::vector<int64_t>{}))

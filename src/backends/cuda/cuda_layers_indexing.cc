@@ -21,11 +21,14 @@ Status emit_gather_rows(Builder& b, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(idx, b.contiguous(idx, n.name));
   if (table.sizes.empty()) return invalid_argument("rows gathered from a 0-d table");
   const int64_t rows = prod(idx.sizes);
-  const int64_t table_rows = table.sizes[0];
-  const int64_t cols = table_rows == 0 ? 0 : prod(table.sizes) / table_rows;
+  const size_t d = emb ? 0 : static_cast<size_t>(norm_dim(int_arg(n, "dim").value_or(0), table.sizes.size()));
+  const int64_t table_rows = table.sizes[d];
+  const int64_t outer = prod(table.sizes, 0, d), cols = prod(table.sizes, d + 1);
   TRef o = b.new_tensor(dt, static_sizes(out));
   const int code = b.add_error_layer(n.name);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gather_rows_kernel(dt, idx.dtype, rows, table_rows, cols, code));
+  // Along the first dim: rows of a table; along another: one gather per outer slice.
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, d == 0 ? gather_rows_kernel(dt, idx.dtype, rows, table_rows, cols, code)
+                                                  : index_select_kernel(dt, idx.dtype, outer, table_rows, rows, cols, code));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, table.buf, idx.buf, b.error_word()}));
   b.bind(out, o);
   return Status::ok();
@@ -213,15 +216,15 @@ Status emit_index_copy(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// Embedding rows and index_select along dim 0 by integer indices.
+// Embedding rows and index_select along any dim by integer indices.
 std::string gather_rows_refusal(const ir::Node& n) {
   const ir::Value* idx = value_arg(n, n.op == OpKind::kEmbedding ? "indices" : "index");
   if (!idx || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32)) return "non-integer indices";
   if (rank(value_arg(n, n.op == OpKind::kEmbedding ? "weight" : "self")) < 1) return "rows of a 0-d table";
   if (n.op == OpKind::kIndexSelect) {
     const ir::Value* x = value_arg(n, "self");
-    if (norm_dim(int_arg(n, "dim").value_or(0), rank(x)) != 0 || rank(idx) != 1)
-      return "index_select along a dim other than 0";
+    if (norm_dim(int_arg(n, "dim").value_or(0), rank(x)) < 0) return "index_select along a dim the input lacks";
+    if (rank(idx) != 1) return "index_select with an index that is not 1-d";
   }
   return "";
 }

@@ -798,6 +798,17 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
                      n);
 }
 
+Expected<GeneratedKernel> index_select_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t table_rows,
+                                              int64_t count, int64_t cols, int error_code) {
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  if (index_dtype != DType::Int64 && index_dtype != DType::Int32)
+    return unsupported("index_select takes int64 or int32 indices");
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(index_dtype));
+  const int64_t n = outer * count * cols;
+  return template_1d("kiln/index.cuh", "kiln::index_select", {T, I, std::to_string(error_code)},
+                     {cols, table_rows, count, n}, n);
+}
+
 Expected<GeneratedKernel> index_copy_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t count, int64_t inner,
                                             int64_t out_dim, int error_code) {
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));

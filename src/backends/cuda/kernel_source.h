@@ -178,6 +178,12 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
 Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int64_t rows, int64_t table_rows,
                                              int64_t cols, int error_code);
 
+// index_select along a dim other than the first: out[o, j, :] =
+// table[o, index[j], :] for a contiguous table [outer, table_rows, cols] and
+// `count` indices; out of range as gather_rows. Params: out, table, index, error.
+Expected<GeneratedKernel> index_select_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t table_rows,
+                                              int64_t count, int64_t cols, int error_code);
+
 // Softmax over the rows of attention scores [B*H*L, S] (contiguous, dtype of
 // `dtype`), with an optional mask broadcast to [B, H, L, S] through its strides
 // (bool: false masks out; float: added) and causal (top-left aligned) masking;

@@ -12,6 +12,12 @@
 namespace kiln::lowering {
 namespace {
 
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.value_at(i));
+  return v;
+}
+
 Tensor filled(DType dt, const Shape& sizes, const std::vector<double>& v) {
   Tensor t = Tensor::zeros(DType::Float64, sizes);
   for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
@@ -189,6 +195,23 @@ TEST(DecomposeNn, NanReductionsCountsAndClosenessFollowTheirDefinitions) {
   EXPECT_TRUE(std::isnan(out[4].value_at(0)));
   const double row1 = std::fabs(0 - 0 + 1e-6) + std::fabs(0 - 1 + 1e-6) + std::fabs(6 - 5.5 + 1e-6);
   EXPECT_NEAR(out[4].value_at(1), row1, 1e-5);
+}
+
+TEST(DecomposeNn, MaxPoolWithUnreadIndicesBecomesMaxPool) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[1, 1, 4, 4]) {
+  %v: float32[1, 1, 2, 2], %i: int64[1, 1, 2, 2] = aten.max_pool2d_with_indices.default(self=%x, kernel_size=[2, 2], stride=[2, 2])
+  %w: float32[1, 1, 2, 2], %j: int64[1, 1, 2, 2] = aten.max_pool2d_with_indices.default(self=%x, kernel_size=[2, 2], stride=[2, 2])
+  return (%v, %w, %j)
+}
+)",
+                            &ops);
+  EXPECT_EQ(ops["aten.max_pool2d.default"], 1);
+  EXPECT_EQ(ops["aten.max_pool2d_with_indices.default"], 1);  // its indices are returned: kept
+  auto out = run(m, {filled(DType::Float32, {1, 1, 4, 4}, {1, 5, 2, 0, 3, 4, 9, 8, -1, -2, 6, 7, 0, -3, 5, 4})});
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t o : {0u, 1u}) EXPECT_EQ(values_of(out[o]), (std::vector<double>{5, 9, 0, 7})) << o;
+  EXPECT_EQ(values_of(out[2]), (std::vector<double>{1, 6, 12, 11}));
 }
 
 TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {

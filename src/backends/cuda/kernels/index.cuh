@@ -31,6 +31,29 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// out[o, j, c] = table[o, index[j], c]: index_select along a dim other than
+// the first, table viewed as [outer, table_rows, cols] and out as [outer,
+// count, cols] (both contiguous); an index outside [-table_rows, table_rows)
+// sets the error word and writes zeros.
+// Params: out, table, index, error. Sizes: 0 cols, 1 table_rows, 2 count, 3 outer * count * cols.
+template <typename T, typename I, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256)
+    index_select(T* __restrict__ out, const T* __restrict__ table, const I* __restrict__ index, int* error, P... kd) {
+  const long long cols = D::at(0, kd...), table_rows = D::at(1, kd...), count = D::at(2, kd...), n = D::at(3, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    const long long col = i % cols, t = i / cols, j = t % count, o = t / count;
+    long long ix = static_cast<long long>(index[j]);
+    if (ix < 0) ix += table_rows;
+    if (ix < 0 || ix >= table_rows) {
+      atomicExch(error, ErrorCode);
+      out[i] = static_cast<T>(0);
+      continue;
+    }
+    out[i] = table[(o * table_rows + ix) * cols + col];
+  }
+}
+
 // out[o, index[j], i] = src[o, j, i]: src viewed as [outer, count, inner] and
 // out as [outer, out_dim, inner] (both contiguous); a position outside
 // [0, out_dim) writes nothing for its row.

@@ -160,6 +160,7 @@ TEST(KernelTemplates, EveryIndexFillAndConvolutionPrepInstantiationCompiles) {
   for (DType t : all)
     for (DType i : {DType::Int64, DType::Int32}) {
       add(gather_rows_kernel(t, i, 5, 100, 64, 3));
+      add(index_select_kernel(t, i, 4, 30, 7, 9, 3));
       add(index_copy_kernel(t, i, 2, 1, 64, 16, 4));
     }
   auto image = [](DType t, int64_t c) {
