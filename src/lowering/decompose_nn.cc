@@ -28,7 +28,8 @@
 //     sum_to_size, cdist, rrelu outside training, _safe_softmax
 //   more shape composites: tensor_split, hsplit, vsplit, dsplit,
 //     split_with_sizes_copy, unfold_copy, as_strided_copy, take_along_dim,
-//     cartesian_prod, argwhere (nonzero)
+//     cartesian_prod, argwhere (nonzero); slice_scatter of static bounds as
+//     index_copy at constant positions
 //   einsum of static sizes: sums, permutes and one bmm per operand pair
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
@@ -1482,6 +1483,35 @@ Expected<bool> view_copy(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kClone, {{"self", v}}, b.out()));
 }
 
+// slice_scatter with bounds known at compile time (functionalize writes
+// `x[:, a:b] = y` as one) is index_copy at the slice's positions, a constant
+// index; engines write index_copy in place.
+Expected<bool> slice_scatter(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* src = PatternContext::tensor_arg(n, "src");
+  if (!x || !src || n.outputs.size() != 1 || src->type.dtype != x->type.dtype || x->type.sizes.empty()) return false;
+  const auto dim = int_value(n, "dim", 0);
+  const int64_t d = dim ? norm_dim(*dim, x->type.sizes.size()) : -1;
+  if (d < 0 || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
+  const int64_t len = x->type.sizes[static_cast<size_t>(d)].value;
+  const auto step = int_value(n, "step", 1);
+  std::optional<int64_t> start = int64_t{0}, end = len;
+  if (!absent(n, "start")) start = int_value(n, "start");
+  if (!absent(n, "end")) end = int_value(n, "end");
+  if (!start || !end || !step || *step <= 0) return false;
+  auto clamp = [len](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
+  const int64_t s0 = clamp(*start), e0 = std::max(s0, clamp(*end));
+  std::vector<int64_t> idx;
+  for (int64_t i = s0; i < e0; i += *step) idx.push_back(i);
+  if (src->type.sizes.size() != x->type.sizes.size() || !src->type.sizes[static_cast<size_t>(d)].is_static() ||
+      src->type.sizes[static_cast<size_t>(d)].value != static_cast<int64_t>(idx.size()))
+    return false;
+  Nodes b(ctx, n);
+  if (idx.empty()) return b.done(b.add(OpKind::kClone, {{"self", x}}, x->type));
+  return b.done(b.add(OpKind::kIndexCopy, {{"self", x}, {"dim", d}, {"index", b.constant(index_table(idx))}, {"source", src}},
+                      b.out()));
+}
+
 // _safe_softmax = softmax, 0 on rows that are -inf throughout.
 Expected<bool> safe_softmax(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
@@ -1979,6 +2009,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kUnfoldCopy, &view_copy},
     {OpKind::kAsStridedCopy, &view_copy},
     {OpKind::kSafeSoftmax, &safe_softmax},
+    {OpKind::kSliceScatter, &slice_scatter},
     {OpKind::kSgn, &sign_like},
     {OpKind::kAngle, &sign_like},
     {OpKind::kSumToSize, &sum_to_size},

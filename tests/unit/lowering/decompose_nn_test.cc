@@ -214,6 +214,23 @@ TEST(DecomposeNn, MaxPoolWithUnreadIndicesBecomesMaxPool) {
   EXPECT_EQ(values_of(out[2]), (std::vector<double>{1, 6, 12, 11}));
 }
 
+TEST(DecomposeNn, SliceScatterOfStaticBoundsIsIndexCopy) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 5], %y: float32[2, 2]) {
+  %s: float32[2, 5] = aten.slice_scatter.default(self=%x, src=%y, dim=1, start=1, end=9223372036854775807, step=2)
+  %t: float32[2, 5] = aten.slice_scatter.default(self=%x, src=%y, dim=-1, start=-2)
+  return (%s, %t)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  EXPECT_EQ(ops["aten.index_copy.default"], 2);
+  auto out = run(m, {filled(DType::Float32, {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), filled(DType::Float32, {2, 2}, {-1, -2, -3, -4})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{0, -1, 2, -2, 4, 5, -3, 7, -4, 9}));
+  EXPECT_EQ(values_of(out[1]), (std::vector<double>{0, 1, 2, -1, -2, 5, 6, 7, -3, -4}));
+}
+
 TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%a: float32[2, 3, 4], %b: float32[2, 4, 5], %v: float32[4], %i: int64[2, 3, 1]) {
