@@ -1652,17 +1652,18 @@ Expected<bool> cartesian_prod(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kStack, {{"tensors", cols}, {"dim", int64_t{1}}}, b.out()));
 }
 
-// cdist(x1 [.., P, M], x2 [.., R, M], p) = the p-norm of every row difference;
+// cdist(x1 [.., P, M], x2 [.., R, M], p) = the p-norm of every row difference
+// (p = 0: the count of entries that differ);
 // for p = 2 through products (|a|^2 + |b|^2 - 2 a.b, clamped at 0) where ATen
 // takes that path (compute_mode 1, or 0 / None with P or R above 25).
 Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
   ir::Value* x1 = PatternContext::tensor_arg(n, "x1");
   ir::Value* x2 = PatternContext::tensor_arg(n, "x2");
   const auto p = ctx.number(n, "p");
-  const auto mode = int_value(n, "compute_mode", 0);
+  const auto mode = absent(n, "compute_mode") ? std::optional<int64_t>(0) : int_value(n, "compute_mode");
   const auto s1 = x1 ? static_sizes(x1->type) : std::nullopt;
   const auto s2 = x2 ? static_sizes(x2->type) : std::nullopt;
-  if (!floating_pair(n, x1, x2) || !p || *p <= 0 || !mode || !s1 || !s2 || s1->size() < 2 || s1->size() != s2->size())
+  if (!floating_pair(n, x1, x2) || !p || *p < 0 || !mode || !s1 || !s2 || s1->size() < 2 || s1->size() != s2->size())
     return false;
   const size_t r = s1->size();
   const int64_t P = (*s1)[r - 2], R = (*s2)[r - 2], M = (*s1)[r - 1];
@@ -1699,7 +1700,13 @@ Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
   ir::Value* c = unsqueezed(b, x2, {static_cast<int64_t>(r) - 2});  // [.., 1, R, M]
   ir::Value* d = b.binary(OpKind::kSubTensor, a, c, dt);
   if (!d) return false;
-  return b.done(norm(b, d, *p, {static_cast<int64_t>(r)}, false));
+  const std::vector<int64_t> last{static_cast<int64_t>(r)};
+  if (*p == 0) {  // the count of entries that differ
+    ir::Value* ne = b.compare(OpKind::kNeScalar, d, 0.0);
+    ir::Value* f = b.add(OpKind::kToCopy, {{"self", ne}, {"dtype", dt}}, {dt, ne->type.sizes});
+    return b.done(b.add(OpKind::kSumDimIntList, {{"self", f}, {"dim", last}, {"keepdim", false}}, b.out()));
+  }
+  return b.done(norm(b, d, *p, last, false));
 }
 
 // rrelu outside training is leaky_relu with the mean slope (lower + upper) / 2.
