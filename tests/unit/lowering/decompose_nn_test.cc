@@ -242,7 +242,8 @@ TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {
   %h0: float32[2, 1, 4], %h1: float32[2, 2, 4] = aten.hsplit.array(self=%a, indices=[1])
   %take: float32[2, 3, 1] = aten.take_along_dim.default(self=%a, indices=%i, dim=2)
   %cd: float32[2, 3, 3] = aten.cdist.default(x1=%a, x2=%a, p=2.0)
-  return (%bmm, %contract, %vec, %trans, %p0, %p1, %h0, %h1, %take, %cd)
+  %hamming: float32[2, 3, 3] = aten.cdist.default(x1=%a, x2=%a, p=0.0, compute_mode=None)
+  return (%bmm, %contract, %vec, %trans, %p0, %p1, %h0, %h1, %take, %cd, %hamming)
 }
 )",
                             &ops);
@@ -255,7 +256,7 @@ TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {
   for (int k = 0; k < 6; ++k) idx.data<int64_t>()[k] = static_cast<int64_t>(iv[k]);
   auto out = run(m, {filled(DType::Float32, {2, 3, 4}, av), filled(DType::Float32, {2, 4, 5}, bv),
                      filled(DType::Float32, {4}, vv), idx});
-  ASSERT_EQ(out.size(), 10u);
+  ASSERT_EQ(out.size(), 11u);
   auto a = [&](int b, int i, int j) { return static_cast<double>(static_cast<float>(av[(b * 3 + i) * 4 + j])); };
   auto bb = [&](int b, int j, int k) { return static_cast<double>(static_cast<float>(bv[(b * 4 + j) * 5 + k])); };
   for (int i = 0; i < 3; ++i)
@@ -286,6 +287,9 @@ TEST(DecomposeNn, EinsumSplitsAndGathersFollowTheirDefinitions) {
         double d = 0;
         for (int j = 0; j < 4; ++j) d += (a(b, i, j) - a(b, r, j)) * (a(b, i, j) - a(b, r, j));
         EXPECT_NEAR(out[9].value_at((b * 3 + i) * 3 + r), std::sqrt(d), 1e-5);
+        int differ = 0;
+        for (int j = 0; j < 4; ++j) differ += a(b, i, j) != a(b, r, j) ? 1 : 0;
+        EXPECT_EQ(out[10].value_at((b * 3 + i) * 3 + r), differ);
       }
     }
 }
