@@ -444,6 +444,38 @@ def build_vit():
     )
 
 
+@fixture("swin")
+def build_swin():
+    from torchvision.models.swin_transformer import SwinTransformer
+
+    # torchvision's Swin-T layout scaled down: two stages (2 blocks each: a plain and a
+    # shifted window, relative position bias, patch merging between), 4x4 windows on a
+    # 10x10 patch grid so the windows need padding and the shifted block a mask.
+    model = SwinTransformer(
+        patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+        stochastic_depth_prob=0.0, num_classes=10,
+    )
+    with torch.no_grad():
+        # The stock init leaves the relative position bias tables and the head near
+        # zero (std 0.02, logits below 0.1); make both matter.
+        for name, p in model.named_parameters():
+            if name.endswith("relative_position_bias_table"):
+                nn.init.normal_(p, std=0.5)
+        nn.init.normal_(model.head.weight, std=0.5)
+        nn.init.normal_(model.head.bias, std=0.1)
+    x = torch.randn(1, 3, 40, 40)
+    return Fixture(
+        "swin",
+        "Swin Transformer (torchvision, Swin-T layout scaled down): patch 4, embed 16, depths [2, 2], "
+        "heads [2, 4], window 4x4 with shifted windows (torch.roll, attention mask), relative position bias, "
+        "padding of the 10x10 patch grid to whole windows, patch merging; input 1x3x40x40",
+        "torchvision.models.swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], "
+        "num_heads=[2, 4], window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)",
+        model,
+        (x,),
+    )
+
+
 # --------------------------------------------------------------------------
 # transformers models
 # --------------------------------------------------------------------------
@@ -549,6 +581,90 @@ def build_gpt2():
         "n_positions=64), attn_implementation='sdpa')",
         model,
         (ids,),
+    )
+
+
+class Seq2SeqLogits(nn.Module):
+    """Positional (input_ids, attention_mask, decoder_input_ids) -> logits of one teacher-forced pass."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            use_cache=False, return_dict=True,
+        )
+        return out.logits
+
+
+@fixture("t5")
+def build_t5():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(
+        vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+        feed_forward_proj="gated-gelu", tie_word_embeddings=False, initializer_factor=1.0,
+        decoder_start_token_id=0, pad_token_id=0,
+    )
+    model = Seq2SeqLogits(T5ForConditionalGeneration(config).eval())
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(1, 100, (2, 12), generator=gen)
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[1, 8:] = 0  # the second source row is padded
+    ids[1, 8:] = 0
+    dec = torch.randint(1, 100, (2, 7), generator=gen)
+    dec[:, 0] = 0  # the decoder start token
+    return Fixture(
+        "t5",
+        "T5ForConditionalGeneration encoder-decoder (2+2 layers, d_model 32, 4 heads of 8, gated-GELU FFN, "
+        "RMS-style T5 LayerNorm, bucketed relative position bias (8 buckets, max distance 16), cross "
+        "attention, untied lm_head); input_ids 2x12 with a padded second row, decoder_input_ids 2x7; "
+        "output logits of one teacher-forced pass",
+        "transformers.T5ForConditionalGeneration(T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, "
+        "num_layers=2, num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8, "
+        "relative_attention_max_distance=16, feed_forward_proj='gated-gelu', tie_word_embeddings=False))",
+        model,
+        (ids, mask, dec),
+    )
+
+
+class HiddenStates(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_values):
+        return self.model(input_values=input_values, return_dict=True).last_hidden_state
+
+
+@fixture("wav2vec2")
+def build_wav2vec2():
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    config = Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), conv_bias=False,
+        feat_extract_norm="group", num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        do_stable_layer_norm=False, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        feat_proj_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0, initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    model = HiddenStates(Wav2Vec2Model(config).eval())
+    x = torch.randn(1, 800, generator=torch.Generator().manual_seed(6))
+    return Fixture(
+        "wav2vec2",
+        "Wav2Vec2Model speech encoder: a 3-layer conv1d feature extractor (kernels 10/3/3, strides 5/2/2, "
+        "GroupNorm after the first, GELU), feature projection, a grouped conv1d positional embedding with "
+        "weight normalization (kernel 16, 4 groups), 2 post-norm transformer layers (hidden 32, 2 heads); "
+        "input 1x800 raw audio; output last_hidden_state",
+        "transformers.Wav2Vec2Model(Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, "
+        "intermediate_size=64, conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), "
+        "feat_extract_norm='group', num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4))",
+        model,
+        (x,),
     )
 
 

@@ -86,6 +86,38 @@ std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& 
 }
 // The floating tensor argument `arg` of a one-output node whose result has
 // its dtype; null otherwise (the decomposition then leaves the node alone).
+std::optional<std::vector<int64_t>> static_sizes(const ir::TensorType& t) {
+  std::vector<int64_t> s;
+  for (const ir::Dim& d : t.sizes) {
+    if (!d.is_static()) return std::nullopt;
+    s.push_back(d.value);
+  }
+  return s;
+}
+
+ir::TensorType static_type(DType dt, const std::vector<int64_t>& sizes) {
+  ir::TensorType t{dt, {}};
+  for (int64_t s : sizes) t.sizes.push_back(ir::Dim::of(s));
+  return t;
+}
+
+int64_t norm_dim(int64_t d, size_t rank) {
+  const int64_t r = static_cast<int64_t>(rank);
+  const int64_t nd = d < 0 ? d + r : d;
+  return nd >= 0 && nd < r ? nd : -1;
+}
+
+Tensor index_table(const std::vector<int64_t>& v) {
+  Tensor t = Tensor::zeros(DType::Int64, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+bool floating_pair(const ir::Node& n, ir::Value* a, ir::Value* c) {
+  return a && c && n.outputs.size() == 1 && is_floating(a->type.dtype) && c->type.dtype == a->type.dtype &&
+         n.outputs[0]->type.dtype == a->type.dtype;
+}
+
 ir::Value* floating_operand(const ir::Node& n, std::string_view arg) {
   ir::Value* x = PatternContext::tensor_arg(n, arg);
   if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
@@ -667,10 +699,12 @@ Expected<bool> broadcast_tensors(PatternContext& ctx, ir::Node& n) {
 // correction 1 by default (unbiased), 0 when unbiased is false.
 Expected<bool> variance(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const bool with_mean =
-      n.op == OpKind::kVarMeanDim || n.op == OpKind::kStdMeanDim || n.op == OpKind::kStdMeanCorrection;
+  const bool with_mean = n.op == OpKind::kVarMeanDim || n.op == OpKind::kStdMeanDim ||
+                         n.op == OpKind::kStdMeanCorrection || n.op == OpKind::kVarMeanDefault ||
+                         n.op == OpKind::kStdMeanDefault;
   const bool is_std = n.op == OpKind::kStdDefault || n.op == OpKind::kStdDim || n.op == OpKind::kStdCorrection ||
-                      n.op == OpKind::kStdMeanDim || n.op == OpKind::kStdMeanCorrection;
+                      n.op == OpKind::kStdMeanDim || n.op == OpKind::kStdMeanCorrection ||
+                      n.op == OpKind::kStdMeanDefault;
   if (!x || !is_floating(x->type.dtype) || n.outputs.size() != (with_mean ? 2u : 1u)) return false;
   for (const ir::Value* o : n.outputs)
     if (o->type.dtype != x->type.dtype) return false;
@@ -771,12 +805,16 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kVarMeanDim, &variance},
     {OpKind::kStdMeanDim, &variance},
     {OpKind::kStdMeanCorrection, &variance},
+    {OpKind::kVarMeanDefault, &variance},
+    {OpKind::kStdMeanDefault, &variance},
 };
 
 Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {
   for (const Decomposition& d : kDecompositions)
     if (d.op == n.op) return d.rewrite(ctx, n);
   for (const Decomposition& d : nn_decompositions())
+    if (d.op == n.op) return d.rewrite(ctx, n);
+  for (const Decomposition& d : tensor_decompositions())
     if (d.op == n.op) return d.rewrite(ctx, n);
   return false;
 }
@@ -788,6 +826,7 @@ const std::vector<ir::OpKind>& decomposed_ops() {
     std::vector<ir::OpKind> v;
     for (const Decomposition& d : kDecompositions) v.push_back(d.op);
     for (const Decomposition& d : nn_decompositions()) v.push_back(d.op);
+    for (const Decomposition& d : tensor_decompositions()) v.push_back(d.op);
     return v;
   }();
   return ops;

@@ -25,6 +25,21 @@ ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims
 // (sizes that are symbolic must be equal, or one of them static 1).
 std::optional<std::vector<ir::Dim>> broadcast_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b);
 
+// Sizes known at compile time, or nullopt when one is symbolic.
+std::optional<std::vector<int64_t>> static_sizes(const ir::TensorType& t);
+
+// A TensorType of static `sizes`.
+ir::TensorType static_type(DType dt, const std::vector<int64_t>& sizes);
+
+// `d` (possibly negative) as an index into `rank` dims, or -1 when out of range.
+int64_t norm_dim(int64_t d, size_t rank);
+
+// An int64 tensor of `v` (an index table computed at compile time).
+Tensor index_table(const std::vector<int64_t>& v);
+
+// Two floating operands of the dtype of `n`'s one result.
+bool floating_pair(const ir::Node& n, ir::Value* a, ir::Value* c);
+
 // Inserts the nodes of one decomposition before its root `n`, named after it.
 class Nodes {
  public:
@@ -34,6 +49,11 @@ class Nodes {
   ir::Value* add(ir::OpKind op, std::vector<ir::NamedArg> args, ir::TensorType type) {
     const std::string name = n_.name + "_" + std::to_string(count_++);
     return ctx_.insert_before(&n_, op, name, std::move(args), std::move(type))->outputs[0];
+  }
+  // A node of `op` with one result per entry of `types`.
+  std::vector<ir::Value*> add_multi(ir::OpKind op, std::vector<ir::NamedArg> args, std::vector<ir::TensorType> types) {
+    const std::string name = n_.name + "_" + std::to_string(count_++);
+    return ctx_.insert_before(&n_, op, name, std::move(args), std::move(types))->outputs;
   }
   // An elementwise node of `x`'s type.
   ir::Value* unary(ir::OpKind op, ir::Value* x, std::vector<ir::NamedArg> more = {}) {
@@ -62,6 +82,31 @@ class Nodes {
   // mask ? a : b, at the root's output type.
   ir::Value* select(ir::Value* mask, ir::Value* a, ir::Value* b) {
     return add(ir::OpKind::kWhere, {{"condition", mask}, {"self", a}, {"other", b}}, out());
+  }
+  // `x[start:end]` along static dim `dim`.
+  ir::Value* slice(ir::Value* x, int64_t dim, int64_t start, int64_t end) {
+    ir::TensorType t = x->type;
+    t.sizes[static_cast<size_t>(dim)] = ir::Dim::of(end - start);
+    return add(ir::OpKind::kSliceTensor, {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}}, t);
+  }
+  // `x` with static sizes `sizes` (a reshape).
+  ir::Value* reshape(ir::Value* x, const std::vector<int64_t>& sizes) {
+    return add(ir::OpKind::kReshape, {{"self", x}, {"shape", sizes}}, static_type(x->type.dtype, sizes));
+  }
+  // `x` with unit dims inserted at `dims`, one after the other.
+  ir::Value* unsqueezed(ir::Value* x, const std::vector<int64_t>& dims) {
+    ir::Value* y = x;
+    for (int64_t d : dims) {
+      ir::TensorType t = y->type;
+      t.sizes.insert(t.sizes.begin() + d, ir::Dim::of(1));
+      y = add(ir::OpKind::kUnsqueeze, {{"self", y}, {"dim", d}}, t);
+    }
+    return y;
+  }
+  // The p-norm of `v` over `dims` (a linalg_vector_norm node, itself decomposed).
+  ir::Value* p_norm(ir::Value* v, double p, const std::vector<int64_t>& dims, bool keepdim) {
+    return add(ir::OpKind::kLinalgVectorNorm, {{"self", v}, {"ord", p}, {"dim", dims}, {"keepdim", keepdim}},
+               reduced(v->type, dims, keepdim));
   }
   // A tensor constant holding `t` (an index or weight table computed at compile time).
   ir::Value* constant(const Tensor& t) { return ctx_.add_constant(n_.name, t); }
@@ -95,5 +140,9 @@ struct Decomposition {
 // The decompositions of torch.nn.functional's composites (losses, distances,
 // resampling) and of torch's shape composites (lowering/decompose_nn.cc).
 std::span<const Decomposition> nn_decompositions();
+
+// The decompositions of tensor products, scatters into static positions and
+// scalar overloads (lowering/decompose_tensor.cc).
+std::span<const Decomposition> tensor_decompositions();
 
 }  // namespace kiln::lowering

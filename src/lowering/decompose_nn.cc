@@ -50,46 +50,6 @@ namespace {
 
 using ir::OpKind;
 
-std::optional<std::vector<int64_t>> static_sizes(const ir::TensorType& t) {
-  std::vector<int64_t> s;
-  for (const ir::Dim& d : t.sizes) {
-    if (!d.is_static()) return std::nullopt;
-    s.push_back(d.value);
-  }
-  return s;
-}
-
-ir::TensorType static_type(DType dt, const std::vector<int64_t>& sizes) {
-  ir::TensorType t{dt, {}};
-  for (int64_t s : sizes) t.sizes.push_back(ir::Dim::of(s));
-  return t;
-}
-
-// `d` (possibly negative) as an index into `rank` dims, or -1 when out of range.
-int64_t norm_dim(int64_t d, size_t rank) {
-  const int64_t r = static_cast<int64_t>(rank);
-  const int64_t nd = d < 0 ? d + r : d;
-  return nd >= 0 && nd < r ? nd : -1;
-}
-
-// An int64 tensor constant of `v`.
-Tensor index_table(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::zeros(DType::Int64, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return t;
-}
-
-// `x` with unit dims inserted at `dims`, one after the other.
-ir::Value* unsqueezed(Nodes& b, ir::Value* x, const std::vector<int64_t>& dims) {
-  ir::Value* y = x;
-  for (int64_t d : dims) {
-    ir::TensorType t = y->type;
-    t.sizes.insert(t.sizes.begin() + d, ir::Dim::of(1));
-    y = b.add(OpKind::kUnsqueeze, {{"self", y}, {"dim", d}}, t);
-  }
-  return y;
-}
-
 // The loss `l` reduced as argument "reduction" says (0 none, 1 mean, 2 sum),
 // at the root's output type; null for another reduction or a mismatched type.
 ir::Value* reduce_loss(Nodes& b, const ir::Node& n, ir::Value* l) {
@@ -99,12 +59,6 @@ ir::Value* reduce_loss(Nodes& b, const ir::Node& n, ir::Value* l) {
   if (*r == 0) return same_sizes(l->type.sizes, b.out().sizes) ? l : nullptr;
   if (*r != 1 && *r != 2) return nullptr;
   return b.add(*r == 1 ? OpKind::kMean : OpKind::kSum, {{"self", l}}, b.out());
-}
-
-// Two floating operands of the root's dtype.
-bool floating_pair(const ir::Node& n, ir::Value* a, ir::Value* c) {
-  return a && c && n.outputs.size() == 1 && is_floating(a->type.dtype) && c->type.dtype == a->type.dtype &&
-         n.outputs[0]->type.dtype == a->type.dtype;
 }
 
 // ---- losses
@@ -341,7 +295,7 @@ ir::Value* nll(Nodes& b, ir::Value* x, ir::Value* t, ir::Value* weight, int64_t 
   if (t->type.sizes.size() + 1 != x->type.sizes.size()) return nullptr;
   const auto c = class_targets(b, t, weight, ignore, dt);
   if (!c) return nullptr;
-  ir::Value* idx = unsqueezed(b, c->safe, {cd});
+  ir::Value* idx = b.unsqueezed(c->safe, {cd});
   ir::TensorType picked = idx->type;
   picked.dtype = dt;
   ir::Value* g = b.add(OpKind::kGather, {{"self", x}, {"dim", cd}, {"index", idx}}, picked);
@@ -437,18 +391,12 @@ Expected<bool> cross_entropy(PatternContext& ctx, ir::Node& n) {
   return b.done(loss);
 }
 
-// The p-norm of `v` over `dims` (a linalg_vector_norm node, itself decomposed).
-ir::Value* norm(Nodes& b, ir::Value* v, double p, const std::vector<int64_t>& dims, bool keepdim) {
-  return b.add(OpKind::kLinalgVectorNorm, {{"self", v}, {"ord", p}, {"dim", dims}, {"keepdim", keepdim}},
-               reduced(v->type, dims, keepdim));
-}
-
 // pairwise_distance(x1, x2, p, eps, keepdim) = norm(x1 - x2 + eps, p, last dim).
 ir::Value* pairwise(Nodes& b, ir::Value* x1, ir::Value* x2, double p, double eps, bool keepdim) {
   ir::Value* d = b.binary(OpKind::kSubTensor, x1, x2, x1->type.dtype);
   if (!d || d->type.sizes.empty()) return nullptr;
   d = b.binary(OpKind::kAddTensor, d, eps, d->type.dtype);
-  return norm(b, d, p, {static_cast<int64_t>(d->type.sizes.size()) - 1}, keepdim);
+  return b.p_norm(d, p, {static_cast<int64_t>(d->type.sizes.size()) - 1}, keepdim);
 }
 
 Expected<bool> pairwise_distance(PatternContext& ctx, ir::Node& n) {
@@ -529,7 +477,7 @@ Expected<bool> dist(PatternContext& ctx, ir::Node& n) {
   if (!d) return false;
   std::vector<int64_t> all(d->type.sizes.size());
   std::iota(all.begin(), all.end(), 0);
-  return b.done(norm(b, d, *p, all, false));
+  return b.done(b.p_norm(d, *p, all, false));
 }
 
 // ---- resampling
@@ -846,11 +794,11 @@ Expected<bool> new_full(PatternContext& ctx, ir::Node& n) {
 ir::Value* at_least(Nodes& b, ir::Value* x, size_t rank) {
   const size_t r = x->type.sizes.size();
   if (r >= rank) return x;
-  if (rank == 1) return unsqueezed(b, x, {0});
-  if (rank == 2) return unsqueezed(b, x, r == 0 ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0});
-  if (r == 0) return unsqueezed(b, x, {0, 0, 0});
-  if (r == 1) return unsqueezed(b, x, {0, 2});
-  return unsqueezed(b, x, {2});
+  if (rank == 1) return b.unsqueezed(x, {0});
+  if (rank == 2) return b.unsqueezed(x, r == 0 ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0});
+  if (r == 0) return b.unsqueezed(x, {0, 0, 0});
+  if (r == 1) return b.unsqueezed(x, {0, 2});
+  return b.unsqueezed(x, {2});
 }
 
 Expected<bool> atleast(PatternContext& ctx, ir::Node& n) {
@@ -877,8 +825,8 @@ Expected<bool> stack_like(PatternContext& ctx, ir::Node& n) {
       case OpKind::kVstack: parts.push_back(at_least(b, v, 2)); break;
       case OpKind::kDstack: parts.push_back(at_least(b, v, 3)); break;
       default:
-        parts.push_back(v->type.sizes.size() == 0   ? unsqueezed(b, v, {0, 1})
-                        : v->type.sizes.size() == 1 ? unsqueezed(b, v, {1})
+        parts.push_back(v->type.sizes.size() == 0   ? b.unsqueezed(v, {0, 1})
+                        : v->type.sizes.size() == 1 ? b.unsqueezed(v, {1})
                                                     : v);
     }
   }
@@ -940,7 +888,7 @@ Expected<bool> repeat_interleave(PatternContext& ctx, ir::Node& n) {
   }
   std::vector<int64_t> wide = *sizes;
   wide.insert(wide.begin() + d + 1, *repeats);
-  y = unsqueezed(b, y, {d + 1});
+  y = b.unsqueezed(y, {d + 1});
   y = b.add(OpKind::kExpand, {{"self", y}, {"size", wide}}, static_type(x->type.dtype, wide));
   std::vector<int64_t> merged = *sizes;
   merged[static_cast<size_t>(d)] *= *repeats;
@@ -1037,7 +985,7 @@ ir::Value* diag_embed_of(Nodes& b, ir::Value* x, int64_t offset, int64_t dim1, i
     p = b.add(OpKind::kConstantPadNd, {{"self", x}, {"pad", std::vector<int64_t>{0, std::abs(offset)}}, {"value", 0.0}},
               static_type(dt, padded));
   // offset >= 0: out[i, i + offset] = x[i] (x along rows); offset < 0: out[j - offset, j] = x[j] (along columns).
-  p = unsqueezed(b, p, {static_cast<int64_t>(offset >= 0 ? rank - 1 : rank - 2)});
+  p = b.unsqueezed(p, {static_cast<int64_t>(offset >= 0 ? rank - 1 : rank - 2)});
   std::vector<int64_t> grid(sizes->begin(), sizes->end() - 1);
   grid.push_back(m);
   grid.push_back(m);
@@ -1353,7 +1301,7 @@ Expected<bool> renorm(PatternContext& ctx, ir::Node& n) {
     if (static_cast<int64_t>(i) != d) others.push_back(static_cast<int64_t>(i));
   Nodes b(ctx, n);
   const DType dt = x->type.dtype;
-  ir::Value* nv = others.empty() ? b.unary(OpKind::kAbs, x) : norm(b, x, *p, others, true);
+  ir::Value* nv = others.empty() ? b.unary(OpKind::kAbs, x) : b.p_norm(x, *p, others, true);
   ir::Value* factor = b.binary(OpKind::kMulTensor, b.unary(OpKind::kReciprocal, b.binary(OpKind::kAddTensor, nv, 1e-7, dt)),
                                *maxnorm, dt);
   factor = b.add(OpKind::kWhere, {{"condition", b.compare(OpKind::kGtScalar, nv, *maxnorm)}, {"self", factor},
@@ -1696,8 +1644,8 @@ Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
     ir::Value* d2 = b.binary(OpKind::kSubTensor, sum, b.binary(OpKind::kMulTensor, dot, 2.0, dt), dt);
     return b.done(b.unary(OpKind::kSqrt, b.unary(OpKind::kClampMin, d2, {{"min", 0.0}})));
   }
-  ir::Value* a = unsqueezed(b, x1, {static_cast<int64_t>(r) - 1});  // [.., P, 1, M]
-  ir::Value* c = unsqueezed(b, x2, {static_cast<int64_t>(r) - 2});  // [.., 1, R, M]
+  ir::Value* a = b.unsqueezed(x1, {static_cast<int64_t>(r) - 1});  // [.., P, 1, M]
+  ir::Value* c = b.unsqueezed(x2, {static_cast<int64_t>(r) - 2});  // [.., 1, R, M]
   ir::Value* d = b.binary(OpKind::kSubTensor, a, c, dt);
   if (!d) return false;
   const std::vector<int64_t> last{static_cast<int64_t>(r)};
@@ -1706,7 +1654,7 @@ Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
     ir::Value* f = b.add(OpKind::kToCopy, {{"self", ne}, {"dtype", dt}}, {dt, ne->type.sizes});
     return b.done(b.add(OpKind::kSumDimIntList, {{"self", f}, {"dim", last}, {"keepdim", false}}, b.out()));
   }
-  return b.done(norm(b, d, *p, last, false));
+  return b.done(b.p_norm(d, *p, last, false));
 }
 
 // rrelu outside training is leaky_relu with the mean slope (lower + upper) / 2.
@@ -2023,6 +1971,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kTakeAlongDim, &take_along_dim},
     {OpKind::kCartesianProd, &cartesian_prod},
     {OpKind::kCdist, &cdist},
+    {OpKind::kCdistForward, &cdist},
     {OpKind::kRrelu, &rrelu},
     {OpKind::kArgwhere, &argwhere},
     {OpKind::kEinsum, &einsum},

@@ -93,11 +93,20 @@ ir::Value* PatternContext::add_constant(const std::string& base, const Tensor& t
 
 ir::Node* PatternContext::insert_before(const ir::Node* anchor, ir::OpKind op, std::string name,
                                         std::vector<ir::NamedArg> args, ir::TensorType type) {
+  std::vector<ir::TensorType> types;
+  types.push_back(std::move(type));
+  return insert_before(anchor, op, std::move(name), std::move(args), std::move(types));
+}
+
+ir::Node* PatternContext::insert_before(const ir::Node* anchor, ir::OpKind op, std::string name,
+                                        std::vector<ir::NamedArg> args, std::vector<ir::TensorType> types) {
   auto& nodes = m_.graph.nodes();
   auto pos = std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.get() == anchor; });
   const auto index = pos - nodes.begin();
-  std::string out_name = name;
-  ir::Node* n = m_.graph.add_node(op, std::move(name), std::move(args), {{out_name, std::move(type)}});
+  std::vector<std::pair<std::string, ir::TensorType>> outputs;
+  for (size_t i = 0; i < types.size(); ++i)
+    outputs.emplace_back(i == 0 ? name : name + "_" + std::to_string(i), std::move(types[i]));
+  ir::Node* n = m_.graph.add_node(op, std::move(name), std::move(args), std::move(outputs));
   std::rotate(nodes.begin() + index, nodes.end() - 1, nodes.end());
   return n;
 }

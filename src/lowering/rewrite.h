@@ -57,6 +57,9 @@ class PatternContext {
   // A node inserted just before `anchor`, with one tensor output of `type`.
   ir::Node* insert_before(const ir::Node* anchor, ir::OpKind op, std::string name, std::vector<ir::NamedArg> args,
                           ir::TensorType type);
+  // The same with one output per entry of `types`, named `name`, `name`_1, ...
+  ir::Node* insert_before(const ir::Node* anchor, ir::OpKind op, std::string name, std::vector<ir::NamedArg> args,
+                          std::vector<ir::TensorType> types);
   // Redirects every use of `from` (node operands and graph outputs) to `to`;
   // a `to` made since the context was created takes `from`'s name.
   void replace_uses(ir::Value* from, ir::Value* to);

@@ -1,0 +1,271 @@
+// Tensor products, scatters into positions known at compile time and scalar
+// overloads written in core ops: the graph after the pass holds only core
+// ops, and running it gives each op's definition, computed here in double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "decompose_helpers.h"
+
+namespace kiln::lowering {
+namespace {
+
+Tensor float_tensor(const Shape& sizes, const std::vector<double>& v) {
+  Tensor t = Tensor::zeros(DType::Float64, sizes);
+  for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  return t.to(DType::Float32);
+}
+
+Tensor int_tensor(const Shape& sizes, const std::vector<int64_t>& v) {
+  Tensor t = Tensor::zeros(DType::Int64, sizes);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+Tensor bool_tensor(const Shape& sizes, const std::vector<bool>& v) {
+  Tensor t = Tensor::zeros(DType::Bool, sizes);
+  for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
+  return t;
+}
+
+// 0.1 * (i + 1) * (-1)^i: distinct values of both signs.
+std::vector<double> ramp(int64_t n, double scale = 0.1) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(scale * static_cast<double>(i + 1) * (i % 2 ? -1 : 1));
+  return v;
+}
+
+double f32(double x) { return static_cast<float>(x); }
+
+TEST(DecomposeTensor, ScalarOverloadsTakeTheirNumbersAsTensors) {
+  std::map<std::string, int> ops;
+  ir::Module g = decomposed(R"(graph(%c: bool[2, 3], %x: float32[2, 3], %i: int64[2, 3], %v: float32[], %e: float32[3], %i2: int64[2, 3], %x2: float32[2, 3]) {
+  %wo: float32[2, 3] = aten.where.ScalarOther(condition=%c, self=%x, other=-3.5)
+  %ws: float32[2, 3] = aten.where.ScalarSelf(condition=%c, self=2, other=%x)
+  %wb: float32[2, 3] = aten.where.Scalar(condition=%c, self=1.5, other=-1)
+  %mn: int64[2, 3] = aten.min.other(self=%i, other=%i2)
+  %mx: float32[2, 3] = aten.max.other(self=%x, other=%x2)
+  %f: float32[2, 3] = aten.fill.Tensor(self=%x, value=%v)
+  %p: float32[3] = aten.pow.Scalar(self=2.0, exponent=%e)
+  return (%wo, %ws, %wb, %mn, %mx, %f, %p)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<bool> cs{true, false, false, true, true, false};
+  const std::vector<double> xs = ramp(6), x2s{0.5, 0.5, 0.5, -0.5, -0.5, -0.5}, es{-1.0, 0.5, 3.0};
+  const std::vector<int64_t> is{4, -2, 7, 0, 9, -5}, i2s{3, 3, 3, 3, 3, 3};
+  auto out = run(g, {bool_tensor({2, 3}, cs), float_tensor({2, 3}, xs), int_tensor({2, 3}, is), float_tensor({}, {0.75}),
+                     float_tensor({3}, es), int_tensor({2, 3}, i2s), float_tensor({2, 3}, x2s)});
+  ASSERT_EQ(out.size(), 7u);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(out[0].value_at(k), cs[k] ? f32(xs[k]) : -3.5);
+    EXPECT_EQ(out[1].value_at(k), cs[k] ? 2.0 : f32(xs[k]));
+    EXPECT_EQ(out[2].value_at(k), cs[k] ? 1.5 : -1.0);
+    EXPECT_EQ(out[3].value_at(k), static_cast<double>(std::min(is[k], i2s[k])));
+    EXPECT_EQ(out[4].value_at(k), std::max(f32(xs[k]), f32(x2s[k])));
+    EXPECT_EQ(out[5].value_at(k), 0.75);
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(out[6].value_at(k), std::pow(2.0, es[k]), 1e-6);
+}
+
+TEST(DecomposeTensor, ProductsFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[2, 3, 4], %b: float32[4, 3, 5], %k1: float32[2, 3], %k2: float32[2, 2], %x1: float32[2, 3], %x2: float32[2, 4], %w: float32[5, 3, 4], %bias: float32[5], %v: float32[4, 2, 3], %g: float32[4, 1, 1]) {
+  %td: float32[2, 5] = aten.tensordot.default(self=%a, other=%b, dims_self=[1, 2], dims_other=[1, 0])
+  %kr: float32[4, 6] = aten.kron.default(self=%k1, other=%k2)
+  %bl: float32[2, 5] = aten.bilinear.default(input1=%x1, input2=%x2, weight=%w, bias=%bias)
+  %wn: float32[4, 2, 3] = aten._weight_norm.default(v=%v, g=%g, dim=0)
+  return (%td, %kr, %bl, %wn)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const auto as = ramp(24), bs = ramp(60, 0.05), k1 = ramp(6), k2 = ramp(4), x1 = ramp(6), x2 = ramp(8, 0.2),
+             ws = ramp(60, 0.03), biases = ramp(5), vs = ramp(24);
+  const std::vector<double> gs{2.0, -1.0, 0.5, 3.0};
+  auto out = run(m, {float_tensor({2, 3, 4}, as), float_tensor({4, 3, 5}, bs), float_tensor({2, 3}, k1),
+                     float_tensor({2, 2}, k2), float_tensor({2, 3}, x1), float_tensor({2, 4}, x2),
+                     float_tensor({5, 3, 4}, ws), float_tensor({5}, biases), float_tensor({4, 2, 3}, vs),
+                     float_tensor({4, 1, 1}, gs)});
+  ASSERT_EQ(out.size(), 4u);
+  for (int i = 0; i < 2; ++i)
+    for (int o = 0; o < 5; ++o) {
+      double s = 0;  // sum over a's dims 1, 2 against b's dims 1, 0
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) s += f32(as[i * 12 + j * 4 + k]) * f32(bs[k * 15 + j * 5 + o]);
+      EXPECT_NEAR(out[0].value_at(i * 5 + o), s, 1e-5);
+    }
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c)
+      EXPECT_NEAR(out[1].value_at(r * 6 + c), f32(k1[(r / 2) * 3 + c / 2]) * f32(k2[(r % 2) * 2 + c % 2]), 1e-7);
+  for (int n = 0; n < 2; ++n)
+    for (int o = 0; o < 5; ++o) {
+      double s = f32(biases[o]);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) s += f32(x1[n * 3 + i]) * f32(ws[o * 12 + i * 4 + j]) * f32(x2[n * 4 + j]);
+      EXPECT_NEAR(out[2].value_at(n * 5 + o), s, 1e-5);
+    }
+  for (int r = 0; r < 4; ++r) {
+    double sq = 0;
+    for (int k = 0; k < 6; ++k) sq += f32(vs[r * 6 + k]) * f32(vs[r * 6 + k]);
+    for (int k = 0; k < 6; ++k) EXPECT_NEAR(out[3].value_at(r * 6 + k), f32(vs[r * 6 + k]) * gs[r] / std::sqrt(sq), 1e-6);
+  }
+}
+
+TEST(DecomposeTensor, FixedPositionsAreIndexTables) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[2, 2], %b: float32[3], %c: float32[], %v: float32[4], %x: float32[2, 3, 4], %src: float32[3, 1], %p: float32[4, 3]) {
+  %bd: float32[4, 6] = aten.block_diag.default(tensors=[%a, %b, %c])
+  %cb: float32[6, 2] = aten.combinations.default(self=%v)
+  %cr: float32[10, 2] = aten.combinations.default(self=%v, r=2, with_replacement=true)
+  %ds: float32[2, 3, 4] = aten.diagonal_scatter.default(self=%x, src=%src, offset=1, dim1=2, dim2=0)
+  %pd: float32[6] = aten.pdist.default(input=%p, p=2.0)
+  %pd1: float32[6] = aten._pdist_forward.default(self=%p, p=1.0)
+  return (%bd, %cb, %cr, %ds, %pd, %pd1)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const auto as = ramp(4), bs = ramp(3, 1.0), vs = ramp(4), xs = ramp(24), srcs = ramp(3, 10.0), ps = ramp(12);
+  auto out = run(m, {float_tensor({2, 2}, as), float_tensor({3}, bs), float_tensor({}, {7.0}), float_tensor({4}, vs),
+                     float_tensor({2, 3, 4}, xs), float_tensor({3, 1}, srcs), float_tensor({4, 3}, ps)});
+  ASSERT_EQ(out.size(), 6u);
+  // block_diag: a at rows 0-1 cols 0-1, b as a row at row 2 cols 2-4, c at row 3 col 5.
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c) {
+      double want = 0;
+      if (r < 2 && c < 2) want = f32(as[r * 2 + c]);
+      if (r == 2 && c >= 2 && c < 5) want = bs[c - 2];
+      if (r == 3 && c == 5) want = 7.0;
+      EXPECT_EQ(out[0].value_at(r * 6 + c), want) << r << "," << c;
+    }
+  int row = 0, row_r = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = i; j < 4; ++j) {
+      if (j > i) {
+        EXPECT_EQ(out[1].value_at(row * 2), f32(vs[i]));
+        EXPECT_EQ(out[1].value_at(row * 2 + 1), f32(vs[j]));
+        ++row;
+      }
+      EXPECT_EQ(out[2].value_at(row_r * 2), f32(vs[i]));
+      EXPECT_EQ(out[2].value_at(row_r * 2 + 1), f32(vs[j]));
+      ++row_r;
+    }
+  // diagonal(x, offset 1, dim1 2, dim2 0) is [3, 1]: dim 1, then k with x index k along
+  // dim 2 and k + 1 along dim 0, for k < min(4, 2 - 1).
+  for (int i = 0; i < 24; ++i) {
+    const int d0 = i / 12, d1 = (i / 4) % 3, d2 = i % 4;
+    const bool on = d0 == d2 + 1;
+    if (!on) EXPECT_EQ(out[3].value_at(i), f32(xs[i])) << i;
+    if (on) EXPECT_EQ(out[3].value_at(i), f32(srcs[static_cast<size_t>(d1)])) << i;
+  }
+  int pair = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j, ++pair) {
+      double l2 = 0, l1 = 0;
+      for (int k = 0; k < 3; ++k) {
+        const double d = f32(ps[i * 3 + k]) - f32(ps[j * 3 + k]);
+        l2 += d * d;
+        l1 += std::fabs(d);
+      }
+      EXPECT_NEAR(out[4].value_at(pair), std::sqrt(l2), 1e-6);
+      EXPECT_NEAR(out[5].value_at(pair), l1, 1e-6);
+    }
+}
+
+TEST(DecomposeTensor, ScattersAtDataDependentPositions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 3], %idx: int64[3], %src: float32[3], %mask: bool[3], %ms: float32[5]) {
+  %p: float32[2, 3] = aten.put.default(self=%x, index=%idx, source=%src)
+  %pa: float32[2, 3] = aten.put.default(self=%x, index=%idx, source=%src, accumulate=true)
+  %m: float32[2, 3] = aten.masked_scatter.default(self=%x, mask=%mask, source=%ms)
+  return (%p, %pa, %m)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const auto xs = ramp(6), srcs = ramp(3, 10.0), mss = ramp(5, 100.0);
+  const std::vector<int64_t> idx{4, -1, 0};  // -1 is flat position 5
+  const std::vector<bool> mask{true, false, true};
+  auto out = run(m, {float_tensor({2, 3}, xs), int_tensor({3}, idx), float_tensor({3}, srcs), bool_tensor({3}, mask),
+                     float_tensor({5}, mss)});
+  ASSERT_EQ(out.size(), 3u);
+  std::vector<double> put(xs.begin(), xs.end()), acc(xs.begin(), xs.end());
+  for (auto* v : {&put, &acc})
+    for (double& e : *v) e = f32(e);
+  for (int k = 0; k < 3; ++k) {
+    const int64_t at = idx[k] < 0 ? idx[k] + 6 : idx[k];
+    put[at] = srcs[k];
+    acc[at] += srcs[k];
+  }
+  int next = 0;
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(out[0].value_at(k), put[k]);
+    EXPECT_NEAR(out[1].value_at(k), acc[k], 1e-5);
+    EXPECT_EQ(out[2].value_at(k), mask[k % 3] ? mss[next++] : f32(xs[k])) << k;
+  }
+}
+
+TEST(DecomposeTensor, CumulativeTrapezoidMarginLossAndOneDimPools) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%y: float32[2, 4], %x: float32[4], %s: float32[3, 4], %t: int64[3], %w: float32[4], %q: float32[1, 2, 7]) {
+  %cx: float32[2, 3] = aten.cumulative_trapezoid.x(y=%y, x=%x)
+  %cd: float32[1, 4] = aten.cumulative_trapezoid.dx(y=%y, dx=0.5, dim=0)
+  %mm: float32[3] = aten.multi_margin_loss.default(self=%s, target=%t, p=2, margin=0.7, weight=%w, reduction=0)
+  %mean: float32[] = aten.multi_margin_loss.default(self=%s, target=%t)
+  %v: float32[1, 2, 3], %i: int64[1, 2, 3] = aten.max_pool1d_with_indices.default(self=%q, kernel_size=[3], stride=[2])
+  %av: float32[1, 2, 3], %ai: int64[1, 2, 3] = aten.adaptive_max_pool1d.default(self=%q, output_size=[3])
+  return (%cx, %cd, %mm, %mean, %v, %i, %av, %ai)
+}
+)",
+                            &ops);
+  // max_pool2d_with_indices is decomposed only when nothing reads its indices;
+  // these are read, and it is a kernel.
+  EXPECT_EQ(ops.erase("aten.max_pool2d_with_indices.default"), 1u);
+  expect_only_core_ops(ops);
+  const auto ys = ramp(8), ss = ramp(12);
+  const std::vector<double> xs{0.0, 0.5, 2.0, 2.25}, ws{1.0, 2.0, 0.5, 1.5};
+  const std::vector<int64_t> ts{0, 3, 2};
+  const std::vector<double> qs{0.3, -1.0, 2.0, 0.1, 0.1, 5.0, -2.0, 1.0, 0.0, -1.0, 4.0, 4.0, 3.0, 9.0};
+  auto out = run(m, {float_tensor({2, 4}, ys), float_tensor({4}, xs), float_tensor({3, 4}, ss), int_tensor({3}, ts),
+                     float_tensor({4}, ws), float_tensor({1, 2, 7}, qs)});
+  ASSERT_EQ(out.size(), 8u);
+  for (int r = 0; r < 2; ++r) {
+    double c = 0;
+    for (int k = 0; k < 3; ++k) {
+      c += (f32(ys[r * 4 + k + 1]) + f32(ys[r * 4 + k])) * (xs[k + 1] - xs[k]) / 2;
+      EXPECT_NEAR(out[0].value_at(r * 3 + k), c, 1e-6);
+    }
+  }
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(out[1].value_at(k), 0.25 * (f32(ys[k]) + f32(ys[4 + k])), 1e-6);
+  double mean = 0;
+  for (int r = 0; r < 3; ++r) {
+    double s2 = 0, s1 = 0;
+    for (int j = 0; j < 4; ++j) {
+      if (j == ts[r]) continue;
+      const double z2 = std::max(0.0, 0.7 - f32(ss[r * 4 + ts[r]]) + f32(ss[r * 4 + j]));
+      const double z1 = std::max(0.0, 1.0 - f32(ss[r * 4 + ts[r]]) + f32(ss[r * 4 + j]));
+      s2 += z2 * z2 * ws[ts[r]];
+      s1 += z1;
+    }
+    EXPECT_NEAR(out[2].value_at(r), s2 / 4, 1e-6);
+    mean += s1 / 4 / 3;
+  }
+  EXPECT_NEAR(out[3].item(), mean, 1e-6);
+  for (int c = 0; c < 2; ++c)
+    for (int o = 0; o < 3; ++o) {
+      // kernel 3 stride 2 over 7: windows [0, 3), [2, 5), [4, 7); adaptive over 7 -> 3: [0, 3), [2, 5), [4, 7).
+      for (int which : {0, 1}) {
+        int best = 2 * o;
+        for (int k = 2 * o; k < 2 * o + 3; ++k)
+          if (qs[c * 7 + k] > qs[c * 7 + best]) best = k;
+        EXPECT_EQ(out[4 + 2 * which].value_at(c * 3 + o), f32(qs[c * 7 + best]));
+        EXPECT_EQ(out[5 + 2 * which].value_at(c * 3 + o), best);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace kiln::lowering
