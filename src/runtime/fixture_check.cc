@@ -66,7 +66,7 @@ Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path
 
 Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision) {
   if (precision == "fp32") return tol;
-  return {std::max(tol.rtol, 5e-2), std::max(tol.atol, 5e-2)};
+  return {std::max(tol.rtol, 5e-2), std::max(tol.atol, 5e-2), std::max(tol.atol_of_largest, 1e-2)};
 }
 
 TensorComparison compare_tensors(const std::string& name, const Tensor& got, const Tensor& want, Tolerance tol) {
@@ -109,6 +109,12 @@ TensorComparison compare_tensors(const std::string& name, const Tensor& got, con
   Tensor g = got.to(DType::Float64).contiguous(), w = want.to(DType::Float64).contiguous();
   const double* gp = g.data<double>();
   const double* wp = w.data<double>();
+  if (tol.atol_of_largest > 0) {
+    double largest = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isfinite(wp[i])) largest = std::max(largest, std::fabs(wp[i]));
+    tol.atol = std::max(tol.atol, tol.atol_of_largest * largest);
+  }
   for (int64_t i = 0; i < n; ++i) {
     double a = gp[i], b = wp[i];
     if (std::isnan(a) || std::isnan(b)) {

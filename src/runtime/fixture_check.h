@@ -18,6 +18,10 @@ namespace kiln::runtime {
 struct Tolerance {
   double rtol = 1e-4;
   double atol = 1e-5;
+  // The absolute tolerance is at least this fraction of the tensor's largest
+  // magnitude (0: none): an engine that rounds to 16 bits loses a fraction of
+  // the largest value that reaches each output, small outputs included.
+  double atol_of_largest = 0;
 };
 
 struct TensorComparison {
@@ -52,7 +56,9 @@ Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path
 // `tol` for outputs of engines that compute at `precision` ("fp32", "tf32",
 // "fp16", "bf16"): a float32 model built for a 16-bit or TF32 engine
 // converts its weights and activations, so its outputs carry that rounding
-// through every layer; below fp32 the floor is 5e-2 relative and absolute.
+// through every layer; below fp32 the floor is 5e-2 relative and absolute,
+// and the absolute tolerance at least 1e-2 of the tensor's largest magnitude
+// (2.5 bfloat16 ulps of it: a model whose outputs reach 30 is held to 0.3).
 Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision);
 
 // Compares one tensor; float types use |got - want| <= atol + rtol * |want|

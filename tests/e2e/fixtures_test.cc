@@ -184,6 +184,18 @@ TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
   }
   // A looser fixture tolerance is kept.
   EXPECT_EQ(runtime::tolerance_at_precision({0.2, 0.3}, "fp16").atol, 0.3);
+  // Below fp32 a small output may miss by 1e-2 of the tensor's largest one
+  // (logits reaching 30 round by about 0.1 in bfloat16), at fp32 it may not.
+  Tensor logits = Tensor::zeros(DType::Float32, {2});
+  Tensor drifted = Tensor::zeros(DType::Float32, {2});
+  logits.data<float>()[0] = 30.0f;
+  drifted.data<float>()[0] = 30.1f;
+  logits.data<float>()[1] = 0.01f;
+  drifted.data<float>()[1] = 0.25f;  // 0.24 off: within 0.3 = 1e-2 * 30
+  EXPECT_TRUE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "bf16")).pass);
+  EXPECT_FALSE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "fp32")).pass);
+  drifted.data<float>()[1] = 0.4f;  // 0.39 off: more than 1e-2 of the largest
+  EXPECT_FALSE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "bf16")).pass);
 }
 
 }  // namespace

@@ -320,6 +320,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0, 0}},
              1, 4, 9),
+      ranged({"constant_pad",  // Swin's pad of a channels-last grid to whole windows; a crop and a fill value
+              R"(graph(%x: float32[s0, 10, 10, 16], %y: float32[s0, 7]) {
+  %p: float32[s0, 12, 12, 16] = aten.constant_pad_nd.default(self=%x, pad=[0, 0, 0, 2, 0, 2])
+  %r: float32[s0, 12, 12, 16] = aten.relu.default(self=%p)
+  %q: float32[s0, 6] = aten.constant_pad_nd.default(self=%y, pad=[1, -2], value=-1.5)
+  %n: float32[s0, 6] = aten.neg.default(self=%q)
+  return (%r, %n)
+}
+)",
+              {0, 0}},
+             1, 2, 5),
       ranged({"attention_bool_mask",
               R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, s0, 16], %v: float32[2, 4, s0, 8], %m: bool[9, s0]) {
   %o: float32[2, 4, 9, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)

@@ -28,6 +28,7 @@ enum class Family {
   kGather,
   kGatherDim,
   kCat,
+  kPad,
   kCast,
   kIndexCopy,
   kCopyInto,
@@ -106,6 +107,7 @@ Family family(OpKind op) {
     case OpKind::kGather:
     case OpKind::kIndexTensor: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
+    case OpKind::kConstantPadNd: return Family::kPad;
     case OpKind::kRotary: return Family::kRotary;
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:
@@ -165,6 +167,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
     case Family::kCat: return cat_refusal(n);
+    case Family::kPad: return pad_refusal(n);
     case Family::kIndexCopy: return index_copy_refusal(n);
     case Family::kCopyInto: return copy_into_refusal(n);
     case Family::kView: return "";
@@ -197,6 +200,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);
     case Family::kCat: return emit_cat(b, n);
+    case Family::kPad: return emit_pad(b, n);
     case Family::kIndexCopy: return emit_index_copy(b, n);
     case Family::kCopyInto: return emit_copy_into(b, n);
     case Family::kRotary: return emit_rotary(b, n);

@@ -59,13 +59,15 @@ bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>&
 
 // ---- the families
 
-// Views, identities, casts, concatenation (cuda_layers_views.cc).
+// Views, identities, casts, concatenation, constant padding (cuda_layers_views.cc).
 Status emit_view(Builder& b, const ir::Node& n);
 std::string identity_refusal(const ir::Node& n);
 std::string cast_refusal(const ir::Node& n);
 Status emit_cast(Builder& b, const ir::Node& n);
 std::string cat_refusal(const ir::Node& n);
 Status emit_cat(Builder& b, const ir::Node& n);
+std::string pad_refusal(const ir::Node& n);
+Status emit_pad(Builder& b, const ir::Node& n);
 
 // Elementwise programs and the like (cuda_layers_elementwise.cc).
 std::string elementwise_refusal(const ir::Node& n);

@@ -1,4 +1,5 @@
-// The CUDA builder's layers, views: strides over the same bytes (no step), identities, casts, concatenation.
+// The CUDA builder's layers, views: strides over the same bytes (no step), identities, casts, concatenation,
+// constant padding.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -163,6 +164,44 @@ Status emit_cat(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// constant_pad_nd: the output filled with the value where padding grows a
+// dim, then the input (cropped where padding is negative) copied into place.
+Status emit_pad(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const std::vector<int64_t> os = static_sizes(out);
+  const auto pad = ints_arg(n, "pad");
+  if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > x.sizes.size() || os.size() != x.sizes.size())
+    return invalid_argument("constant_pad_nd of " + shape_to_string(x.sizes) + " to " + shape_to_string(os));
+  TRef o = b.new_tensor(dt, os);
+  TRef src = x, dst = o;
+  bool grows = false;
+  for (size_t k = 0; k < pad->size() / 2; ++k) {
+    const size_t d = x.sizes.size() - 1 - k;
+    const int64_t lo = (*pad)[2 * k], hi = (*pad)[2 * k + 1];
+    if (x.sizes[d] + lo + hi != os[d])
+      return invalid_argument("constant_pad_nd of " + shape_to_string(x.sizes) + " by " + std::to_string(lo) + ", " +
+                              std::to_string(hi) + " along dim " + std::to_string(d) + " does not give the exported " +
+                              shape_to_string(os));
+    grows = grows || lo > 0 || hi > 0;
+    const int64_t keep = std::max<int64_t>(0, x.sizes[d] - std::max<int64_t>(-lo, 0) - std::max<int64_t>(-hi, 0));
+    src = narrowed(src, d, keep > 0 ? std::max<int64_t>(-lo, 0) : 0, keep);
+    dst = narrowed(dst, d, keep > 0 ? std::max<int64_t>(lo, 0) : 0, keep);
+  }
+  const bool copies = prod(src.sizes) > 0;
+  if (prod(os) > 0 && (grows || !copies)) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, fill_kernel(o.layout(), double_arg(n, "value").value_or(0.0)));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf}));
+  }
+  if (copies) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(dst.layout(), src.layout()));
+    KILN_TRY(b.launch(n.name, std::move(k), {dst.buf, src.buf}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
 Status emit_cast(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
@@ -193,6 +232,17 @@ std::string cast_refusal(const ir::Node& n) {
   if (!out || out->kind != ir::ValueKind::kTensor || n.operands().empty() ||
       n.operands()[0]->kind != ir::ValueKind::kTensor)
     return "not a tensor cast";
+  return "";
+}
+
+// Constant padding (negative amounts crop) by a number.
+std::string pad_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!out || n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor) return "not a tensor pad";
+  const auto pad = ints_arg(n, "pad");
+  if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > rank(out)) return "a pad list that is not pairs of the dims";
+  if (n.find("value") && !is_none(n, "value") && !double_arg(n, "value")) return "a pad value that is not a number";
+  if (n.operands()[0]->type.dtype != out->type.dtype) return "a pad that changes the dtype";
   return "";
 }
 

@@ -539,6 +539,16 @@ Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLay
   return strided_kernel("kiln::copy", {To, Ti}, out, {&in});
 }
 
+Expected<GeneratedKernel> fill_kernel(const StridedLayout& out, double value) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  const bool floating = is_float_type(out.dtype);
+  if (!floating && (!std::isfinite(value) || value != std::trunc(value) || std::fabs(value) > 9.0e15))
+    return invalid_argument("a fill of an integer tensor with " + std::to_string(value));
+  const int64_t number = floating ? number_bits(value, DType::Float32) : static_cast<int64_t>(value);
+  return strided_kernel("kiln::fill", {T, floating ? "true" : "false"}, out, {}, {number});
+}
+
 namespace {
 
 // A block per row: 128 threads for rows up to 1024 columns, more for longer ones.

@@ -86,6 +86,10 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
 // the same logical sizes with their own strides. Params: out, in.
 Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in);
 
+// out = `value` stored in out's dtype (floating: rounded through float32;
+// integer or bool: the integer it is). Params: out.
+Expected<GeneratedKernel> fill_kernel(const StridedLayout& out, double value);
+
 // Per row of `cols` contiguous elements (rows = numel / cols), all contiguous
 // (kiln/rows.cuh). Statistics are computed in float32 (float64 for f64).
 enum class RowOp { kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax };

@@ -1,5 +1,5 @@
 // Elementwise kernels over tensors of any strides: copies and conversions,
-// torch.where, floating comparisons and integer arithmetic. A grid-stride
+// fills with a number, torch.where, floating comparisons and integer arithmetic. A grid-stride
 // loop of 256 threads per block over the output's n elements; each element's
 // offset in every tensor comes from its linear index through the loop's
 // dims (kiln_strided_offsets). Idx is int where every index and offset fits
@@ -45,6 +45,24 @@ __global__ void __launch_bounds__(256) copy(O* __restrict__ out, const I* __rest
     Idx o[2];
     strided_offsets<Idx, Rank, 2, D>(i, o, kd...);
     out[o[0]] = kiln_cvt<O, I>(in[o[1]]);
+  }
+}
+
+// out = a number: for a floating T its float32 bits are the kernel's own
+// number (converted to T), for an integer or bool T the integer itself. Params: out.
+template <typename T, bool Floating, typename Idx, int Rank, class D, class... P>
+__global__ void __launch_bounds__(256) fill(T* __restrict__ out, P... kd) {
+  const long long raw = D::at(strided_extra<Rank, 1>, kd...);
+  T v;
+  if constexpr (Floating) {
+    v = kiln_cvt<T, float>(__int_as_float(static_cast<int>(raw)));
+  } else {
+    v = static_cast<T>(raw);
+  }
+  KILN_STRIDED_LOOP(i) {
+    Idx o[1];
+    strided_offsets<Idx, Rank, 1, D>(i, o, kd...);
+    out[o[0]] = v;
   }
 }
 

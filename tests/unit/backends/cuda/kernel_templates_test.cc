@@ -225,6 +225,8 @@ TEST(KernelTemplates, EveryStridedInstantiationCompiles) {
       add(where_kernel(contiguous(t, {4, 6}), cond, contiguous(a, {4, 6}), StridedLayout{t, {4, 6}, {0, 0}}));
   for (DType t : {DType::Int64, DType::Int32, DType::Bool, DType::Float64})
     add(where_kernel(contiguous(t, {4, 6}), cond, contiguous(t, {4, 6}), contiguous(t, {4, 6})));
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32, DType::Bool})
+    add(fill_kernel(StridedLayout{t, {4, 6}, {12, 1}}, 1.0));
   for (const char* op : {"<", "<=", ">", ">=", "==", "!="})
     for (DType a : {DType::Float32, DType::Float16, DType::BFloat16}) {
       add(compare_kernel(op, contiguous(DType::Bool, {4, 6}), contiguous(a, {4, 6}), nullptr, 0.5));
