@@ -50,6 +50,13 @@ ir::Value* as_tensor_of(Nodes& b, PatternContext& ctx, const ir::Node& n, std::s
   return b.constant(Tensor::scalar(dt, *x));
 }
 
+// The root's result when it has no elements: an empty tensor of its type.
+ir::Value* empty_result(Nodes& b) {
+  const auto sizes = static_sizes(b.out());
+  if (!sizes || product(*sizes) != 0) return nullptr;
+  return b.add(OpKind::kEmpty, {{"size", *sizes}, {"dtype", b.out().dtype}}, b.out());
+}
+
 // ---- scalar overloads
 
 // where(condition, self, other) with either or both a number.
@@ -107,7 +114,8 @@ Expected<bool> empty_permuted(PatternContext& ctx, ir::Node& n) {
 // ---- products
 
 // tensordot(a, b, dims_self, dims_other): a's free dims by b's free dims,
-// summed over the paired dims, as one mm.
+// summed over the paired dims, as one mm (a dim of size n paired with one of
+// size 1, which torch broadcasts, summed first).
 Expected<bool> tensordot(PatternContext& ctx, ir::Node& n) {
   ir::Value* a = PatternContext::tensor_arg(n, "self");
   ir::Value* c = PatternContext::tensor_arg(n, "other");
@@ -117,9 +125,13 @@ Expected<bool> tensordot(PatternContext& ctx, ir::Node& n) {
   const auto sc = c ? static_sizes(c->type) : std::nullopt;
   if (!floating_pair(n, a, c) || !da || !dc || da->size() != dc->size() || !sa || !sc) return false;
   std::vector<int64_t> ca, cc;  // the contracted dims, paired
+  std::vector<int64_t> sum_a, sum_c;  // dims of size n paired with a size 1 (torch broadcasts): summed first
   for (size_t i = 0; i < da->size(); ++i) {
     const int64_t x = norm_dim((*da)[i], sa->size()), y = norm_dim((*dc)[i], sc->size());
-    if (x < 0 || y < 0 || (*sa)[static_cast<size_t>(x)] != (*sc)[static_cast<size_t>(y)]) return false;
+    if (x < 0 || y < 0) return false;
+    const int64_t nx = (*sa)[static_cast<size_t>(x)], ny = (*sc)[static_cast<size_t>(y)];
+    if (nx != ny && nx != 1 && ny != 1) return false;
+    if (nx != ny) (nx == 1 ? sum_c : sum_a).push_back(nx == 1 ? y : x);
     ca.push_back(x);
     cc.push_back(y);
   }
@@ -135,9 +147,18 @@ Expected<bool> tensordot(PatternContext& ctx, ir::Node& n) {
   int64_t rows = 1, cols = 1, inner = 1;
   for (int64_t d : fa) rows *= (*sa)[static_cast<size_t>(d)], out_sizes.push_back((*sa)[static_cast<size_t>(d)]);
   for (int64_t d : fc) cols *= (*sc)[static_cast<size_t>(d)], out_sizes.push_back((*sc)[static_cast<size_t>(d)]);
-  for (int64_t d : ca) inner *= (*sa)[static_cast<size_t>(d)];
-  Nodes b(ctx, n);
   const DType dt = a->type.dtype;
+  if (!same_sizes(static_type(dt, out_sizes).sizes, n.outputs[0]->type.sizes)) return false;
+  Nodes b(ctx, n);
+  auto summed = [&](ir::Value* v, std::vector<int64_t>* sizes, const std::vector<int64_t>& dims) {
+    if (dims.empty()) return v;
+    for (int64_t d : dims) (*sizes)[static_cast<size_t>(d)] = 1;
+    return b.add(OpKind::kSumDimIntList, {{"self", v}, {"dim", dims}, {"keepdim", true}}, static_type(dt, *sizes));
+  };
+  std::vector<int64_t> za = *sa, zc = *sc;
+  a = summed(a, &za, sum_a);
+  c = summed(c, &zc, sum_c);
+  for (int64_t d : ca) inner *= za[static_cast<size_t>(d)];
   auto arranged = [&](ir::Value* v, const std::vector<int64_t>& sizes, std::vector<int64_t> perm, int64_t r, int64_t k) {
     std::vector<int64_t> ps;
     for (int64_t d : perm) ps.push_back(sizes[static_cast<size_t>(d)]);
@@ -147,9 +168,8 @@ Expected<bool> tensordot(PatternContext& ctx, ir::Node& n) {
   std::vector<int64_t> pa = fa, pc = cc;
   pa.insert(pa.end(), ca.begin(), ca.end());
   pc.insert(pc.end(), fc.begin(), fc.end());
-  ir::Value* m = b.add(OpKind::kMm, {{"self", arranged(a, *sa, pa, rows, inner)}, {"mat2", arranged(c, *sc, pc, inner, cols)}},
+  ir::Value* m = b.add(OpKind::kMm, {{"self", arranged(a, za, pa, rows, inner)}, {"mat2", arranged(c, zc, pc, inner, cols)}},
                        static_type(dt, {rows, cols}));
-  if (!same_sizes(static_type(dt, out_sizes).sizes, b.out().sizes)) return false;
   return b.done(b.reshape(m, out_sizes));
 }
 
@@ -283,8 +303,9 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
       tuple[static_cast<size_t>(j)] = tuple[static_cast<size_t>(*repl ? i : j - 1)] + (*repl ? 0 : 1);
   }
   const int64_t count = static_cast<int64_t>(table.size()) / *r;
-  if (!same_sizes(static_type(x->type.dtype, {count, *r}).sizes, n.outputs[0]->type.sizes)) return false;
   Nodes b(ctx, n);
+  if (count == 0) return b.done(empty_result(b));
+  if (!same_sizes(static_type(x->type.dtype, {count, *r}).sizes, n.outputs[0]->type.sizes)) return false;
   ir::Value* g = b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", int64_t{0}}, {"index", b.constant(index_table(table))}},
                        static_type(x->type.dtype, {count * *r}));
   return b.done(b.reshape(g, {count, *r}));
@@ -347,8 +368,12 @@ Expected<bool> pdist(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n, n.find("input") ? "input" : "self");
   const auto p = number_or(ctx, n, "p", 2.0);
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
-  if (!x || !p || *p < 0 || !sx || sx->size() != 2 || (*sx)[0] < 2) return false;
+  if (!x || !p || *p < 0 || !sx || sx->size() != 2) return false;
   const int64_t rows = (*sx)[0], m = (*sx)[1];
+  if (rows < 2) {
+    Nodes e(ctx, n);
+    return e.done(empty_result(e));
+  }
   std::vector<int64_t> first, second;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = i + 1; j < rows; ++j) first.push_back(i), second.push_back(j);
@@ -464,7 +489,7 @@ Expected<bool> cumulative_trapezoid(PatternContext& ctx, ir::Node& n) {
   return b.done(n.op == OpKind::kCumulativeTrapezoidDx ? s : b.binary(OpKind::kDivTensor, s, 2.0, dt));
 }
 
-// multi_margin_loss(x [N, C] or [C], target, p, margin, weight, reduction):
+// multi_margin_loss(x [N, C], [C] or a number, target, p, margin, weight, reduction):
 // sum over j != y of max(0, margin - x[y] + x[j])^p (times weight[y]) / C.
 Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
@@ -475,10 +500,10 @@ Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   const auto reduction = int_value(n, "reduction", 1);
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   const auto st = t ? static_sizes(t->type) : std::nullopt;
-  if (!x || !sx || sx->empty() || sx->size() > 2 || !st || t->type.dtype != DType::Int64 || !p || (*p != 1 && *p != 2) ||
+  if (!x || !sx || sx->size() > 2 || !st || t->type.dtype != DType::Int64 || !p || (*p != 1 && *p != 2) ||
       !margin || !reduction || (w && w->type.dtype != x->type.dtype))
     return false;
-  const int64_t rows = sx->size() == 2 ? (*sx)[0] : 1, classes = sx->back();
+  const int64_t rows = sx->size() == 2 ? (*sx)[0] : 1, classes = sx->empty() ? 1 : sx->back();
   if (product(*st) != rows) return false;
   const DType dt = x->type.dtype;
   Nodes b(ctx, n);

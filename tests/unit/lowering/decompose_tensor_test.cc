@@ -267,5 +267,30 @@ TEST(DecomposeTensor, CumulativeTrapezoidMarginLossAndOneDimPools) {
     }
 }
 
+// The edges OpInfo's samples reach: a contracted dim of size 1 against one
+// of size 2 (torch broadcasts it), pdist of one row (no pairs), the margin
+// loss of a single score.
+TEST(DecomposeTensor, BroadcastContractionNoPairsAndASingleScore) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[1, 3], %b: float32[2, 3], %r: float32[1, 4], %s: float32[], %t: int64[]) {
+  %td: float32[3, 3] = aten.tensordot.default(self=%a, other=%b, dims_self=[0], dims_other=[0])
+  %pd: float32[0] = aten.pdist.default(input=%r)
+  %mm: float32[] = aten.multi_margin_loss.default(self=%s, target=%t)
+  return (%td, %pd, %mm)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const auto as = ramp(3), bs = ramp(6, 0.3);
+  auto out = run(m, {float_tensor({1, 3}, as), float_tensor({2, 3}, bs), float_tensor({1, 4}, ramp(4)),
+                     float_tensor({}, {0.5}), int_tensor({}, {0})});
+  ASSERT_EQ(out.size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_NEAR(out[0].value_at(i * 3 + j), f32(as[i]) * (f32(bs[j]) + f32(bs[3 + j])), 1e-6);
+  EXPECT_EQ(out[1].numel(), 0);
+  EXPECT_EQ(out[2].item(), 0.0);  // the only class is the target: nothing to sum
+}
+
 }  // namespace
 }  // namespace kiln::lowering
