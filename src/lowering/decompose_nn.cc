@@ -14,8 +14,9 @@
 //     index_select with index tables computed here as ATen computes them (in
 //     float); linear, bilinear, trilinear and bicubic as weighted sums of
 //     index_selects, one dim at a time from the last (ATen's order)
-//   pooling and normalization: adaptive_avg_pool1d, avg_pool1d, max_pool1d
-//     as their 2-d forms over a unit height; max_pool2d_with_indices with
+//   pooling and normalization: adaptive_avg_pool1d, avg_pool1d, max_pool1d,
+//     max_pool1d_with_indices and adaptive_max_pool1d as their 2-d forms over
+//     a unit height; max_pool2d_with_indices with
 //     unread indices as max_pool2d; instance_norm from the input's statistics
 //   shape composites: roll, rot90, new_full, atleast_{1,2,3}d, hstack,
 //     vstack, dstack, column_stack, meshgrid, repeat_interleave of an int,
@@ -610,15 +611,17 @@ Expected<bool> upsample(PatternContext& ctx, ir::Node& n) {
 // adaptive_avg_pool1d, avg_pool1d, max_pool1d: the 2-d op over [..., 1, L].
 Expected<bool> pool1d(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || x->type.sizes.size() < 2 ||
+  const bool with_indices = n.op == OpKind::kMaxPool1dWithIndices || n.op == OpKind::kAdaptiveMaxPool1d;
+  if (!x || n.outputs.size() != (with_indices ? 2u : 1u) || !is_floating(x->type.dtype) || x->type.sizes.size() < 2 ||
       x->type.sizes.size() > 3)
     return false;
   const int64_t h = static_cast<int64_t>(x->type.sizes.size()) - 1;  // the unit height's dim
-  ir::TensorType tall = x->type;
-  tall.sizes.insert(tall.sizes.begin() + h, ir::Dim::of(1));
-  ir::TensorType pooled = n.outputs[0]->type;
-  if (pooled.sizes.size() != x->type.sizes.size()) return false;
-  pooled.sizes.insert(pooled.sizes.begin() + h, ir::Dim::of(1));
+  std::vector<ir::TensorType> pooled;
+  for (const ir::Value* o : n.outputs) {
+    if (o->type.sizes.size() != x->type.sizes.size()) return false;
+    pooled.push_back(o->type);
+    pooled.back().sizes.insert(pooled.back().sizes.begin() + h, ir::Dim::of(1));
+  }
   auto pair = [&](const char* arg, int64_t first, std::optional<std::vector<int64_t>> def) -> std::optional<std::vector<int64_t>> {
     auto v = int_list(n, arg, def);
     if (!v || v->size() > 1) return std::nullopt;
@@ -627,10 +630,10 @@ Expected<bool> pool1d(PatternContext& ctx, ir::Node& n) {
   };
   std::vector<ir::NamedArg> args;
   OpKind op;
-  if (n.op == OpKind::kAdaptiveAvgPool1d) {
+  if (n.op == OpKind::kAdaptiveAvgPool1d || n.op == OpKind::kAdaptiveMaxPool1d) {
     auto size = pair("output_size", 1, std::nullopt);
     if (!size || size->empty()) return false;
-    op = OpKind::kAdaptiveAvgPool2d;
+    op = n.op == OpKind::kAdaptiveAvgPool1d ? OpKind::kAdaptiveAvgPool2d : OpKind::kAdaptiveMaxPool2d;
     args = {{"output_size", *size}};
   } else {
     auto k = pair("kernel_size", 1, std::nullopt);
@@ -649,16 +652,21 @@ Expected<bool> pool1d(PatternContext& ctx, ir::Node& n) {
     } else {
       auto d = pair("dilation", 1, std::vector<int64_t>{1});
       if (!d || d->empty()) return false;
-      op = OpKind::kMaxPool2d;
+      op = with_indices ? OpKind::kMaxPool2dWithIndices : OpKind::kMaxPool2d;
       args.push_back({"dilation", *d});
       args.push_back({"ceil_mode", *ceil});
     }
   }
   Nodes b(ctx, n);
-  ir::Value* t = b.add(OpKind::kUnsqueeze, {{"self", x}, {"dim", h}}, tall);
-  args.insert(args.begin(), {"self", t});
-  ir::Value* p = b.add(op, std::move(args), pooled);
-  return b.done(b.add(OpKind::kSqueezeDims, {{"self", p}, {"dim", std::vector<int64_t>{h}}}, n.outputs[0]->type));
+  ir::TensorType tall = x->type;
+  tall.sizes.insert(tall.sizes.begin() + h, ir::Dim::of(1));
+  args.insert(args.begin(), {"self", b.add(OpKind::kUnsqueeze, {{"self", x}, {"dim", h}}, tall)});
+  const std::vector<ir::Value*> p = b.add_multi(op, std::move(args), pooled);
+  // With a unit height a 2-d pool's index (h * width + w) is the 1-d one.
+  for (size_t i = 1; i < p.size(); ++i)
+    ctx.replace_uses(n.outputs[i], b.add(OpKind::kSqueezeDims, {{"self", p[i]}, {"dim", std::vector<int64_t>{h}}},
+                                         n.outputs[i]->type));
+  return b.done(b.add(OpKind::kSqueezeDims, {{"self", p[0]}, {"dim", std::vector<int64_t>{h}}}, n.outputs[0]->type));
 }
 
 // max_pool2d_with_indices whose indices nothing reads (the aten dialect's
@@ -1900,6 +1908,8 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kAdaptiveAvgPool1d, &pool1d},
     {OpKind::kAvgPool1d, &pool1d},
     {OpKind::kMaxPool1d, &pool1d},
+    {OpKind::kMaxPool1dWithIndices, &pool1d},
+    {OpKind::kAdaptiveMaxPool1d, &pool1d},
     {OpKind::kMaxPool2dWithIndices, &pool_values_only},
     {OpKind::kInstanceNorm, &instance_norm},
     {OpKind::kRoll, &roll},

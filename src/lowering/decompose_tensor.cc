@@ -16,8 +16,7 @@
 //     tensor, negative indices wrapped), masked_scatter (the source's entries
 //     at the running count of the mask)
 //   cumulative_trapezoid (.x and .dx: ATen's cumsum of pair sums),
-//   multi_margin_loss (p 1 or 2, class weights), max_pool1d_with_indices and
-//   adaptive_max_pool1d (their 2-d forms over a unit height)
+//   multi_margin_loss (p 1 or 2, class weights)
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, mixed dtypes) is left as it is, and partitioning
@@ -535,51 +534,6 @@ Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(*reduction == 1 ? OpKind::kMean : OpKind::kSum, {{"self", s}}, b.out()));
 }
 
-// max_pool1d_with_indices and adaptive_max_pool1d: their 2-d forms over a
-// unit height; with height 1 a 2-d index is the 1-d one.
-Expected<bool> max_pool1d_with_indices(PatternContext& ctx, ir::Node& n) {
-  ir::Value* x = PatternContext::tensor_arg(n, "self");
-  if (!x || n.outputs.size() != 2 || !is_floating(x->type.dtype) || x->type.sizes.size() < 2 || x->type.sizes.size() > 3)
-    return false;
-  auto pair = [&](const char* arg, int64_t first, std::optional<std::vector<int64_t>> def) -> std::optional<std::vector<int64_t>> {
-    auto v = int_list(n, arg, def);
-    if (!v || v->size() > 1) return std::nullopt;
-    if (v->empty()) return std::vector<int64_t>{};
-    return std::vector<int64_t>{first, (*v)[0]};
-  };
-  std::vector<ir::NamedArg> args;
-  OpKind op;
-  if (n.op == OpKind::kAdaptiveMaxPool1d) {
-    auto size = pair("output_size", 1, std::nullopt);
-    if (!size || size->empty()) return false;
-    op = OpKind::kAdaptiveMaxPool2d;
-    args = {{"output_size", *size}};
-  } else {
-    auto k = pair("kernel_size", 1, std::nullopt);
-    auto s = pair("stride", 1, std::vector<int64_t>{});
-    auto p = pair("padding", 0, std::vector<int64_t>{0});
-    auto d = pair("dilation", 1, std::vector<int64_t>{1});
-    const auto ceil = bool_value(n, "ceil_mode", false);
-    if (!k || k->empty() || !s || !p || p->empty() || !d || d->empty() || !ceil) return false;
-    if (s->empty()) s = k;
-    op = OpKind::kMaxPool2dWithIndices;
-    args = {{"kernel_size", *k}, {"stride", *s}, {"padding", *p}, {"dilation", *d}, {"ceil_mode", *ceil}};
-  }
-  const int64_t h = static_cast<int64_t>(x->type.sizes.size()) - 1;  // the unit height's dim
-  std::vector<ir::TensorType> tall;
-  for (const ir::Value* o : n.outputs) {
-    if (o->type.sizes.size() != x->type.sizes.size()) return false;
-    tall.push_back(o->type);
-    tall.back().sizes.insert(tall.back().sizes.begin() + h, ir::Dim::of(1));
-  }
-  Nodes b(ctx, n);
-  args.insert(args.begin(), {"self", b.unsqueezed(x, {h})});
-  const std::vector<ir::Value*> pooled = b.add_multi(op, std::move(args), std::move(tall));
-  ir::Value* idx = b.add(OpKind::kSqueezeDims, {{"self", pooled[1]}, {"dim", std::vector<int64_t>{h}}}, n.outputs[1]->type);
-  ctx.replace_uses(n.outputs[1], idx);
-  return b.done(b.add(OpKind::kSqueezeDims, {{"self", pooled[0]}, {"dim", std::vector<int64_t>{h}}}, n.outputs[0]->type));
-}
-
 constexpr Decomposition kTensorDecompositions[] = {
     {OpKind::kWhereScalarOther, &where_scalar},
     {OpKind::kWhereScalarSelf, &where_scalar},
@@ -603,8 +557,6 @@ constexpr Decomposition kTensorDecompositions[] = {
     {OpKind::kCumulativeTrapezoidX, &cumulative_trapezoid},
     {OpKind::kCumulativeTrapezoidDx, &cumulative_trapezoid},
     {OpKind::kMultiMarginLoss, &multi_margin_loss},
-    {OpKind::kMaxPool1dWithIndices, &max_pool1d_with_indices},
-    {OpKind::kAdaptiveMaxPool1d, &max_pool1d_with_indices},
 };
 
 }  // namespace
