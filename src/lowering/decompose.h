@@ -103,10 +103,16 @@ class Nodes {
     }
     return y;
   }
-  // The p-norm of `v` over `dims` (a linalg_vector_norm node, itself decomposed).
+  // The p-norm of `v` over `dims` (a linalg_vector_norm node, itself
+  // decomposed); for p = 0 the count of nonzero entries, in v's dtype.
   ir::Value* p_norm(ir::Value* v, double p, const std::vector<int64_t>& dims, bool keepdim) {
-    return add(ir::OpKind::kLinalgVectorNorm, {{"self", v}, {"ord", p}, {"dim", dims}, {"keepdim", keepdim}},
-               reduced(v->type, dims, keepdim));
+    const ir::TensorType out = reduced(v->type, dims, keepdim);
+    if (p == 0) {
+      ir::Value* ne = compare(ir::OpKind::kNeScalar, v, 0.0);
+      ir::Value* f = add(ir::OpKind::kToCopy, {{"self", ne}, {"dtype", v->type.dtype}}, {v->type.dtype, ne->type.sizes});
+      return add(ir::OpKind::kSumDimIntList, {{"self", f}, {"dim", dims}, {"keepdim", keepdim}}, out);
+    }
+    return add(ir::OpKind::kLinalgVectorNorm, {{"self", v}, {"ord", p}, {"dim", dims}, {"keepdim", keepdim}}, out);
   }
   // A tensor constant holding `t` (an index or weight table computed at compile time).
   ir::Value* constant(const Tensor& t) { return ctx_.add_constant(n_.name, t); }

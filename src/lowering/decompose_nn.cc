@@ -1657,11 +1657,6 @@ Expected<bool> cdist(PatternContext& ctx, ir::Node& n) {
   ir::Value* d = b.binary(OpKind::kSubTensor, a, c, dt);
   if (!d) return false;
   const std::vector<int64_t> last{static_cast<int64_t>(r)};
-  if (*p == 0) {  // the count of entries that differ
-    ir::Value* ne = b.compare(OpKind::kNeScalar, d, 0.0);
-    ir::Value* f = b.add(OpKind::kToCopy, {{"self", ne}, {"dtype", dt}}, {dt, ne->type.sizes});
-    return b.done(b.add(OpKind::kSumDimIntList, {{"self", f}, {"dim", last}, {"keepdim", false}}, b.out()));
-  }
   return b.done(b.p_norm(d, *p, last, false));
 }
 

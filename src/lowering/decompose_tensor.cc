@@ -385,11 +385,6 @@ Expected<bool> pdist(PatternContext& ctx, ir::Node& n) {
   };
   ir::Value* d = b.binary(OpKind::kSubTensor, pick(first), pick(second), dt);
   const std::vector<int64_t> last{1};
-  if (*p == 0) {  // the count of entries that differ
-    ir::Value* ne = b.compare(OpKind::kNeScalar, d, 0.0);
-    ir::Value* f = b.add(OpKind::kToCopy, {{"self", ne}, {"dtype", dt}}, {dt, ne->type.sizes});
-    return b.done(b.add(OpKind::kSumDimIntList, {{"self", f}, {"dim", last}, {"keepdim", false}}, b.out()));
-  }
   return b.done(b.p_norm(d, *p, last, false));
 }
 
