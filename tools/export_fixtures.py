@@ -20,7 +20,8 @@ the folder given by ``--out``:
                       <i> / <j> index the user inputs / user outputs flattened with
                       torch.utils._pytree, in the exported graph's order.
   manifest.json       per fixture: files, description, source, torch version,
-                      dynamic dims and ranges, statefulness, suggested float
+                      dynamic dims and ranges, statefulness, the largest output
+                      and how the weights were conditioned, suggested float
                       tolerances (with the measured errors behind them), and the
                       op histogram of each dialect's serialized graph.
 
@@ -37,7 +38,10 @@ Usage (one virtualenv per torch version; see tools/requirements-fixtures.txt):
   --list                  list the fixture names and exit
 
 Everything runs on the CPU in float32 unless a fixture says otherwise. Weights
-are seeded from the fixture name; a re-run with the same package versions
+are seeded from the fixture name, then conditioned so that outputs do not
+vanish (condition_weights: noise for parameters whose entries are all equal,
+BatchNorm statistics measured on random batches); a fixture whose largest
+output is below 1e-2 is refused. A re-run with the same package versions
 reproduces the same files byte for byte, except llama_decode.*pt2: its strict
 (dynamo) export writes Python object ids into "nn_module_stack" keys. To keep the files small, the nodes'
 debug metadata ("stack_trace", "from_node") is removed before saving, except
@@ -140,7 +144,7 @@ def seed_for(name: str) -> int:
 
 
 def randomize_batchnorm(model: nn.Module) -> None:
-    """Give every BatchNorm non-trivial affine params and running stats."""
+    """Give every BatchNorm non-trivial affine params (export recalibrates the running statistics)."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
@@ -149,6 +153,49 @@ def randomize_batchnorm(model: nn.Module) -> None:
                 if m.weight is not None:
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.normal_(0.0, 0.1)
+
+
+SMALLEST_OUTPUT = 1e-2  # a fixture whose largest output is below this checks nothing; export refuses it
+CALIBRATION_BATCHES = 4
+
+
+def condition_weights(model: nn.Module, example: tuple) -> dict:
+    """Random weights that keep a network's outputs from vanishing.
+
+    * A parameter whose entries are all equal (LayerNorm's ones and zeros, a
+      head initialized to zero) gets noise of 0.1 times its value (at least
+      0.1), seeded by its place among such parameters and its shape: a model
+      conditioned alone or inside a wrapper gets the same weights.
+    * BatchNorm running statistics are measured on CALIBRATION_BATCHES random
+      batches of 8 shaped like the example (defaults or random statistics
+      shrink or blow up activations layer by layer).
+    Returns what was done, for the manifest.
+    """
+    noised = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.numel() > 1 and p.is_floating_point() and bool((p == p.reshape(-1)[0]).all()):
+                g = torch.Generator().manual_seed(seed_for(f"{len(noised)}:{tuple(p.shape)}"))
+                scale = 0.1 * max(abs(p.reshape(-1)[0].item()), 1.0)
+                p.add_((torch.randn(p.shape, generator=g) * scale).to(p.dtype))
+                noised.append(name)
+        bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if bns:
+            if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in example):
+                raise AssertionError("BatchNorm recalibration needs floating tensor inputs")
+            g = torch.Generator().manual_seed(0)
+            model.eval()
+            for m in bns:
+                m.reset_running_stats()
+                m.momentum = None  # a cumulative average over the batches
+                m.train()
+            for _ in range(CALIBRATION_BATCHES):
+                model(*(torch.randn((8,) + tuple(t.shape[1:]), generator=g, dtype=t.dtype) for t in example))
+            for m in bns:
+                m.momentum = 0.1
+            model.eval()
+    return {"noised_constant_parameters": noised, "batchnorm_recalibrated": len(bns),
+            "calibration_batches": CALIBRATION_BATCHES if bns else 0}
 
 
 def param_count(model: nn.Module) -> int:
@@ -793,6 +840,7 @@ def build_llama_generate():
     from transformers import LlamaForCausalLM
 
     lm = LlamaForCausalLM(_tiny_llama_config(use_cache=True)).eval()
+    condition_weights(lm, ())  # before the greedy tokens are chosen (export's conditioning is then a no-op)
     max_cache_len = 32
     # The greedy tokens come from a separate copy, so the exported module's caches start empty.
     probe = _static_cache_module(copy.deepcopy(lm), max_cache_len)
@@ -817,7 +865,8 @@ def build_llama_generate():
         steps=steps,
         make_reference=_llama_decode_reference,
         strict=True,
-        notes=["greedy tokens computed by the eager module in float32 before export; "
+        notes=["greedy tokens computed by the eager module in float32 before export, its weights conditioned "
+               "first (so 'conditioning' below lists nothing more); "
                f"prompt {LLAMA_GENERATE_PROMPT}, generated {tokens[len(LLAMA_GENERATE_PROMPT):]}"],
     )
 
@@ -1383,6 +1432,7 @@ def strip_debug_metadata(ep) -> None:
 
 
 def export_fixture(fx: Fixture, out_dir: str) -> dict:
+    conditioning = condition_weights(fx.module, fx.example)
     pristine = copy.deepcopy(fx.module).eval()
     calls = fx.steps if fx.steps is not None else [fx.example]
 
@@ -1493,6 +1543,13 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
     tol = pick_tolerance(ref_pairs + export_pairs, fx.margin, min_rtol, min_atol)
     ref_abs, ref_rel = error_stats(ref_pairs)
 
+    # The largest floating output: a fixture whose outputs all but vanish
+    # passes at any absolute tolerance, so it checks nothing.
+    floats = [t for outs in eager_outs for t in outs if t.is_floating_point() and t.numel()]
+    largest_output = max((t.double().abs().max().item() for t in floats), default=None)
+    if largest_output is not None and largest_output < SMALLEST_OUTPUT:
+        raise AssertionError(f"largest output {largest_output:.3g} is below {SMALLEST_OUTPUT}: the fixture checks nothing")
+
     # 6. io file
     tensors = {}
 
@@ -1545,6 +1602,8 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
         "num_steps": len(fx.steps) if fx.steps is not None else None,
         "inputs": [describe(t) for t in flat_tensors(calls[0], "inputs")],
         "outputs": [describe(t) for t in eager_outs[0]],
+        "largest_output": largest_output,
+        "conditioning": conditioning,
         "tolerance": {
             "rtol": tol[0] if tol else None,
             "atol": tol[1] if tol else None,
