@@ -14,13 +14,6 @@ namespace kiln::cpu {
 
 namespace {
 
-Expected<int64_t> read_dim(const KernelArgs& a, int64_t rank, std::string_view name, std::optional<int64_t> fallback) {
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
-  auto d = wrap_dim(dim, rank);
-  if (!d) return a.error(dim_out_of_range(dim, rank) + " (argument '" + std::string(name) + "')");
-  return *d;
-}
-
 Status set(KernelArgs& a, Tensor t) {
   a.set_output(0, std::move(t));
   return Status::ok();
@@ -47,7 +40,7 @@ Status cat(KernelArgs& a) {
   }
   if (parts.empty()) return set(a, Tensor::zeros(dtype, {0}));
   const Tensor& ref = parts[0];
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, ref.dim(), "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim(), 0));
   Shape shape = ref.sizes();
   shape[d] = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -75,7 +68,7 @@ Status stack(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, a.tensors("tensors"));
   if (tensors.empty()) return a.error("stack expects a non-empty list of tensors");
   const Tensor& ref = tensors[0];
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, ref.dim() + 1, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim() + 1, 0));
   DType dtype = ref.dtype();
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].sizes() != ref.sizes())
@@ -110,7 +103,7 @@ Expected<std::vector<int64_t>> read_positions(const KernelArgs& a, const Tensor&
 Status index_select(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   if (self.dim() == 0) {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pos, read_positions(a, index, 1, "index_select"));
     if (pos.size() != 1) return a.error("index_select: an index into a 0-d tensor must have exactly one value");
@@ -144,7 +137,7 @@ Status index_tensor(KernelArgs& a) {
 Status gather(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self.dim(), "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
     return a.error("gather: expected an int64 or int32 index, got " + index.type_string());
   // 0-d tensors act as 1-d tensors of one element; int32 indices are read as int64.
@@ -543,7 +536,7 @@ Status diff(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(int64_t n, a.int_arg("n", 1));
   if (self.dim() == 0) return a.error("diff expects a tensor with at least one dimension");
   if (n < 0) return a.error("order must be non-negative, got " + std::to_string(n));
-  KILN_ASSIGN_OR_RETURN(int64_t dim, read_dim(a, self.dim(), "dim", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.dim_arg("dim", self.dim(), -1));
   KILN_ASSIGN_OR_RETURN(auto prepend, a.optional_tensor("prepend"));
   KILN_ASSIGN_OR_RETURN(auto append, a.optional_tensor("append"));
   std::vector<Tensor> parts;

@@ -62,6 +62,9 @@ class KernelArgs {
   // was omitted (torch.export leaves defaults out). Without a fallback a missing
   // argument is an error naming the node.
   Expected<int64_t> int_arg(std::string_view name, std::optional<int64_t> fallback = std::nullopt) const;
+  // A dim argument of a rank-`rank` tensor, wrapped into [0, rank) (a 0-d
+  // tensor takes -1 and 0); an error naming the argument when out of range.
+  Expected<int64_t> dim_arg(std::string_view name, int64_t rank, std::optional<int64_t> fallback = std::nullopt) const;
   Expected<std::optional<int64_t>> optional_int(std::string_view name) const;
   Expected<double> float_arg(std::string_view name, std::optional<double> fallback = std::nullopt) const;
   Expected<std::optional<double>> optional_float(std::string_view name) const;

@@ -1,5 +1,7 @@
 #include "backends/cpu/kernel.h"
 
+#include "backends/cpu/broadcast.h"
+
 namespace kiln::cpu {
 
 namespace {
@@ -99,6 +101,13 @@ Expected<int64_t> KernelArgs::int_arg(std::string_view name, std::optional<int64
   if (const bool* b = std::get_if<bool>(a)) return *b ? 1 : 0;
   if (auto* v = std::get_if<ir::Value*>(a)) return resolve_int(ir::SymInt(*v));
   return error("argument '" + std::string(name) + "' is not an int");
+}
+
+Expected<int64_t> KernelArgs::dim_arg(std::string_view name, int64_t rank, std::optional<int64_t> fallback) const {
+  KILN_ASSIGN_OR_RETURN(int64_t dim, int_arg(name, fallback));
+  auto d = wrap_dim(dim, rank);
+  if (!d) return error(dim_out_of_range(dim, rank) + " (argument '" + std::string(name) + "')");
+  return *d;
 }
 
 Expected<std::optional<int64_t>> KernelArgs::optional_int(std::string_view name) const {

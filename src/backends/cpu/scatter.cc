@@ -14,14 +14,6 @@ namespace kiln::cpu {
 
 namespace {
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name,
-                           std::optional<int64_t> fallback) {
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
-  auto d = wrap_dim(dim, t.dim());
-  if (!d) return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "')");
-  return *d;
-}
-
 // Writes src into `view` (a view of a fresh output), which must have src's shape.
 Status write_view(const KernelArgs& a, const Tensor& view, const Tensor& src, const char* what) {
   if (view.sizes() != src.sizes())
@@ -35,7 +27,7 @@ Status select_scatter(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor src, a.tensor("src"));
   if (self.dim() == 0) return a.error("select_scatter cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(int64_t index, a.int_arg("index"));
   const int64_t size = self.size(d);
   if (index < -size || index >= size)
@@ -51,7 +43,7 @@ Status slice_scatter(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor src, a.tensor("src"));
   if (self.dim() == 0) return a.error("slice_scatter cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start, a.optional_int("start"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end, a.optional_int("end"));
   KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step", 1));
@@ -110,7 +102,7 @@ Status as_strided_scatter(KernelArgs& a) {
 Status index_copy_into(const KernelArgs& a, const char* op, const Tensor& self, const Tensor& out) {
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
   KILN_ASSIGN_OR_RETURN(Tensor source, a.tensor("source"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   const std::string o(op);
   if (index.dim() > 1) return a.error(o + ": index should have dimension 1 or 0, got " + index.type_string());
   if (index.dtype() != DType::Int64) return a.error(o + ": expected an int64 index, got " + index.type_string());

@@ -27,13 +27,6 @@ Expected<Reduce> parse_reduce(const KernelArgs& a, const std::string& name) {
   return a.error("unknown reduce '" + name + "' (sum, prod, mean, amax or amin; scatter takes add or multiply)");
 }
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name) {
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name));
-  auto d = wrap_dim(dim, std::max<int64_t>(t.dim(), 1));
-  if (!d) return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "')");
-  return *d;
-}
-
 // One write: out's element at `dst` takes (or combines with) src's element at
 // `src` (offsets in elements; src is ignored for a value).
 struct Write {
@@ -139,7 +132,7 @@ Expected<Tensor> value_tensor(const KernelArgs& a, std::string_view name, DType 
 Status scatter_kernel(KernelArgs& a, bool has_src, Reduce r, bool include_self) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim"));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   if (index.dtype() != DType::Int64) return a.error("expected an int64 index, got " + index.type_string());
   Tensor src;
   if (has_src) {
@@ -219,7 +212,7 @@ Status scatter_reduce_two(KernelArgs& a) {
 Status index_kernel(KernelArgs& a, bool has_source, Reduce r, bool include_self, double alpha) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor index, a.tensor("index"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim"));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   if (index.dim() > 1) return a.error("index should have dimension 1 or 0, got " + index.type_string());
   if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
     return a.error("expected an int64 or int32 index, got " + index.type_string());

@@ -62,13 +62,6 @@ void order_slice(const T* p, const Slices& sl, int64_t s, bool descending, std::
   }
 }
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& self, std::string_view name, int64_t fallback) {
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
-  auto d = wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (!d) return a.error(dim_out_of_range(dim, self.dim()) + " (argument '" + std::string(name) + "')");
-  return self.dim() == 0 ? 0 : *d;
-}
-
 // `sizes` with dim d set to `n` (kept) or dropped.
 Shape resized(const Tensor& t, int64_t d, std::optional<int64_t> n) {
   Shape s = t.sizes();
@@ -112,14 +105,14 @@ Status take_ordered(KernelArgs& a, const Tensor& self, int64_t d, int64_t k, boo
 // sort(self, dim, descending) and sort.stable(self, stable, dim, descending): values and indices.
 Status sort(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
   KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending", false));
   return take_ordered(a, self, d, self.dim() == 0 ? 1 : self.size(d), descending, true, true);
 }
 
 Status argsort(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
   KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending", false));
   return take_ordered(a, self, d, self.dim() == 0 ? 1 : self.size(d), descending, false, true);
 }
@@ -133,7 +126,7 @@ Status msort(KernelArgs& a) {
 Status topk(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t k, a.int_arg("k"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
   KILN_ASSIGN_OR_RETURN(bool largest, a.bool_arg("largest", true));
   const int64_t len = self.dim() == 0 ? 1 : self.size(d);
   if (k < 0 || k > len)
@@ -154,7 +147,7 @@ Status pick_kernel(KernelArgs& a, Pick pick, bool whole) {
   if (whole) {
     x = x.reshape({x.numel()});
   } else {
-    KILN_ASSIGN_OR_RETURN(d, read_dim(a, self, "dim", -1));
+    KILN_ASSIGN_OR_RETURN(d, a.dim_arg("dim", self.dim(), -1));
     KILN_ASSIGN_OR_RETURN(keepdim, a.bool_arg("keepdim", false));
   }
   if (pick == Pick::kKth) {

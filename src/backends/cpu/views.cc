@@ -16,16 +16,6 @@ namespace {
 
 std::string list_to_string(const std::vector<int64_t>& v) { return shape_to_string(v); }
 
-Expected<int64_t> read_dim(const KernelArgs& a, const Tensor& t, std::string_view name,
-                           std::optional<int64_t> fallback) {
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg(name, fallback));
-  auto d = wrap_dim(dim, t.dim());
-  if (!d)
-    return a.error(dim_out_of_range(dim, t.dim()) + " (argument '" + std::string(name) + "', self " + t.type_string() +
-                   ")");
-  return *d;
-}
-
 // Resolves a single -1 in `shape` so that it holds `numel` elements.
 Expected<Shape> infer_size(const KernelArgs& a, std::vector<int64_t> shape, int64_t numel) {
   std::optional<size_t> infer;
@@ -112,8 +102,8 @@ Status view(KernelArgs& a) {
 
 Status flatten(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t start, read_dim(a, self, "start_dim", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t end, read_dim(a, self, "end_dim", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t start, a.dim_arg("start_dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t end, a.dim_arg("end_dim", self.dim(), -1));
   if (start > end) return a.error("flatten() has invalid args: start_dim cannot come after end_dim");
   if (self.dim() == 0) return set(a, reshape_to(self, {1}));
   Shape shape(self.sizes().begin(), self.sizes().begin() + start);
@@ -153,8 +143,8 @@ Tensor swap_dims(const Tensor& self, int64_t d0, int64_t d1) {
 
 Status transpose(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d0, read_dim(a, self, "dim0", std::nullopt));
-  KILN_ASSIGN_OR_RETURN(int64_t d1, read_dim(a, self, "dim1", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d0, a.dim_arg("dim0", self.dim()));
+  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", self.dim()));
   return set(a, swap_dims(self, d0, d1));
 }
 
@@ -172,7 +162,7 @@ Tensor narrow_view(const Tensor& self, int64_t d, int64_t start, int64_t length)
 Status select(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("select() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(int64_t index, a.int_arg("index"));
   const int64_t size = self.size(d);
   if (index < -size || index >= size)
@@ -184,7 +174,7 @@ Status select(KernelArgs& a) {
 Status slice(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("slice() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start_arg, a.optional_int("start"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end_arg, a.optional_int("end"));
   KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step", 1));
@@ -196,7 +186,7 @@ Status slice(KernelArgs& a) {
 Status narrow(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("narrow() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(int64_t start, a.int_arg("start"));
   KILN_ASSIGN_OR_RETURN(int64_t length, a.int_arg("length"));
   const int64_t size = self.size(d);
@@ -316,8 +306,8 @@ Status diagonal(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() < 2) return a.error("diagonal takes a tensor of at least 2 dims, got " + self.type_string());
   KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t d1, read_dim(a, self, "dim1", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t d2, read_dim(a, self, "dim2", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d2, a.dim_arg("dim2", self.dim(), 1));
   if (d1 == d2) return a.error("diagonal dimensions cannot be identical: " + std::to_string(d1));
   const int64_t s1 = self.size(d1), s2 = self.size(d2);
   const int64_t len = std::max<int64_t>(0, offset >= 0 ? std::min(s1, s2 - offset) : std::min(s1 + offset, s2));
@@ -347,7 +337,7 @@ Status unfold(KernelArgs& a) {
     if (size > 1) return a.error("unfold: size " + std::to_string(size) + " exceeds a 0-d tensor's 1 element");
     return set(a, self.as_strided({size}, {1}, self.storage_offset()));
   }
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dimension", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dimension", self.dim()));
   if (size < 0 || size > self.size(d))
     return a.error("unfold: size " + std::to_string(size) + " does not fit dim " + std::to_string(d) + " of " +
                    self.type_string());
@@ -362,7 +352,7 @@ Status unfold(KernelArgs& a) {
 Status unflatten(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("unflatten() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes_arg, a.ints("sizes"));
   if (sizes_arg.empty()) return a.error("unflatten: sizes must be non-empty");
   KILN_ASSIGN_OR_RETURN(Shape inner, infer_size(a, sizes_arg, self.size(d)));
@@ -406,7 +396,7 @@ std::vector<int64_t> split_lengths(int64_t dim_size, int64_t split_size) {
 Status split(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("split() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   KILN_ASSIGN_OR_RETURN(int64_t split_size, a.int_arg("split_size"));
   const int64_t size = self.size(d);
   if (split_size < 0 || (split_size == 0 && size != 0))
@@ -418,7 +408,7 @@ Status split(KernelArgs& a) {
 Status split_with_sizes(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("split_with_sizes() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.ints("split_sizes"));
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -434,7 +424,7 @@ Status split_with_sizes(KernelArgs& a) {
 Status chunk(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("chunk() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   KILN_ASSIGN_OR_RETURN(int64_t chunks, a.int_arg("chunks"));
   if (chunks <= 0) return a.error("chunk expects 'chunks' to be greater than 0, got " + std::to_string(chunks));
   const int64_t size = self.size(d);
@@ -446,7 +436,7 @@ Status chunk(KernelArgs& a) {
 Status unbind(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("unbind() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, read_dim(a, self, "dim", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
   const int64_t n = self.size(d);
   if (static_cast<size_t>(n) != a.node().outputs.size())
     return a.error("unbind of " + self.type_string() + " along dim " + std::to_string(d) + " gives " +
