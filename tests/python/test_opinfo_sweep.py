@@ -26,7 +26,9 @@ OPS = ["add", "mul", "sub", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", 
        "polygamma.polygamma_n_2", "special.chebyshev_polynomial_t", "scatter_reduce.amax", "scatter_add",
        "index_add", "cumprod", "diagonal", "trace", "masked_select", "nn.functional.mse_loss",
        "nn.functional.cross_entropy", "nn.functional.interpolate.bilinear", "nn.functional.interpolate.nearest",
-       "roll", "einsum", "sort", "topk", "searchsorted", "nn.functional.unfold", "cdist", "isclose"]
+       "roll", "einsum", "sort", "topk", "searchsorted", "nn.functional.unfold", "cdist", "isclose",
+       "tensordot", "kron", "block_diag", "diagonal_scatter", "put", "masked_scatter", "nn.functional.pdist",
+       "cumulative_trapezoid", "nn.functional.max_pool1d"]
 
 
 def test_common_ops_never_crash_kiln_or_give_a_wrong_answer(tmp_path):
