@@ -331,6 +331,18 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0, 0}},
              1, 2, 5),
+      ranged({"as_strided_reshape",  // ATen's adaptive_avg_pool2d to 1x1 in the aten dialect: a mean, then as_strided
+              R"(graph(%x: float32[s0, 8, 5, 5], %w: float32[8, 3]) {
+  %n: symint = aten.sym_size.int(self=%x, dim=0)
+  %m: float32[s0, 8, 1, 1] = aten.mean.dim(self=%x, dim=[-1, -2], keepdim=true)
+  %a: float32[s0, 8, 1, 1] = aten.as_strided.default(self=%m, size=[%n, 8, 1, 1], stride=[8, 1, 8, 8])
+  %v: float32[s0, 8] = aten.view.default(self=%a, size=[%n, 8])
+  %y: float32[s0, 3] = aten.mm.default(self=%v, mat2=%w)
+  return (%y)
+}
+)",
+              {0, 0}},
+             1, 2, 5),
       ranged({"attention_bool_mask",
               R"(graph(%q: float32[2, 4, 9, 16], %k: float32[2, 4, s0, 16], %v: float32[2, 4, s0, 8], %m: bool[9, s0]) {
   %o: float32[2, 4, 9, 8] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)

@@ -61,7 +61,8 @@ Family family(OpKind op) {
     case OpKind::kSplitTensor:
     case OpKind::kSplitWithSizes:
     case OpKind::kChunk:
-    case OpKind::kUnbind: return Family::kView;
+    case OpKind::kUnbind:
+    case OpKind::kAsStrided: return Family::kView;
     case OpKind::kAlias:
     case OpKind::kDetach:
     case OpKind::kLiftFreshCopy:
@@ -170,7 +171,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kPad: return pad_refusal(n);
     case Family::kIndexCopy: return index_copy_refusal(n);
     case Family::kCopyInto: return copy_into_refusal(n);
-    case Family::kView: return "";
+    case Family::kView: return n.op == OpKind::kAsStrided ? as_strided_refusal(n) : "";
     case Family::kArange: return arange_refusal(n);
     case Family::kSize: return size_refusal(n);
     case Family::kRotary: return "";  // made by the builder itself (fold_rotary)

@@ -66,6 +66,10 @@ std::string cast_refusal(const ir::Node& n);
 Status emit_cast(Builder& b, const ir::Node& n);
 std::string cat_refusal(const ir::Node& n);
 Status emit_cat(Builder& b, const ir::Node& n);
+// as_strided that reads a freshly computed tensor's elements in their own
+// order (strides contiguous for its sizes, unit dims aside; no offset): a
+// reshape (ATen's decompositions of pools emit it).
+std::string as_strided_refusal(const ir::Node& n);
 std::string pad_refusal(const ir::Node& n);
 Status emit_pad(Builder& b, const ir::Node& n);
 

@@ -235,6 +235,25 @@ std::string cast_refusal(const ir::Node& n) {
   return "";
 }
 
+std::string as_strided_refusal(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  const ir::Value* self = n.operands().empty() ? nullptr : n.operands()[0];
+  if (!out || !self || self->kind != ir::ValueKind::kTensor) return "not a tensor view";
+  const auto stride = ints_arg(n, "stride");
+  const auto offset = int_arg(n, "storage_offset");
+  if (n.find("storage_offset") && !is_none(n, "storage_offset") && (!offset || *offset != 0))
+    return "as_strided with a storage offset";
+  if (!self->producer || ir::op_category(self->producer->op) == ir::OpCategory::kView)
+    return "as_strided of a view or an input (it reads the storage beneath)";
+  const std::vector<int64_t> os = static_sizes(out);
+  if (!stride || stride->size() != os.size() || prod(os) != prod(static_sizes(self)))
+    return "as_strided to a different number of elements";
+  const std::vector<int64_t> contiguous = contiguous_strides_of(os);
+  for (size_t d = 0; d < os.size(); ++d)
+    if (os[d] != 1 && (*stride)[d] != contiguous[d]) return "as_strided other than a reshape";
+  return "";
+}
+
 // Constant padding (negative amounts crop) by a number.
 std::string pad_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
