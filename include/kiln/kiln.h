@@ -235,6 +235,18 @@ struct RunOptions {
   // kiln allocates on a caller's stream is freed on it: keep the stream
   // alive while the call's results live.
   void* stream = nullptr;
+  // Memory for the user outputs, or empty: kiln then allocates them where the
+  // outputs go (the device of the first input on one, else host memory).
+  // Given, one contiguous tensor per user output in result order, of the
+  // dtype and sizes the call gives (output_types() tells them from the
+  // inputs' types), each in host memory or on a device one of kiln's backends
+  // runs on (a framework's CUDA tensor): the call writes its results there
+  // and returns these tensors. The count, dtypes and sizes are checked before
+  // anything runs. A program that is one engine on the device they lie on,
+  // called with every input there, writes them directly from its engine
+  // (a padded batch bucket pads and cuts on the device); any other program
+  // runs as without them and its results are copied in, on the call's stream.
+  std::vector<Tensor> outputs;
 };
 
 // A program's state (its buffers) and calls on it. A session is used by one
@@ -253,8 +265,9 @@ class Session {
   // user outputs. Inputs are checked (count, dtype, rank, sizes, dynamic
   // ranges) before anything runs. Each input may lie in host memory or on a
   // device one of kiln's backends runs on (a CUDA tensor borrowed with
-  // Storage::borrow(..., Device::cuda())); the outputs lie on the device of
-  // the first input that lies on one, else in host memory. Buffers copied
+  // Storage::borrow(..., Device::cuda())); the outputs go into the
+  // caller's memory (RunOptions::outputs), else onto the device of the first
+  // input that lies on one, else into host memory. Buffers copied
   // back change only when the whole call succeeds. Buffers an engine updates
   // in place (KV caches, see Program::buffer_updated_in_place) are written as
   // that engine runs: after a call that fails later on, they hold the rows
@@ -308,32 +321,13 @@ class Session {
 
   const Program& program() const { return *program_; }
 
-  // Runs the program on the caller's device memory, for frameworks whose
-  // tensors live on the GPU (PyTorch's CUDA tensors, by DLPack): `inputs`
-  // are the user inputs and `outputs` memory for the user outputs (dtype and
-  // sizes as outputs() declares), each contiguous device memory borrowed as
-  // a Tensor's storage (Storage::borrow) and never read on the host. The
-  // work is ordered on `stream` (a cudaStream_t; null for the default
-  // stream) and the call returns without waiting for it. Inputs are checked
-  // as run() checks them, and pick the shape profile as run() does; a padded
-  // batch bucket pads and cuts on the device. kUnsupported, saying why,
-  // unless the method that runs is one engine segment on a backend with a
-  // device of its own (CUDA) that reads only user inputs, and the program
-  // writes no buffer: the caller then uses run() with host tensors.
-  Status run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream);
   // The dtype and sizes of each user output that a call of the program's
   // method with `inputs` returns (of the shape profile that takes them; a
   // padded batch bucket's outputs cut to the caller's rows): the memory to
-  // pass run_on_device. Reads the inputs' types only, never their data.
+  // give RunOptions::outputs. Reads the inputs' types only, never their data.
   // Inputs are checked as run() checks them; kUnsupported for an output
   // whose size depends on the inputs' values.
   Expected<std::vector<OutputType>> output_types(const std::vector<Tensor>& inputs) const;
-
-  // For benchmarks: when the program is a single engine on a backend with a
-  // device of its own (CUDA), copies `inputs` there once and returns the
-  // milliseconds of `iters` executions of the engine alone (after `warmup`
-  // ones), inputs and outputs resident on the device. kUnsupported otherwise.
-  Expected<std::vector<float>> time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const;
 
  private:
   std::shared_ptr<const Program> program_;

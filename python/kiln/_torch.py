@@ -67,16 +67,14 @@ class CompiledModule(torch.nn.Module):
         self._profiles = any("@" in name for name in program.method_names)
         if self._profiles:
             self._static_outputs = None
-        self._staged_shapes = set()  # input sizes and dtypes whose profile cannot run on device memory
         # User inputs the program writes in place (positions in call order).
         written = set(program.mutated_inputs())
         self._mutated_inputs = [i for i, spec in enumerate(program.inputs()) if spec["name"] in written]
-        # Stateless single-engine programs run on CUDA tensors through
-        # run_on_device (outputs in memory PyTorch allocates); every other
-        # call on CUDA tensors goes through Session.run on PyTorch's stream,
-        # its state in this module's CUDA buffers.
-        self._on_device = (program.device == "cuda" and not program.mutated_buffers() and
-                           not self._mutated_inputs)
+        # Calls on CUDA tensors run through Session.run on PyTorch's current
+        # stream, their outputs in memory PyTorch allocates where the inputs'
+        # sizes tell the outputs' (a one-engine program's engine writes them
+        # there directly), their state in this module's CUDA buffers.
+        self._output_sizes_known = True  # False once the data sets an output's size (no shape profiles)
         # Why calls on CUDA tensors go through host memory (None while none has).
         self.host_staging_reason = None
         # The buffers lie on `state_device` ("cuda" or "cpu"; by default where
@@ -111,44 +109,36 @@ class CompiledModule(torch.nn.Module):
             "a kiln.CompiledModule is compiled for one device and dtype; compile again instead of "
             "moving it with .to(), .cuda(), .half() and the like")
 
-    def _run_on_device(self, inputs):
-        """Runs on the caller's CUDA tensors, on PyTorch's current stream; None when the program cannot."""
-        device = inputs[0].device
-        if not all(t.device == device for t in inputs):
+    def _output_memory(self, inputs):
+        """CUDA memory for the outputs of a call on `inputs`, or None where the data sets a size."""
+        if self._static_outputs is not None:
+            types = self._static_outputs
+        elif not self._output_sizes_known:
             return None
-        shapes = tuple((tuple(t.shape), t.dtype) for t in inputs)
-        if shapes in self._staged_shapes:
-            return None
-        inputs = [t.contiguous() for t in inputs]
-        stream = torch.cuda.current_stream(device).cuda_stream
-        try:
-            if self._static_outputs is not None:
-                types = self._static_outputs
-            else:  # the shape profile or padded batch bucket that takes these inputs says
+        else:  # the shape profile or padded batch bucket that takes these inputs says
+            try:
                 types = [(getattr(torch, dtype), sizes) for dtype, sizes in self._session.output_types(inputs)]
-            outputs = [torch.empty(sizes, dtype=dtype, device=device) for dtype, sizes in types]
-            with self._lock, torch.cuda.device(device):
-                self._session.run_on_device(inputs, outputs, stream)
-        except _C.KilnError as e:
-            if e.code != "unsupported":
-                raise
-            if self._profiles:  # another profile may run on the device; this one stages
-                if len(self._staged_shapes) >= 1024:
-                    self._staged_shapes.clear()
-                self._staged_shapes.add(shapes)
-            else:
-                self._on_device = False  # e.g. fallback segments: Session.run from now on
-            return None
-        return outputs
+            except _C.KilnError as e:
+                if e.code != "unsupported":
+                    raise
+                if not self._profiles:
+                    self._output_sizes_known = False
+                return None
+        device = inputs[0].device
+        return [torch.empty(sizes, dtype=dtype, device=device) for dtype, sizes in types]
 
     def _run_cuda(self, inputs):
         """Runs on the caller's CUDA tensors through the session, on PyTorch's
-        current stream (no wait): outputs come back as CUDA tensors, the
-        buffers are updated where they lie."""
-        stream = torch.cuda.current_stream(inputs[0].device).cuda_stream
-        with self._lock:
-            arrays = self._session.run([t.contiguous() for t in inputs], stream=stream)
-        return [torch.from_dlpack(a) for a in arrays]
+        current stream (no wait): the outputs come back as CUDA tensors (in
+        memory PyTorch allocates where their sizes are known before the call),
+        the buffers are updated where they lie."""
+        device = inputs[0].device
+        inputs = [t.contiguous() for t in inputs]
+        outputs = self._output_memory(inputs)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        with self._lock, torch.cuda.device(device):
+            arrays = self._session.run(inputs, stream=stream, outputs=outputs)
+        return outputs if outputs is not None else [torch.from_dlpack(a) for a in arrays]
 
     def _tensor_inputs(self, args, kwargs):
         if self._kwarg_order is not None and set(kwargs) == set(self._kwarg_order):
@@ -177,10 +167,10 @@ class CompiledModule(torch.nn.Module):
         outputs = None
         on_cuda = inputs and self._program.device == "cuda" and all(t.is_cuda for t in inputs)
         if on_cuda and len({t.device for t in inputs}) == 1:
-            if self._on_device:
-                outputs = self._run_on_device(inputs)
-            if outputs is None:
-                outputs = self._run_cuda(inputs)
+            outputs = self._run_cuda(inputs)
+        elif self._program.device == "cuda" and any(t.is_cuda for t in inputs):
+            self.host_staging_reason = "inputs on more than one device (" + ", ".join(
+                sorted({str(t.device) for t in inputs})) + ")"
         if outputs is None:
             # Host tensors; a CUDA program's other calls stage through host memory.
             device = next((t.device for t in inputs if t.is_cuda), None)

@@ -127,7 +127,7 @@ kiln::Tensor tensor_of(const AnyArray& a, const std::string& what) {
 }
 
 // A kiln tensor over the caller's contiguous CUDA memory (no copy; never read
-// on the host): for Session::run_on_device.
+// on the host).
 kiln::Tensor device_tensor_of(const AnyArray& a, const std::string& what) {
   if (a.device_type() != nb::device::cuda::value)
     raise(kiln::invalid_argument(what + " is not CUDA memory (DLPack device type " + std::to_string(a.device_type()) +
@@ -224,34 +224,27 @@ class SessionHandle {
  public:
   explicit SessionHandle(const ProgramHandle& p) : program_(p.program), session_(p.program) {}
 
-  nb::list run(const std::vector<AnyArray>& inputs, const std::optional<std::string>& method,
-               const std::optional<uintptr_t>& stream) {
+  nb::object run(const std::vector<AnyArray>& inputs, const std::optional<std::string>& method,
+                 const std::optional<uintptr_t>& stream, const std::optional<std::vector<AnyArray>>& outputs) {
     std::vector<kiln::Tensor> ts;
     ts.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) ts.push_back(any_tensor_of(inputs[i], "input " + std::to_string(i)));
     kiln::RunOptions options;
     options.stream = stream_of(stream);
+    if (outputs)
+      for (size_t o = 0; o < outputs->size(); ++o)
+        options.outputs.push_back(any_tensor_of((*outputs)[o], "output " + std::to_string(o)));
     kiln::Expected<std::vector<kiln::Tensor>> out = [&] {
       nb::gil_scoped_release release;
       return method ? session_.run(*method, ts, options) : session_.run(ts, options);
     }();
     ts.clear();
+    options.outputs.clear();
+    std::vector<kiln::Tensor> results = take(std::move(out));
+    if (outputs) return nb::none();  // written into the caller's memory
     nb::list result;
-    for (const auto& t : take(std::move(out))) result.append(array_of(t));
+    for (const auto& t : results) result.append(array_of(t));
     return result;
-  }
-
-  void run_on_device(const std::vector<AnyArray>& inputs, const std::vector<AnyArray>& outputs, uintptr_t stream) {
-    std::vector<kiln::Tensor> ins, outs;
-    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(device_tensor_of(inputs[i], "input " + std::to_string(i)));
-    for (size_t o = 0; o < outputs.size(); ++o)
-      outs.push_back(device_tensor_of(outputs[o], "output " + std::to_string(o)));
-    kiln::Status st;
-    {
-      nb::gil_scoped_release release;
-      st = session_.run_on_device(ins, outs, reinterpret_cast<void*>(stream));
-    }
-    check(st);
   }
 
   // Per user output, (dtype name, sizes) of a call with `inputs` (CUDA or
@@ -407,16 +400,16 @@ NB_MODULE(_C, m) {
   nb::class_<SessionHandle>(m, "Session", "A program's state (its buffers) and calls on it; one thread at a time.")
       .def(nb::init<const ProgramHandle&>(), "program"_a)
       .def("run", &SessionHandle::run, "inputs"_a, "method"_a = nb::none(), "stream"_a = nb::none(),
-           "Runs the program on DLPack tensors (host or CUDA memory, no copies) and returns its outputs as DLPack "
-           "arrays, on the device of the first CUDA input, else the host. CUDA work is ordered on `stream` (a "
-           "cudaStream_t as an int, 0 for CUDA's legacy default stream; None: kiln's default stream) and the call "
-           "returns without waiting for it when the outputs are on the device.")
-      .def("run_on_device", &SessionHandle::run_on_device, "inputs"_a, "outputs"_a, "stream"_a = 0,
-           "Runs the program on CUDA memory (DLPack, contiguous), ordered on `stream` (a cudaStream_t as an int), "
-           "writing its outputs into `outputs`; raises KilnError (code 'unsupported') for programs that need run().")
+           "outputs"_a = nb::none(),
+           "Runs the program on DLPack tensors (host or CUDA memory, no copies). Without `outputs`, returns its "
+           "outputs as DLPack arrays, on the device of the first CUDA input, else the host; with `outputs` (one "
+           "contiguous tensor per output, of the dtype and sizes output_types() gives, host or CUDA memory), writes "
+           "them there and returns None. CUDA work is ordered on `stream` (a cudaStream_t as an int, 0 for CUDA's "
+           "legacy default stream; None: kiln's default stream) and the call returns without waiting for it when "
+           "the outputs are on the device.")
       .def("output_types", &SessionHandle::output_types, "inputs"_a,
            "Per user output, (dtype name, sizes) of a call with `inputs` (DLPack tensors; only their types are "
-           "read): the memory run_on_device writes.")
+           "read): the memory run(..., outputs=) writes; KilnError (code 'unsupported') when the data sets a size.")
       .def("buffer", &SessionHandle::buffer, "fqn"_a, "Buffer `fqn` as an array viewing the session's memory.")
       .def("set_buffer", &SessionHandle::set_buffer, "fqn"_a, "value"_a)
       .def("bind_buffer", &SessionHandle::bind_buffer, "fqn"_a, "memory"_a,

@@ -97,6 +97,13 @@ class Fence {
  public:
   virtual ~Fence() = default;
   virtual Status wait() = 0;
+  // Milliseconds of device time between `earlier` and this fence, both from
+  // timed_fence() on one stream of one device, once this one is reached
+  // (waits for it). For benchmarks.
+  virtual Expected<double> ms_since(const Fence& earlier) const {
+    (void)earlier;
+    return unsupported("this fence was not made for timing");
+  }
 };
 
 class DeviceMemory {
@@ -128,6 +135,8 @@ class DeviceMemory {
   virtual Status copy_to_host_async(const Tensor& dst, const Tensor& src, void* stream) const = 0;
   // A fence for everything enqueued on `stream` so far.
   virtual Expected<std::unique_ptr<Fence>> fence(void* stream) const = 0;
+  // A fence that also marks the time the device reaches it (Fence::ms_since).
+  virtual Expected<std::unique_ptr<Fence>> timed_fence(void* stream) const = 0;
   // Waits for everything enqueued on `stream` (null: the default stream).
   virtual Status synchronize(void* stream) const = 0;
   // Writes into `out` (int64, one element per row of `x`) the index of the
@@ -265,11 +274,6 @@ class Backend {
   // Releases the engine; `engine` may be null.
   virtual void destroy(EngineHandle engine) const = 0;
 
-  // For benchmarks: copies `inputs` to the device once, then times `iters`
-  // executions of the engine alone (after `warmup` ones) with the inputs and
-  // outputs resident where the engine computes, as a framework calling it
-  // with device tensors would. Milliseconds per execution. Backends that
-  // compute where the caller's tensors are (CPU) answer kUnsupported.
   // The device memory an engine loaded from `plan` holds, read from the plan
   // alone (no device needed). kUnsupported for backends that compute in
   // host memory.
@@ -278,10 +282,6 @@ class Backend {
     return unsupported("backend '" + std::string(name()) + "' keeps no device memory");
   }
 
-  virtual Expected<std::vector<float>> time_resident(EngineHandle engine, std::span<const Tensor> inputs, int warmup,
-                                                     int iters) const {
-    return unsupported("backend '" + std::string(name()) + "' has no separate device to time on");
-  }
 };
 
 // Owns an engine handle and destroys it with its backend.

@@ -353,22 +353,6 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   return out;
 }
 
-Expected<std::vector<float>> Executable::time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup,
-                                                       int iters) const {
-  KILN_TRY(ensure_engines());
-  if (p_.segments.size() != 1 || !engines_[0])
-    return unsupported("timing on the device alone needs a program that is one engine segment; this one has " +
-                       std::to_string(p_.segments.size()) + " segments");
-  const ir::Graph& g = p_.module.graph;
-  std::vector<cpu::RtValue> env(g.num_values());
-  for (size_t i = 0; i < graph_inputs.size() && i < g.inputs().size(); ++i)
-    env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(graph_inputs[i]);
-  std::vector<Tensor> ins;
-  for (int v : p_.segments[0].inputs) ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
-  const engine::Engine& e = *engines_[0];
-  return e.backend().time_resident(e.handle(), ins, warmup, iters);
-}
-
 Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
                                  void* stream, int64_t rows) const {
   KILN_TRY(ensure_engines());

@@ -64,9 +64,6 @@ class Executable {
   // Waits for every engine's enqueued work and reports a device-side error an
   // asynchronous call left.
   Status synchronize() const;
-  // For benchmarks: a program that is one engine segment, timed alone with
-  // its inputs resident on the engine's device (engine::Backend::time_resident).
-  Expected<std::vector<float>> time_resident(std::vector<cpu::RtValue> graph_inputs, int warmup, int iters) const;
   // A program that is one engine segment on a backend with a device of its
   // own (engine::Backend::execute_on_device), run on the caller's device
   // memory: `graph_inputs` parallel to the graph inputs (the ones the engine

@@ -368,60 +368,91 @@ std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
 
 }  // namespace
 
-Expected<std::vector<float>> Session::time_resident(const std::vector<Tensor>& inputs, int warmup, int iters) const {
-  KILN_ASSIGN_OR_RETURN(Profile chosen,
-                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
-  const ir::Module& m = chosen.program->impl_->module();
-  return chosen.program->impl_->exec->time_resident(
-      assemble_graph_inputs(m, buffers_,
-                            chosen.rows >= 0 ? pad_inputs(*padded_of(chosen.program), chosen.rows, inputs) : inputs),
-      warmup, iters);
+namespace {
+
+// The dtype and sizes of each user output of a call of `chosen` (a padded
+// batch bucket's cut to the caller's rows); an output whose sizes the
+// inputs' sizes do not determine has none, and `unknown` says why.
+struct OutputShape {
+  OutputType type;
+  std::string unknown;
+};
+std::vector<OutputShape> output_shapes(const Profile& chosen) {
+  const ir::Module& m = program_impl(*chosen.program).module();
+  const std::optional<program::PaddedBatch>& pad = padded_of(chosen.program);
+  std::vector<OutputShape> shapes;
+  for (size_t i = 0; i < m.output_specs.size(); ++i) {
+    if (m.output_specs[i].kind != ir::OutputSpec::Kind::kUserOutput) continue;
+    const ir::Value* v = m.graph.outputs()[i];
+    OutputShape s{{v->type.dtype, {}}, {}};
+    for (size_t d = 0; d < v->type.sizes.size() && s.unknown.empty(); ++d) {
+      const ir::Dim& dim = v->type.sizes[d];
+      Expected<int64_t> n = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(chosen.bound);
+      if (!n.has_value())
+        s.unknown = "output '" + v->name + "' (output " + std::to_string(shapes.size()) + "): dimension " +
+                    std::to_string(d) + " is " + dim.expr->to_string() + ", which the inputs' sizes do not determine";
+      else
+        s.type.sizes.push_back(*n);
+    }
+    if (s.unknown.empty() && chosen.rows >= 0 && pad->output_factors.at(i) > 0)
+      s.type.sizes.at(0) = chosen.rows * pad->output_factors[i];
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
 }
+
+// The caller's memory for the user outputs (RunOptions::outputs) against
+// what the call gives: count, contiguity, and the dtype and sizes where the
+// inputs' sizes determine them (the others are checked once they are known).
+Status check_output_memory(const Profile& chosen, const std::vector<Tensor>& memory) {
+  const std::vector<OutputShape> shapes = output_shapes(chosen);
+  if (memory.size() != shapes.size())
+    return invalid_argument("memory for outputs: the program has " + std::to_string(shapes.size()) + " outputs, got " +
+                            std::to_string(memory.size()));
+  for (size_t k = 0; k < memory.size(); ++k) {
+    const Tensor& t = memory[k];
+    const std::string who = "memory for output " + std::to_string(k);
+    if (!t.defined()) return invalid_argument(who + " is missing");
+    if (!t.is_contiguous()) return invalid_argument(who + " is not contiguous");
+    if (t.dtype() != shapes[k].type.dtype || (shapes[k].unknown.empty() && t.sizes() != shapes[k].type.sizes))
+      return invalid_argument(who + " is " + t.type_string() + ", the call gives " +
+                              std::string(dtype_name(shapes[k].type.dtype)) +
+                              (shapes[k].unknown.empty() ? shape_to_string(shapes[k].type.sizes)
+                                                         : std::string(" of sizes the data sets")));
+  }
+  return Status::ok();
+}
+
+// Copies result `src` into the caller's memory `dst` (same dtype and sizes,
+// contiguous) on `stream`: between device memory only enqueued, anything
+// with a host side complete on return.
+Status copy_into(const Tensor& dst, const Tensor& src, void* stream) {
+  if (dst.dtype() != src.dtype() || dst.sizes() != src.sizes())
+    return invalid_argument("the call gives " + src.type_string() + ", the memory for it is " + dst.type_string());
+  if (dst.is_cpu() && src.is_cpu()) {
+    Tensor into = dst;  // a view of the same memory
+    into.copy_from(src);
+    return Status::ok();
+  }
+  const Device d = dst.is_cpu() ? src.device() : dst.device();
+  const engine::DeviceMemory* dm = runtime::device_memory_of(d);
+  if (!dm) return unsupported("no backend of this kiln runs on " + d.to_string());
+  if ((!src.is_cpu() && src.device() != d)) return copy_tensor(dst, src);
+  const Tensor from = src.contiguous();
+  return dm->copy_all({&dst, 1}, {&from, 1}, stream);
+}
+
+}  // namespace
 
 Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor>& inputs) const {
   KILN_ASSIGN_OR_RETURN(Profile chosen,
                         select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
-  const ir::Module& m = chosen.program->impl_->module();
-  const std::optional<program::PaddedBatch>& pad = chosen.program->impl_->exec->program().padded;
   std::vector<OutputType> types;
-  for (size_t i = 0; i < m.output_specs.size(); ++i) {
-    if (m.output_specs[i].kind != ir::OutputSpec::Kind::kUserOutput) continue;
-    const ir::Value* v = m.graph.outputs()[i];
-    OutputType t{v->type.dtype, {}};
-    for (size_t d = 0; d < v->type.sizes.size(); ++d) {
-      const ir::Dim& dim = v->type.sizes[d];
-      Expected<int64_t> n = dim.is_static() ? Expected<int64_t>(dim.value) : dim.expr->eval(chosen.bound);
-      if (!n.has_value())
-        return unsupported("output '" + v->name + "' (output " + std::to_string(types.size()) + "): dimension " +
-                           std::to_string(d) + " is " + dim.expr->to_string() +
-                           ", which the inputs' sizes do not determine");
-      t.sizes.push_back(*n);
-    }
-    if (chosen.rows >= 0 && pad->output_factors.at(i) > 0) t.sizes.at(0) = chosen.rows * pad->output_factors[i];
-    types.push_back(std::move(t));
+  for (OutputShape& s : output_shapes(chosen)) {
+    if (!s.unknown.empty()) return unsupported(s.unknown);
+    types.push_back(std::move(s.type));
   }
   return types;
-}
-
-Status Session::run_on_device(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, void* stream) {
-  // Buffers live in host memory: an engine that reads one is refused below
-  // (its input is not the caller's), one the program writes here.
-  if (!program_->mutated_buffers().empty())
-    return unsupported("the program writes buffers, whose state lives in host memory: run it with host tensors");
-  KILN_ASSIGN_OR_RETURN(Profile chosen,
-                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
-  if (!chosen.program->mutated_inputs().empty())
-    return unsupported("the program writes input '" + chosen.program->mutated_inputs()[0] +
-                       "' in place: run it with host tensors");
-  const ir::Module& m = chosen.program->impl_->module();
-  std::vector<Tensor> graph_inputs(m.graph.inputs().size());
-  for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
-    if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
-  if (outputs.size() != chosen.program->outputs().size())
-    return invalid_argument("the program has " + std::to_string(chosen.program->outputs().size()) +
-                            " outputs, got memory for " + std::to_string(outputs.size()));
-  // A padded batch bucket pads and cuts on the device (engine::DevicePadding).
-  return chosen.program->impl_->exec->run_on_device(graph_inputs, outputs, stream, chosen.rows);
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
@@ -465,38 +496,69 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
       if (inputs[i].storage() == b.storage())
         return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
                                 ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
-  // Where the outputs go: the device of the first input on one, else the host.
-  Device outputs_on = Device::cpu();
+  // Where the outputs go: into the caller's memory, else onto the device of
+  // the first input on one, else into host memory.
+  const std::vector<Tensor>& given = options.outputs;
+  if (!given.empty()) KILN_TRY(check_output_memory(chosen, given));
+  Device outputs_on = given.empty() ? Device::cpu() : given[0].device();
   for (const Tensor& t : inputs)
-    if (t.defined() && !t.is_cpu()) {
+    if (given.empty() && t.defined() && !t.is_cpu()) {
       outputs_on = t.device();
       break;
     }
-  std::vector<Tensor> call_inputs = inputs;
-  if (chosen.rows >= 0) {
-    // Padding happens in host memory here (run_on_device pads on the device).
-    for (Tensor& t : call_inputs) {
-      KILN_ASSIGN_OR_RETURN(t, to_host(t));
-    }
-    call_inputs = pad_inputs(*padded_of(p), chosen.rows, call_inputs);
-  }
   // The call's device work goes on its stream (the device's default stream
   // unless the caller names one): engines, the memory they allocate, copies.
   const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
   void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
+  // A program that is one engine on the device where every input and output
+  // lies, writing no buffer and no input: the engine reads the caller's
+  // memory and writes the results into it (a padded batch bucket pads and
+  // cuts there). Anything else such a program does not allow (an engine
+  // reading a weight the caller does not pass) takes the general path below.
+  auto all_on = [&](const std::vector<Tensor>& ts) {
+    return std::all_of(ts.begin(), ts.end(),
+                       [&](const Tensor& t) { return t.defined() && t.device() == outputs_on && t.is_contiguous(); });
+  };
+  if (!given.empty() && !outputs_on.is_cpu() && p->mutated_buffers().empty() && p->mutated_inputs().empty() &&
+      all_on(inputs) && all_on(given)) {
+    std::vector<Tensor> graph_inputs(m.graph.inputs().size());
+    for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
+      if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
+    const Status direct = p->impl_->exec->run_on_device(graph_inputs, given, stream, chosen.rows);
+    if (direct.is_ok()) {
+      last_stream_ = stream;
+      pending_ = true;
+      return given;
+    }
+    if (direct.code() != ErrorCode::kUnsupported) return direct;
+  }
+  std::vector<Tensor> call_inputs = inputs;
+  if (chosen.rows >= 0) {
+    // Padding happens in host memory here (the direct path above pads on the device).
+    for (Tensor& t : call_inputs) {
+      KILN_ASSIGN_OR_RETURN(t, to_host(t));
+    }
+    call_inputs = pad_inputs(*padded_of(p), chosen.rows, call_inputs);
+  }
   runtime::Executable::RunOptions run_options;
   run_options.stream = stream;
   run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();
   run_options.user_outputs_on_host = outputs_on.is_cpu();
-  // Buffers copied back that lie on the device: the last engine writes their
-  // new values straight into them.
+  // Buffers copied back that lie on the device, and the caller's memory for
+  // user outputs there: the last engine writes their values straight into them.
   const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
   if (device && chosen.rows < 0) {
     run_options.output_memory.resize(m.output_specs.size());
-    for (size_t i = 0; i < m.output_specs.size(); ++i)
-      if (m.output_specs[i].kind == ir::OutputSpec::Kind::kBufferMutation && !in_place[i])
-        if (const Tensor& b = buffers_.at(m.output_specs[i].target); !b.is_cpu()) run_options.output_memory[i] = b;
+    for (size_t i = 0, k = 0; i < m.output_specs.size(); ++i) {
+      const ir::OutputSpec& s = m.output_specs[i];
+      if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
+        if (k < given.size() && !given[k].is_cpu()) run_options.output_memory[i] = given[k];
+        ++k;
+      } else if (s.kind == ir::OutputSpec::Kind::kBufferMutation && !in_place[i]) {
+        if (const Tensor& b = buffers_.at(s.target); !b.is_cpu()) run_options.output_memory[i] = b;
+      }
+    }
   }
   if (device) {
     last_stream_ = stream;
@@ -542,6 +604,13 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
           sizes[0] = chosen.rows * c;
           t = full.as_strided(sizes, full.strides(), full.storage_offset()).clone();
         }
+      }
+      if (!given.empty()) {  // into the caller's memory, unless the engine wrote it there
+        const Tensor& into = given.at(user_outputs.size());
+        if (t.storage() != into.storage() || t.raw_data() != into.raw_data())
+          KILN_TRY(copy_into(into, t, stream).with_context("output " + std::to_string(user_outputs.size())));
+        user_outputs.push_back(into);
+        continue;
       }
       user_outputs.push_back(t.is_cpu() ? t.contiguous() : t);
       continue;

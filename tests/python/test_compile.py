@@ -219,11 +219,20 @@ def test_inputs_the_program_writes_in_place_are_written_for_the_caller(device, t
     assert [line for line in r.stdout.splitlines() if "written in place" in line][0].split()[0] == "x", r.stdout
     if device == "cuda":
         assert compiled.host_staging_reason is None, compiled.host_staging_reason  # written on the device
-        # The device path refuses such a program, naming the input, before anything runs.
+        # Into output memory the caller gives: the result there, the input written too.
+        out = torch.full((2, 4), float("nan"), device="cuda")
+        again = kiln_x.clone()
+        assert compiled._session.run([again, y.cuda()], stream=0, outputs=[out]) is None
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            want_again = model(eager_x, y)
+        torch.testing.assert_close(out.cpu(), want_again, **tol(device))
+        torch.testing.assert_close(again.cpu(), eager_x)
+        # Memory of the wrong size is refused before anything runs: the input keeps its value.
         with pytest.raises(kiln.KilnError) as e:
-            compiled._session.run_on_device([kiln_x, y.cuda()], [torch.empty(2, 4, device="cuda")], 0)
-        assert e.value.code == "unsupported" and "writes input" in str(e.value)
-        torch.testing.assert_close(kiln_x.cpu(), eager_x)
+            compiled._session.run([again, y.cuda()], stream=0, outputs=[torch.empty(3, 4, device="cuda")])
+        assert e.value.code == "invalid_argument" and "memory for output 0" in str(e.value), str(e.value)
+        torch.testing.assert_close(again.cpu(), eager_x)
 
 
 def test_forced_fallback_op_in_the_middle(device, tmp_path):

@@ -133,6 +133,7 @@ struct CudaEngine final : engine::EngineState {
   std::vector<const void*> last_input;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false;
+  bool profiled = false;  // KILN_CUDA_PROFILE: the steps are timed at the first launch
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
   std::mutex mutex;
 
@@ -224,8 +225,8 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  // Times every step alone (no graph) and prints the slowest to stderr: what
-  // KILN_CUDA_PROFILE=1 asks for, to see where an engine's time goes
+  // Times every step alone (no graph) and prints the slowest to stderr, at
+  // the engine's first launch: what KILN_CUDA_PROFILE=1 asks for, to see where an engine's time goes
   // (KILN_CUDA_PROFILE=all: every step, in order, first).
   Status profile_steps(cudaStream_t stream) {
     KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
@@ -314,6 +315,10 @@ struct CudaEngine final : engine::EngineState {
   // `stream` is a legacy default stream, which cannot be captured; capture
   // runs nothing, and the graph is launched on `stream` itself).
   Status launch(cudaStream_t stream) {
+    if (profile && !profiled) {
+      profiled = true;
+      KILN_TRY(profile_steps(stream));
+    }
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
@@ -1106,27 +1111,6 @@ class CudaBackend final : public engine::Backend {
   }
 
   void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngine*>(handle); }
-
-  Expected<std::vector<float>> time_resident(engine::EngineHandle handle, std::span<const Tensor> inputs, int warmup,
-                                             int iters) const override {
-    auto* e = static_cast<CudaEngine*>(handle);
-    std::lock_guard<std::mutex> lock(e->mutex);
-    if (e->range) {
-      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
-      KILN_TRY(e->use_shape(shape));
-    }
-    KILN_TRY(e->check_inputs(inputs));
-    cudaStream_t stream = e->own_stream;
-    KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));
-    KILN_TRY(e->place_inputs(inputs, stream));
-    for (int i = 0; i < warmup; ++i) KILN_TRY(e->launch(stream));
-    KILN_TRY(e->check_error_word(stream));
-    KILN_ASSIGN_OR_RETURN(std::vector<float> times,
-                          time_each_on_stream(stream, 0, iters, [&] { return e->launch(stream); }));
-    if (e->profile) KILN_TRY(e->profile_steps(stream));
-    KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
-    return times;
-  }
 
  private:
   // How many shapes a range engine keeps ready: the backend's option, else

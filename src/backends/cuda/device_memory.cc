@@ -14,12 +14,21 @@ namespace {
 
 class CudaFence final : public engine::Fence {
  public:
-  explicit CudaFence(cudaEvent_t e) : event_(e) {}
+  CudaFence(cudaEvent_t e, bool timed) : event_(e), timed_(timed) {}
   ~CudaFence() override { cudaEventDestroy(event_); }
   Status wait() override { return cuda_status(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  Expected<double> ms_since(const engine::Fence& earlier) const override {
+    const auto* e = dynamic_cast<const CudaFence*>(&earlier);
+    if (!timed_ || !e || !e->timed_) return invalid_argument("ms_since needs two fences from timed_fence()");
+    KILN_CUDA_TRY(cudaEventSynchronize(event_));
+    float ms = 0;
+    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, e->event_, event_));
+    return static_cast<double>(ms);
+  }
 
  private:
   cudaEvent_t event_;
+  bool timed_;
 };
 
 // Device memory from CUDA's stream-ordered allocator (cudaMallocAsync), its
@@ -137,12 +146,9 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return copy_regions({&r, 1}, stream_of(stream));
   }
 
-  Expected<std::unique_ptr<engine::Fence>> fence(void* stream) const override {
-    cudaEvent_t e = nullptr;
-    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    auto f = std::make_unique<CudaFence>(e);
-    KILN_CUDA_TRY(cudaEventRecord(e, stream_of(stream)));
-    return std::unique_ptr<engine::Fence>(std::move(f));
+  Expected<std::unique_ptr<engine::Fence>> fence(void* stream) const override { return make_fence(stream, false); }
+  Expected<std::unique_ptr<engine::Fence>> timed_fence(void* stream) const override {
+    return make_fence(stream, true);
   }
 
   Status synchronize(void* stream) const override {
@@ -204,6 +210,14 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
   }
 
  private:
+  Expected<std::unique_ptr<engine::Fence>> make_fence(void* stream, bool timed) const {
+    cudaEvent_t e = nullptr;
+    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e, timed ? cudaEventDefault : cudaEventDisableTiming));
+    auto f = std::make_unique<CudaFence>(e, timed);
+    KILN_CUDA_TRY(cudaEventRecord(e, stream_of(stream)));
+    return std::unique_ptr<engine::Fence>(std::move(f));
+  }
+
   cudaStream_t stream_of(void* stream) const {
     return stream ? static_cast<cudaStream_t>(stream) : static_cast<cudaStream_t>(default_stream());
   }

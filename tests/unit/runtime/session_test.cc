@@ -122,40 +122,67 @@ TEST(Session, DynamicDimensionOutsideItsRangeIsRefused) {
   EXPECT_NE(r.status().message().find("is 9, outside the range [1, 8]"), std::string::npos) << r.status().message();
 }
 
-// run_on_device is for one-engine programs on a backend with its own device;
-// anything else is refused, saying why, before anything runs (the caller
-// then uses run() with host tensors).
-TEST(Session, RunOnDeviceRefusesWhatOnlyRunCanDo) {
+// RunOptions::outputs: the call writes its results into the caller's memory
+// and returns it, whatever the program (one engine, fallback segments, state);
+// memory that does not fit is refused before anything runs.
+TEST(Session, RunWritesIntoTheCallersOutputMemory) {
   auto f = io("resnet_basic.io.safetensors");
   const Tensor x = *f.find("input.0");
-  const Tensor out = Tensor::zeros(DType::Float32, f.find("output.0")->sizes());
-  auto cpu = load("resnet_basic.pt2");
-  ASSERT_TRUE(cpu);
-  Session s(cpu);
-  Status st = s.run_on_device({x}, {out}, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(st.message().find("no device of its own"), std::string::npos) << st.message();
-  // Inputs are checked first, as run() checks them.
-  st = s.run_on_device({Tensor::zeros(DType::Float32, {1})}, {out}, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
-  // Fallback segments run on the host.
+  const Tensor* want = f.find("output.0");
+  ASSERT_NE(want, nullptr);
   LoadOptions o;
   o.compile.min_block_size = 1;
   o.compile.fallback_ops = {"relu"};
   auto split = Program::load(kFixtures + "resnet_basic.pt2", o);
   ASSERT_TRUE(split.has_value()) << split.status().message();
-  Session t(*split);
-  st = t.run_on_device({x}, {out}, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(st.message().find("one engine segment"), std::string::npos) << st.message();
-  // A program that writes buffers keeps its state on the host.
+  for (const auto& program : {load("resnet_basic.pt2"), *split}) {
+    ASSERT_TRUE(program);
+    Session s(program);
+    Tensor out = Tensor::zeros(DType::Float32, want->sizes());
+    out.copy_from(Tensor::scalar(DType::Float32, std::nan("")).as_strided(want->sizes(), Shape(want->sizes().size(), 0), 0));
+    RunOptions into;
+    into.outputs = {out};
+    auto r = s.run({x}, into);
+    ASSERT_TRUE(r.has_value()) << r.status().message();
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_EQ((*r)[0].raw_data(), out.raw_data());
+    EXPECT_LE(max_abs_diff(out, *want), 1e-4);
+    // The wrong count, sizes, dtype or layout: refused, naming the memory.
+    for (const std::vector<Tensor>& wrong :
+         {std::vector<Tensor>{out, out}, std::vector<Tensor>{Tensor::zeros(DType::Float32, {1})},
+          std::vector<Tensor>{Tensor::zeros(DType::Float64, want->sizes())},
+          std::vector<Tensor>{Tensor::zeros(DType::Float32, {want->size(1), want->size(0)})
+                                  .as_strided(want->sizes(), {1, want->size(0)}, 0)}}) {
+      RunOptions bad;
+      bad.outputs = wrong;
+      auto refused = s.run({x}, bad);
+      ASSERT_FALSE(refused.has_value());
+      EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument) << refused.status().message();
+      EXPECT_NE(refused.status().message().find("memory for output"), std::string::npos) << refused.status().message();
+    }
+  }
+  // A program with state: a refused call changes no buffer; an accepted one
+  // gives what a call without memory gives.
   auto stateful = load("conv_state.pt2");
   ASSERT_TRUE(stateful);
-  Session u(stateful);
   auto g = io("conv_state.io.safetensors");
-  st = u.run_on_device({*g.find("step0.input.0")}, {Tensor::zeros(DType::Float32, {1, 8})}, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(st.message().find("writes buffers"), std::string::npos) << st.message();
+  const Tensor step = *g.find("step0.input.0");
+  Session a(stateful), b(stateful);
+  auto plain = b.run({step});
+  ASSERT_TRUE(plain.has_value()) << plain.status().message();
+  ASSERT_EQ(plain->size(), 2u);
+  RunOptions bad;
+  bad.outputs = {Tensor::zeros(DType::Float32, {2, 8}), Tensor::zeros((*plain)[1].dtype(), (*plain)[1].sizes())};
+  auto refused = a.run({step}, bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.status().message().find("memory for output 0"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(a.buffer("steps")->item_int() + 1, b.buffer("steps")->item_int());
+  RunOptions into;
+  for (const Tensor& t : *plain) into.outputs.push_back(Tensor::zeros(t.dtype(), t.sizes()));
+  auto given = a.run({step}, into);
+  ASSERT_TRUE(given.has_value()) << given.status().message();
+  for (size_t k = 0; k < plain->size(); ++k) EXPECT_EQ(max_abs_diff(into.outputs[k], (*plain)[k]), 0.0) << k;
+  EXPECT_EQ(a.buffer("steps")->item_int(), b.buffer("steps")->item_int());
 }
 
 // output_types gives the memory a call's outputs need from the inputs' types

@@ -166,6 +166,70 @@ TEST(CudaSession, DeviceInputsGiveDeviceOutputs) {
   EXPECT_TRUE(back->same_bytes((*on_host)[0]));
 }
 
+// RunOptions::outputs on the device: one engine writes the caller's memory
+// directly; a program with a fallback segment, one with state and one whose
+// output sizes the data sets write theirs through the general path. Each
+// gives the bits of a call without memory, and the result is the memory given.
+TEST(CudaSession, RunWritesIntoTheCallersDeviceMemory) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  auto on_device = [&](const Tensor& t) {
+    auto d = dm->empty(t.dtype(), t.sizes());
+    EXPECT_TRUE(d.has_value() && copy_tensor(*d, t).is_ok());
+    return d.has_value() ? *d : Tensor();
+  };
+  LoadOptions split;
+  split.compile.device = "cuda";
+  split.compile.min_block_size = 1;
+  split.compile.fallback_ops = {"relu"};
+  struct Case {
+    std::string name;
+    std::shared_ptr<const Program> program;
+    std::string io, input;
+  };
+  auto with_fallback = Program::load(fixture("resnet_basic.pt2"), split);
+  ASSERT_TRUE(with_fallback.has_value()) << with_fallback.status().message();
+  const std::vector<Case> cases = {
+      {"one engine", compiled("resnet_basic.pt2", "cuda"), "resnet_basic.io.safetensors", "input.0"},
+      {"a fallback segment", *with_fallback, "resnet_basic.io.safetensors", "input.0"},
+      {"state", compiled("conv_state.pt2", "cuda"), "conv_state.io.safetensors", "step0.input.0"},
+      {"sizes set by data", compiled("nonzero_middle.pt2", "cuda"), "nonzero_middle.io.safetensors", "input.0"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_NE(c.program, nullptr);
+    auto io = frontend::read_safetensors(fixture(c.io));
+    ASSERT_TRUE(io.has_value());
+    const Tensor x = on_device(*io->find(c.input));
+    Session plain(c.program), given(c.program);
+    auto want = plain.run({x});
+    ASSERT_TRUE(want.has_value()) << want.status().message();
+    RunOptions into;
+    for (const Tensor& w : *want) {
+      auto m = dm->empty(w.dtype(), w.sizes());
+      ASSERT_TRUE(m.has_value());
+      into.outputs.push_back(*m);
+    }
+    auto got = given.run({x}, into);
+    ASSERT_TRUE(got.has_value()) << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t k = 0; k < want->size(); ++k) {
+      EXPECT_EQ((*got)[k].raw_data(), into.outputs[k].raw_data()) << "output " << k;
+      auto a = to_host(into.outputs[k]);
+      auto b = to_host((*want)[k]);
+      ASSERT_TRUE(a.has_value() && b.has_value());
+      EXPECT_TRUE(a->same_bytes(*b)) << "output " << k;
+    }
+    for (const TensorSpec& buffer : c.program->buffers()) {
+      auto a = given.buffer(buffer.name);
+      auto b = plain.buffer(buffer.name);
+      ASSERT_TRUE(a.has_value() && b.has_value());
+      EXPECT_EQ(a->device(), Device::cuda()) << buffer.name;
+      EXPECT_TRUE(to_host(*a)->same_bytes(*to_host(*b))) << buffer.name;
+    }
+  }
+}
+
 // A data-dependent op between CUDA engines: the mask is made in the first
 // engine, nonzero runs on the device (its row count, 8 bytes, is all that
 // crosses to the host), and the engine after it, built once for counts 1..12,
