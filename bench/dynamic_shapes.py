@@ -14,7 +14,7 @@ For each length L in --lengths, on the same ids:
   compiled once (`kiln compile --device cuda -o bert_dyn.kiln`; build time
   recorded, and the number of engines and fallback nodes from
   `kiln inspect --partition`). Then `kiln bench bert_dyn.kiln --inputs IN_L`
-  gives the engine alone (CUDA events, inputs resident on the device) and
+  gives resident calls (device time, CUDA events; inputs and outputs on the device) and
   end to end from host tensors, and `kiln run` at L in a new process gives
   the first call at a length the build did not plan (wall time of the call,
   as the CLI reports it, beside the same at the build's opt length).

@@ -11,8 +11,8 @@ GPU; kiln compiles the same module exported with torch.export (on the CPU,
 as the fixtures are) for --device cuda.
 
 Times per token are medians of CUDA-event timings (PyTorch) and of kiln bench
-(CUDA events around the engine with its inputs and caches resident on the
-device), plus end to end through Session::run (kiln bench) and kiln generate:
+(device time of calls on inputs, outputs and caches resident on the device,
+enqueued back to back; CUDA events between them), plus end to end through Session::run (kiln bench) and kiln generate:
 the session keeps the caches on the device, token ids go in and logits come
 out through host memory. The memory-bandwidth floor is the bytes one step must read (weights
 once and the KV cache) at 4.8 TB/s.

@@ -11,8 +11,9 @@ and cache positions [T] in, logits [1, T, vocab] out, the caches as buffers).
 The prefill is exported with torch.export and Dim("prompt", 1, CACHE); the
 decode step with one token, as llm_decode.py does.
 
-For each prompt length the table has: the prefill engine alone (`kiln bench
---method prefill`: CUDA events, inputs and caches resident on the device),
+For each prompt length the table has: the prefill call on resident memory
+(`kiln bench --method prefill`: device time from CUDA events, inputs, outputs
+and caches resident on the device),
 the same call end to end from host tensors, its first call in a fresh process
 (the shape planned, new kernels compiled, GEMMs timed), `kiln generate`'s
 prompt time (a fresh process: includes that first call) and its decode time

@@ -183,6 +183,19 @@ Graph Graph::clone(std::map<const Value*, Value*>* map) const {
   return g;
 }
 
+Module clone_module(const Module& m) {
+  Module c;
+  c.graph = m.graph.clone();
+  c.input_specs = m.input_specs;
+  c.output_specs = m.output_specs;
+  c.weights = m.weights;
+  c.symbols = m.symbols;
+  c.dialect = m.dialect;
+  c.torch_version = m.torch_version;
+  c.source = m.source;
+  return c;
+}
+
 const char* input_kind_name(InputSpec::Kind k) {
   switch (k) {
     case InputSpec::Kind::kParameter: return "parameter";

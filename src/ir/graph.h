@@ -179,6 +179,10 @@ struct Module {
   std::string source;         // file it came from, for messages
 };
 
+// A copy of `m` to rewrite on its own: the graph deep-copied, the weights'
+// tensors shared (passes add and drop weights, never write one in place).
+Module clone_module(const Module& m);
+
 // Invariant 4 (one canonical output order): a program's results and each
 // engine's output bindings put buffer mutations first, in the program's buffer
 // order, then everything else in the order it already has. This is the one

@@ -48,29 +48,18 @@ struct CompiledProgram {
   std::optional<PaddedBatch> padded;
 };
 
+// The method that holds shape profile k of method `name`: `name` itself for
+// profile 0, else "name@k" (see CompileOptions::shapes).
+inline std::string profile_method_name(std::string_view name, size_t k) {
+  return k == 0 ? std::string(name) : std::string(name) + "@" + std::to_string(k);
+}
+
 // One named entry point of a program: "forward" for a single exported
 // program; prefill and decode for a decoder compiled from two exports.
 struct CompiledMethod {
   std::string name;
   CompiledProgram program;
 };
-
-struct CompileSettings {
-  std::string device = "cpu";
-  std::string precision = "fp32";  // engine::BuildOptions::precision
-  // Where built plans are looked up and stored (null: build every engine).
-  std::shared_ptr<EngineCache> cache;
-  partition::PartitionOptions partition;
-  std::function<void(const std::string&)> progress;
-};
-
-// The engine cache key material of `net` built by `backend` (see engine_cache.h):
-// kiln's version, the backend's identity, the plan format version, the
-// precision, the network's full text (layers, edges, attributes, constant
-// names, shapes and dtypes) and the shape profile: min, opt and max of every
-// symbol the network's sizes use, from `symbols`.
-std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
-                             const std::map<std::string, ir::SymbolRange>& symbols = {});
 
 // How one mutated buffer gets its new value (invariant 3 of the design).
 struct BufferWrite {
@@ -88,13 +77,5 @@ Expected<std::vector<BufferWrite>> classify_buffer_writes(const CompiledProgram&
 
 // Backends built into this kiln: "cpu", "null" (and "cuda" where built).
 const engine::BackendRegistry& builtin_backends();
-
-// Partitions `m` (already lowered) with the converter registry's capability
-// checks for the device's backend, converts and builds every engine segment.
-Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings);
-
-// Renumbers `m.graph`'s values densely (through the text form), keeping the
-// signature; compiled programs and .kiln files index values by id.
-Status canonicalize_module(ir::Module& m);
 
 }  // namespace kiln::program

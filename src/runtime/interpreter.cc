@@ -2,13 +2,6 @@
 
 namespace kiln::runtime {
 
-std::vector<const ir::Node*> nodes_without_kernel(const ir::Graph& g, const cpu::KernelRegistry& kernels) {
-  std::vector<const ir::Node*> out;
-  for (const auto& n : g.nodes())
-    if (!kernels.find(n->op)) out.push_back(n.get());
-  return out;
-}
-
 Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::KernelRegistry& kernels) {
   cpu::KernelFn fn = kernels.find(n.op);
   if (!fn) return unsupported(n.describe() + ": no CPU kernel for this op");

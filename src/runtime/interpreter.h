@@ -18,7 +18,4 @@ Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::Ke
 Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cpu::RtValue> inputs,
                                               const cpu::KernelRegistry& kernels);
 
-// Every op in `g` that has no kernel in `kernels` (empty when all run).
-std::vector<const ir::Node*> nodes_without_kernel(const ir::Graph& g, const cpu::KernelRegistry& kernels);
-
 }  // namespace kiln::runtime

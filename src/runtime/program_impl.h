@@ -11,11 +11,7 @@
 
 namespace kiln {
 
-// The method that holds shape profile k of method `name`: `name` itself for
-// profile 0, else "name@k" (see CompileOptions::shapes).
-inline std::string profile_method_name(std::string_view name, size_t k) {
-  return k == 0 ? std::string(name) : std::string(name) + "@" + std::to_string(k);
-}
+using program::profile_method_name;
 
 struct Program::Impl {
   std::string method_name = "forward";

@@ -5,6 +5,7 @@
 
 #include "lowering/pass.h"
 #include "partition/partition.h"
+#include "compiler/compiler.h"
 #include "program/compiled_program.h"
 #include "runtime/executable.h"
 #include "unit/lowering/rewrite_test_util.h"
@@ -63,14 +64,14 @@ TEST(OrderOutputs, EnginesBindTheirOutputsInTheSameOrder) {
 TEST(OrderOutputs, TheRuntimeRefusesAProgramOutOfOrderAndRunsOneInOrder) {
   ir::Module m = program();
   ASSERT_TRUE(order_outputs(m).is_ok());
-  program::CompileSettings cs;
+  compiler::CompileSettings cs;
   cs.partition.min_block_size = 1;
-  auto good = program::compile_module(testing::clone_module(m), cs);
+  auto good = compiler::compile_module(testing::clone_module(m), cs);
   ASSERT_TRUE(good.has_value()) << good.status().message();
   auto loaded = runtime::Executable::load(std::move(*good), "ordered");
   ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
   // The same program with its results swapped back into the export's order.
-  auto cp = program::compile_module(testing::clone_module(m), cs);
+  auto cp = compiler::compile_module(testing::clone_module(m), cs);
   ASSERT_TRUE(cp.has_value()) << cp.status().message();
   program::CompiledProgram bad = std::move(*cp);
   std::swap(bad.module.graph.outputs()[0], bad.module.graph.outputs()[2]);

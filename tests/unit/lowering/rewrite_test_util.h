@@ -62,16 +62,7 @@ inline ir::Module module_from(const char* text, std::map<std::string, Tensor> we
   return m;
 }
 
-inline ir::Module clone_module(const ir::Module& m) {
-  ir::Module c;
-  c.graph = m.graph.clone();
-  c.input_specs = m.input_specs;
-  c.output_specs = m.output_specs;
-  c.weights = m.weights;
-  c.symbols = m.symbols;
-  c.dialect = m.dialect;
-  return c;
-}
+using ir::clone_module;
 
 // Random values for the user inputs of `m`, in input order.
 inline std::vector<Tensor> random_user_inputs(const ir::Module& m, uint32_t seed) {

@@ -19,6 +19,7 @@
 #include "frontend/pt2_loader.h"
 #include "frontend/safetensors.h"
 #include "lowering/pipeline.h"
+#include "compiler/compiler.h"
 #include "program/compiled_program.h"
 #include "runtime/executable.h"
 #include "support/network_text.h"
@@ -50,7 +51,7 @@ constexpr const char* kNet = R"(graph(%x: float32[4, 8], %w: float32[8, 3], %b: 
 std::string key_of(const std::string& text, const std::vector<std::string>& constants = {"w", "b"},
                    const std::string& precision = "fp32") {
   auto backend = cpu::make_cpu_backend();
-  return engine_cache_key(*backend, network_from(text, 1, constants), precision);
+  return compiler::engine_cache_key(*backend, network_from(text, 1, constants), precision);
 }
 
 std::string replaced(std::string s, const std::string& from, const std::string& to) {
@@ -97,7 +98,7 @@ TEST(EngineCacheKey, ChangesWithEveryIngredient) {
     }
     void destroy(engine::EngineHandle h) const override { cpu->destroy(h); }
   } other;
-  EXPECT_NE(engine_cache_key(other, network_from(kNet, 1, {"w", "b"}), "fp32"), base);
+  EXPECT_NE(compiler::engine_cache_key(other, network_from(kNet, 1, {"w", "b"}), "fp32"), base);
 }
 
 TEST(EngineCacheKey, ChangesWithTheShapeProfileOfItsOwnSymbols) {
@@ -109,14 +110,14 @@ TEST(EngineCacheKey, ChangesWithTheShapeProfileOfItsOwnSymbols) {
   const std::string dyn = replaced(text, "%s: float32[4, 3]", "%s: float32[s0, 3]");
   auto backend = cpu::make_cpu_backend();
   auto key = [&](std::map<std::string, ir::SymbolRange> symbols) {
-    return engine_cache_key(*backend, network_from(dyn, 1, {"w", "b"}), "fp32", symbols);
+    return compiler::engine_cache_key(*backend, network_from(dyn, 1, {"w", "b"}), "fp32", symbols);
   };
   const std::string base = key({{"s0", {1, 16, 8}}});
   EXPECT_NE(key({{"s0", {2, 16, 8}}}), base) << "min";
   EXPECT_NE(key({{"s0", {1, 16, 4}}}), base) << "opt";
   EXPECT_NE(key({{"s0", {1, 32, 8}}}), base) << "max";
   EXPECT_EQ(key({{"s0", {1, 16, 8}}, {"s1", {1, 4, 2}}}), base) << "a symbol the network does not use";
-  EXPECT_EQ(engine_cache_key(*backend, network_from(kNet, 1, {"w", "b"}), "fp32", {{"s0", {1, 16, 8}}}),
+  EXPECT_EQ(compiler::engine_cache_key(*backend, network_from(kNet, 1, {"w", "b"}), "fp32", {{"s0", {1, 16, 8}}}),
             key_of(kNet))
       << "a static network does not depend on any profile";
 }
@@ -351,9 +352,9 @@ TEST(EngineCache, NewWeightsReuseThePlanAndGiveTheNewOutputs) {
           t = scaled;
         }
     KILN_TRY(lowering::run_pipeline(*m, lowering::default_pipeline()));
-    CompileSettings s;
+    compiler::CompileSettings s;
     if (use_cache) s.cache = std::make_shared<EngineCache>(CacheOptions{dir});
-    KILN_ASSIGN_OR_RETURN(CompiledProgram p, compile_module(std::move(*m), s));
+    KILN_ASSIGN_OR_RETURN(CompiledProgram p, compiler::compile_module(std::move(*m), s));
     *from_cache = p.segments.size() == 1 && p.segments[0].from_cache;
     KILN_ASSIGN_OR_RETURN(auto e, runtime::Executable::load(std::move(p), "refit"));
     return e.release();

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "base/section_file.h"
+#include "compiler/compiler.h"
 #include "frontend/pt2_loader.h"
 #include "ir/printer.h"
 #include "lowering/pipeline.h"
@@ -24,7 +25,7 @@ CompiledProgram compile_fixture() {
   auto m = frontend::load_pt2(kFixture);
   EXPECT_TRUE(m.has_value()) << m.status().message();
   EXPECT_TRUE(lowering::run_pipeline(*m, lowering::default_pipeline()).is_ok());
-  auto p = compile_module(std::move(*m), {});
+  auto p = compiler::compile_module(std::move(*m), {});
   EXPECT_TRUE(p.has_value()) << p.status().message();
   return std::move(*p);
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "compiler/compiler.h"
 #include "engine/plan.h"
 #include "frontend/safetensors.h"
 #include "ir/printer.h"
@@ -147,9 +148,9 @@ Expected<Built> build(const std::string& text, const Tensor& initial, int user_i
     m.output_specs.push_back({ir::OutputSpec::Kind::kUserOutput, ""});
   m.weights["cache"] = initial;
   for (const auto& [name, range] : std::map<std::string, ir::SymbolRange>{{"s0", {1, 64}}}) m.symbols[name] = range;
-  program::CompileSettings cs;
+  compiler::CompileSettings cs;
   cs.partition.min_block_size = 1;
-  KILN_ASSIGN_OR_RETURN(program::CompiledProgram cp, program::compile_module(std::move(m), cs));
+  KILN_ASSIGN_OR_RETURN(program::CompiledProgram cp, compiler::compile_module(std::move(m), cs));
   Built b;
   KILN_ASSIGN_OR_RETURN(b.exec, runtime::Executable::load(std::move(cp), "test program"));
   b.writes = b.exec->buffer_writes();

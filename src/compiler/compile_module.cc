@@ -2,12 +2,18 @@
 #include <map>
 #include <set>
 
+// The back half of the compile stage: a lowered module partitioned by what
+// the device's backend takes, each engine segment converted and built (or
+// taken from the engine cache).
+#include "compiler/compiler.h"
 #include "convert/registry.h"
 #include "engine/plan.h"
 #include "ir/printer.h"
-#include "program/compiled_program.h"
 
-namespace kiln::program {
+namespace kiln::compiler {
+
+using program::CompiledProgram;
+using program::SegmentRecord;
 
 namespace {
 
@@ -35,8 +41,8 @@ void drop_unused_weights(ir::Module& m) {
     it = keep.count(it->first) ? std::next(it) : m.weights.erase(it);
 }
 
-}  // namespace
-
+// Renumbers `m.graph`'s values densely (through the text form), keeping the
+// signature; compiled programs and .kiln files index values by id.
 Status canonicalize_module(ir::Module& m) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::renumbered(m.graph));
   if (g.inputs().size() != m.graph.inputs().size() || g.outputs().size() != m.graph.outputs().size())
@@ -44,6 +50,8 @@ Status canonicalize_module(ir::Module& m) {
   m.graph = std::move(g);
   return m.graph.verify();
 }
+
+}  // namespace
 
 std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
                              const std::map<std::string, ir::SymbolRange>& symbols) {
@@ -72,10 +80,10 @@ std::string engine_cache_key(const engine::Backend& backend, const engine::Netwo
 }
 
 Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings) {
-  const engine::Backend* backend = builtin_backends().find(settings.device);
+  const engine::Backend* backend = program::builtin_backends().find(settings.device);
   if (backend == nullptr) {
     std::string names;
-    for (const std::string& n : builtin_backends().names()) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : program::builtin_backends().names()) names += (names.empty() ? "" : ", ") + n;
     return invalid_argument("unknown device '" + settings.device + "' (this kiln has: " + names + ")");
   }
   if (m.input_specs.size() != m.graph.inputs().size())
@@ -157,8 +165,8 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
   }
   p.module = std::move(m);
   // The post-build check: every mutated buffer is written in place or copied back.
-  KILN_TRY(classify_buffer_writes(p, "the compiled program").status());
+  KILN_TRY(program::classify_buffer_writes(p, "the compiled program").status());
   return p;
 }
 
-}  // namespace kiln::program
+}  // namespace kiln::compiler

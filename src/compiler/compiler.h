@@ -1,0 +1,52 @@
+// The compile stage: a .pt2 read once, lowered once per shape profile and
+// padded batch bucket (each from its own copy of the module as read, since a
+// profile that fixes a size changes what lowering folds), partitioned, and an
+// engine built for each supported segment. What it produces
+// (program::CompiledMethod) is what a .kiln file holds; the runtime loads it
+// and runs it (runtime/program.cc, runtime/executable.h) and never lowers.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "ir/graph.h"
+#include "kiln/kiln.h"
+#include "partition/partition.h"
+#include "program/compiled_program.h"
+#include "program/engine_cache.h"
+
+namespace kiln::compiler {
+
+// Method `name` of the .pt2 at `path`, compiled once per shape profile
+// (`options.compile.shapes`): `name`, then `name@1`, `name@2`, ...; a profile
+// compiled as padded batch buckets gives one method per bucket size. Appends
+// them to `out`. The archive is read once.
+Status compile_methods(const std::string& name, const std::string& path, const LoadOptions& options,
+                       std::vector<program::CompiledMethod>& out);
+
+struct CompileSettings {
+  std::string device = "cpu";
+  std::string precision = "fp32";  // engine::BuildOptions::precision
+  // Where built plans are looked up and stored (null: build every engine).
+  std::shared_ptr<program::EngineCache> cache;
+  partition::PartitionOptions partition;
+  std::function<void(const std::string&)> progress;
+};
+
+// Partitions `m` (already lowered) with the converter registry's capability
+// checks for the device's backend, converts and builds every engine segment.
+Expected<program::CompiledProgram> compile_module(ir::Module m, const CompileSettings& settings);
+
+// The engine cache key material of `net` built by `backend` (see engine_cache.h):
+// kiln's version, the backend's identity, the plan format version, the
+// precision, the network's full text (layers, edges, attributes, constant
+// names, shapes and dtypes) and the shape profile: min, opt and max of every
+// symbol the network's sizes use, from `symbols`.
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
+                             const std::map<std::string, ir::SymbolRange>& symbols = {});
+
+}  // namespace kiln::compiler
