@@ -30,6 +30,16 @@ want = np.frombuffer(oraw, dtype=np.float32).reshape(oshape)
 assert y.shape == want.shape, (y.shape, want.shape)
 err = float(np.max(np.abs(y - want)))
 assert err < 1e-4, err
+# Into memory the caller gives: written there, None returned; memory that does not fit is refused.
+out = np.full(want.shape, np.nan, dtype=np.float32)
+assert session.run([x], outputs=[out]) is None
+assert float(np.max(np.abs(out - want))) < 1e-4
+try:
+    session.run([x], outputs=[np.zeros((1,), dtype=np.float32)])
+except kiln.KilnError as e:
+    assert e.code == "invalid_argument" and "memory for output 0" in str(e), str(e)
+else:
+    raise AssertionError("output memory of the wrong size was accepted")
 try:
     session.run([x[:, :2]])
 except kiln.KilnError as e:
