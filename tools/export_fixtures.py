@@ -1178,6 +1178,51 @@ def build_nonzero_middle():
     )
 
 
+class MaskedSelectTail(nn.Module):
+    """A dense part, then masked_select of its output by a mask it computes (the last op: no bound needed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+
+    def hidden(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+    def forward(self, x):
+        h = self.hidden(x)
+        return torch.masked_select(h, h > 0.1), h.sum(-1)
+
+
+def _masked_select_tail_sanity(fresh: nn.Module, fx: Fixture, eager_outputs: list) -> dict:
+    """Some elements kept and some dropped, none within 1e-4 of the threshold."""
+    (x,) = fx.example
+    with torch.no_grad():
+        h = fresh.hidden(x)
+    kept = int((h > 0.1).sum())
+    closest = (h - 0.1).abs().min().item()
+    if not 0 < kept < h.numel():
+        raise AssertionError(f"masked_select_tail keeps {kept} of {h.numel()} elements")
+    if closest <= 1e-4:
+        raise AssertionError(f"masked_select_tail: an element is {closest:.3g} from the threshold")
+    return {"elements": h.numel(), "kept": kept, "min_abs_distance": closest, "ok": True}
+
+
+@fixture("masked_select_tail")
+def build_masked_select_tail():
+    x = torch.randn(6, 16, generator=torch.Generator().manual_seed(17))
+    return Fixture(
+        "masked_select_tail",
+        "a data-dependent selection after dense layers: h = Linear(32,16)(ReLU(Linear(16,32)(x))); outputs "
+        "masked_select(h, h > 0.1) (float32 [u0]) and h.sum(-1); input 6x16",
+        "custom nn.Module (tools/export_fixtures.py: MaskedSelectTail)",
+        MaskedSelectTail(),
+        (x,),
+        keep_debug_metadata=True,
+        sanity=_masked_select_tail_sanity,
+    )
+
+
 class Bf16Block(nn.Module):
     def __init__(self, dim=32, hidden=64):
         super().__init__()

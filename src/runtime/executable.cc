@@ -191,6 +191,20 @@ const ir::Value* boolean_mask(const ir::Node& n) {
   return m;
 }
 
+// masked_select(self, mask) whose operands have the same sizes (no
+// broadcasting): the elements of the flattened self under the flattened mask.
+bool same_size_masked_select(const ir::Node& n) {
+  if (n.op != ir::OpKind::kMaskedSelect) return false;
+  const ir::Arg* self = n.find("self");
+  const ir::Arg* mask = n.find("mask");
+  const ir::Value* x = self && std::get_if<ir::Value*>(self) ? std::get<ir::Value*>(*self) : nullptr;
+  const ir::Value* m = mask && std::get_if<ir::Value*>(mask) ? std::get<ir::Value*>(*mask) : nullptr;
+  if (!x || !m || m->type.dtype != DType::Bool || x->type.sizes.size() != m->type.sizes.size()) return false;
+  for (size_t d = 0; d < x->type.sizes.size(); ++d)
+    if (x->type.sizes[d].to_string() != m->type.sizes[d].to_string()) return false;
+  return true;
+}
+
 }  // namespace
 
 DeviceFallback device_fallback(const ir::Node& n) {
@@ -198,7 +212,7 @@ DeviceFallback device_fallback(const ir::Node& n) {
     return DeviceFallback::kSizes;
   if (n.outputs.size() != 1) return DeviceFallback::kHost;
   if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1) return DeviceFallback::kSelect;
-  return boolean_mask(n) ? DeviceFallback::kSelect : DeviceFallback::kHost;
+  return boolean_mask(n) || same_size_masked_select(n) ? DeviceFallback::kSelect : DeviceFallback::kHost;
 }
 
 namespace {
@@ -212,7 +226,7 @@ bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtV
 }
 
 // A node outside the engines. With `on_device`, a selection of device
-// tensors (nonzero, x[mask]) runs on their device (only its row count comes
+// tensors (nonzero, x[mask], masked_select without broadcasting) runs on their device (only its row count comes
 // to the host) and ops that read only sizes leave device tensors where they
 // are (device_fallback); everything else reads host copies of its operands
 // and writes host memory.
@@ -224,12 +238,17 @@ Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void
       const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v->id)]);
       return t && t->defined() && !t->is_cpu() && t->is_contiguous() ? t : nullptr;
     };
-    const ir::Value* mask = boolean_mask(n);
+    const bool select = n.op == ir::OpKind::kMaskedSelect;
+    const ir::Value* mask = select ? std::get<ir::Value*>(*n.find("mask")) : boolean_mask(n);
     const Tensor* x = device_tensor(mask ? std::get<ir::Value*>(*n.find("self")) : n.operands()[0]);
     const Tensor* m = mask ? device_tensor(mask) : x;
     const engine::DeviceMemory* memory = x && m && x->device() == m->device() ? device_memory_of(x->device()) : nullptr;
-    if (memory) {
-      Expected<Tensor> picked = mask ? memory->masked_rows(*x, *m, stream) : memory->nonzero(*x, stream);
+    if (memory && (!select || x->sizes() == m->sizes())) {
+      // masked_select: the rows of the flattened tensor under the flattened mask.
+      auto flat = [](const Tensor& t) { return t.as_strided({t.numel()}, {1}, t.storage_offset()); };
+      Expected<Tensor> picked = select ? memory->masked_rows(flat(*x), flat(*m), stream)
+                                : mask ? memory->masked_rows(*x, *m, stream)
+                                       : memory->nonzero(*x, stream);
       if (picked) {
         env[static_cast<size_t>(n.outputs[0]->id)] = std::move(*picked);
         return Status::ok();

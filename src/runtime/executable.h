@@ -20,8 +20,8 @@ namespace kiln::runtime {
 // (Executable::run, and the partition report's crossings): kHost on the
 // reference kernels (its operands cross to the host); kSizes reads only
 // sizes (device tensors stay where they are); kSelect is a data-dependent
-// selection the device makes (nonzero, boolean-mask indexing), its row count
-// the one thing that crosses.
+// selection the device makes (nonzero, boolean-mask indexing, masked_select
+// of operands of one size), its row count the one thing that crosses.
 enum class DeviceFallback { kHost, kSizes, kSelect };
 DeviceFallback device_fallback(const ir::Node& n);
 

@@ -312,6 +312,58 @@ TEST(CudaSession, ADataDependentOpBetweenEnginesKeepsItsValuesOnTheDevice) {
   EXPECT_GE(counts.size(), 4u);
 }
 
+// masked_select after an engine: the mask and the values are made in the
+// engine, the selection runs on the device (its count crosses, 8 bytes);
+// device inputs give a device output with the bits of a host call, and
+// PyTorch's outputs.
+TEST(CudaSession, MaskedSelectRunsOnTheDevice) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* model : {"masked_select_tail.pt2", "masked_select_tail.aten.pt2"}) {
+    SCOPED_TRACE(model);
+    auto program = compiled(model, "cuda");
+    ASSERT_NE(program, nullptr);
+    const std::string report = program->partition_report();
+    EXPECT_NE(report.find("the row count of %masked_select int64 device -> host, from aten.masked_select.default"),
+              std::string::npos)
+        << report;
+    auto io = frontend::read_safetensors(fixture("masked_select_tail.io.safetensors"));
+    ASSERT_TRUE(io.has_value());
+    auto checked = runtime::check_fixture(program, *io, {1e-4, 1e-5});
+    ASSERT_TRUE(checked.has_value()) << checked.status().message();
+    EXPECT_TRUE(checked->pass());
+    const Tensor x = *io->find("input.0");
+    const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+    ASSERT_NE(dm, nullptr);
+    auto dx = dm->empty(x.dtype(), x.sizes());
+    ASSERT_TRUE(dx.has_value());
+    ASSERT_TRUE(copy_tensor(*dx, x).is_ok());
+    Session s(program);
+    auto host = s.run({x});
+    auto device = s.run({*dx});
+    ASSERT_TRUE(host.has_value() && device.has_value());
+    ASSERT_EQ(device->size(), 2u);
+    for (size_t o = 0; o < 2; ++o) {
+      EXPECT_EQ((*device)[o].device(), Device::cuda()) << "output " << o;
+      auto back = to_host((*device)[o]);
+      ASSERT_TRUE(back.has_value());
+      EXPECT_TRUE(back->same_bytes((*host)[o])) << "output " << o;
+    }
+    // Inputs far from the fixture's: other counts, the same bits on the host and the device.
+    for (const float fill : {-100.0f, 100.0f}) {
+      Tensor big = Tensor::zeros(DType::Float32, x.sizes());
+      std::fill(big.data<float>(), big.data<float>() + big.numel(), fill);
+      auto on_host = s.run({big});
+      auto d = dm->empty(big.dtype(), big.sizes());
+      ASSERT_TRUE(d.has_value() && copy_tensor(*d, big).is_ok());
+      auto on_device = s.run({*d});
+      ASSERT_TRUE(on_host.has_value() && on_device.has_value());
+      auto back = to_host((*on_device)[0]);
+      ASSERT_TRUE(back.has_value());
+      EXPECT_TRUE(back->same_bytes((*on_host)[0])) << "fill " << fill << ": " << back->numel() << " kept";
+    }
+  }
+}
+
 // The nonzero fixture with engines of any size (--min-block-size 1): the
 // mask is made in an engine and nonzero runs on the device (its row count
 // crosses); x[mask] runs where x lies: on the host in a call with host
