@@ -175,8 +175,8 @@ TEST(CudaSession, RunWritesIntoTheCallersDeviceMemory) {
   const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
   ASSERT_NE(dm, nullptr);
   auto on_device = [&](const Tensor& t) {
-    auto d = dm->empty(t.dtype(), t.sizes());
-    EXPECT_TRUE(d.has_value() && copy_tensor(*d, t).is_ok());
+    auto d = to_device(t, Device::cuda());
+    EXPECT_TRUE(d.has_value()) << d.status().message();
     return d.has_value() ? *d : Tensor();
   };
   LoadOptions split;
@@ -332,11 +332,8 @@ TEST(CudaSession, MaskedSelectRunsOnTheDevice) {
     ASSERT_TRUE(checked.has_value()) << checked.status().message();
     EXPECT_TRUE(checked->pass());
     const Tensor x = *io->find("input.0");
-    const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
-    ASSERT_NE(dm, nullptr);
-    auto dx = dm->empty(x.dtype(), x.sizes());
+    auto dx = to_device(x, Device::cuda());
     ASSERT_TRUE(dx.has_value());
-    ASSERT_TRUE(copy_tensor(*dx, x).is_ok());
     Session s(program);
     auto host = s.run({x});
     auto device = s.run({*dx});
@@ -353,8 +350,8 @@ TEST(CudaSession, MaskedSelectRunsOnTheDevice) {
       Tensor big = Tensor::zeros(DType::Float32, x.sizes());
       std::fill(big.data<float>(), big.data<float>() + big.numel(), fill);
       auto on_host = s.run({big});
-      auto d = dm->empty(big.dtype(), big.sizes());
-      ASSERT_TRUE(d.has_value() && copy_tensor(*d, big).is_ok());
+      auto d = to_device(big, Device::cuda());
+      ASSERT_TRUE(d.has_value());
       auto on_device = s.run({*d});
       ASSERT_TRUE(on_host.has_value() && on_device.has_value());
       auto back = to_host((*on_device)[0]);
