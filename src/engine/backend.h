@@ -68,17 +68,30 @@ struct EngineState {
 };
 using EngineHandle = EngineState*;
 
-// A call on device memory with fewer rows than the engine's padded batch
-// bucket (program::PaddedBatch): the caller's padded inputs hold `rows` rows
+// A call with fewer rows than the engine was built for (a padded batch
+// bucket, program::PaddedBatch): the caller's padded inputs hold `rows` rows
 // along dimension 0 where the engine's hold more, and the engine's rows past
 // them repeat the caller's last row (a real row: zeros could be an
-// out-of-range index or a divisor); its padded outputs are written for the
-// caller's rows only (`rows` times the output's factor).
-struct DevicePadding {
+// out-of-range index or a divisor); its cut outputs hold the caller's rows
+// only (`rows` times the output's factor).
+struct RowPadding {
   int64_t rows = 0;
   std::vector<bool> inputs;             // per engine input: padded along dimension 0
-  std::vector<int64_t> output_factors;  // per engine output: c (rows * c rows written), 0 = whole
+  std::vector<int64_t> output_factors;  // per engine output: c (rows * c rows), 0 = whole
+
+  // The sizes the caller's tensor for engine input `i` (or output `o`) has,
+  // of the engine's `sizes`; `padding` may be null (the engine's own sizes).
+  static Shape input_sizes(const RowPadding* padding, size_t i, Shape sizes);
+  static Shape output_sizes(const RowPadding* padding, size_t o, Shape sizes);
+  // That the padding names every input and output of an engine of these
+  // sizes and fits them (kInternal / kInvalidArgument naming `what`).
+  Status check(std::span<const Shape> engine_inputs, std::span<const Shape> engine_outputs,
+               std::string_view what) const;
 };
+
+// `t` (host memory, `rows` rows along dimension 0) grown to `size` rows, the
+// rows past its own repeating its last: a new contiguous host tensor.
+Tensor pad_rows(const Tensor& t, int64_t size);
 
 // A backend's own device memory and the copies to, from and within it: how
 // the runtime keeps values (session state, values between engines) on a
@@ -233,41 +246,27 @@ class Backend {
   //            into, or an undefined tensor for a new host tensor; an output
   //            the engine writes into an input in place is that input itself,
   //            whatever its entry held
-  //   stream:  the caller's stream (a cudaStream_t for CUDA; null on CPU)
-  // Inputs are checked (count, dtype, rank, static sizes) before anything
-  // runs; errors name the engine and the layer that failed. When any output
-  // goes to host memory, every result is where it belongs when execute
-  // returns. When every output lies in device memory (given, or written into
-  // an input in place) the work is only enqueued on `stream` (null: the
-  // device's default stream): results are ready in that stream's order, and
-  // a device-side error (an index out of range) is reported by a later call
-  // of the engine or by synchronize().
+  //   stream:  the caller's stream (a cudaStream_t for CUDA; null: the
+  //            device's default stream; ignored on CPU)
+  //   padding: null, or a call with fewer rows than the engine was built for
+  //            (a padded batch bucket): the padded inputs and cut outputs
+  //            have the caller's rows (see RowPadding); the engine pads and
+  //            cuts them itself, where it computes
+  // Inputs (count, dtype, sizes) and the memory given for outputs are checked
+  // before anything runs; errors name the engine and the layer that failed.
+  // When any output goes to host memory, every result is where it belongs
+  // when execute returns. When every output lies in device memory (given, or
+  // written into an input in place) the work is only enqueued on `stream`:
+  // results are ready in that stream's order, and a device-side error (an
+  // index out of range) is reported by a later call of the engine or by
+  // synchronize().
   //   A device input is read where it lies when the engine writes it in place
   //   (or when it is large and was bound the same way the call before);
   //   other inputs are copied into the engine's own memory as the call is
   //   enqueued, so the caller may reuse them once it returns.
   virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                         void* stream) const = 0;
+                         void* stream, const RowPadding* padding) const = 0;
 
-  // Runs the engine on the caller's memory on the backend's own device (a
-  // framework's CUDA tensors, by DLPack): no host copies, no host wait.
-  //   engine:  a handle from load()
-  //   inputs:  one contiguous tensor per engine input, in binding order, whose
-  //            storage is device memory (it is never read on the host)
-  //   outputs: one contiguous device tensor per engine output, allocated by
-  //            the caller with the output's dtype and sizes; the engine
-  //            writes the results there
-  //   stream:  the caller's stream (a cudaStream_t); the work is ordered on
-  //            it and the call returns without waiting for it, except for
-  //            engines whose kernels check indices (the error word is read)
-  //   padding: null, or a call with fewer rows than the engine was built
-  //            for (a padded batch bucket): see DevicePadding
-  // kUnsupported from backends that compute where the caller's tensors are
-  // (CPU) and for engines that write an input in place.
-  virtual Status execute_on_device(EngineHandle engine, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-                                   void* stream, const DevicePadding* padding) const {
-    return unsupported("backend '" + std::string(name()) + "' has no device of its own to run on");
-  }
   // Waits for the engine's enqueued work and reports a device-side error
   // that an asynchronous call left (kInvalidArgument naming the layer).
   virtual Status synchronize(EngineHandle engine) const { return Status::ok(); }
@@ -303,8 +302,9 @@ class Engine {
   ~Engine() {
     if (handle_) backend_->destroy(handle_);
   }
-  Status execute(std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream = nullptr) const {
-    return backend_->execute(handle_, inputs, outputs, stream);
+  Status execute(std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream = nullptr,
+                 const RowPadding* padding = nullptr) const {
+    return backend_->execute(handle_, inputs, outputs, stream, padding);
   }
   const Backend& backend() const { return *backend_; }
   EngineHandle handle() const { return handle_; }

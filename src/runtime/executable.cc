@@ -68,10 +68,30 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
           return format_error(where + ": output '" + g.value(static_cast<size_t>(v))->name + "' is not computed by it");
     }
   }
+  e->last_segment_reader_ = last_reader;
   for (const ir::Value* v : g.outputs()) {
     if (!available[static_cast<size_t>(v->id)])
       return format_error(w + ": program output '" + v->name + "' is computed by no segment");
     last_reader[static_cast<size_t>(v->id)] = static_cast<int>(p.segments.size());
+  }
+  // A padded batch bucket: its graph inputs the caller gives with fewer rows,
+  // and the graph outputs cut to the caller's rows.
+  e->padded_input_.assign(nv, false);
+  e->cut_factor_.assign(nv, 0);
+  if (p.padded) {
+    for (size_t i = 0, u = 0; i < p.module.input_specs.size(); ++i)
+      if (p.module.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
+        if (std::find(p.padded->inputs.begin(), p.padded->inputs.end(), static_cast<int>(u)) != p.padded->inputs.end())
+          e->padded_input_[static_cast<size_t>(g.inputs()[i]->id)] = true;
+        ++u;
+      }
+    for (size_t i = 0; i < g.outputs().size() && i < p.padded->output_factors.size(); ++i) {
+      int64_t& c = e->cut_factor_[static_cast<size_t>(g.outputs()[i]->id)];
+      if (p.padded->output_factors[i] <= 0 || (c != 0 && c != p.padded->output_factors[i]))
+        c = -1;  // kept whole, or two outputs that cut it differently: cut at the end
+      else
+        c = p.padded->output_factors[i];
+    }
   }
   e->release_after_.resize(p.segments.size());
   for (size_t v = 0; v < nv; ++v)
@@ -292,6 +312,25 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     if (options.output_memory[i].defined() && takes_output_memory_[i])
       given_for[static_cast<size_t>(g.outputs()[i]->id)] = &options.output_memory[i];
 
+  // A padded call: the graph inputs that still have the caller's rows (an
+  // engine pads its own copy; anything else reads a host copy padded here).
+  const int64_t rows = options.rows;
+  if (rows >= 0 && !p_.padded) return internal_error("a padded call of a program that is not a padded batch bucket");
+  if (rows >= 0 && rows > p_.padded->size)
+    return invalid_argument("a padded call of " + std::to_string(rows) + " rows; the bucket holds " +
+                            std::to_string(p_.padded->size));
+  std::vector<bool> unpadded = rows >= 0 ? padded_input_ : std::vector<bool>(g.num_values(), false);
+  auto pad_here = [&](int v) -> Status {
+    if (!unpadded[static_cast<size_t>(v)]) return Status::ok();
+    cpu::RtValue& slot = env[static_cast<size_t>(v)];
+    KILN_TRY(bring_to_host(slot, stream));
+    slot = engine::pad_rows(cpu::rt_value_to_tensor(slot), p_.padded->size);
+    unpadded[static_cast<size_t>(v)] = false;
+    return Status::ok();
+  };
+  engine::RowPadding padding;
+  padding.rows = rows;
+
   std::vector<Tensor> ins, outs;
   for (size_t si = 0; si < p_.segments.size(); ++si) {
     const program::SegmentRecord& s = p_.segments[si];
@@ -300,9 +339,26 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       if (device && has_empty_input(s, env)) {
         // A size of 0 (nonzero found nothing): no kernel launches on empty
         // tensors; the reference kernels make the empty results on the host.
+        for (int v : s.inputs) KILN_TRY(pad_here(v));
         for (int ni : s.nodes) KILN_TRY(run_fallback_node(*g.nodes()[static_cast<size_t>(ni)], env, stream, false));
         for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};
         continue;
+      }
+      // The engine pads the inputs that have the caller's rows, and cuts the
+      // outputs no later segment reads.
+      padding.inputs.clear();
+      padding.output_factors.clear();
+      bool pads = false;
+      for (int v : s.inputs) {
+        padding.inputs.push_back(unpadded[static_cast<size_t>(v)]);
+        pads = pads || unpadded[static_cast<size_t>(v)];
+      }
+      for (int v : s.outputs) {
+        const int64_t c = rows >= 0 && last_segment_reader_[static_cast<size_t>(v)] <= static_cast<int>(si)
+                              ? std::max<int64_t>(cut_factor_[static_cast<size_t>(v)], 0)
+                              : 0;
+        padding.output_factors.push_back(c);
+        pads = pads || c > 0;
       }
       ins.clear();
       for (int v : s.inputs) {
@@ -313,7 +369,8 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       // buffer's new value the engine writes where the buffer lies).
       outs.clear();
       if (options.keep_on_device && device) {
-        for (int v : s.outputs) {
+        for (size_t o = 0; o < s.outputs.size(); ++o) {
+          const int v = s.outputs[o];
           const ir::Value& val = *g.value(static_cast<size_t>(v));
           Shape sizes;
           bool fixed = val.kind == ir::ValueKind::kTensor;
@@ -322,31 +379,37 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
             fixed = fixed && n.has_value();
             sizes.push_back(n.has_value() ? *n : 0);
           }
+          if (fixed) sizes = engine::RowPadding::output_sizes(&padding, o, std::move(sizes));
           if (!fixed) {  // sizes known only once it runs (set by data): host memory, as the engine gives it
             outs.clear();
             break;
           }
-          // Written where the buffer lies, or a user output only the caller
-          // reads, wanted in host memory: no device memory for it.
-          if (value_in_place_[static_cast<size_t>(v)] ||
-              (options.user_outputs_on_host && user_output_[static_cast<size_t>(v)] &&
-               !read_by_segment_[static_cast<size_t>(v)])) {
+          // Written where the buffer lies: no memory for it.
+          if (value_in_place_[static_cast<size_t>(v)]) {
             outs.emplace_back();
             continue;
           }
+          // A user output only the caller reads, wanted in host memory: the
+          // caller's memory for it, or a new host tensor.
+          const bool to_host = options.user_outputs_on_host && user_output_[static_cast<size_t>(v)] &&
+                               !read_by_segment_[static_cast<size_t>(v)];
           if (!given_for.empty() && given_for[static_cast<size_t>(v)]) {
             const Tensor& m = *given_for[static_cast<size_t>(v)];
-            if (m.dtype() == val.type.dtype && m.sizes() == sizes && m.is_contiguous() && !m.is_cpu() &&
-                m.device() == device->device()) {
+            if (m.dtype() == val.type.dtype && m.sizes() == sizes && m.is_contiguous() &&
+                (to_host ? m.is_cpu() : !m.is_cpu() && m.device() == device->device())) {
               outs.push_back(m);
               continue;
             }
+          }
+          if (to_host) {
+            outs.emplace_back();
+            continue;
           }
           KILN_ASSIGN_OR_RETURN(Tensor t, device->empty(val.type.dtype, sizes, stream));
           outs.push_back(std::move(t));
         }
       }
-      KILN_TRY(engines_[si]->execute(ins, outs, stream));
+      KILN_TRY(engines_[si]->execute(ins, outs, stream, pads ? &padding : nullptr));
       if (outs.size() != s.outputs.size())
         return internal_error("segment " + std::to_string(si) + ": the engine returned " + std::to_string(outs.size()) +
                               " outputs, the program expects " + std::to_string(s.outputs.size()));
@@ -359,6 +422,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     } else {
       for (int ni : s.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+        for (const ir::Value* v : n.operands()) KILN_TRY(pad_here(v->id));
         KILN_TRY(run_fallback_node(n, env, stream, options.keep_on_device));
         if (options.keep_on_device)
           for (const ir::Value* v : n.outputs) learn_symbols(*v, env[static_cast<size_t>(v->id)], symbols);
@@ -368,57 +432,19 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   }
   std::vector<cpu::RtValue> out;
   out.reserve(g.outputs().size());
-  for (const ir::Value* v : g.outputs()) out.push_back(env[static_cast<size_t>(v->id)]);
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ir::Value* v = g.outputs()[i];
+    out.push_back(env[static_cast<size_t>(v->id)]);
+    // A padded call's outputs not cut by their engine: the caller's rows, a view.
+    const int64_t c = rows >= 0 ? p_.padded->output_factors.at(i) : 0;
+    const Tensor* t = c > 0 ? std::get_if<Tensor>(&out.back()) : nullptr;
+    if (t && t->defined() && t->dim() > 0 && t->sizes()[0] != rows * c) {
+      Shape sizes = t->sizes();
+      sizes[0] = rows * c;
+      out.back() = t->as_strided(sizes, t->strides(), t->storage_offset());
+    }
+  }
   return out;
-}
-
-Status Executable::run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs,
-                                 void* stream, int64_t rows) const {
-  KILN_TRY(ensure_engines());
-  if (p_.segments.size() != 1 || !engines_[0])
-    return unsupported("running on device memory needs a program that is one engine segment; this one has " +
-                       std::to_string(p_.segments.size()) + " segments (fallback nodes run on the host)");
-  const ir::Graph& g = p_.module.graph;
-  const program::SegmentRecord& s = p_.segments[0];
-  if (graph_inputs.size() != g.inputs().size() || graph_outputs.size() != g.outputs().size())
-    return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs and " +
-                            std::to_string(g.outputs().size()) + " outputs");
-  if (rows >= 0 && !p_.padded) return internal_error("a padded call of a program that is not a padded batch bucket");
-  // Graph inputs padded along dimension 0: the bucket's user inputs.
-  std::vector<bool> padded_input(g.inputs().size(), false);
-  if (rows >= 0)
-    for (size_t i = 0, u = 0; i < p_.module.input_specs.size(); ++i)
-      if (p_.module.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) {
-        padded_input[i] = std::find(p_.padded->inputs.begin(), p_.padded->inputs.end(), static_cast<int>(u)) !=
-                          p_.padded->inputs.end();
-        ++u;
-      }
-  engine::DevicePadding padding;
-  padding.rows = rows;
-  std::vector<Tensor> ins, outs;
-  for (int v : s.inputs) {
-    size_t i = 0;
-    while (i < g.inputs().size() && g.inputs()[i]->id != v) ++i;
-    if (i == g.inputs().size() || !graph_inputs[i].defined())
-      return unsupported("engine input '" + g.value(static_cast<size_t>(v))->name +
-                         "' is not an input the caller passes in device memory");
-    ins.push_back(graph_inputs[i]);
-    padding.inputs.push_back(padded_input[i]);
-  }
-  if (s.outputs.size() != g.outputs().size())
-    return unsupported("the engine's outputs are not the program's outputs one for one");
-  for (int v : s.outputs) {
-    size_t j = 0, found = 0, at = 0;
-    for (; j < g.outputs().size(); ++j)
-      if (g.outputs()[j]->id == v) ++found, at = j;
-    if (found != 1)
-      return unsupported("engine output '" + g.value(static_cast<size_t>(v))->name +
-                         "' is not exactly one program output");
-    outs.push_back(graph_outputs[at]);
-    padding.output_factors.push_back(rows >= 0 ? p_.padded->output_factors.at(at) : 0);
-  }
-  const engine::Engine& e = *engines_[0];
-  return e.backend().execute_on_device(e.handle(), ins, outs, stream, rows >= 0 ? &padding : nullptr);
 }
 
 }  // namespace kiln::runtime

@@ -48,10 +48,16 @@ class Executable {
     bool keep_on_device = false;
     bool user_outputs_on_host = false;
     // Per graph output (or empty): memory the value should be written into
-    // directly, a copied-back buffer's own memory. Taken where the value is
+    // directly (device memory; host memory for a user output wanted there),
+    // a copied-back buffer's own memory. Taken where the value is
     // an output of the last segment, an engine, that writes it nowhere else
     // (the returned value is then that memory itself), ignored otherwise.
     std::vector<Tensor> output_memory;
+    // >= 0: a call of a padded batch bucket (program().padded) with that many
+    // rows: its padded user inputs have that many along dimension 0, and so
+    // do the outputs it cuts (times the output's factor); the engines pad and
+    // cut where they compute (engine::RowPadding).
+    int64_t rows = -1;
   };
   // `graph_inputs` parallel to the module's graph inputs (tensors in host
   // memory or on a device); returns the values of its graph outputs. Device
@@ -64,17 +70,6 @@ class Executable {
   // Waits for every engine's enqueued work and reports a device-side error an
   // asynchronous call left.
   Status synchronize() const;
-  // A program that is one engine segment on a backend with a device of its
-  // own (engine::Backend::execute_on_device), run on the caller's device
-  // memory: `graph_inputs` parallel to the graph inputs (the ones the engine
-  // reads defined, as device tensors), `graph_outputs` parallel to the graph
-  // outputs (device memory the engine writes). `rows` >= 0: a padded batch
-  // bucket (program().padded) called with that many rows, its padded inputs
-  // and cut outputs that many rows long (times the output's factor) where
-  // the engine's are the bucket's. kUnsupported, saying why, for any other
-  // program.
-  Status run_on_device(std::span<const Tensor> graph_inputs, std::span<const Tensor> graph_outputs, void* stream,
-                       int64_t rows = -1) const;
   const program::CompiledProgram& program() const { return p_; }
   // Every buffer mutation, in graph output order: written in place by an engine or copied back.
   const std::vector<program::BufferWrite>& buffer_writes() const { return buffer_writes_; }
@@ -92,6 +87,12 @@ class Executable {
   std::vector<bool> value_in_place_;    // per value id: a buffer's new value an engine writes where the buffer lies
   std::vector<bool> read_by_segment_;   // per value id: an engine segment's input or a fallback node's operand
   std::vector<bool> user_output_;       // per value id: a user output of the program
+  std::vector<int> last_segment_reader_;  // per value id: the last segment that reads it (-1: none)
+  // A padded batch bucket, per value id: a graph input the caller gives with
+  // fewer rows; the factor a graph output is cut by (0: kept whole; -1: cut
+  // only at the end).
+  std::vector<bool> padded_input_;
+  std::vector<int64_t> cut_factor_;
   // Per graph output: its value is an output of the last segment, an engine,
   // and no other graph output (RunOptions::output_memory may take it).
   std::vector<bool> takes_output_memory_;

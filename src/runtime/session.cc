@@ -264,29 +264,6 @@ Status fits_padded(const Program* q, const program::PaddedBatch& pad, const std:
   return Status::ok();
 }
 
-// `inputs` with the padded ones grown to the bucket's rows by repeating their
-// last row (a real row: zeros could be an out-of-range index or a divisor).
-std::vector<Tensor> pad_inputs(const program::PaddedBatch& pad, int64_t rows, const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> out = inputs;
-  for (int i : pad.inputs) {
-    const Tensor& t = inputs[static_cast<size_t>(i)];
-    Shape sizes = t.sizes();
-    sizes[0] = pad.size;
-    Tensor padded = Tensor::zeros(t.dtype(), sizes);
-    sizes[0] = rows;
-    padded.as_strided(sizes, padded.strides(), 0).copy_from(t);
-    if (pad.size > rows) {
-      Shape extra = t.sizes(), repeat_strides = t.strides();
-      extra[0] = pad.size - rows;
-      repeat_strides[0] = 0;
-      const Tensor last = t.as_strided(extra, repeat_strides, t.storage_offset() + (rows - 1) * t.strides()[0]);
-      padded.as_strided(extra, padded.strides(), rows * padded.strides()[0]).copy_from(last);
-    }
-    out[static_cast<size_t>(i)] = padded;
-  }
-  return out;
-}
-
 Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
                                  const std::vector<Tensor>& inputs) {
   Expected<CheckedInputs> checked = checked_user_inputs(p->module(), inputs);
@@ -511,49 +488,20 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
   void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
-  // A program that is one engine on the device where every input and output
-  // lies, writing no buffer and no input: the engine reads the caller's
-  // memory and writes the results into it (a padded batch bucket pads and
-  // cuts there). Anything else such a program does not allow (an engine
-  // reading a weight the caller does not pass) takes the general path below.
-  auto all_on = [&](const std::vector<Tensor>& ts) {
-    return std::all_of(ts.begin(), ts.end(),
-                       [&](const Tensor& t) { return t.defined() && t.device() == outputs_on && t.is_contiguous(); });
-  };
-  if (!given.empty() && !outputs_on.is_cpu() && p->mutated_buffers().empty() && p->mutated_inputs().empty() &&
-      all_on(inputs) && all_on(given)) {
-    std::vector<Tensor> graph_inputs(m.graph.inputs().size());
-    for (size_t i = 0, u = 0; i < m.input_specs.size(); ++i)
-      if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput) graph_inputs[i] = inputs[u++];
-    const Status direct = p->impl_->exec->run_on_device(graph_inputs, given, stream, chosen.rows);
-    if (direct.is_ok()) {
-      last_stream_ = stream;
-      pending_ = true;
-      return given;
-    }
-    if (direct.code() != ErrorCode::kUnsupported) return direct;
-  }
-  std::vector<Tensor> call_inputs = inputs;
-  if (chosen.rows >= 0) {
-    // Padding happens in host memory here (the direct path above pads on the device).
-    for (Tensor& t : call_inputs) {
-      KILN_ASSIGN_OR_RETURN(t, to_host(t));
-    }
-    call_inputs = pad_inputs(*padded_of(p), chosen.rows, call_inputs);
-  }
   runtime::Executable::RunOptions run_options;
   run_options.stream = stream;
   run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();
   run_options.user_outputs_on_host = outputs_on.is_cpu();
+  run_options.rows = chosen.rows;  // a padded batch bucket: its engines pad and cut
   // Buffers copied back that lie on the device, and the caller's memory for
   // user outputs there: the last engine writes their values straight into them.
   const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
-  if (device && chosen.rows < 0) {
+  if (device) {
     run_options.output_memory.resize(m.output_specs.size());
     for (size_t i = 0, k = 0; i < m.output_specs.size(); ++i) {
       const ir::OutputSpec& s = m.output_specs[i];
       if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
-        if (k < given.size() && !given[k].is_cpu()) run_options.output_memory[i] = given[k];
+        if (k < given.size()) run_options.output_memory[i] = given[k];
         ++k;
       } else if (s.kind == ir::OutputSpec::Kind::kBufferMutation && !in_place[i]) {
         if (const Tensor& b = buffers_.at(s.target); !b.is_cpu()) run_options.output_memory[i] = b;
@@ -565,7 +513,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     pending_ = true;
   }
   KILN_ASSIGN_OR_RETURN(auto results,
-                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, call_inputs), run_options));
+                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs), run_options));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran, and so were
@@ -593,16 +541,6 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
           KILN_ASSIGN_OR_RETURN(t, dm->empty(host.dtype(), host.sizes(), stream));
           const Tensor src = host.contiguous();
           KILN_TRY(dm->copy_all({&t, 1}, {&src, 1}, stream));
-        }
-      }
-      if (chosen.rows >= 0) {
-        // A padded batch bucket: the caller's rows only.
-        const int64_t c = p->impl_->exec->program().padded->output_factors.at(i);
-        if (c > 0) {
-          const Tensor full = t.contiguous();
-          Shape sizes = full.sizes();
-          sizes[0] = chosen.rows * c;
-          t = full.as_strided(sizes, full.strides(), full.storage_offset()).clone();
         }
       }
       if (!given.empty()) {  // into the caller's memory, unless the engine wrote it there

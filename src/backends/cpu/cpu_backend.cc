@@ -165,13 +165,40 @@ class CpuBackend final : public engine::Backend {
     return e.release();
   }
 
-  Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                 void*) const override {
+  Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void*,
+                 const engine::RowPadding* padding) const override {
     auto* e = static_cast<CpuEngine*>(handle);
     const ir::Graph& g = e->net.graph;
     if (inputs.size() != e->net.num_inputs)
       return invalid_argument(e->what + ": the engine takes " + std::to_string(e->net.num_inputs) + " inputs, got " +
                               std::to_string(inputs.size()));
+    // A padded call: the padded inputs grown to the engine's rows here (the
+    // engine's sizes are static), its cut outputs cut below.
+    std::vector<Shape> out_sizes;
+    for (const ir::Value* v : g.outputs()) {
+      Shape sizes;
+      for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.is_static() ? d.value : -1);
+      out_sizes.push_back(std::move(sizes));
+    }
+    std::vector<Tensor> padded;
+    if (padding) {
+      std::vector<Shape> in_sizes;
+      for (size_t i = 0; i < e->net.num_inputs; ++i) {
+        Shape sizes;
+        for (const ir::Dim& d : g.inputs()[i]->type.sizes) sizes.push_back(d.is_static() ? d.value : -1);
+        in_sizes.push_back(std::move(sizes));
+      }
+      KILN_TRY(padding->check(in_sizes, out_sizes, e->what));
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const Shape want = engine::RowPadding::input_sizes(padding, i, in_sizes[i]);
+        if (padding->inputs[i] && (!inputs[i].defined() || !inputs[i].is_cpu() || inputs[i].sizes() != want))
+          return invalid_argument(e->what + ": input " + std::to_string(i) + " must be host memory of sizes " +
+                                  shape_to_string(want) + ", got " +
+                                  (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
+        padded.push_back(padding->inputs[i] ? engine::pad_rows(inputs[i], in_sizes[i][0]) : inputs[i]);
+      }
+      inputs = padded;
+    }
     std::vector<RtValue> env(g.num_values());
     for (size_t i = 0; i < inputs.size(); ++i) {
       KILN_ASSIGN_OR_RETURN(env[static_cast<size_t>(g.inputs()[i]->id)],
@@ -204,6 +231,12 @@ class CpuBackend final : public engine::Backend {
     }
     std::vector<Tensor> results;
     for (const ir::Value* v : g.outputs()) results.push_back(rt_value_to_tensor(env[static_cast<size_t>(v->id)]));
+    for (size_t o = 0; padding && o < results.size(); ++o) {
+      if (padding->output_factors[o] <= 0) continue;
+      const Tensor full = results[o].contiguous();  // the caller's rows: its leading rows
+      results[o] = full.as_strided(engine::RowPadding::output_sizes(padding, o, full.sizes()), full.strides(),
+                                   full.storage_offset());
+    }
     env.clear();
     e->give_back(std::move(arena));
     if (outputs.empty()) {

@@ -117,10 +117,9 @@ struct CudaEngine final : engine::EngineState {
   // sessions alternating on one engine each keep theirs).
   static constexpr size_t kMaxGraphs = 4;
   std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>> graphs;
-  // Device-memory calls run on own_stream, joined to the caller's stream by
-  // events both ways (a stream that may be the legacy default stream, on
-  // which graphs cannot be captured).
-  cudaEvent_t caller_ready = nullptr, engine_done = nullptr;
+  // Recorded on the caller's stream after a call's last use of the arena: the
+  // next call, on any stream, waits for it.
+  cudaEvent_t engine_done = nullptr;
   // The error word as the host sees it (page-locked memory mapped into the
   // device's address space): each call copies the arena's word there as its
   // last step, so an asynchronous call's bad index is reported by the next
@@ -149,7 +148,6 @@ struct CudaEngine final : engine::EngineState {
     if (lt) cublasLtDestroy(lt);
     if (library) cudaLibraryUnload(library);
     if (error_host) cudaFreeHost(const_cast<int32_t*>(error_host));
-    if (caller_ready) cudaEventDestroy(caller_ready);
     if (engine_done) cudaEventDestroy(engine_done);
     if (own_stream) cudaStreamDestroy(own_stream);
   }
@@ -367,14 +365,15 @@ struct CudaEngine final : engine::EngineState {
   // unless another input overlaps its memory; so is a large one that stays
   // put. Every other input is copied into its slot: small device inputs with
   // one batched copy, host inputs with a copy each.
-  Status place_inputs(std::span<const Tensor> inputs, cudaStream_t stream) {
+  Status place_inputs(std::span<const Tensor> inputs, const engine::RowPadding* padding, cudaStream_t stream) {
+    auto padded = [&](size_t i) { return padding && padding->inputs[i]; };
     std::vector<uint8_t*> b(plan.inputs.size(), nullptr);
     std::vector<bool> written(plan.inputs.size(), false);
     for (int w : alias_input)
       if (w >= 0) written[static_cast<size_t>(w)] = true;
     last_input.resize(inputs.size(), nullptr);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!bindable(inputs[i])) continue;
+      if (!bindable(inputs[i]) || padded(i)) continue;
       const bool stays = inputs[i].nbytes() >= kBindBytes && last_input[i] == inputs[i].raw_data();
       if (written[i] || stays) b[i] = static_cast<uint8_t*>(inputs[i].raw_data());
     }
@@ -399,16 +398,32 @@ struct CudaEngine final : engine::EngineState {
         return invalid_argument(what + ": input " + std::to_string(i) + " ('" + slot.name + "') is " +
                                 inputs[i].type_string() + " and not contiguous");
       const Tensor t = inputs[i].is_cpu() ? inputs[i].contiguous() : inputs[i];
+      const size_t given = static_cast<size_t>(t.nbytes());  // the slot's bytes, or a padded call's rows
       if (debug && t.is_cpu())
         std::fprintf(stderr, "kiln: upload input %zu '%s' %s (%lld bytes) to %lld: first %g %g\n", i, slot.name.c_str(),
-                     t.type_string().c_str(), static_cast<long long>(slot.nbytes()),
-                     static_cast<long long>(slot.offset), t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
-      if (!t.is_cpu()) {
-        device_copies.push_back({arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes())});
+                     t.type_string().c_str(), static_cast<long long>(given), static_cast<long long>(slot.offset),
+                     t.value_at(0), t.numel() > 1 ? t.value_at(1) : 0.0);
+      if (!t.is_cpu() && !padded(i)) {
+        device_copies.push_back({arena.bytes() + slot.offset, t.raw_data(), given});
         continue;
       }
-      KILN_CUDA_TRY(cudaMemcpyAsync(arena.bytes() + slot.offset, t.raw_data(), static_cast<size_t>(slot.nbytes()),
-                                    cudaMemcpyDefault, stream));
+      uint8_t* dst = arena.bytes() + slot.offset;
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst, t.raw_data(), given, cudaMemcpyDefault, stream));
+      if (!padded(i)) continue;
+      // The rows past the caller's: its last row, then copies of what is filled
+      // so far (doubling), so a bucket of any size costs a few copies.
+      const size_t row = given / static_cast<size_t>(padding->rows), total = static_cast<size_t>(slot.nbytes());
+      size_t filled = given;
+      if (filled < total) {
+        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - row, row, cudaMemcpyDeviceToDevice, stream));
+        filled += row;
+      }
+      for (size_t done = row; filled < total;) {
+        const size_t n = std::min(done, total - filled);
+        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - done, n, cudaMemcpyDeviceToDevice, stream));
+        filled += n;
+        done += n;
+      }
     }
     return copy_regions(device_copies, stream);
   }
@@ -630,16 +645,26 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  Status check_inputs(std::span<const Tensor> inputs) const {
+  // The inputs against the plan's slots (a padded call's padded inputs with
+  // the caller's rows), and the padding against the plan.
+  Status check_inputs(std::span<const Tensor> inputs, const engine::RowPadding* padding) const {
     if (inputs.size() != plan.inputs.size())
       return invalid_argument(what + ": the engine takes " + std::to_string(plan.inputs.size()) + " inputs, got " +
                               std::to_string(inputs.size()));
+    if (padding) {
+      if (range) return internal_error(what + ": a padded call of an engine for a range of shapes");
+      std::vector<Shape> ins, outs;
+      for (const IoSlot& s : plan.inputs) ins.push_back(s.sizes);
+      for (const IoSlot& s : plan.outputs) outs.push_back(s.sizes);
+      KILN_TRY(padding->check(ins, outs, what));
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IoSlot& s = plan.inputs[i];
       const Tensor& t = inputs[i];
-      if (!t.defined() || t.dtype() != s.dtype || t.sizes() != s.sizes)
+      const Shape want = engine::RowPadding::input_sizes(padding, i, s.sizes);
+      if (!t.defined() || t.dtype() != s.dtype || t.sizes() != want)
         return invalid_argument(what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
-                                std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) + ", got " +
+                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + ", got " +
                                 (t.defined() ? t.type_string() : std::string("an undefined tensor")));
     }
     return Status::ok();
@@ -659,15 +684,6 @@ struct CudaEngine final : engine::EngineState {
                                   : "unknown";
     return invalid_argument(what + (earlier ? ": an earlier call on device memory" : "") + ": layer '" + layer +
                             "': an index is out of range of the dimension it indexes");
-  }
-
-  // Reads and clears the error word kernels set on bad indices (waits).
-  Status check_error_word(cudaStream_t stream) {
-    if (!error_host) return Status::ok();
-    KILN_CUDA_TRY(
-        cudaMemcpyAsync(error_host_device, arena.bytes() + plan.error_offset, 4, cudaMemcpyDeviceToDevice, stream));
-    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
-    return take_error(stream, false);
   }
 };
 
@@ -831,7 +847,6 @@ class CudaBackend final : public engine::Backend {
     e->profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
     e->profile_all = env_is("KILN_CUDA_PROFILE", "all");
     KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
-    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->caller_ready, cudaEventDisableTiming));
     KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->engine_done, cudaEventDisableTiming));
     KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
     // Zeroed on the engine's own (non-blocking) stream and waited for: a plain
@@ -933,14 +948,14 @@ class CudaBackend final : public engine::Backend {
   }
 
   Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                 void* stream_arg) const override {
+                 void* stream_arg, const engine::RowPadding* padding) const override {
     auto* e = static_cast<CudaEngine*>(handle);
     std::lock_guard<std::mutex> lock(e->mutex);
     if (e->range) {
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
       KILN_TRY(e->use_shape(shape));
     }
-    KILN_TRY(e->check_inputs(inputs));
+    KILN_TRY(e->check_inputs(inputs, padding));
     // Memory the caller gave for the outputs, checked before anything runs.
     std::vector<Tensor> given = std::move(outputs);
     outputs.clear();
@@ -953,10 +968,11 @@ class CudaBackend final : public engine::Backend {
         if (e->alias_input[o] >= 0) continue;
         const Tensor& t = given[o];
         if (!t.defined()) continue;  // a new host tensor
-        if (t.dtype() != s.dtype || t.sizes() != s.sizes || !t.is_contiguous() ||
+        const Shape want = engine::RowPadding::output_sizes(padding, o, s.sizes);
+        if (t.dtype() != s.dtype || t.sizes() != want || !t.is_contiguous() ||
             (!t.is_cpu() && t.device().type != DeviceType::kCUDA))
           return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
-                                  std::string(dtype_name(s.dtype)) + shape_to_string(s.sizes) +
+                                  std::string(dtype_name(s.dtype)) + shape_to_string(want) +
                                   " host or CUDA memory, got " + (t.defined() ? t.type_string() : std::string("none")));
       }
     }
@@ -971,7 +987,7 @@ class CudaBackend final : public engine::Backend {
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));  // the arena's last user, on any stream
     // A bad index an earlier asynchronous call met: reported now, this call not run.
     KILN_TRY(e->take_error(stream, true));
-    KILN_TRY(e->place_inputs(inputs, stream));
+    KILN_TRY(e->place_inputs(inputs, padding, stream));
     KILN_TRY(e->launch(stream).with_context(e->what));
     // The outputs: device memory by one batched copy (with the error word, for
     // the host to see), host memory by copies waited for.
@@ -989,14 +1005,17 @@ class CudaBackend final : public engine::Backend {
           continue;
         }
       } else {
-        t = given.empty() || !given[o].defined() ? Tensor::empty(s.dtype, s.sizes) : given[o];
+        t = given.empty() || !given[o].defined()
+                ? Tensor::empty(s.dtype, engine::RowPadding::output_sizes(padding, o, s.sizes))
+                : given[o];
       }
+      const size_t bytes = static_cast<size_t>(t.nbytes());  // a padded call's cut outputs: the caller's rows
       if (t.is_cpu()) {
         wait = true;
-        KILN_CUDA_TRY(cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes()),
-                                      cudaMemcpyDeviceToHost, stream));
+        KILN_CUDA_TRY(
+            cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, bytes, cudaMemcpyDeviceToHost, stream));
       } else {
-        device_copies.push_back({t.raw_data(), e->arena.bytes() + s.offset, static_cast<size_t>(s.nbytes())});
+        device_copies.push_back({t.raw_data(), e->arena.bytes() + s.offset, bytes});
       }
       outputs.push_back(std::move(t));
     }
@@ -1013,101 +1032,6 @@ class CudaBackend final : public engine::Backend {
     std::lock_guard<std::mutex> lock(e->mutex);
     KILN_CUDA_TRY(cudaEventSynchronize(e->engine_done));
     return e->take_error(e->own_stream, true);
-  }
-
-  Status execute_on_device(engine::EngineHandle handle, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-                           void* stream_arg, const engine::DevicePadding* padding) const override {
-    auto* e = static_cast<CudaEngine*>(handle);
-    if (e->range) return unsupported(e->what + ": an engine for a range of shapes runs through execute()");
-    // The rows the caller's tensor has along dimension 0 of a slot: all of
-    // them, or the padded call's rows (times the output's factor).
-    const int64_t rows = padding ? padding->rows : 0;
-    auto padded_in = [&](size_t i) { return padding && i < padding->inputs.size() && padding->inputs[i]; };
-    auto out_factor = [&](size_t o) {
-      return padding && o < padding->output_factors.size() ? padding->output_factors[o] : int64_t{0};
-    };
-    auto expect = [](const IoSlot& s, int64_t lead) {
-      Shape sizes = s.sizes;
-      if (lead >= 0) sizes[0] = lead;
-      return sizes;
-    };
-    if (padding) {
-      if (padding->inputs.size() != e->plan.inputs.size() || padding->output_factors.size() != e->plan.outputs.size())
-        return internal_error(e->what + ": padding names " + std::to_string(padding->inputs.size()) + " inputs and " +
-                              std::to_string(padding->output_factors.size()) + " outputs");
-      for (size_t i = 0; i < e->plan.inputs.size(); ++i)
-        if (padded_in(i) && (e->plan.inputs[i].sizes.empty() || rows < 1 || rows > e->plan.inputs[i].sizes[0]))
-          return invalid_argument(e->what + ": input " + std::to_string(i) + " ('" + e->plan.inputs[i].name +
-                                  "') cannot take " + std::to_string(rows) + " rows padded");
-      for (size_t o = 0; o < e->plan.outputs.size(); ++o)
-        if (out_factor(o) > 0 &&
-            (e->plan.outputs[o].sizes.empty() || rows * out_factor(o) > e->plan.outputs[o].sizes[0]))
-          return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + e->plan.outputs[o].name +
-                                  "') has fewer than " + std::to_string(rows * out_factor(o)) + " rows");
-    }
-    if (inputs.size() != e->plan.inputs.size())
-      return invalid_argument(e->what + ": the engine takes " + std::to_string(e->plan.inputs.size()) +
-                              " inputs, got " + std::to_string(inputs.size()));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const IoSlot& s = e->plan.inputs[i];
-      const Shape want = expect(s, padded_in(i) ? rows : -1);
-      if (!inputs[i].defined() || inputs[i].dtype() != s.dtype || inputs[i].sizes() != want)
-        return invalid_argument(e->what + ": input " + std::to_string(i) + " ('" + s.name + "') must be " +
-                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + ", got " +
-                                (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
-      if (!inputs[i].is_contiguous())
-        return invalid_argument(e->what + ": input " + std::to_string(i) + " must be contiguous device memory");
-    }
-    if (outputs.size() != e->plan.outputs.size())
-      return invalid_argument(e->what + ": the engine has " + std::to_string(e->plan.outputs.size()) +
-                              " outputs, got memory for " + std::to_string(outputs.size()));
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      const IoSlot& s = e->plan.outputs[o];
-      const Shape want = expect(s, out_factor(o) > 0 ? rows * out_factor(o) : -1);
-      if (!outputs[o].defined() || outputs[o].dtype() != s.dtype || outputs[o].sizes() != want ||
-          !outputs[o].is_contiguous())
-        return invalid_argument(e->what + ": output " + std::to_string(o) + " ('" + s.name + "') needs contiguous " +
-                                std::string(dtype_name(s.dtype)) + shape_to_string(want) + " memory, got " +
-                                (outputs[o].defined() ? outputs[o].type_string() : std::string("none")));
-      if (o < e->alias_input.size() && e->alias_input[o] >= 0)
-        return unsupported(e->what + ": output " + std::to_string(o) + " is written into an input in place");
-    }
-    std::lock_guard<std::mutex> lock(e->mutex);
-    e->bind(std::vector<uint8_t*>(e->plan.inputs.size(), nullptr));  // the caller's inputs are copied into the slots
-    cudaStream_t caller = static_cast<cudaStream_t>(stream_arg);
-    cudaStream_t stream = e->own_stream;
-    KILN_CUDA_TRY(cudaEventRecord(e->caller_ready, caller));
-    KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->caller_ready, 0));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const IoSlot& slot = e->plan.inputs[i];
-      uint8_t* dst = e->arena.bytes() + slot.offset;
-      const size_t given = static_cast<size_t>(inputs[i].nbytes());
-      KILN_CUDA_TRY(cudaMemcpyAsync(dst, inputs[i].raw_data(), given, cudaMemcpyDeviceToDevice, stream));
-      if (!padded_in(i)) continue;
-      // The rows past the caller's: its last row, then copies of what is filled
-      // so far (doubling), so a bucket of any size costs a few copies.
-      const size_t row = given / static_cast<size_t>(rows), total = static_cast<size_t>(slot.nbytes());
-      size_t filled = given;
-      if (filled < total) {
-        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - row, row, cudaMemcpyDeviceToDevice, stream));
-        filled += row;
-      }
-      for (size_t done = row; filled < total;) {
-        const size_t n = std::min(done, total - filled);
-        KILN_CUDA_TRY(cudaMemcpyAsync(dst + filled, dst + filled - done, n, cudaMemcpyDeviceToDevice, stream));
-        filled += n;
-        done += n;
-      }
-    }
-    KILN_TRY(e->launch(stream).with_context(e->what));
-    // Only kernels that check indices write the error word; others need no wait.
-    if (!e->plan.error_layers.empty()) KILN_TRY(e->check_error_word(stream));
-    for (size_t o = 0; o < outputs.size(); ++o)
-      KILN_CUDA_TRY(cudaMemcpyAsync(outputs[o].raw_data(), e->arena.bytes() + e->plan.outputs[o].offset,
-                                    static_cast<size_t>(outputs[o].nbytes()), cudaMemcpyDeviceToDevice, stream));
-    KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
-    KILN_CUDA_TRY(cudaStreamWaitEvent(caller, e->engine_done, 0));
-    return Status::ok();
   }
 
   void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngine*>(handle); }

@@ -93,8 +93,9 @@ TEST(EngineCacheKey, ChangesWithEveryIngredient) {
                                         std::string_view what) const override {
       return cpu->load(p, w, what);
     }
-    Status execute(engine::EngineHandle h, std::span<const Tensor> i, std::vector<Tensor>& o, void* s) const override {
-      return cpu->execute(h, i, o, s);
+    Status execute(engine::EngineHandle h, std::span<const Tensor> i, std::vector<Tensor>& o, void* s,
+                   const engine::RowPadding* padding) const override {
+      return cpu->execute(h, i, o, s, padding);
     }
     void destroy(engine::EngineHandle h) const override { cpu->destroy(h); }
   } other;

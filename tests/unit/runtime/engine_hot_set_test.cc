@@ -33,8 +33,8 @@ class CountingBackend final : public engine::Backend {
     return cpu_->load(plan, w, what);
   }
   Status execute(engine::EngineHandle e, std::span<const Tensor> in, std::vector<Tensor>& out,
-                 void* stream) const override {
-    return cpu_->execute(e, in, out, stream);
+                 void* stream, const engine::RowPadding* padding) const override {
+    return cpu_->execute(e, in, out, stream, padding);
   }
   void destroy(engine::EngineHandle e) const override { cpu_->destroy(e); }
   mutable std::atomic<int> loads{0};

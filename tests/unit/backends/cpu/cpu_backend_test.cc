@@ -332,6 +332,46 @@ TEST(CpuBackend, ConcurrentCallsOnOneEngineKeepTheirOwnResults) {
   EXPECT_FALSE(same_bits(wants[0][0][0], wants[0][1][0]));
 }
 
+// A padded call (a padded batch bucket called with fewer rows): the engine
+// pads the caller's rows with its last and cuts the outputs to the caller's
+// rows, into new tensors or the caller's memory; rows past the engine's are refused.
+TEST(CpuBackend, PadsAndCutsARowPaddedCall) {
+  const Network net = network_from(small_mlp(), 4);
+  Built b;
+  ASSERT_NO_FATAL_FAILURE(build_and_load(net, b));
+  const std::vector<Tensor> full = mlp_inputs(21);
+  // The caller's 4 rows, and the same with rows 4 and 5 repeating row 3.
+  std::vector<Tensor> caller = full, padded = full;
+  caller[0] = full[0].as_strided({4, 8}, full[0].strides(), 0).clone();
+  padded[0] = full[0].clone();
+  for (int64_t r = 4; r < 6; ++r)
+    for (int64_t j = 0; j < 8; ++j) padded[0].data<float>()[r * 8 + j] = full[0].data<float>()[3 * 8 + j];
+  const std::vector<Tensor> want = reference(net.graph, values_of(padded));
+  for (int64_t factor : {0, 1}) {
+    SCOPED_TRACE("factor " + std::to_string(factor));
+    const engine::RowPadding padding{4, {true, false, false, false}, {factor, factor}};
+    std::vector<Tensor> out;
+    Status s = b.engine->execute(caller, out, nullptr, &padding);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(out.size(), 2u);
+    const int64_t rows = factor ? 4 : 6;
+    EXPECT_EQ(out[0].sizes(), (Shape{rows}));
+    EXPECT_EQ(out[1].sizes(), (Shape{rows, 4}));
+    expect_same_bits(out[1], want[1].as_strided({rows, 4}, want[1].strides(), 0).clone(), "mm2");
+    // Into the caller's memory of the cut sizes.
+    std::vector<Tensor> into = {Tensor::zeros(DType::Float32, {rows}), Tensor::zeros(DType::Float32, {rows, 4})};
+    const void* at = into[1].raw_data();
+    ASSERT_TRUE(b.engine->execute(caller, into, nullptr, &padding).is_ok());
+    EXPECT_EQ(into[1].raw_data(), at);
+    expect_same_bits(into[0], want[0].as_strided({rows}, want[0].strides(), 0).clone(), "sum");
+  }
+  const engine::RowPadding seven{7, {true, false, false, false}, {1, 1}};
+  std::vector<Tensor> out;
+  EXPECT_EQ(b.engine->execute(mlp_inputs(22, 7), out, nullptr, &seven).code(), ErrorCode::kInvalidArgument);
+  const engine::RowPadding wrong{4, {true}, {1, 1}};
+  EXPECT_FALSE(b.engine->execute(caller, out, nullptr, &wrong).is_ok());
+}
+
 TEST(CpuBackend, OutputsOutliveLaterCalls) {
   // Results handed out must not share memory that a later call reuses.
   const Network net = network_from(small_mlp(), 4);
@@ -463,7 +503,7 @@ TEST(NullBackend, RefusesToBuildLoadOrRun) {
   EXPECT_TRUE(contains(h.status().message(), "segment 1")) << h.status().message();
 
   std::vector<Tensor> out;
-  EXPECT_FALSE(null_backend->execute(nullptr, {}, out, nullptr).is_ok());
+  EXPECT_FALSE(null_backend->execute(nullptr, {}, out, nullptr, nullptr).is_ok());
   null_backend->destroy(nullptr);
 }
 

@@ -132,7 +132,7 @@ Tensor device_tensor(const DeviceBuffer& b, DType dtype, Shape sizes) {
 
 // The caller's device memory in and out (a framework's CUDA tensors), on the
 // caller's stream: the results the host path gives, and an index error still
-// reported.
+// reported (by synchronize: the call is only enqueued).
 TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const auto weights = embed_mlp_weights();
@@ -148,9 +148,11 @@ TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
     Tensor ids = random_tensor(DType::Int64, {2, 8}, 10 + static_cast<uint32_t>(round), 16);
     ASSERT_EQ(cudaMemcpyAsync(din->get(), ids.raw_data(), din->nbytes(), cudaMemcpyHostToDevice, stream), cudaSuccess);
     const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
-    const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
-    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream, nullptr);
+    std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+    Status s = gpu.engine->execute(in, out, stream);
     ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].raw_data(), dout->get()) << "written into the caller's memory";
     Tensor got = Tensor::zeros(DType::Float32, {2, 8, 24});
     ASSERT_EQ(cudaMemcpyAsync(got.raw_data(), dout->get(), dout->nbytes(), cudaMemcpyDeviceToHost, stream),
               cudaSuccess);
@@ -164,17 +166,18 @@ TEST(CudaBackend, RunsOnTheCallersDeviceMemoryAndStream) {
   }
   // Memory of the wrong size for the output is refused before anything runs.
   const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {2, 8})};
-  const std::vector<Tensor> small = {device_tensor(*dout, DType::Float32, {2, 8, 12})};
-  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, small, stream, nullptr).code(),
-            ErrorCode::kInvalidArgument);
+  std::vector<Tensor> small = {device_tensor(*dout, DType::Float32, {2, 8, 12})};
+  EXPECT_EQ(gpu.engine->execute(in, small, stream).code(), ErrorCode::kInvalidArgument);
   // An index out of range is still an error naming the layer.
   Tensor bad = random_tensor(DType::Int64, {2, 8}, 4, 16);
   bad.data<int64_t>()[3] = 99;
   ASSERT_EQ(cudaMemcpy(din->get(), bad.raw_data(), din->nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
-  Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, stream, nullptr);
+  std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+  ASSERT_TRUE(gpu.engine->execute(in, out, stream).is_ok()) << "enqueued";
+  Status s = gpu.backend->synchronize(gpu.engine->handle());
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("'e'"), std::string::npos) << s.message();
+  EXPECT_TRUE(gpu.backend->synchronize(gpu.engine->handle()).is_ok()) << "reported once";
   cudaStreamDestroy(stream);
 }
 
@@ -202,34 +205,42 @@ TEST(CudaBackend, PadsTheCallersRowsOnTheDevice) {
   auto dother = DeviceBuffer::allocate(other.nbytes());
   ASSERT_TRUE(dother.has_value());
   ASSERT_EQ(cudaMemcpy(dother->get(), other.raw_data(), other.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_TRUE(
-      gpu.backend
-          ->execute_on_device(gpu.engine->handle(), std::vector<Tensor>{device_tensor(*dother, DType::Int64, {2, 8})},
-                              std::vector<Tensor>{device_tensor(*dout, DType::Float32, {2, 8, 24})}, nullptr, nullptr)
-          .is_ok());
+  {
+    std::vector<Tensor> full = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+    ASSERT_TRUE(gpu.engine->execute(std::vector<Tensor>{device_tensor(*dother, DType::Int64, {2, 8})}, full).is_ok());
+  }
   ASSERT_EQ(cudaMemcpy(din->get(), row.raw_data(), row.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {1, 8})};
-  for (int64_t factor : {0, 1}) {
-    engine::DevicePadding padding{1, {true}, {factor}};
-    const Shape out_sizes = {factor ? 1 : 2, 8, 24};
-    const std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, out_sizes)};
-    Status s = gpu.backend->execute_on_device(gpu.engine->handle(), in, out, nullptr, &padding);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    Tensor got = Tensor::zeros(DType::Float32, out_sizes);
-    ASSERT_EQ(cudaMemcpy(got.raw_data(), dout->get(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-    for (int64_t i = 0; i < got.numel(); ++i)
-      ASSERT_NEAR(got.value_at(i), want[0].value_at(i), 1e-5 + 1e-4 * std::fabs(want[0].value_at(i)))
-          << "factor " << factor << ", element " << i;
+  // The caller's row in device memory, and in host memory (copied across, then padded there).
+  for (const Tensor& given : {device_tensor(*din, DType::Int64, {1, 8}), row}) {
+    const std::vector<Tensor> in = {given};
+    for (int64_t factor : {0, 1}) {
+      SCOPED_TRACE(std::string(given.is_cpu() ? "host" : "device") + " input, factor " + std::to_string(factor));
+      engine::RowPadding padding{1, {true}, {factor}};
+      const Shape out_sizes = {factor ? 1 : 2, 8, 24};
+      std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, out_sizes)};
+      Status s = gpu.engine->execute(in, out, nullptr, &padding);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      Tensor got = Tensor::zeros(DType::Float32, out_sizes);
+      ASSERT_EQ(cudaMemcpy(got.raw_data(), dout->get(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t i = 0; i < got.numel(); ++i)
+        ASSERT_NEAR(got.value_at(i), want[0].value_at(i), 1e-5 + 1e-4 * std::fabs(want[0].value_at(i)))
+            << "element " << i;
+      // A new host tensor for the output: the cut sizes.
+      std::vector<Tensor> fresh;
+      ASSERT_TRUE(gpu.engine->execute(in, fresh, nullptr, &padding).is_ok());
+      ASSERT_EQ(fresh.size(), 1u);
+      EXPECT_EQ(fresh[0].sizes(), out_sizes);
+      EXPECT_TRUE(fresh[0].same_bytes(got));
+    }
   }
   // More rows than the engine holds, and output memory of the engine's rows for a cut output, are refused.
-  engine::DevicePadding three{3, {true}, {1}};
+  const std::vector<Tensor> in = {device_tensor(*din, DType::Int64, {1, 8})};
+  engine::RowPadding three{3, {true}, {1}};
   const std::vector<Tensor> in3 = {device_tensor(*dother, DType::Int64, {2, 8})};
-  const std::vector<Tensor> out2 = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
-  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in3, out2, nullptr, &three).code(),
-            ErrorCode::kInvalidArgument);
-  engine::DevicePadding one{1, {true}, {1}};
-  EXPECT_EQ(gpu.backend->execute_on_device(gpu.engine->handle(), in, out2, nullptr, &one).code(),
-            ErrorCode::kInvalidArgument);
+  std::vector<Tensor> out2 = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
+  EXPECT_EQ(gpu.engine->execute(in3, out2, nullptr, &three).code(), ErrorCode::kInvalidArgument);
+  engine::RowPadding one{1, {true}, {1}};
+  EXPECT_EQ(gpu.engine->execute(in, out2, nullptr, &one).code(), ErrorCode::kInvalidArgument);
 }
 
 // Few-row linear layers (a decoder's one token) run as generated
