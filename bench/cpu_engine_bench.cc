@@ -19,7 +19,7 @@ void run_model(benchmark::State& state, const std::string& name, const std::stri
   kiln::LoadOptions options;
   options.compile.device = device;
   auto program = kiln::Program::load(kDir + name + ".pt2", options);
-  auto io = kiln::frontend::read_safetensors(kDir + name + ".io.safetensors");
+  auto io = kiln::read_safetensors(kDir + name + ".io.safetensors");
   if (!program || !io) {
     state.SkipWithError("cannot load the fixture");
     return;

@@ -108,6 +108,11 @@ struct LoadOptions {
   bool load_engines = true;
 };
 
+// Whether kiln's IR knows the ATen op `target` ("aten.add.Tensor"), whether
+// or not a backend implements it (the Python package asks before export
+// decides what to keep whole).
+bool is_known_op(std::string_view target);
+
 // A host copy of `t` when its elements lie on a device, `t` itself when they
 // lie in host memory (an undefined tensor stays undefined).
 Expected<Tensor> to_host(const Tensor& t);
@@ -192,6 +197,9 @@ class Program {
   const std::vector<TensorSpec>& outputs() const;  // user outputs, in result order
   const std::vector<TensorSpec>& buffers() const;  // mutable state, in program order
   const std::vector<TensorSpec>& weights() const;  // parameters and constants
+  // Bytes of host memory the program's weights (parameters, constants and
+  // those lowering folded) and buffers' initial values take.
+  int64_t weight_bytes() const;
   const std::vector<SymbolInfo>& symbols() const;  // dynamic dimensions and their ranges
   // Names of buffers the program writes (each becomes a buffer_mutation).
   const std::vector<std::string>& mutated_buffers() const;
@@ -209,6 +217,8 @@ class Program {
   std::string torch_version() const;  // PyTorch version that exported it
   const std::string& source() const;
 
+  // The lowered IR as text, one node a line (`kiln inspect --print-ir`).
+  std::string ir_text() const;
   const ir::Module& module() const;  // the lowered IR (for tools)
   ~Program();
 

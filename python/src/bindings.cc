@@ -16,9 +16,8 @@
 
 #include <cstring>
 
-#include "ir/ops.h"
+#include "kiln/cache.h"
 #include "kiln/kiln.h"
-#include "program/engine_cache.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -312,10 +311,10 @@ NB_MODULE(_C, m) {
   });
 
   m.def(
-      "default_cache_dir", [] { return kiln::program::EngineCache::default_dir(); },
+      "default_cache_dir", [] { return kiln::default_cache_dir(); },
       "The engine cache directory the CLI uses by default ($KILN_CACHE_DIR, else under the user's cache directory).");
   m.def(
-      "known_op", [](std::string_view target) { return kiln::ir::op_from_target(target).has_value(); }, "target"_a,
+      "known_op", [](std::string_view target) { return kiln::is_known_op(target); }, "target"_a,
       "Whether kiln's IR knows an op target such as 'aten.relu.default' (a .pt2 with an unknown op is refused).");
 
   nb::class_<ProgramHandle>(m, "Program", "A loaded, compiled program (immutable; shared by sessions).")

@@ -16,7 +16,7 @@
 
 #include "base/mapped_file.h"
 
-namespace kiln::frontend {
+namespace kiln {
 
 // Tensor bytes are read and written as they lie in memory; safetensors data
 // is little-endian.
@@ -353,10 +353,10 @@ Expected<SafetensorsFile> read_safetensors(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   uint8_t* data = file->data();
   const size_t size = file->size();
-  return parse_safetensors(Storage::borrow(data, size, std::move(file)), path);
+  return frontend::parse_safetensors(Storage::borrow(data, size, std::move(file)), path);
 }
 
-Expected<SafetensorsFile> parse_safetensors(std::shared_ptr<Storage> bytes, const std::string& display_name) {
+Expected<SafetensorsFile> frontend::parse_safetensors(std::shared_ptr<Storage> bytes, const std::string& display_name) {
   Parser parser(display_name);
   if (bytes == nullptr) return invalid_argument("safetensors '" + display_name + "': no bytes given");
   const uint64_t total = bytes->nbytes();
@@ -495,4 +495,4 @@ Status write_safetensors(const std::string& path, const std::vector<std::pair<st
   return tmp.commit(path);
 }
 
-}  // namespace kiln::frontend
+}  // namespace kiln

@@ -46,13 +46,6 @@ std::string cache_key_hash(std::string_view key_material) {
   return buf;
 }
 
-std::string EngineCache::default_dir() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
-  return "";
-}
-
 EngineCache::EngineCache(CacheOptions options) : options_(std::move(options)) {}
 
 void EngineCache::count(const char* what) {
@@ -246,3 +239,16 @@ std::shared_ptr<EngineCache> engine_cache_for(const std::string& dir) {
 }
 
 }  // namespace kiln::program
+
+namespace kiln {
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
+  return "";
+}
+
+Expected<CacheDirStats> inspect_cache(const std::string& dir) { return program::EngineCache::inspect(dir); }
+
+}  // namespace kiln

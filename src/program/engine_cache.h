@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/cache.h"
 #include "kiln/status.h"
 
 namespace kiln::program {
@@ -38,23 +39,6 @@ struct CacheOptions {
   std::string dir;                              // disk level; empty: memory only
   uint64_t max_disk_bytes = uint64_t{4} << 30;  // evict least recently used entries beyond this
   uint64_t max_memory_bytes = uint64_t{512} << 20;
-};
-
-// One disk entry, as `kiln inspect --cache` lists it.
-struct CacheEntryInfo {
-  std::string key;   // 32 hex digits
-  std::string kind;  // "engine" (a plan) or "program" (a whole compiled program, program_cache.h)
-  uint64_t bytes = 0;
-  int64_t created = 0, last_use = 0;  // milliseconds since the epoch
-  int64_t hits = 0;
-  std::string summary;  // first line of the key material (backend, device)
-};
-
-struct CacheDirStats {
-  std::vector<CacheEntryInfo> entries;  // most recently used first
-  int64_t hits = 0, misses = 0, discarded = 0;  // engine plans (discarded: damaged entries of both kinds)
-  int64_t program_hits = 0, program_misses = 0;
-  uint64_t bytes = 0;
 };
 
 // The 128-bit hash naming a key, as 32 hex digits.
@@ -81,10 +65,6 @@ class EngineCache {
   // Every disk entry (engine plans and whole programs) with its size, last
   // use and hits, and the directory's totals.
   static Expected<CacheDirStats> inspect(const std::string& dir);
-
-  // The default disk cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,
-  // else $HOME/.cache/kiln (empty when none of them is set).
-  static std::string default_dir();
 
  private:
   Expected<std::vector<uint8_t>> read_entry(const std::string& hash, const std::string& key_material,

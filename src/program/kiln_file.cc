@@ -10,6 +10,7 @@
 #include "base/mapped_file.h"
 #include "base/section_file.h"
 #include "ir/printer.h"
+#include "kiln/cache.h"
 
 namespace kiln::program {
 
@@ -456,11 +457,15 @@ Expected<CompiledProgram> load_program(const std::string& path) {
   return parse_program(file->bytes(), file, path);
 }
 
-bool looks_like_program_file(const std::string& path) {
+}  // namespace kiln::program
+
+namespace kiln {
+
+bool is_program_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char magic[8] = {};
   if (!f.read(magic, sizeof magic)) return false;
-  return std::string_view(magic, sizeof magic) == kProgramMagic;
+  return std::string_view(magic, sizeof magic) == program::kProgramMagic;
 }
 
-}  // namespace kiln::program
+}  // namespace kiln

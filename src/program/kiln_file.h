@@ -52,7 +52,4 @@ Expected<std::vector<CompiledMethod>> parse_program_methods(std::span<const uint
                                                             std::string_view what);
 Expected<std::vector<CompiledMethod>> load_program_methods(const std::string& path);
 
-// Whether the file at `path` starts with the .kiln magic.
-bool looks_like_program_file(const std::string& path);
-
 }  // namespace kiln::program

@@ -31,14 +31,6 @@
 
 namespace kiln::program {
 
-// What `kiln compile` reports about the program it wrote; kept with a cached
-// program so that a hit reports it without reading the program.
-struct ProgramSummary {
-  std::vector<std::string> methods;
-  int64_t segments = 0, engines = 0, plan_bytes = 0, fallback_nodes = 0;
-  bool operator==(const ProgramSummary&) const = default;
-};
-
 // One source of a program: a method name and the .pt2 file it is compiled from.
 struct ProgramSource {
   std::string method;

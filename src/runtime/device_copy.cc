@@ -1,5 +1,6 @@
 #include "runtime/device_copy.h"
 
+#include "kiln/device.h"
 #include "kiln/kiln.h"
 #include "program/compiled_program.h"
 
@@ -16,6 +17,46 @@ const engine::DeviceMemory* device_memory_of(Device d) {
 }
 
 }  // namespace runtime
+
+namespace {
+
+const engine::DeviceMemory* memory_on(Device device) { return runtime::device_memory_of(device); }
+
+Status no_device(Device device) {
+  return unsupported(device.is_cpu() ? std::string("the host has no streams")
+                                     : "no backend of this kiln runs on " + device.to_string());
+}
+
+}  // namespace
+
+Expected<void*> default_stream(Device device) {
+  const engine::DeviceMemory* m = memory_on(device);
+  if (!m) return no_device(device);
+  return m->default_stream();
+}
+
+Expected<Tensor> empty_on(Device device, DType dtype, const Shape& sizes, void* stream) {
+  if (device.is_cpu()) return Tensor::empty(dtype, sizes);
+  const engine::DeviceMemory* m = memory_on(device);
+  if (!m) return no_device(device);
+  return m->empty(dtype, sizes, stream);
+}
+
+StreamEvent::StreamEvent(std::unique_ptr<engine::Fence> fence) : fence_(std::move(fence)) {}
+StreamEvent::StreamEvent(StreamEvent&&) noexcept = default;
+StreamEvent& StreamEvent::operator=(StreamEvent&&) noexcept = default;
+StreamEvent::~StreamEvent() = default;
+
+Expected<StreamEvent> StreamEvent::record(Device device, void* stream) {
+  const engine::DeviceMemory* m = memory_on(device);
+  if (!m) return no_device(device);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Fence> f, m->timed_fence(stream));
+  return StreamEvent(std::move(f));
+}
+
+Status StreamEvent::wait() const { return fence_->wait(); }
+
+Expected<double> StreamEvent::ms_since(const StreamEvent& earlier) const { return fence_->ms_since(*earlier.fence_); }
 
 Expected<Tensor> to_host(const Tensor& t) {
   if (!t.defined() || t.is_cpu()) return t;

@@ -6,6 +6,9 @@
 
 #include "compiler/compiler.h"
 #include "ir/graph.h"
+#include "ir/ops.h"
+#include "ir/printer.h"
+#include "kiln/cache.h"
 #include "kiln/kiln.h"
 #include "partition/partition.h"
 #include "program/compiled_program.h"
@@ -159,7 +162,7 @@ Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::
 
 Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
   std::vector<program::CompiledMethod> methods;
-  if (program::looks_like_program_file(path)) {
+  if (is_program_file(path)) {
     KILN_ASSIGN_OR_RETURN(methods, program::load_program_methods(path));
   } else {
     KILN_TRY(compiler::compile_methods("forward", path, options, methods));
@@ -178,7 +181,7 @@ Expected<std::shared_ptr<const Program>> Program::load_methods(const std::vector
       return invalid_argument("method name '" + f.name + "': '@' is kept for shape profiles (NAME@k)");
     for (const program::CompiledMethod& m : methods)
       if (m.name == f.name) return invalid_argument("method '" + f.name + "' is given twice");
-    if (program::looks_like_program_file(f.path))
+    if (is_program_file(f.path))
       return invalid_argument(f.path + ": methods are compiled from .pt2 files (this is a compiled .kiln program)");
     KILN_TRY(compiler::compile_methods(f.name, f.path, options, methods));
     what += (what.empty() ? "" : " + ") + f.path;
@@ -340,6 +343,16 @@ std::string Program::dialect() const { return impl_->module().dialect; }
 std::string Program::torch_version() const { return impl_->module().torch_version; }
 const std::string& Program::source() const { return impl_->module().source; }
 const ir::Module& Program::module() const { return impl_->module(); }
+
+int64_t Program::weight_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : impl_->module().weights) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+std::string Program::ir_text() const { return ir::print_graph(impl_->module().graph); }
+
+bool is_known_op(std::string_view target) { return ir::op_from_target(target).has_value(); }
 
 std::map<std::string, int> Program::op_histogram() const {
   std::map<std::string, int> h;

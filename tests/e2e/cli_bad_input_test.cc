@@ -145,7 +145,7 @@ TEST_F(CliBadInput, CheckWithCallerBoundBuffers) {
 }
 
 TEST_F(CliBadInput, MismatchExitsOne) {
-  auto io = frontend::read_safetensors(kIo);
+  auto io = read_safetensors(kIo);
   ASSERT_TRUE(io.has_value());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, t] : io->tensors) {
@@ -154,7 +154,7 @@ TEST_F(CliBadInput, MismatchExitsOne) {
     tensors.emplace_back(name, c);
   }
   std::string path = (dir_ / "io.safetensors").string();
-  ASSERT_TRUE(frontend::write_safetensors(path, tensors).is_ok());
+  ASSERT_TRUE(write_safetensors(path, tensors).is_ok());
   CliResult r = kiln_cli("check " + kModel + " " + path);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("output.0"), std::string::npos) << r.output;
@@ -273,13 +273,13 @@ TEST_F(CliBadInput, WrongInputShapeAndDtypeAtRunTime) {
   std::string in_path = (dir_ / "in.safetensors").string();
   std::string out_path = (dir_ / "out.safetensors").string();
   ASSERT_TRUE(
-      frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
+      write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
   CliResult r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("input 'x' (input 0): dimension"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out_path));
 
-  ASSERT_TRUE(frontend::write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Int64, {2, 3, 32, 32})}}).is_ok());
+  ASSERT_TRUE(write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Int64, {2, 3, 32, 32})}}).is_ok());
   r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("expected dtype float32"), std::string::npos) << r.output;
@@ -289,8 +289,8 @@ TEST_F(CliBadInput, RunWritesOutputsThatMatchPyTorch) {
   std::string out_path = (dir_ / "out.safetensors").string();
   CliResult r = kiln_cli("run " + kModel + " --inputs " + kIo + " --outputs " + out_path);
   ASSERT_EQ(r.code, 0) << r.output;
-  auto got = frontend::read_safetensors(out_path);
-  auto want = frontend::read_safetensors(kIo);
+  auto got = read_safetensors(out_path);
+  auto want = read_safetensors(kIo);
   ASSERT_TRUE(got.has_value() && want.has_value());
   const Tensor* g = got->find("output.0");
   const Tensor* w = want->find("output.0");
@@ -484,7 +484,7 @@ namespace {
 // The greedy tokens PyTorch produced for the fixture: the inputs of the steps
 // after the prompt, then the argmax of the last step's logits.
 std::vector<int64_t> pytorch_greedy_tokens(size_t prompt_len) {
-  auto io = frontend::read_safetensors(std::string(KILN_SOURCE_DIR) +
+  auto io = read_safetensors(std::string(KILN_SOURCE_DIR) +
                                        "/tests/fixtures/torch2.11/llama_generate.io.safetensors");
   EXPECT_TRUE(io.has_value());
   std::vector<int64_t> tokens;

@@ -88,7 +88,7 @@ struct Pt2 {
 
 TEST(FileFaults, TheRealFilesLoad) {
   EXPECT_TRUE(Pt2::real().load().is_ok()) << Pt2::real().load().to_string();
-  EXPECT_TRUE(frontend::read_safetensors(kFixtures + kModel + ".io.safetensors").has_value());
+  EXPECT_TRUE(read_safetensors(kFixtures + kModel + ".io.safetensors").has_value());
 }
 
 // A bool or number argument export specialized on (constant_input) is not an

@@ -9,7 +9,7 @@
 
 #include "frontend/safetensors.h"
 #include "kiln/kiln.h"
-#include "runtime/fixture_check.h"
+#include "kiln/check.h"
 
 namespace kiln {
 namespace {
@@ -59,9 +59,9 @@ void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.dir << "/" << c.
 // Runs `program` on the fixture's recorded inputs; every output and buffer
 // must match what PyTorch computed, within the fixture's tolerance.
 void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const FixtureCase& c) {
-  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+  auto io = read_safetensors(c.dir + "/" + c.io);
   ASSERT_TRUE(io.has_value()) << io.status().message();
-  auto report = runtime::check_fixture(program, *io, {c.rtol, c.atol});
+  auto report = check_fixture(program, *io, {c.rtol, c.atol});
   ASSERT_TRUE(report.has_value()) << report.status().message();
   for (const auto& t : report->tensors)
     EXPECT_TRUE(t.pass) << c.model << " " << t.name << " " << t.got_type << " vs " << t.want_type << ": " << t.problem
@@ -166,7 +166,7 @@ TEST(Fixtures, AtLeastFifteenModelsInBothDialects) {
 // precision's floor (kiln check --precision fp16), a float32 engine with the
 // fixture's own tolerance.
 TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
-  const runtime::Tolerance fixture{1e-4, 1e-5};
+  const Tolerance fixture{1e-4, 1e-5};
   Tensor want = Tensor::zeros(DType::Float32, {3});
   Tensor near = Tensor::zeros(DType::Float32, {3});
   Tensor far = Tensor::zeros(DType::Float32, {3});
@@ -175,15 +175,15 @@ TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
     near.data<float>()[i] = want.data<float>()[i] + 0.01f;  // a 16-bit engine's drift over a network
     far.data<float>()[i] = want.data<float>()[i] + 0.2f;    // more than any rounding explains
   }
-  EXPECT_FALSE(runtime::compare_tensors("o", near, want, fixture).pass);
-  EXPECT_FALSE(runtime::compare_tensors("o", near, want, runtime::tolerance_at_precision(fixture, "fp32")).pass);
+  EXPECT_FALSE(compare_tensors("o", near, want, fixture).pass);
+  EXPECT_FALSE(compare_tensors("o", near, want, tolerance_at_precision(fixture, "fp32")).pass);
   for (const char* p : {"fp16", "bf16", "tf32"}) {
-    const runtime::Tolerance t = runtime::tolerance_at_precision(fixture, p);
-    EXPECT_TRUE(runtime::compare_tensors("o", near, want, t).pass) << p;
-    EXPECT_FALSE(runtime::compare_tensors("o", far, want, t).pass) << p;
+    const Tolerance t = tolerance_at_precision(fixture, p);
+    EXPECT_TRUE(compare_tensors("o", near, want, t).pass) << p;
+    EXPECT_FALSE(compare_tensors("o", far, want, t).pass) << p;
   }
   // A looser fixture tolerance is kept.
-  EXPECT_EQ(runtime::tolerance_at_precision({0.2, 0.3}, "fp16").atol, 0.3);
+  EXPECT_EQ(tolerance_at_precision({0.2, 0.3}, "fp16").atol, 0.3);
   // Below fp32 a small output may miss by 1e-2 of the tensor's largest one
   // (logits reaching 30 round by about 0.1 in bfloat16), at fp32 it may not.
   Tensor logits = Tensor::zeros(DType::Float32, {2});
@@ -192,10 +192,10 @@ TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
   drifted.data<float>()[0] = 30.1f;
   logits.data<float>()[1] = 0.01f;
   drifted.data<float>()[1] = 0.25f;  // 0.24 off: within 0.3 = 1e-2 * 30
-  EXPECT_TRUE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "bf16")).pass);
-  EXPECT_FALSE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "fp32")).pass);
+  EXPECT_TRUE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "bf16")).pass);
+  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "fp32")).pass);
   drifted.data<float>()[1] = 0.4f;  // 0.39 off: more than 1e-2 of the largest
-  EXPECT_FALSE(runtime::compare_tensors("o", drifted, logits, runtime::tolerance_at_precision(fixture, "bf16")).pass);
+  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "bf16")).pass);
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ TEST(ShapeProfile, AFixedDimensionIsStaticInItsProfileAndMatchesPyTorch) {
   EXPECT_EQ(fixed.op_histogram().count("aten.sym_size.int"), 0u);
   EXPECT_GT((*p)->method("forward@1")->op_histogram().count("aten.sym_size.int"), 0u);
 
-  auto io = frontend::read_safetensors(base + ".io.safetensors");
+  auto io = read_safetensors(base + ".io.safetensors");
   ASSERT_TRUE(io.has_value()) << io.status().message();
   auto tensor = [&](const std::string& name) {
     for (const auto& [n, t] : io->tensors)

@@ -14,9 +14,9 @@
 #include <random>
 
 #include "cli.h"
-#include "frontend/safetensors.h"
+#include "kiln/device.h"
 #include "kiln/kiln.h"
-#include "runtime/device_copy.h"
+#include "kiln/safetensors.h"
 
 namespace kiln::cli {
 
@@ -64,14 +64,14 @@ Tensor random_input(const TensorSpec& spec, std::mt19937& rng) {
 // call; kUnsupported when the session computes in host memory.
 Expected<std::vector<double>> resident_call_ms(Session& session, const std::vector<Tensor>& device_inputs, int warmup,
                                                int iters) {
-  const engine::DeviceMemory* dm = runtime::device_memory_of(session.state_device());
-  if (!dm) return unsupported("the program computes in host memory");
+  const Device device = session.state_device();
+  if (device.is_cpu()) return unsupported("the program computes in host memory");
   RunOptions options;
-  options.stream = dm->default_stream();
+  KILN_ASSIGN_OR_RETURN(options.stream, default_stream(device));
   auto types = session.output_types(device_inputs);
   if (types) {
     for (const OutputType& t : *types) {
-      KILN_ASSIGN_OR_RETURN(Tensor o, dm->empty(t.dtype, t.sizes, options.stream));
+      KILN_ASSIGN_OR_RETURN(Tensor o, empty_on(device, t.dtype, t.sizes, options.stream));
       options.outputs.push_back(std::move(o));
     }
   } else if (types.status().code() != ErrorCode::kUnsupported) {
@@ -79,18 +79,18 @@ Expected<std::vector<double>> resident_call_ms(Session& session, const std::vect
   }
   for (int i = 0; i < warmup; ++i) KILN_TRY(session.run(device_inputs, options).status());
   KILN_TRY(session.synchronize());
-  std::vector<std::unique_ptr<engine::Fence>> fences;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Fence> start, dm->timed_fence(options.stream));
+  std::vector<StreamEvent> fences;
+  KILN_ASSIGN_OR_RETURN(StreamEvent start, StreamEvent::record(device, options.stream));
   fences.push_back(std::move(start));
   for (int i = 0; i < iters; ++i) {
     KILN_TRY(session.run(device_inputs, options).status());
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Fence> f, dm->timed_fence(options.stream));
+    KILN_ASSIGN_OR_RETURN(StreamEvent f, StreamEvent::record(device, options.stream));
     fences.push_back(std::move(f));
   }
   KILN_TRY(session.synchronize());
   std::vector<double> ms;
   for (size_t i = 1; i < fences.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(double t, fences[i]->ms_since(*fences[i - 1]));
+    KILN_ASSIGN_OR_RETURN(double t, fences[i].ms_since(fences[i - 1]));
     ms.push_back(t);
   }
   return ms;
@@ -125,7 +125,7 @@ int run_bench(int argc, char** argv) {
 
   std::vector<Tensor> inputs;
   if (auto in_path = args->get("inputs")) {
-    auto io = frontend::read_safetensors(*in_path);
+    auto io = read_safetensors(*in_path);
     if (!io) return fail(io.status());
     for (size_t i = 0; i < (*program)->inputs().size(); ++i) {
       const Tensor* t = io->find("input." + std::to_string(i));
@@ -148,7 +148,7 @@ int run_bench(int argc, char** argv) {
   if (auto out_path = args->get("outputs")) {
     std::vector<std::pair<std::string, Tensor>> named;
     for (size_t j = 0; j < outputs->size(); ++j) named.emplace_back("output." + std::to_string(j), (*outputs)[j]);
-    if (Status s = frontend::write_safetensors(*out_path, named); !s) return fail(s);
+    if (Status s = write_safetensors(*out_path, named); !s) return fail(s);
   }
 
   // End to end from host tensors.

@@ -3,9 +3,8 @@
 #include <iostream>
 
 #include "cli.h"
-#include "frontend/safetensors.h"
+#include "kiln/check.h"
 #include "kiln/kiln.h"
-#include "runtime/fixture_check.h"
 
 namespace kiln::cli {
 
@@ -18,7 +17,7 @@ int run_check(int argc, char** argv) {
         "usage: kiln check MODEL IO.safetensors [compile options] [--rtol R] [--atol A] [--bind-buffers]"));
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
-  runtime::Tolerance tol;
+  Tolerance tol;
   const bool tol_given = args->get("rtol") || args->get("atol");
   if (auto r = args->get("rtol")) {
     auto v = parse_double("rtol", *r);
@@ -34,12 +33,12 @@ int run_check(int argc, char** argv) {
   const std::string& io_path = args->positional[1];
   auto program = load_model(model, *args, *options);
   if (!program) return fail(program.status());
-  auto io = frontend::read_safetensors(io_path);
+  auto io = read_safetensors(io_path);
   if (!io) return fail(io.status());
   // A fixture's recorded tolerance, unless the command line sets one.
   std::string tol_from = "default";
   if (!tol_given) {
-    auto recorded = runtime::manifest_tolerance(io_path, *io);
+    auto recorded = manifest_tolerance(io_path, *io);
     if (!recorded) return fail(recorded.status());
     if (*recorded) {
       tol = **recorded;
@@ -47,13 +46,13 @@ int run_check(int argc, char** argv) {
     }
     // Engines below fp32 round every layer's activations (kiln check --precision fp16).
     if (options->compile.precision != "fp32") {
-      tol = runtime::tolerance_at_precision(tol, options->compile.precision);
+      tol = tolerance_at_precision(tol, options->compile.precision);
       tol_from += ", floored for " + options->compile.precision + " engines: atol at least 1e-2 of each tensor's largest value";
     }
   } else {
     tol_from = "command line";
   }
-  auto report = runtime::check_fixture(*program, *io, tol, args->flag("bind-buffers"));
+  auto report = check_fixture(*program, *io, tol, args->flag("bind-buffers"));
   if (!report) return fail(report.status().with_context(io_path));
 
   std::printf("model %s (%s dialect, exported by torch %s), %d call%s\n", model.c_str(), (*program)->dialect().c_str(),

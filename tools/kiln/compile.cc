@@ -5,11 +5,8 @@
 #include <iostream>
 
 #include "cli.h"
+#include "kiln/cache.h"
 #include "kiln/kiln.h"
-#include "program/compiled_program.h"
-#include "program/engine_cache.h"
-#include "program/kiln_file.h"
-#include "program/program_cache.h"
 
 namespace kiln::cli {
 
@@ -70,7 +67,7 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
     if (a.flag("no-cache")) return invalid_argument("--cache-dir and --no-cache contradict each other");
     c.cache_dir = *d;
   } else if (!a.flag("no-cache")) {
-    c.cache_dir = program::EngineCache::default_dir();
+    c.cache_dir = default_cache_dir();
   }
   if (auto it = a.options.find("shape"); it != a.options.end()) {
     for (const std::string& text : it->second) {
@@ -134,40 +131,6 @@ Expected<std::shared_ptr<const Program>> load_model(const std::string& path, con
   return std::shared_ptr<const Program>(p, m);  // keeps the whole program alive
 }
 
-namespace {
-
-// The program cache key of this compile (program_cache.h), or empty when the
-// program cache is off: --no-cache, or a source that is already a .kiln program.
-Expected<std::string> program_key(const Args& a, const LoadOptions& options,
-                                  const std::vector<std::string>& method_names) {
-  const CompileOptions& c = options.compile;
-  if (c.cache_dir.empty()) return std::string();
-  const engine::Backend* backend = program::builtin_backends().find(c.device);
-  if (backend == nullptr) return std::string();  // the compile names the unknown device
-  std::vector<program::ProgramSource> sources;
-  for (size_t i = 0; i < a.positional.size(); ++i) {
-    if (program::looks_like_program_file(a.positional[i])) return std::string();
-    sources.push_back({method_names.empty() ? "forward" : method_names[i], a.positional[i]});
-  }
-  // Every setting that changes what is written, in a fixed order.
-  std::string settings = "device " + c.device + "\nprecision " + c.precision + "\nmin-block-size " +
-                         std::to_string(c.min_block_size) + "\nrequire-full-compilation " +
-                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " + c.batch_buckets + "\n";
-  for (const std::string& op : c.fallback_ops) settings += "fallback-op " + op + "\n";
-  auto dims = [](const std::vector<int64_t>& d) {
-    std::string t;
-    for (int64_t v : d) t += (t.empty() ? "" : "x") + std::to_string(v);
-    return t;
-  };
-  for (const ShapeProfile& p : c.shapes)
-    settings += "shape " + p.input + ":" + dims(p.min) + "," + dims(p.opt) + "," + dims(p.max) + "\n";
-  auto key = program::program_cache_key(sources, settings, *backend);
-  if (!key && key.status().code() == ErrorCode::kNotFound) return std::string();  // the compile names the missing file
-  return key;
-}
-
-}  // namespace
-
 int run_compile(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, with({"output"}, kCompileValued), kCompileFlags);
   if (!args) return fail(args.status());
@@ -185,62 +148,23 @@ int run_compile(int argc, char** argv) {
                                  std::to_string(method_names.size())));
   if (args->positional.size() == 1 && method_names.size() > 1)
     return fail(invalid_argument("kiln compile: one model takes at most one --method name"));
-  int cached_engines = 0;
   auto options = load_options(*args, true);
   if (!options) return fail(options.status());
-  options->load_engines = false;  // written to a file, not run here
   const auto start = std::chrono::steady_clock::now();
   std::string models;
   for (const std::string& m : args->positional) models += (models.empty() ? "" : " + ") + m;
   std::fprintf(stderr, "kiln: compiling %s for %s\n", models.c_str(), options->compile.device.c_str());
-
-  // Reads, lowers, builds and saves; what the cache stores.
-  auto compile = [&](const std::string& path) -> Expected<program::ProgramSummary> {
-    Expected<std::shared_ptr<const Program>> program = std::shared_ptr<const Program>();
-    if (!method_names.empty()) {
-      std::vector<Program::MethodFile> files;
-      for (size_t i = 0; i < args->positional.size(); ++i) files.push_back({method_names[i], args->positional[i]});
-      program = Program::load_methods(files, *options);
-    } else {
-      program = load_program(args->positional[0], *args, *options);
-    }
-    if (!program) return program.status();
-    const auto save_start = std::chrono::steady_clock::now();
-    KILN_TRY((*program)->save(path));
-    std::fprintf(stderr, "kiln: saved in %lld ms\n",
-                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::steady_clock::now() - save_start)
-                                            .count()));
-    program::ProgramSummary summary;
-    summary.methods = (*program)->method_names();
-    for (const std::string& name : summary.methods)
-      for (const SegmentInfo& s : (*program)->method(name)->segments()) {
-        ++summary.segments;
-        summary.engines += s.engine;
-        summary.plan_bytes += static_cast<int64_t>(s.plan_bytes);
-        if (!s.engine) summary.fallback_nodes += s.num_nodes;
-        cached_engines += s.engine && s.from_cache;
-      }
-    return summary;
-  };
-  auto key = program_key(*args, *options, method_names);
-  if (!key) return fail(key.status());
-  if (!key->empty())
-    std::fprintf(stderr, "kiln: program cache key in %lld ms\n",
-                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::steady_clock::now() - start)
-                                            .count()));
-  bool from_cache = false;
-  Expected<program::ProgramSummary> summary = program::ProgramSummary{};
-  if (key->empty()) {
-    summary = compile(*out);
-  } else {
-    program::CacheOptions co;
-    co.dir = options->compile.cache_dir;
-    summary = program::ProgramCache(co).place(*key, *out, compile, options->compile.progress, &from_cache);
-  }
-  if (!summary) return fail(summary.status());
-  if (from_cache) cached_engines = static_cast<int>(summary->engines);
+  std::vector<Program::MethodFile> files;
+  for (size_t i = 0; i < args->positional.size(); ++i)
+    files.push_back({method_names.empty() ? std::string() : method_names[i], args->positional[i]});
+  // A .kiln program written again: compiled for the device an explicit --device names.
+  if (files.size() == 1 && files[0].name.empty() && args->get("device") && is_program_file(files[0].path))
+    if (auto p = load_program(files[0].path, *args, *options); !p) return fail(p.status());
+  auto compiled = compile_to_file(files, *options, *out);
+  if (!compiled) return fail(compiled.status());
+  const ProgramSummary* summary = &compiled->summary;
+  const int64_t cached_engines = compiled->engines_from_cache;
+  const bool from_cache = compiled->from_program_cache;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string methods;
   if (summary->methods.size() > 1)
@@ -252,8 +176,8 @@ int run_compile(int argc, char** argv) {
               static_cast<long long>(summary->fallback_nodes), secs);
   if (summary->fallback_nodes > 0)
     std::printf("run `kiln inspect %s --partition` to see why each node falls back\n", out->c_str());
-  std::printf("engines: %lld built, %d from cache%s\n", static_cast<long long>(summary->engines - cached_engines),
-              cached_engines, from_cache ? " (the whole program from the cache)" : "");
+  std::printf("engines: %lld built, %lld from cache%s\n", static_cast<long long>(summary->engines - cached_engines),
+              static_cast<long long>(cached_engines), from_cache ? " (the whole program from the cache)" : "");
   return kExitOk;
 }
 

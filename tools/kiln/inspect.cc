@@ -5,10 +5,8 @@
 #include <set>
 
 #include "cli.h"
-#include "ir/graph.h"
-#include "ir/printer.h"
+#include "kiln/cache.h"
 #include "kiln/kiln.h"
-#include "program/engine_cache.h"
 
 namespace kiln::cli {
 
@@ -31,7 +29,7 @@ std::string dims(const TensorSpec& s) {
 
 // kiln inspect --cache DIR: the cache's entries (engine plans and whole programs) and totals.
 int inspect_cache(const std::string& dir) {
-  auto stats = program::EngineCache::inspect(dir);
+  auto stats = kiln::inspect_cache(dir);
   if (!stats) return fail(stats.status());
   size_t programs = 0;
   for (const auto& e : stats->entries) programs += e.kind == "program";
@@ -105,9 +103,8 @@ int run_inspect(int argc, char** argv) {
                   !mutated.count(s.name)              ? "read only"
                   : p.buffer_updated_in_place(s.name) ? "written in place by its engine (aliased)"
                                                       : "written, copied back after each call");
-    size_t bytes = 0;
-    for (const auto& [name, t] : p.module().weights) bytes += t.nbytes();
-    std::printf("weights: %zu parameters and constants, %zu bytes with buffers\n", p.weights().size(), bytes);
+    std::printf("weights: %zu parameters and constants, %lld bytes with buffers\n", p.weights().size(),
+                static_cast<long long>(p.weight_bytes()));
     std::printf("dynamic dimensions (%zu)\n", p.symbols().size());
     for (const auto& s : p.symbols())
       std::printf("  %-8s [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
@@ -143,7 +140,7 @@ int run_inspect(int argc, char** argv) {
           mib(device_weights).c_str(), mib(state).c_str());
     }
     if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
-    if (args->flag("print-ir")) std::printf("\n%s", ir::print_graph(p.module().graph).c_str());
+    if (args->flag("print-ir")) std::printf("\n%s", p.ir_text().c_str());
   }
   return kExitOk;
 }

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "cli.h"
-#include "frontend/safetensors.h"
 #include "kiln/kiln.h"
+#include "kiln/safetensors.h"
 
 namespace kiln::cli {
 
@@ -17,7 +17,7 @@ int run_run(int argc, char** argv) {
   auto program = load_model(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
   std::string in_path = *args->get("inputs");
-  auto io = frontend::read_safetensors(in_path);
+  auto io = read_safetensors(in_path);
   if (!io) return fail(io.status());
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < (*program)->inputs().size(); ++i) {
@@ -32,7 +32,7 @@ int run_run(int argc, char** argv) {
   if (!outputs) return fail(outputs.status());
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t j = 0; j < outputs->size(); ++j) named.emplace_back("output." + std::to_string(j), (*outputs)[j]);
-  if (Status s = frontend::write_safetensors(*args->get("outputs"), named); !s) return fail(s);
+  if (Status s = write_safetensors(*args->get("outputs"), named); !s) return fail(s);
   std::cout << "wrote " << named.size() << " output" << (named.size() == 1 ? "" : "s") << " to "
             << *args->get("outputs") << "\n";
   return kExitOk;

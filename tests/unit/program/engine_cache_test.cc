@@ -360,7 +360,7 @@ TEST(EngineCache, NewWeightsReuseThePlanAndGiveTheNewOutputs) {
     KILN_ASSIGN_OR_RETURN(auto e, runtime::Executable::load(std::move(p), "refit"));
     return e.release();
   };
-  auto io = frontend::read_safetensors(fixture + ".io.safetensors");
+  auto io = read_safetensors(fixture + ".io.safetensors");
   ASSERT_TRUE(io.has_value());
   const Tensor* x = io->find("input.0");
   ASSERT_NE(x, nullptr);

@@ -29,7 +29,7 @@ using kiln::testing::max_abs_diff;
 void run_steps_with_bound_buffers(const std::string& model, const std::string& io_name, double tol) {
   auto program = Program::load(kFixtures + model);
   ASSERT_TRUE(program.has_value()) << program.status().message();
-  auto io = frontend::read_safetensors(kFixtures + io_name);
+  auto io = read_safetensors(kFixtures + io_name);
   ASSERT_TRUE(io.has_value()) << io.status().message();
   Session s(*program);
   std::map<std::string, Tensor> mine;

@@ -30,8 +30,8 @@ std::shared_ptr<const Program> prefill_and_decode(const std::string& decode = "l
 // Prefill the prompt in one call, then decode: every output matches PyTorch's
 // (llama_prefill's call, then llama_generate's steps after the prompt).
 void check_prefill_then_decode(const Program& program) {
-  auto pre = frontend::read_safetensors(kFixtures + "llama_prefill.io.safetensors");
-  auto dec = frontend::read_safetensors(kFixtures + "llama_generate.io.safetensors");
+  auto pre = read_safetensors(kFixtures + "llama_prefill.io.safetensors");
+  auto dec = read_safetensors(kFixtures + "llama_generate.io.safetensors");
   ASSERT_TRUE(pre.has_value() && dec.has_value());
   Session s(std::shared_ptr<const Program>(std::shared_ptr<const Program>(), &program));
   auto out = s.run("prefill", {*pre->find("step0.input.0"), *pre->find("step0.input.1")});

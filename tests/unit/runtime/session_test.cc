@@ -19,8 +19,8 @@ std::shared_ptr<const Program> load(const std::string& name) {
   return p.has_value() ? *p : nullptr;
 }
 
-frontend::SafetensorsFile io(const std::string& name) {
-  auto f = frontend::read_safetensors(kFixtures + name);
+SafetensorsFile io(const std::string& name) {
+  auto f = read_safetensors(kFixtures + name);
   EXPECT_TRUE(f.has_value()) << f.status().message();
   return std::move(*f);
 }

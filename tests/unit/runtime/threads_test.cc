@@ -16,7 +16,7 @@ namespace {
 const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
 
 // Every step of the fixture's calls on one fresh session: the outputs and the final buffers.
-std::vector<Tensor> run_all(const std::shared_ptr<const Program>& p, const frontend::SafetensorsFile& io) {
+std::vector<Tensor> run_all(const std::shared_ptr<const Program>& p, const SafetensorsFile& io) {
   Session s(p);
   std::vector<Tensor> got;
   for (int k = 0;; ++k) {
@@ -49,7 +49,7 @@ TEST(Threads, ManySessionsOfOneProgramMatchSerialRuns) {
   for (const char* name : {"llama_generate", "cache_writes", "bert_dynseq", "conv_state"}) {
     auto p = Program::load(kFixtures + name + ".pt2");
     ASSERT_TRUE(p.has_value()) << p.status().message();
-    auto io = frontend::read_safetensors(kFixtures + name + ".io.safetensors");
+    auto io = read_safetensors(kFixtures + name + ".io.safetensors");
     ASSERT_TRUE(io.has_value());
     const std::vector<Tensor> serial = run_all(*p, *io);
     ASSERT_FALSE(serial.empty());

@@ -15,7 +15,7 @@
 #include "frontend/safetensors.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
-#include "runtime/fixture_check.h"
+#include "kiln/check.h"
 #include "support/network_text.h"
 
 namespace kiln::cuda {
@@ -332,7 +332,7 @@ std::string fixture_path(const std::string& name) {
 TEST(CudaHotSet, TheSameProgramLoadedTwiceSharesItsEngineAndMatchesPyTorch) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::string model = fixture_path("resnet_basic.pt2");
-  auto io = frontend::read_safetensors(fixture_path("resnet_basic.io.safetensors"));
+  auto io = read_safetensors(fixture_path("resnet_basic.io.safetensors"));
   ASSERT_TRUE(io.has_value()) << io.status().message();
   runtime::EngineHotSet& hot = runtime::EngineHotSet::instance();
   hot.set_capacity(8);
@@ -351,7 +351,7 @@ TEST(CudaHotSet, TheSameProgramLoadedTwiceSharesItsEngineAndMatchesPyTorch) {
   EXPECT_EQ(hot.stats().loaded, before.loaded) << "a second copy of the engine was loaded";
   EXPECT_EQ(hot.stats().reused, before.reused + 2);
   for (const auto& p : {*a, *b, *compiled}) {
-    auto report = runtime::check_fixture(p, *io, {});
+    auto report = check_fixture(p, *io, {});
     ASSERT_TRUE(report.has_value()) << report.status().message();
     EXPECT_TRUE(report->pass()) << "max abs err " << report->max_abs();
   }

@@ -19,7 +19,7 @@
 #include "frontend/safetensors.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
-#include "runtime/fixture_check.h"
+#include "kiln/check.h"
 
 namespace kiln {
 namespace {
@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 struct CudaFixture {
   std::string dir, name, model, io;
-  runtime::Tolerance tolerance;
+  Tolerance tolerance;
 };
 
 void PrintTo(const CudaFixture& c, std::ostream* os) { *os << c.dir << "/" << c.model; }
@@ -68,10 +68,10 @@ std::vector<CudaFixture> cuda_fixtures() {
 
 void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const CudaFixture& c,
                             const std::string& precision, const std::string& run, bool bind_buffers = false) {
-  auto io = frontend::read_safetensors(c.dir + "/" + c.io);
+  auto io = read_safetensors(c.dir + "/" + c.io);
   ASSERT_TRUE(io.has_value()) << io.status().message();
   auto report =
-      runtime::check_fixture(program, *io, runtime::tolerance_at_precision(c.tolerance, precision), bind_buffers);
+      check_fixture(program, *io, tolerance_at_precision(c.tolerance, precision), bind_buffers);
   ASSERT_TRUE(report.has_value()) << run << ": " << report.status().message();
   EXPECT_FALSE(report->tensors.empty());
   for (const auto& t : report->tensors)

@@ -16,7 +16,7 @@
 #include "frontend/safetensors.h"
 #include "kiln/kiln.h"
 #include "runtime/device_copy.h"
-#include "runtime/fixture_check.h"
+#include "kiln/check.h"
 
 namespace kiln {
 namespace {
@@ -56,9 +56,9 @@ TEST(CudaSession, StateLivesOnTheDeviceAndGivesPyTorchsOutputs) {
     }
     std::string io_name = model;
     io_name.replace(io_name.find(".pt2"), 4, ".io.safetensors");
-    auto io = frontend::read_safetensors(fixture(io_name));
+    auto io = read_safetensors(fixture(io_name));
     ASSERT_TRUE(io.has_value()) << io.status().message();
-    auto report = runtime::check_fixture(program, *io, {1e-3, 1e-4});
+    auto report = check_fixture(program, *io, {1e-3, 1e-4});
     ASSERT_TRUE(report.has_value()) << report.status().message();
     for (const auto& t : report->tensors) EXPECT_TRUE(t.pass) << t.name << ": " << t.problem << " " << t.max_abs;
     // check_fixture ran its own session; this one runs a call of its own too.
@@ -88,7 +88,7 @@ TEST(CudaSession, CallersDeviceMemoryBoundAsTheCacheIsWrittenInPlace) {
   auto gpu = compiled("kv_cache_attention.pt2", "cuda");
   auto cpu = compiled("kv_cache_attention.pt2", "cpu");
   ASSERT_TRUE(gpu && cpu);
-  auto io = frontend::read_safetensors(fixture("kv_cache_attention.io.safetensors"));
+  auto io = read_safetensors(fixture("kv_cache_attention.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   Session on_gpu(gpu), on_cpu(cpu);
   std::map<std::string, Tensor> mine;
@@ -146,7 +146,7 @@ TEST(CudaSession, DeviceInputsGiveDeviceOutputs) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto program = compiled("resnet_basic.pt2", "cuda");
   ASSERT_NE(program, nullptr);
-  auto io = frontend::read_safetensors(fixture("resnet_basic.io.safetensors"));
+  auto io = read_safetensors(fixture("resnet_basic.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   ASSERT_NE(io->find("input.0"), nullptr);
   const Tensor x = *io->find("input.0");
@@ -198,7 +198,7 @@ TEST(CudaSession, RunWritesIntoTheCallersDeviceMemory) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ASSERT_NE(c.program, nullptr);
-    auto io = frontend::read_safetensors(fixture(c.io));
+    auto io = read_safetensors(fixture(c.io));
     ASSERT_TRUE(io.has_value());
     const Tensor x = on_device(*io->find(c.input));
     Session plain(c.program), given(c.program);
@@ -263,9 +263,9 @@ TEST(CudaSession, ADataDependentOpBetweenEnginesKeepsItsValuesOnTheDevice) {
             std::string::npos)
       << report;
   EXPECT_EQ(report.find("(fallback)"), std::string::npos) << report;
-  auto io = frontend::read_safetensors(fixture("nonzero_middle.io.safetensors"));
+  auto io = read_safetensors(fixture("nonzero_middle.io.safetensors"));
   ASSERT_TRUE(io.has_value());
-  auto checked = runtime::check_fixture(program, *io, {1e-4, 1e-5});
+  auto checked = check_fixture(program, *io, {1e-4, 1e-5});
   ASSERT_TRUE(checked.has_value()) << checked.status().message();
   EXPECT_TRUE(checked->pass());
 
@@ -326,9 +326,9 @@ TEST(CudaSession, MaskedSelectRunsOnTheDevice) {
     EXPECT_NE(report.find("the row count of %masked_select int64 device -> host, from aten.masked_select.default"),
               std::string::npos)
         << report;
-    auto io = frontend::read_safetensors(fixture("masked_select_tail.io.safetensors"));
+    auto io = read_safetensors(fixture("masked_select_tail.io.safetensors"));
     ASSERT_TRUE(io.has_value());
-    auto checked = runtime::check_fixture(program, *io, {1e-4, 1e-5});
+    auto checked = check_fixture(program, *io, {1e-4, 1e-5});
     ASSERT_TRUE(checked.has_value()) << checked.status().message();
     EXPECT_TRUE(checked->pass());
     const Tensor x = *io->find("input.0");
@@ -378,9 +378,9 @@ TEST(CudaSession, BooleanMaskIndexingRunsOnTheDevice) {
             std::string::npos)
       << report;
   EXPECT_NE(report.find("%index float32[u0] host -> device, read by segment"), std::string::npos) << report;
-  auto io = frontend::read_safetensors(fixture("nonzero.io.safetensors"));
+  auto io = read_safetensors(fixture("nonzero.io.safetensors"));
   ASSERT_TRUE(io.has_value());
-  auto checked = runtime::check_fixture(*program, *io, {1e-4, 1e-5});
+  auto checked = check_fixture(*program, *io, {1e-4, 1e-5});
   ASSERT_TRUE(checked.has_value()) << checked.status().message();
   EXPECT_TRUE(checked->pass());
   // From device memory: the same bits as from the host, outputs on the device.
@@ -411,7 +411,7 @@ void expect_same_buffers(const Program& program, const Session& a, const Session
 }
 
 // The (token ids, cache positions) of every recorded call of llama_generate.
-std::vector<std::pair<Tensor, Tensor>> recorded_steps(const frontend::SafetensorsFile& io) {
+std::vector<std::pair<Tensor, Tensor>> recorded_steps(const SafetensorsFile& io) {
   std::vector<std::pair<Tensor, Tensor>> steps;
   for (int k = 0; io.find("step" + std::to_string(k) + ".input.0"); ++k)
     steps.emplace_back(*io.find("step" + std::to_string(k) + ".input.0"),
@@ -421,7 +421,7 @@ std::vector<std::pair<Tensor, Tensor>> recorded_steps(const frontend::Safetensor
 
 // The greedy tokens PyTorch produced for llama_generate: the inputs of the
 // steps after the prompt, then the argmax of the last step's logits.
-std::vector<int64_t> pytorch_greedy_tokens(const frontend::SafetensorsFile& io, size_t prompt_len) {
+std::vector<int64_t> pytorch_greedy_tokens(const SafetensorsFile& io, size_t prompt_len) {
   std::vector<int64_t> tokens;
   int k = 0;
   for (; io.find("step" + std::to_string(k) + ".input.0"); ++k)
@@ -442,7 +442,7 @@ std::vector<int64_t> pytorch_greedy_tokens(const frontend::SafetensorsFile& io, 
 // gives PyTorch's greedy tokens; it stops at the end-of-sequence token.
 TEST(CudaSession, GenerateOnTheDeviceGivesPyTorchsTokens) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   const std::vector<int64_t> want = pytorch_greedy_tokens(*io, 3);
   ASSERT_GE(want.size(), 16u);
@@ -478,7 +478,7 @@ TEST(CudaSession, GenerateOnTheDeviceGivesPyTorchsTokens) {
 // k tokens must continue with the rest of that sequence.
 TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   const std::vector<int64_t> greedy = pytorch_greedy_tokens(*io, 3);
   ASSERT_GE(greedy.size(), 16u);
@@ -527,7 +527,7 @@ TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
 // inputs, and the buffers end where host calls leave them.
 TEST(CudaSession, AsynchronousDeviceCallsGiveTheBitsOfHostCalls) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   auto program = compiled("llama_generate.pt2", "cuda");
   ASSERT_NE(program, nullptr);
@@ -564,7 +564,7 @@ TEST(CudaSession, AsynchronousDeviceCallsGiveTheBitsOfHostCalls) {
 // naming the layer; after reset() the session gives what a fresh one gives.
 TEST(CudaSession, ADeviceSideIndexErrorIsReportedLaterAndResetRecovers) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   auto program = compiled("llama_generate.pt2", "cuda");
   ASSERT_NE(program, nullptr);
@@ -605,7 +605,7 @@ TEST(CudaSession, ADeviceSideIndexErrorIsReportedLaterAndResetRecovers) {
 // engines, their arenas and weights are shared); the test prints both.
 TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   auto program = compiled("llama_generate.pt2", "cuda");
   ASSERT_NE(program, nullptr);
@@ -697,7 +697,7 @@ TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
   ASSERT_TRUE(small.has_value()) << small.status().message();
   auto program = compiled("llama_generate.pt2", "cuda");
   ASSERT_NE(program, nullptr);
-  auto io = frontend::read_safetensors(fixture("llama_generate.io.safetensors"));
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
   ASSERT_TRUE(io.has_value());
   Session s(program);
   auto r = s.run({*io->find("step0.input.0"), *io->find("step0.input.1")});

@@ -1,5 +1,6 @@
-// Runs a program on a fixture's recorded inputs and compares with the
-// outputs PyTorch recorded (the fixture I/O convention of DESIGN.md):
+// Checking a program against outputs recorded elsewhere (PyTorch's, in a
+// safetensors file): runs the program on the recorded inputs and compares,
+// as `kiln check` does. The file's names follow this convention:
 //   input.<i> / output.<j>                       one call
 //   step<k>.input.<i> / step<k>.output.<j>       calls on one session, buffers carried over
 //   final.buffer.<fqn>                           a buffer's value after the last call
@@ -10,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "frontend/safetensors.h"
 #include "kiln/kiln.h"
+#include "kiln/safetensors.h"
 
-namespace kiln::runtime {
+namespace kiln {
 
 struct Tolerance {
   double rtol = 1e-4;
@@ -51,7 +52,7 @@ struct CheckReport {
 // when it cannot be read or its entry's tolerance is not two finite numbers
 // >= 0.
 //   io_path: the io file's path (the manifest is looked for in its directory)
-Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const frontend::SafetensorsFile& io);
+Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const SafetensorsFile& io);
 
 // `tol` for outputs of engines that compute at `precision` ("fp32", "tf32",
 // "fp16", "bf16"): a float32 model built for a 16-bit or TF32 engine
@@ -71,7 +72,7 @@ TensorComparison compare_tensors(const std::string& name, const Tensor& got, con
 //     (Session::bind_buffer), as a caller owning its KV caches would; the
 //     final values are read from that memory, and a call that leaves a buffer
 //     anywhere else is an error.
-Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
+Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const SafetensorsFile& io,
                                     Tolerance tol, bool bind_buffers = false);
 
-}  // namespace kiln::runtime
+}  // namespace kiln

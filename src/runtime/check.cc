@@ -1,4 +1,4 @@
-#include "runtime/fixture_check.h"
+#include "kiln/check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "runtime/device_copy.h"
 
-namespace kiln::runtime {
+namespace kiln {
 
 bool CheckReport::pass() const {
   return !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.pass; });
@@ -28,7 +28,7 @@ double CheckReport::max_rel() const {
   return m;
 }
 
-Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const frontend::SafetensorsFile& io) {
+Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const SafetensorsFile& io) {
   auto named = io.metadata.find("fixture");
   if (named == io.metadata.end()) return std::optional<Tolerance>{};
   const std::filesystem::path io_file(io_path);
@@ -138,7 +138,7 @@ TensorComparison compare_tensors(const std::string& name, const Tensor& got, con
 namespace {
 
 // Collects "<prefix>input.<i>" tensors in index order; no gaps allowed.
-Expected<std::vector<Tensor>> numbered(const frontend::SafetensorsFile& io, const std::string& prefix) {
+Expected<std::vector<Tensor>> numbered(const SafetensorsFile& io, const std::string& prefix) {
   std::map<int64_t, Tensor> found;
   for (const auto& [name, t] : io.tensors) {
     if (!name.starts_with(prefix)) continue;
@@ -158,7 +158,7 @@ Expected<std::vector<Tensor>> numbered(const frontend::SafetensorsFile& io, cons
 
 }  // namespace
 
-Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const frontend::SafetensorsFile& io,
+Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& program, const SafetensorsFile& io,
                                     Tolerance tol, bool bind_buffers) {
   // Which calls does the file record?
   std::vector<std::string> prefixes;
@@ -184,7 +184,7 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
       if (initial.is_cpu()) {
         memory = initial.clone();
       } else {
-        const engine::DeviceMemory* device = device_memory_of(initial.device());
+        const engine::DeviceMemory* device = runtime::device_memory_of(initial.device());
         if (!device) return internal_error("buffer '" + b.name + "' lies on " + initial.device().to_string());
         KILN_ASSIGN_OR_RETURN(memory, device->empty(initial.dtype(), initial.sizes()));
         KILN_TRY(copy_tensor(memory, initial));
@@ -221,4 +221,4 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
   return report;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln
