@@ -1223,6 +1223,47 @@ def build_masked_select_tail():
     )
 
 
+class UniqueMiddle(nn.Module):
+    """Dense parts on both sides of torch.unique (sorted, with inverse and counts) of token ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.fc1 = nn.Linear(8, 4)
+        self.fc2 = nn.Linear(8, 4)
+
+    def forward(self, ids):
+        h = self.fc1(self.emb(ids)).sum(-1)  # [6, 16]
+        u, inv, cnt = torch.unique(ids + 1, return_inverse=True, return_counts=True)  # [u0], [6, 16], [u0]
+        w = self.fc2(self.emb(u - 1)) * cnt.unsqueeze(-1).to(torch.float32)  # [u0, 4]
+        return w, inv, h
+
+
+def _unique_middle_sanity(fresh: nn.Module, fx: Fixture, eager_outputs: list) -> dict:
+    """Some ids repeat and some vocabulary entries are missing, so every output says something."""
+    (ids,) = fx.example
+    distinct = int(torch.unique(ids).numel())
+    if not 1 < distinct < 10:
+        raise AssertionError(f"unique_middle: {distinct} distinct ids of 10")
+    return {"ids": ids.numel(), "distinct": distinct, "ok": True}
+
+
+@fixture("unique_middle")
+def build_unique_middle():
+    ids = torch.randint(0, 9, (6, 16), generator=torch.Generator().manual_seed(19))
+    return Fixture(
+        "unique_middle",
+        "torch.unique between dense parts: h = Linear(8,4)(Embedding(10,8)(ids)).sum(-1); u, inv, cnt = "
+        "unique(ids + 1, return_inverse, return_counts) (_unique2: int64 [u0], [6,16], [u0]); "
+        "w = Linear(8,4)(Embedding(u - 1)) * cnt; outputs (w float32 [u0,4], inv, h); ids 6x16 in [0, 9)",
+        "custom nn.Module (tools/export_fixtures.py: UniqueMiddle)",
+        UniqueMiddle(),
+        (ids,),
+        keep_debug_metadata=True,
+        sanity=_unique_middle_sanity,
+    )
+
+
 class Bf16Block(nn.Module):
     def __init__(self, dim=32, hidden=64):
         super().__init__()

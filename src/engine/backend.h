@@ -180,6 +180,23 @@ class DeviceMemory {
     (void)stream;
     return unsupported("boolean-mask indexing on the device");
   }
+  // torch.unique (`sorted`: _unique2's ascending values) or
+  // unique_consecutive of the flattened contiguous tensor x in this device's
+  // memory: {values [groups] of x's dtype, inverse (each element's group, x's
+  // sizes, int64; undefined unless `inverse`), counts [groups] int64
+  // (undefined unless `counts`)}, in this device's memory. -0.0 equals 0.0
+  // and every NaN is a value of its own, after every number, as in the
+  // reference kernels. Only the group count comes to the host, as for
+  // nonzero. kUnsupported where the device has no such kernel.
+  virtual Expected<std::vector<Tensor>> unique(const Tensor& x, bool sorted, bool inverse, bool counts,
+                                               void* stream) const {
+    (void)x;
+    (void)sorted;
+    (void)inverse;
+    (void)counts;
+    (void)stream;
+    return unsupported("unique on the device");
+  }
 };
 
 // Device memory of one engine: its activation arena (an engine serving a

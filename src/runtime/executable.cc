@@ -225,11 +225,29 @@ bool same_size_masked_select(const ir::Node& n) {
   return true;
 }
 
+// unique (_unique2) or unique_consecutive of the flattened tensor (no dim):
+// values, inverse and counts.
+bool unique_of_flattened(const ir::Node& n) {
+  if (n.outputs.size() != 3) return false;
+  if (n.op == ir::OpKind::kUnique2) return true;
+  if (n.op != ir::OpKind::kUniqueConsecutive) return false;
+  const ir::Arg* dim = n.find("dim");
+  return dim == nullptr || std::holds_alternative<ir::NoneArg>(*dim);
+}
+
+// A bool argument of `n` (`fallback` when absent).
+bool bool_arg(const ir::Node& n, const char* name, bool fallback) {
+  const ir::Arg* a = n.find(name);
+  const bool* b = a ? std::get_if<bool>(a) : nullptr;
+  return b ? *b : fallback;
+}
+
 }  // namespace
 
 DeviceFallback device_fallback(const ir::Node& n) {
   if (n.op == ir::OpKind::kSymSize || n.op == ir::OpKind::kSymNumel || n.op == ir::OpKind::kAssertTensorMetadata)
     return DeviceFallback::kSizes;
+  if (unique_of_flattened(n)) return DeviceFallback::kSelect;
   if (n.outputs.size() != 1) return DeviceFallback::kHost;
   if (n.op == ir::OpKind::kNonzero && n.operands().size() == 1) return DeviceFallback::kSelect;
   return boolean_mask(n) || same_size_masked_select(n) ? DeviceFallback::kSelect : DeviceFallback::kHost;
@@ -246,7 +264,7 @@ bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtV
 }
 
 // A node outside the engines. With `on_device`, a selection of device
-// tensors (nonzero, x[mask], masked_select without broadcasting) runs on their device (only its row count comes
+// tensors (nonzero, x[mask], masked_select without broadcasting, unique) runs on their device (only its row count comes
 // to the host) and ops that read only sizes leave device tensors where they
 // are (device_fallback); everything else reads host copies of its operands
 // and writes host memory.
@@ -258,12 +276,34 @@ Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void
       const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v->id)]);
       return t && t->defined() && !t->is_cpu() && t->is_contiguous() ? t : nullptr;
     };
+    if (unique_of_flattened(n)) {
+      const ir::Arg* self = n.find("self");
+      const Tensor* x = self && std::get_if<ir::Value*>(self) ? device_tensor(std::get<ir::Value*>(*self)) : nullptr;
+      const engine::DeviceMemory* memory = x ? device_memory_of(x->device()) : nullptr;
+      if (memory) {
+        // As ATen: an output not asked for is an empty tensor.
+        const bool inverse = bool_arg(n, "return_inverse", false), counts = bool_arg(n, "return_counts", false);
+        Expected<std::vector<Tensor>> u =
+            memory->unique(*x, n.op == ir::OpKind::kUnique2, inverse, counts, stream);
+        if (u) {
+          for (size_t o = 0; o < 3; ++o) {
+            Tensor t = (*u)[o];
+            if (!t.defined()) {
+              KILN_ASSIGN_OR_RETURN(t, memory->empty(DType::Int64, Shape{0}, stream));
+            }
+            env[static_cast<size_t>(n.outputs[o]->id)] = std::move(t);
+          }
+          return Status::ok();
+        }
+        if (u.status().code() != ErrorCode::kUnsupported) return u.status().with_context(n.describe());
+      }
+    }
     const bool select = n.op == ir::OpKind::kMaskedSelect;
     const ir::Value* mask = select ? std::get<ir::Value*>(*n.find("mask")) : boolean_mask(n);
     const Tensor* x = device_tensor(mask ? std::get<ir::Value*>(*n.find("self")) : n.operands()[0]);
     const Tensor* m = mask ? device_tensor(mask) : x;
     const engine::DeviceMemory* memory = x && m && x->device() == m->device() ? device_memory_of(x->device()) : nullptr;
-    if (memory && (!select || x->sizes() == m->sizes())) {
+    if (memory && !unique_of_flattened(n) && (!select || x->sizes() == m->sizes())) {
       // masked_select: the rows of the flattened tensor under the flattened mask.
       auto flat = [](const Tensor& t) { return t.as_strided({t.numel()}, {1}, t.storage_offset()); };
       Expected<Tensor> picked = select ? memory->masked_rows(flat(*x), flat(*m), stream)

@@ -21,7 +21,8 @@ namespace kiln::runtime {
 // reference kernels (its operands cross to the host); kSizes reads only
 // sizes (device tensors stay where they are); kSelect is a data-dependent
 // selection the device makes (nonzero, boolean-mask indexing, masked_select
-// of operands of one size), its row count the one thing that crosses.
+// of operands of one size, unique and unique_consecutive of the flattened
+// tensor), its row count the one thing that crosses.
 enum class DeviceFallback { kHost, kSizes, kSelect };
 DeviceFallback device_fallback(const ir::Node& n);
 

@@ -250,8 +250,8 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
     const std::string seg = "segment " + std::to_string(si);
     if (r.kind != partition::SegmentKind::kEngine) {
       // Node by node, as Executable::run: ops that read only sizes leave
-      // device tensors where they are, and a selection (nonzero, x[mask]) of
-      // device tensors runs on the device, its row count (8 bytes) the only
+      // device tensors where they are, and a selection (nonzero, x[mask],
+      // unique) of device tensors runs on the device, its row count (8 bytes) the only
       // thing that comes across.
       for (int ni : r.nodes) {
         const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
@@ -265,7 +265,7 @@ std::string describe_crossings(const program::CompiledProgram& cp) {
                    std::string(ir::op_target(n.op)) + " '" + n.name + "' (" + seg + "), which runs on the device\n";
           ++count;
           bytes += 8;
-          where[static_cast<size_t>(n.outputs[0]->id)] = static_cast<int>(si);
+          for (const ir::Value* v : n.outputs) where[static_cast<size_t>(v->id)] = static_cast<int>(si);
           continue;
         }
         for (const ir::Value* v : n.operands()) {

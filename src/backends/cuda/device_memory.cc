@@ -209,6 +209,32 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return out;
   }
 
+  Expected<std::vector<Tensor>> unique(const Tensor& x, bool sorted, bool inverse, bool counts,
+                                       void* stream) const override {
+    if (!x.defined() || x.is_cpu() || !x.is_contiguous())
+      return invalid_argument("unique on the device needs a contiguous device tensor, got " +
+                              (x.defined() ? x.type_string() : std::string("nothing")));
+    std::vector<Tensor> out(3);
+    KILN_TRY(cuda::unique(
+        x.raw_data(), x.dtype(), x.numel(), sorted,
+        [&](int64_t groups) -> Expected<cuda::UniqueOutputs> {
+          cuda::UniqueOutputs o;
+          KILN_ASSIGN_OR_RETURN(out[0], empty(x.dtype(), Shape{groups}, stream));
+          o.values = out[0].raw_data();
+          if (inverse) {
+            KILN_ASSIGN_OR_RETURN(out[1], empty(DType::Int64, x.sizes(), stream));
+            o.inverse = static_cast<int64_t*>(out[1].raw_data());
+          }
+          if (counts) {
+            KILN_ASSIGN_OR_RETURN(out[2], empty(DType::Int64, Shape{groups}, stream));
+            o.counts = static_cast<int64_t*>(out[2].raw_data());
+          }
+          return o;
+        },
+        stream_of(stream)));
+    return out;
+  }
+
  private:
   Expected<std::unique_ptr<engine::Fence>> make_fence(void* stream, bool timed) const {
     cudaEvent_t e = nullptr;

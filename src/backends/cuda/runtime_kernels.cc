@@ -31,6 +31,8 @@ struct RuntimeKernels {
   cudaLibrary_t library = nullptr;
   cudaKernel_t copy_batch = nullptr, argmax_partial = nullptr, argmax_final = nullptr;
   cudaKernel_t nonzero_count = nullptr, nonzero_scan = nullptr, nonzero_write = nullptr, masked_rows = nullptr;
+  cudaKernel_t unique_keys = nullptr, unique_sort_step = nullptr, unique_starts = nullptr, unique_groups = nullptr,
+               unique_inverse = nullptr;
 };
 
 // Compiled and loaded once per process (for the device current then).
@@ -51,6 +53,11 @@ Expected<const RuntimeKernels*> runtime_kernels() {
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_scan, kernels.library, "kiln_nonzero_scan"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.nonzero_write, kernels.library, "kiln_nonzero_write"));
       KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.masked_rows, kernels.library, "kiln_masked_rows"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.unique_keys, kernels.library, "kiln_unique_keys"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.unique_sort_step, kernels.library, "kiln_unique_sort_step"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.unique_starts, kernels.library, "kiln_unique_starts"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.unique_groups, kernels.library, "kiln_unique_groups"));
+      KILN_CUDA_TRY(cudaLibraryGetKernel(&kernels.unique_inverse, kernels.library, "kiln_unique_inverse"));
       return Status::ok();
     }();
   });
@@ -230,6 +237,77 @@ Status masked_rows(const void* mask, DType mask_dtype, int64_t n, const void* sr
         return Status::ok();
       },
       stream);
+}
+
+Status unique(const void* x, DType dtype, int64_t n, bool sorted,
+              const std::function<Expected<UniqueOutputs>(int64_t groups)>& allocate, cudaStream_t stream) {
+  int kind = 0;  // KILN_UQ_*
+  switch (dtype) {
+    case DType::Bool:
+    case DType::UInt8: kind = 0; break;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64: kind = 1; break;
+    case DType::Float16: kind = 2; break;
+    case DType::BFloat16: kind = 3; break;
+    case DType::Float32: kind = 4; break;
+    case DType::Float64: kind = 5; break;
+    default: return unsupported("unique on the device of " + std::string(dtype_name(dtype)));
+  }
+  if (n == 0) return allocate(0).status();
+  if (n > (int64_t{1} << 36)) return unsupported("unique on the device of " + std::to_string(n) + " elements");
+  int elem = static_cast<int>(dtype_size(dtype));
+  long long m = 1;  // the sorting network's width
+  if (sorted)
+    while (m < n) m *= 2;
+  else
+    m = n;
+  long long nn = n;
+  KILN_ASSIGN_OR_RETURN(const RuntimeKernels* k, runtime_kernels());
+  void* scratch = nullptr;
+  const size_t pairs = static_cast<size_t>(m) * (sizeof(uint64_t) + sizeof(int64_t));
+  KILN_CUDA_TRY(cudaMallocAsync(&scratch, pairs + static_cast<size_t>(n), stream));
+  auto* keys = static_cast<uint64_t*>(scratch);
+  auto* index = reinterpret_cast<int64_t*>(keys + m);
+  auto* starts = reinterpret_cast<uint8_t*>(index + m);
+  void* first = nullptr;
+  auto blocks = [](long long count) { return dim3(static_cast<unsigned>((count + 255) / 256)); };
+  auto run = [&]() -> Status {
+    void* a[] = {&x, &elem, &kind, &nn, &m, &keys, &index};
+    KILN_CUDA_TRY(
+        cudaLaunchKernel(reinterpret_cast<const void*>(k->unique_keys), blocks(m), dim3(256), a, 0, stream));
+    for (long long size = 2; sorted && size <= m; size *= 2)
+      for (long long j = size / 2; j > 0; j /= 2) {
+        void* b[] = {&keys, &index, &m, &j, &size};
+        KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(k->unique_sort_step), blocks(m), dim3(256), b,
+                                       0, stream));
+      }
+    void* c[] = {&keys, &elem, &kind, &nn, &starts};
+    KILN_CUDA_TRY(
+        cudaLaunchKernel(reinterpret_cast<const void*>(k->unique_starts), blocks(n), dim3(256), c, 0, stream));
+    return select_nonzero(
+        starts, DType::UInt8, n, "unique",
+        [&](const RuntimeKernels& rk, int64_t* offsets, long long chunks, int64_t groups) -> Status {
+          KILN_ASSIGN_OR_RETURN(UniqueOutputs out, allocate(groups));
+          KILN_CUDA_TRY(cudaMallocAsync(&first, static_cast<size_t>(groups) * sizeof(int64_t), stream));
+          const void* src = x;
+          void* d[] = {&starts, &nn, &offsets, &index, &src, &elem, &first, &out.values};
+          KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(rk.unique_groups),
+                                         dim3(static_cast<unsigned>(chunks)), dim3(256), d, 0, stream));
+          if (!out.inverse && !out.counts) return Status::ok();
+          long long g = groups;
+          void* e[] = {&index, &nn, &first, &g, &out.inverse, &out.counts};
+          KILN_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(rk.unique_inverse), blocks(n), dim3(256), e,
+                                         0, stream));
+          return Status::ok();
+        },
+        stream);
+  };
+  Status st = run();
+  if (first) cudaFreeAsync(first, stream);
+  cudaFreeAsync(scratch, stream);
+  return st;
 }
 
 }  // namespace kiln::cuda

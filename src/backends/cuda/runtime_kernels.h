@@ -55,6 +55,22 @@ Status nonzero(const void* x, DType dtype, std::span<const int64_t> sizes,
 Status masked_rows(const void* mask, DType mask_dtype, int64_t n, const void* src, int64_t row_bytes,
                    const std::function<Expected<void*>(int64_t count)>& allocate, cudaStream_t stream);
 
+// torch.unique (`sorted`: ascending, as _unique2 gives it) or
+// unique_consecutive (in place) of the n contiguous elements at `x`
+// (`dtype`, on the device), as the reference kernels give them: -0.0 equals
+// 0.0, every NaN is a value of its own, after every number. Sorts on
+// `stream` (a bitonic network), counts the groups and waits for that count
+// alone, calls `allocate(groups)` for the outputs, and enqueues their
+// writing: values [groups] of `dtype`, inverse [n] (each element's group;
+// may be null) and counts [groups] (may be null).
+struct UniqueOutputs {
+  void* values = nullptr;
+  int64_t* inverse = nullptr;
+  int64_t* counts = nullptr;
+};
+Status unique(const void* x, DType dtype, int64_t n, bool sorted,
+              const std::function<Expected<UniqueOutputs>(int64_t groups)>& allocate, cudaStream_t stream);
+
 // The embedded source (for the test that compiles it without a GPU).
 const std::string& runtime_kernels_source();
 

@@ -255,3 +255,109 @@ extern "C" __global__ void __launch_bounds__(256) kiln_masked_rows(const void* x
     }
   });
 }
+
+// torch.unique (sorted) and unique_consecutive of a flattened tensor on the
+// device. Each element becomes an unsigned key that orders as its value
+// does (kind: 0 unsigned, 1 signed, 2 float16, 3 bfloat16, 4 float32,
+// 5 float64; -0.0 is +0.0 and every NaN one key above +inf), paired with its
+// index. unique sorts the pairs (a bitonic network over m, a power of two,
+// padded with the largest pair; ties by index, so equal values keep their
+// order); unique_consecutive keeps them in place. A position starts a group
+// when its key differs from the one before, or is a NaN's (each NaN is its
+// own); the starts are counted and placed as nonzero's rows are, and the
+// count is the one number the host reads back.
+#define KILN_UQ_UNSIGNED 0
+#define KILN_UQ_SIGNED 1
+#define KILN_UQ_F16 2
+#define KILN_UQ_BF16 3
+#define KILN_UQ_F32 4
+#define KILN_UQ_F64 5
+
+__device__ __forceinline__ kiln_u64 kiln_unique_key(const void* x, int elem_bytes, int kind, kiln_i64 i) {
+  kiln_u64 bits;
+  if (elem_bytes == 1) bits = static_cast<const kiln_u8*>(x)[i];
+  else if (elem_bytes == 2) bits = static_cast<const kiln_u16*>(x)[i];
+  else if (elem_bytes == 4) bits = static_cast<const kiln_u32*>(x)[i];
+  else bits = static_cast<const kiln_u64*>(x)[i];
+  if (kind == KILN_UQ_UNSIGNED) return bits;
+  const int width = elem_bytes * 8;
+  const kiln_u64 sign = kiln_u64{1} << (width - 1);
+  const kiln_u64 all = width == 64 ? ~kiln_u64{0} : (kiln_u64{1} << width) - 1;
+  if (kind == KILN_UQ_SIGNED) return bits ^ sign;
+  // Floating: exponent all ones and a nonzero fraction is a NaN.
+  const int fraction = kind == KILN_UQ_F16 ? 10 : kind == KILN_UQ_BF16 ? 7 : kind == KILN_UQ_F32 ? 23 : 52;
+  const kiln_u64 magnitude = bits & (sign - 1);
+  const kiln_u64 infinity = (sign - 1) & ~((kiln_u64{1} << fraction) - 1);
+  if (magnitude > infinity) return all + (width == 64 ? 0 : 1);  // NaN: above every number (64-bit: all ones)
+  if (magnitude == 0) return sign;                               // -0.0 and +0.0
+  return (bits & sign) ? (~bits & all) : (bits | sign);
+}
+
+// Whether `key` (of kind and width) is a NaN's.
+__device__ __forceinline__ bool kiln_unique_nan(kiln_u64 key, int elem_bytes, int kind) {
+  if (kind < KILN_UQ_F16) return false;
+  return elem_bytes == 8 ? key == ~kiln_u64{0} : key == (kiln_u64{1} << (elem_bytes * 8));
+}
+
+extern "C" __global__ void kiln_unique_keys(const void* x, int elem_bytes, int kind, kiln_i64 n, kiln_i64 m,
+                                            kiln_u64* keys, kiln_i64* index) {
+  const kiln_i64 i = static_cast<kiln_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m) return;
+  keys[i] = i < n ? kiln_unique_key(x, elem_bytes, kind, i) : ~kiln_u64{0};
+  index[i] = i < n ? i : 0x7fffffffffffffffLL;
+}
+
+// One compare-and-swap stage of the bitonic network (block size k, distance j).
+extern "C" __global__ void kiln_unique_sort_step(kiln_u64* keys, kiln_i64* index, kiln_i64 m, kiln_i64 j,
+                                                 kiln_i64 k) {
+  const kiln_i64 i = static_cast<kiln_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const kiln_i64 l = i ^ j;
+  if (i >= m || l <= i) return;
+  const bool ascending = (i & k) == 0;
+  const kiln_u64 ki = keys[i], kl = keys[l];
+  const kiln_i64 ii = index[i], il = index[l];
+  const bool greater = ki > kl || (ki == kl && ii > il);
+  if (greater == ascending) {
+    keys[i] = kl;
+    keys[l] = ki;
+    index[i] = il;
+    index[l] = ii;
+  }
+}
+
+// starts[p] = 1 where position p begins a group.
+extern "C" __global__ void kiln_unique_starts(const kiln_u64* keys, int elem_bytes, int kind, kiln_i64 n,
+                                              kiln_u8* starts) {
+  const kiln_i64 p = static_cast<kiln_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  starts[p] = p == 0 || keys[p] != keys[p - 1] || kiln_unique_nan(keys[p], elem_bytes, kind);
+}
+
+// Each group's first position (first[g]) and value (values[g], elem_bytes
+// each, copied from x at the position's index).
+extern "C" __global__ void __launch_bounds__(256) kiln_unique_groups(const kiln_u8* starts, kiln_i64 n,
+                                                                      const kiln_i64* offsets, const kiln_i64* index,
+                                                                      const kiln_u8* x, int elem_bytes,
+                                                                      kiln_i64* first, kiln_u8* values) {
+  kiln_nonzero_each(starts, 1, 0xff, n, offsets, [&](kiln_i64 p, kiln_i64 g) {
+    first[g] = p;
+    const kiln_u8* s = x + index[p] * elem_bytes;
+    for (int b = 0; b < elem_bytes; ++b) values[g * elem_bytes + b] = s[b];
+  });
+}
+
+// inverse[index[p]] = the group of position p (the last g with first[g] <= p),
+// counts[g] = the positions of group g.
+extern "C" __global__ void kiln_unique_inverse(const kiln_i64* index, kiln_i64 n, const kiln_i64* first,
+                                               kiln_i64 groups, kiln_i64* inverse, kiln_i64* counts) {
+  const kiln_i64 p = static_cast<kiln_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  kiln_i64 lo = 0, hi = groups - 1;
+  while (lo < hi) {
+    const kiln_i64 mid = (lo + hi + 1) / 2;
+    if (first[mid] <= p) lo = mid;
+    else hi = mid - 1;
+  }
+  if (inverse) inverse[index[p]] = lo;
+  if (counts && first[lo] == p) counts[lo] = (lo + 1 < groups ? first[lo + 1] : n) - p;
+}

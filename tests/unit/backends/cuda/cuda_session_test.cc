@@ -361,6 +361,52 @@ TEST(CudaSession, MaskedSelectRunsOnTheDevice) {
   }
 }
 
+// torch.unique between engines (of any size: --min-block-size 1, as the
+// ATen dialect's front is four nodes): its operand is made in an engine,
+// unique runs on the device (only its group count crosses), and the engine
+// after it reads its values and counts there; PyTorch's outputs, and device
+// inputs give the bits of a host call, for the fixture's ids and others.
+TEST(CudaSession, UniqueRunsOnTheDevice) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* model : {"unique_middle.pt2", "unique_middle.aten.pt2"}) {
+    SCOPED_TRACE(model);
+    LoadOptions o;
+    o.compile.device = "cuda";
+    o.compile.min_block_size = 1;
+    auto loaded = Program::load(fixture(model), o);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
+    const std::shared_ptr<const Program> program = *loaded;
+    const std::string report = program->partition_report();
+    EXPECT_NE(report.find("int64 device -> host, from aten._unique2.default"), std::string::npos) << report;
+    EXPECT_EQ(report.find("(fallback)"), std::string::npos) << "nothing else crosses: " << report;
+    auto io = read_safetensors(fixture("unique_middle.io.safetensors"));
+    ASSERT_TRUE(io.has_value());
+    auto checked = check_fixture(program, *io, {1e-4, 1e-5});
+    ASSERT_TRUE(checked.has_value()) << checked.status().message();
+    EXPECT_TRUE(checked->pass());
+    const Tensor ids = *io->find("input.0");
+    Session s(program);
+    std::vector<Tensor> cases = {ids, Tensor::zeros(DType::Int64, ids.sizes())};
+    Tensor spread = Tensor::zeros(DType::Int64, ids.sizes());
+    for (int64_t i = 0; i < spread.numel(); ++i) spread.data<int64_t>()[i] = (i * 7) % 9;
+    cases.push_back(spread);
+    for (const Tensor& x : cases) {
+      auto dx = to_device(x, Device::cuda());
+      ASSERT_TRUE(dx.has_value());
+      auto host = s.run({x});
+      auto device = s.run({*dx});
+      ASSERT_TRUE(host.has_value() && device.has_value()) << (host ? device.status() : host.status()).message();
+      ASSERT_EQ(device->size(), 3u);
+      for (size_t o = 0; o < 3; ++o) {
+        EXPECT_EQ((*device)[o].device(), Device::cuda()) << "output " << o;
+        auto back = to_host((*device)[o]);
+        ASSERT_TRUE(back.has_value());
+        EXPECT_TRUE(back->same_bytes((*host)[o])) << "output " << o << ", " << back->type_string();
+      }
+    }
+  }
+}
+
 // The nonzero fixture with engines of any size (--min-block-size 1): the
 // mask is made in an engine and nonzero runs on the device (its row count
 // crosses); x[mask] runs where x lies: on the host in a call with host

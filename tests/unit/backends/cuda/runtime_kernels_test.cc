@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 
 #include "backends/cuda/cuda_support.h"
@@ -150,6 +151,113 @@ TEST(CudaRuntimeKernels, NonzeroIsTorchsNonzeroAndReadsOnlyTheCountBack) {
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got->data<int64_t>()[i], want[i]) << "element " << i;
   }
   EXPECT_FALSE(dm->nonzero(Tensor::zeros(DType::Float32, {3}), nullptr).has_value());  // host memory
+}
+
+// torch.unique of the flattened tensor, computed another way: the elements
+// in order (sorted: by value, NaNs last, ties by position; consecutive: as
+// they come), a group starting where the value changes or is a NaN.
+struct UniqueReference {
+  std::vector<int64_t> first;  // per group: the element whose value it has
+  std::vector<int64_t> inverse, counts;
+};
+UniqueReference reference_unique(const Tensor& t, bool sorted) {
+  std::vector<int64_t> order(static_cast<size_t>(t.numel()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (sorted)
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const double x = t.value_at(a), y = t.value_at(b);
+      if (std::isnan(x) || std::isnan(y)) return !std::isnan(x) && std::isnan(y);
+      return x < y;
+    });
+  UniqueReference r;
+  r.inverse.assign(order.size(), -1);
+  for (size_t p = 0; p < order.size(); ++p) {
+    const double v = t.value_at(order[p]);
+    if (p == 0 || std::isnan(v) || v != t.value_at(order[p - 1])) {
+      r.first.push_back(order[p]);
+      r.counts.push_back(0);
+    }
+    ++r.counts.back();
+    r.inverse[static_cast<size_t>(order[p])] = static_cast<int64_t>(r.first.size()) - 1;
+  }
+  return r;
+}
+
+TEST(CudaRuntimeKernels, UniqueIsTorchsUniqueAndReadsOnlyTheCountBack) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::DeviceMemory* dm = runtime::device_memory_of(Device::cuda());
+  ASSERT_NE(dm, nullptr);
+  std::mt19937 rng(29);
+  struct Case {
+    DType dtype;
+    Shape sizes;
+    int distinct;  // values drawn from this many
+  };
+  // Every dtype kind; a power of two and not; one element, empty, many repeats, all distinct.
+  const std::vector<Case> cases = {
+      {DType::Float32, {6, 16}, 7},   {DType::Float16, {333}, 40},     {DType::BFloat16, {5, 7}, 5},
+      {DType::Float64, {1024}, 900},  {DType::Int64, {6, 16}, 9},      {DType::Int32, {4097}, 100},
+      {DType::Int16, {50}, 50},       {DType::Int8, {3, 3, 3}, 6},     {DType::UInt8, {200}, 20},
+      {DType::Bool, {17}, 2},         {DType::Float32, {1}, 1},        {DType::Int64, {0}, 1},
+      {DType::Float32, {70000}, 300},
+  };
+  for (const Case& c : cases) {
+    Tensor host = Tensor::zeros(DType::Float64, c.sizes);
+    std::uniform_int_distribution<int> pick(0, c.distinct - 1);
+    const bool floating = is_floating(c.dtype), is_signed = c.dtype != DType::UInt8 && c.dtype != DType::Bool;
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      const int k = pick(rng);
+      double v = is_signed ? k - c.distinct / 2 : k;
+      if (floating) v = v * 0.25;
+      if (c.dtype == DType::Bool) v = k % 2;
+      host.data<double>()[i] = v;
+    }
+    if (floating && host.numel() > 8) {
+      host.data<double>()[1] = -0.0;  // equal to 0.0
+      host.data<double>()[3] = 0.0;
+      host.data<double>()[4] = std::numeric_limits<double>::quiet_NaN();  // each NaN its own value
+      host.data<double>()[7] = -std::numeric_limits<double>::quiet_NaN();
+      host.data<double>()[5] = -std::numeric_limits<double>::infinity();
+      host.data<double>()[6] = std::numeric_limits<double>::infinity();
+    }
+    const Tensor typed = host.to(c.dtype);
+    auto dx = dm->empty(c.dtype, c.sizes);
+    ASSERT_TRUE(dx.has_value());
+    if (typed.numel() > 0) {
+      ASSERT_TRUE(copy_tensor(*dx, typed).is_ok());
+    }
+    for (const bool sorted : {true, false}) {
+      SCOPED_TRACE(typed.type_string() + (sorted ? " sorted" : " consecutive"));
+      auto got = dm->unique(*dx, sorted, true, true, nullptr);
+      ASSERT_TRUE(got.has_value()) << got.status().message();
+      ASSERT_EQ(got->size(), 3u);
+      const UniqueReference want = reference_unique(typed, sorted);
+      const int64_t groups = static_cast<int64_t>(want.first.size());
+      ASSERT_EQ((*got)[0].sizes(), (Shape{groups}));
+      ASSERT_EQ((*got)[1].sizes(), c.sizes);
+      ASSERT_EQ((*got)[2].sizes(), (Shape{groups}));
+      for (const Tensor& t : *got) EXPECT_FALSE(t.is_cpu());
+      if (groups == 0) continue;
+      auto values = to_host((*got)[0]), inverse = to_host((*got)[1]), counts = to_host((*got)[2]);
+      ASSERT_TRUE(values.has_value() && inverse.has_value() && counts.has_value());
+      for (int64_t g = 0; g < groups; ++g) {
+        const double v = values->value_at(g), w = typed.value_at(want.first[static_cast<size_t>(g)]);
+        ASSERT_TRUE(std::isnan(w) ? std::isnan(v) : v == w && std::signbit(v) == std::signbit(w)) << "group " << g;
+        ASSERT_EQ(counts->data<int64_t>()[g], want.counts[static_cast<size_t>(g)]) << "group " << g;
+      }
+      for (int64_t i = 0; i < typed.numel(); ++i)
+        ASSERT_EQ(inverse->data<int64_t>()[i], want.inverse[static_cast<size_t>(i)]) << "element " << i;
+      // Without inverse and counts: the values alone.
+      auto plain = dm->unique(*dx, sorted, false, false, nullptr);
+      ASSERT_TRUE(plain.has_value()) << plain.status().message();
+      EXPECT_FALSE((*plain)[1].defined());
+      EXPECT_FALSE((*plain)[2].defined());
+      auto again = to_host((*plain)[0]);
+      ASSERT_TRUE(again.has_value());
+      EXPECT_TRUE(again->same_bytes(*values));
+    }
+  }
+  EXPECT_FALSE(dm->unique(Tensor::zeros(DType::Float32, {3}), true, true, true, nullptr).has_value());  // host memory
 }
 
 // x[mask] over x's leading dims, rows in order: against the rows picked on the host.
