@@ -359,9 +359,11 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   if (rows >= 0 && rows > p_.padded->size)
     return invalid_argument("a padded call of " + std::to_string(rows) + " rows; the bucket holds " +
                             std::to_string(p_.padded->size));
-  std::vector<bool> unpadded = rows >= 0 ? padded_input_ : std::vector<bool>(g.num_values(), false);
+  std::vector<bool> unpadded;  // per value id; empty outside a padded call
+  if (rows >= 0) unpadded = padded_input_;
+  auto still_unpadded = [&](int v) { return !unpadded.empty() && unpadded[static_cast<size_t>(v)]; };
   auto pad_here = [&](int v) -> Status {
-    if (!unpadded[static_cast<size_t>(v)]) return Status::ok();
+    if (!still_unpadded(v)) return Status::ok();
     cpu::RtValue& slot = env[static_cast<size_t>(v)];
     KILN_TRY(bring_to_host(slot, stream));
     slot = engine::pad_rows(cpu::rt_value_to_tensor(slot), p_.padded->size);
@@ -389,16 +391,18 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       padding.inputs.clear();
       padding.output_factors.clear();
       bool pads = false;
-      for (int v : s.inputs) {
-        padding.inputs.push_back(unpadded[static_cast<size_t>(v)]);
-        pads = pads || unpadded[static_cast<size_t>(v)];
-      }
-      for (int v : s.outputs) {
-        const int64_t c = rows >= 0 && last_segment_reader_[static_cast<size_t>(v)] <= static_cast<int>(si)
-                              ? std::max<int64_t>(cut_factor_[static_cast<size_t>(v)], 0)
-                              : 0;
-        padding.output_factors.push_back(c);
-        pads = pads || c > 0;
+      if (rows >= 0) {
+        for (int v : s.inputs) {
+          padding.inputs.push_back(still_unpadded(v));
+          pads = pads || still_unpadded(v);
+        }
+        for (int v : s.outputs) {
+          const int64_t c = last_segment_reader_[static_cast<size_t>(v)] <= static_cast<int>(si)
+                                ? std::max<int64_t>(cut_factor_[static_cast<size_t>(v)], 0)
+                                : 0;
+          padding.output_factors.push_back(c);
+          pads = pads || c > 0;
+        }
       }
       ins.clear();
       for (int v : s.inputs) {

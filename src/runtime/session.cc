@@ -494,7 +494,8 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   run_options.user_outputs_on_host = outputs_on.is_cpu();
   run_options.rows = chosen.rows;  // a padded batch bucket: its engines pad and cut
   // Buffers copied back that lie on the device, and the caller's memory for
-  // user outputs there: the last engine writes their values straight into them.
+  // user outputs: the last engine writes their values straight into them. The
+  // call's device work is pending from here (synchronize() waits for it).
   const std::vector<bool>& in_place = p->impl_->exec->written_in_place();
   if (device) {
     run_options.output_memory.resize(m.output_specs.size());
@@ -507,8 +508,6 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
         if (const Tensor& b = buffers_.at(s.target); !b.is_cpu()) run_options.output_memory[i] = b;
       }
     }
-  }
-  if (device) {
     last_stream_ = stream;
     pending_ = true;
   }

@@ -174,20 +174,16 @@ class CpuBackend final : public engine::Backend {
                               std::to_string(inputs.size()));
     // A padded call: the padded inputs grown to the engine's rows here (the
     // engine's sizes are static), its cut outputs cut below.
-    std::vector<Shape> out_sizes;
-    for (const ir::Value* v : g.outputs()) {
-      Shape sizes;
-      for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.is_static() ? d.value : -1);
-      out_sizes.push_back(std::move(sizes));
-    }
     std::vector<Tensor> padded;
     if (padding) {
-      std::vector<Shape> in_sizes;
-      for (size_t i = 0; i < e->net.num_inputs; ++i) {
+      auto static_sizes = [](const ir::Value* v) {
         Shape sizes;
-        for (const ir::Dim& d : g.inputs()[i]->type.sizes) sizes.push_back(d.is_static() ? d.value : -1);
-        in_sizes.push_back(std::move(sizes));
-      }
+        for (const ir::Dim& d : v->type.sizes) sizes.push_back(d.is_static() ? d.value : -1);
+        return sizes;
+      };
+      std::vector<Shape> in_sizes, out_sizes;
+      for (size_t i = 0; i < e->net.num_inputs; ++i) in_sizes.push_back(static_sizes(g.inputs()[i]));
+      for (const ir::Value* v : g.outputs()) out_sizes.push_back(static_sizes(v));
       KILN_TRY(padding->check(in_sizes, out_sizes, e->what));
       for (size_t i = 0; i < inputs.size(); ++i) {
         const Shape want = engine::RowPadding::input_sizes(padding, i, in_sizes[i]);
