@@ -529,7 +529,137 @@ Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(*reduction == 1 ? OpKind::kMean : OpKind::kSum, {{"self", s}}, b.out()));
 }
 
+// The indices of _unsafe_masked_index*, clamped into self's dims: where the
+// mask is false an index may point anywhere, and nothing must read there.
+std::optional<std::vector<std::optional<ir::Value*>>> clamped_indices(Nodes& b, const ir::Node& n,
+                                                                        const std::vector<int64_t>& sizes) {
+  const ir::Arg* arg = n.find("indices");
+  // A list without None is read as a plain list of tensors.
+  std::vector<std::optional<ir::Value*>> given;
+  if (const auto* l = arg ? std::get_if<std::vector<std::optional<ir::Value*>>>(arg) : nullptr) given = *l;
+  if (const auto* l = arg ? std::get_if<std::vector<ir::Value*>>(arg) : nullptr) given.assign(l->begin(), l->end());
+  const auto* list = &given;
+  if (given.empty() || given.size() > sizes.size()) return std::nullopt;
+  std::vector<std::optional<ir::Value*>> out;
+  for (size_t d = 0; d < list->size(); ++d) {
+    const std::optional<ir::Value*>& i = (*list)[d];
+    if (!i || !*i) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    if ((*i)->type.dtype != DType::Int64 && (*i)->type.dtype != DType::Int32) return std::nullopt;
+    const int64_t size = sizes[d];
+    out.push_back(b.add(OpKind::kClamp, {{"self", *i}, {"min", -size}, {"max", size - 1}}, (*i)->type));
+  }
+  return out;
+}
+
+// _unsafe_masked_index(self, mask, indices, fill) = where(mask, self[clamped indices], fill).
+Expected<bool> unsafe_masked_index(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* mask = PatternContext::tensor_arg(n, "mask");
+  const auto fill = ctx.number(n, "fill");
+  const auto sx = x ? static_sizes(x->type) : std::nullopt;
+  if (!sx || !mask || mask->type.dtype != DType::Bool || !fill || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  if (!same_sizes(mask->type.sizes, b.out().sizes)) return false;
+  auto indices = clamped_indices(b, n, *sx);
+  if (!indices) return false;
+  ir::Value* gathered = b.add(OpKind::kIndexTensor, {{"self", x}, {"indices", *indices}}, b.out());
+  return b.done(b.fill(gathered, b.compare(OpKind::kEqScalar, mask, 0.0), *fill));
+}
+
+// _unsafe_masked_index_put_accumulate(self, mask, indices, values) =
+// index_put(self, clamped indices, where(mask, values, 0), accumulate=True).
+Expected<bool> unsafe_masked_index_put_accumulate(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* mask = PatternContext::tensor_arg(n, "mask");
+  ir::Value* values = PatternContext::tensor_arg(n, "values");
+  const auto sx = x ? static_sizes(x->type) : std::nullopt;
+  if (!sx || !mask || !values || mask->type.dtype != DType::Bool || values->type.dtype != x->type.dtype ||
+      n.outputs.size() != 1 || !same_sizes(mask->type.sizes, values->type.sizes))
+    return false;
+  Nodes b(ctx, n);
+  auto indices = clamped_indices(b, n, *sx);
+  if (!indices) return false;
+  ir::Value* kept = b.fill(values, b.compare(OpKind::kEqScalar, mask, 0.0), 0.0);
+  return b.done(b.add(OpKind::kIndexPut,
+                      {{"self", x}, {"indices", *indices}, {"values", kept}, {"accumulate", true}}, b.out()));
+}
+
+// _chunk_cat(tensors, dim, num_chunks): each tensor zero-padded along dim to
+// num_chunks equal chunks and viewed [pre..., num_chunks, chunk * post...];
+// all of them side by side along dim + 1.
+Expected<bool> chunk_cat(PatternContext& ctx, ir::Node& n) {
+  const ir::Arg* arg = n.find("tensors");
+  const auto* list = arg ? std::get_if<std::vector<ir::Value*>>(arg) : nullptr;
+  const auto dim_arg = int_value(n, "dim");
+  const auto chunks = int_value(n, "num_chunks");
+  if (!list || list->empty() || !dim_arg || !chunks || *chunks <= 0 || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  const auto first = static_sizes((*list)[0]->type);
+  if (!first || first->empty()) return false;
+  const int64_t rank = static_cast<int64_t>(first->size());
+  const int64_t dim = *dim_arg < 0 ? *dim_arg + rank : *dim_arg;
+  if (dim < 0 || dim >= rank) return false;
+  std::vector<ir::Value*> parts;
+  int64_t width = 0;
+  for (ir::Value* t : *list) {
+    const auto st = static_sizes(t->type);
+    if (!st || static_cast<int64_t>(st->size()) != rank || t->type.dtype != b.out().dtype) return false;
+    const int64_t size = (*st)[static_cast<size_t>(dim)], chunk = (size + *chunks - 1) / *chunks;
+    ir::Value* v = t;
+    if (chunk * *chunks != size) {
+      std::vector<int64_t> pad(static_cast<size_t>(2 * (rank - dim)), 0);
+      pad[pad.size() - 1] = chunk * *chunks - size;
+      std::vector<int64_t> padded = *st;
+      padded[static_cast<size_t>(dim)] = chunk * *chunks;
+      v = b.add(OpKind::kConstantPadNd, {{"self", v}, {"pad", pad}, {"value", 0.0}},
+                static_type(t->type.dtype, padded));
+    }
+    int64_t post = 1;
+    for (int64_t d = dim + 1; d < rank; ++d) post *= (*st)[static_cast<size_t>(d)];
+    std::vector<int64_t> shape(st->begin(), st->begin() + dim);
+    shape.push_back(*chunks);
+    shape.push_back(chunk * post);
+    width += chunk * post;
+    parts.push_back(b.reshape(v, shape));
+  }
+  const auto so = static_sizes(b.out());
+  if (!so || so->size() != static_cast<size_t>(dim + 2) || so->back() != width) return false;
+  return b.done(b.add(OpKind::kCat, {{"tensors", parts}, {"dim", dim + 1}}, b.out()));
+}
+
+// _softmax_backward_data(grad_output, output, dim, input_dtype) =
+// output * (grad_output - sum(grad_output * output, dim, keepdim)).
+Expected<bool> softmax_backward_data(PatternContext& ctx, ir::Node& n) {
+  ir::Value* g = PatternContext::tensor_arg(n, "grad_output");
+  ir::Value* y = PatternContext::tensor_arg(n, "output");
+  const auto dim = int_value(n, "dim");
+  if (!g || !y || !dim || n.outputs.size() != 1 || g->type.dtype != y->type.dtype ||
+      g->type.dtype != n.outputs[0]->type.dtype || !same_sizes(g->type.sizes, y->type.sizes) ||
+      !is_floating(g->type.dtype))
+    return false;
+  Nodes b(ctx, n);
+  const DType dt = g->type.dtype;
+  ir::Value* gy = b.binary(OpKind::kMulTensor, g, y, dt);
+  ir::TensorType kept = g->type;
+  if (!kept.sizes.empty()) {
+    const int64_t d = *dim < 0 ? *dim + static_cast<int64_t>(kept.sizes.size()) : *dim;
+    if (d < 0 || d >= static_cast<int64_t>(kept.sizes.size())) return false;
+    kept.sizes[static_cast<size_t>(d)] = ir::Dim::of(1);
+  }
+  ir::Value* s = b.add(OpKind::kSumDimIntList,
+                       {{"self", gy}, {"dim", std::vector<int64_t>{*dim}}, {"keepdim", true}}, kept);
+  ir::Value* diff = b.binary(OpKind::kSubTensor, g, s, dt);
+  return b.done(b.binary(OpKind::kMulTensor, y, diff, dt));
+}
+
 constexpr Decomposition kTensorDecompositions[] = {
+    {OpKind::kUnsafeMaskedIndex, &unsafe_masked_index},
+    {OpKind::kUnsafeMaskedIndexPutAccumulate, &unsafe_masked_index_put_accumulate},
+    {OpKind::kChunkCat, &chunk_cat},
+    {OpKind::kSoftmaxBackwardData, &softmax_backward_data},
     {OpKind::kWhereScalarOther, &where_scalar},
     {OpKind::kWhereScalarSelf, &where_scalar},
     {OpKind::kWhereScalar, &where_scalar},

@@ -20,6 +20,26 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
+// Ops that write into arguments other than their first, with the functional
+// form whose extra outputs carry the written values: argument name -> output.
+struct ArgWrites {
+  OpKind op, functional;
+  std::vector<std::pair<const char*, size_t>> writes;
+};
+
+const ArgWrites* arg_writes_of(OpKind op) {
+  // Batch norm in training mode updates its running statistics in place.
+  static const ArgWrites kTable[] = {
+      {OpKind::kNativeBatchNormLegit, OpKind::kNativeBatchNormLegitFunctional,
+       {{"running_mean", 3}, {"running_var", 4}}},
+      {OpKind::kBatchNormWithUpdate, OpKind::kBatchNormWithUpdateFunctional,
+       {{"running_mean", 4}, {"running_var", 5}}},
+  };
+  for (const ArgWrites& w : kTable)
+    if (w.op == op) return &w;
+  return nullptr;
+}
+
 struct ViewStep {
   const Node* node;  // the view node in the source graph
   int output;        // which of its outputs (split/chunk/unbind have several)
@@ -165,6 +185,7 @@ class Functionalizer {
   Status visit(const Node& n) {
     ir::OpCategory cat = ir::op_category(n.op);
     if (cat == ir::OpCategory::kInplace) return visit_inplace(n);
+    if (const ArgWrites* w = arg_writes_of(n.op)) return visit_arg_writes(n, *w);
     KILN_ASSIGN_OR_RETURN(auto args, map_args(n));
     emit(n, n.op, std::move(args));
     if ((cat == ir::OpCategory::kView || converts_to_same_dtype(n)) && !n.args.empty()) {
@@ -231,8 +252,53 @@ class Functionalizer {
     }
     Value* updated = fn->outputs[0];
     updated->type = target->type;
+    KILN_ASSIGN_OR_RETURN(const Alias a, write_back(target, updated));
+    // The in-place op's own result aliases the target.
+    for (const Value* o : n.outputs) {
+      Alias oa = a;
+      oa.version = version_[a.base];
+      alias_[o] = std::move(oa);
+    }
+    if (!n.outputs.empty()) mapped_[n.outputs[0]] = fn->outputs[0];
+    if (a.chain.empty() && !n.outputs.empty()) mapped_[n.outputs[0]] = current_[a.base];
+    return Status::ok();
+  }
 
-    // Write back through the view chain: scatter into each enclosing view.
+  // An op writing into named arguments: its functional form, with each
+  // written value written back into its argument.
+  Status visit_arg_writes(const Node& n, const ArgWrites& w) {
+    KILN_ASSIGN_OR_RETURN(auto args, map_args(n));
+    std::vector<std::pair<std::string, ir::TensorType>> outs;
+    for (const Value* o : n.outputs) outs.push_back({o->name, o->type});
+    std::vector<const Value*> targets;
+    for (const auto& [name, index] : w.writes) {
+      const ir::Arg* arg = n.find(name);
+      const Value* const* target = arg ? std::get_if<Value*>(arg) : nullptr;
+      if (!target || !*target) return unsupported(n.describe() + ": writes into '" + name + "', which is not a tensor");
+      if (outs.size() != index)
+        return unsupported(n.describe() + ": expected " + std::to_string(index) + " outputs before the written '" +
+                           name + "', got " + std::to_string(outs.size()));
+      outs.push_back({n.name + "_" + name, (*target)->type});
+      targets.push_back(*target);
+    }
+    Node* fn = out_.add_node(w.functional, n.name, std::move(args), std::move(outs));
+    fn->metadata = n.metadata;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      mapped_[n.outputs[i]] = fn->outputs[i];
+      alias_[n.outputs[i]] = {n.outputs[i], {}, 0};
+      current_[n.outputs[i]] = fn->outputs[i];
+    }
+    for (size_t k = 0; k < targets.size(); ++k) {
+      KILN_ASSIGN_OR_RETURN(Alias a, write_back(targets[k], fn->outputs[w.writes[k].second]));
+      (void)a;
+    }
+    return Status::ok();
+  }
+
+  // Makes `updated` (a new-graph value) the value of `target` (a source
+  // value), through the view chain from its base: scatters into each
+  // enclosing view. Returns target's alias.
+  Expected<Alias> write_back(const Value* target, Value* updated) {
     const Alias a = alias_.at(target);
     // levels[k] is the input of view step k, rebuilt from the base's newest value.
     std::vector<Value*> levels{current_[a.base]};
@@ -245,15 +311,7 @@ class Functionalizer {
     }
     current_[a.base] = updated;
     ++version_[a.base];
-    // The in-place op's own result aliases the target.
-    for (const Value* o : n.outputs) {
-      Alias oa = a;
-      oa.version = version_[a.base];
-      alias_[o] = std::move(oa);
-    }
-    if (!n.outputs.empty()) mapped_[n.outputs[0]] = fn->outputs[0];
-    if (a.chain.empty() && !n.outputs.empty()) mapped_[n.outputs[0]] = updated;
-    return Status::ok();
+    return a;
   }
 
   // The value of `input` (a new-graph value) after `src` was written into the
@@ -365,7 +423,8 @@ class Functionalizer {
 
 Status functionalize(ir::Module& m) {
   bool has_inplace = false;
-  for (const auto& n : m.graph.nodes()) has_inplace |= ir::op_category(n->op) == ir::OpCategory::kInplace;
+  for (const auto& n : m.graph.nodes())
+    has_inplace |= ir::op_category(n->op) == ir::OpCategory::kInplace || arg_writes_of(n->op) != nullptr;
   if (!has_inplace) return Status::ok();
   return Functionalizer(m).run();
 }

@@ -260,8 +260,9 @@ Status convolution(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor weight, a.tensor("weight"));
   KILN_ASSIGN_OR_RETURN(auto bias, a.optional_tensor("bias"));
   KILN_ASSIGN_OR_RETURN(bool transposed, a.bool_arg("transposed", false));
+  if (weight.dim() == 5) return convolution3d(a, input, weight, bias, transposed);
   if (weight.dim() != 3 && weight.dim() != 4)
-    return unsupported(a.node().describe() + ": only 1-d and 2-d convolutions are supported, got weight " +
+    return unsupported(a.node().describe() + ": only 1-d, 2-d and 3-d convolutions are supported, got weight " +
                        weight.type_string());
   ConvSpec s;
   s.spatial = weight.dim() - 2;

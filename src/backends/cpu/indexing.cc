@@ -598,7 +598,94 @@ Status diff(KernelArgs& a) {
 
 }  // namespace
 
+// embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+// per_sample_weights, include_last_offset, padding_idx) and its internal
+// forms -> (output, offset2bag, bag_size, max_indices): per bag (a run of
+// indices starting at each offset; rows of a 2-d indices without offsets) the
+// sum (mode 0, weighted per sample when given), mean (1) or maximum (2) of the
+// weight rows; indices equal to padding_idx are skipped; an empty bag is zeros.
+Status embedding_bag(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor weight, a.tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(Tensor indices, a.tensor("indices"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Tensor> offsets, a.optional_tensor("offsets"));
+  KILN_ASSIGN_OR_RETURN(int64_t mode, a.int_arg("mode", 0));
+  KILN_ASSIGN_OR_RETURN(std::optional<Tensor> psw, a.optional_tensor("per_sample_weights"));
+  KILN_ASSIGN_OR_RETURN(bool include_last, a.bool_arg("include_last_offset", false));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> padding, a.optional_int("padding_idx"));
+  if (weight.dim() != 2 || !is_floating(weight.dtype()))
+    return a.error("embedding_bag: weight must be a 2-d floating tensor, got " + weight.type_string());
+  if (!is_integral(indices.dtype())) return a.error("embedding_bag: indices must be integers, got " + indices.type_string());
+  if (mode < 0 || mode > 2) return a.error("embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max)");
+  if (psw && mode != 0) return a.error("embedding_bag: per_sample_weights need mode 'sum'");
+  const int64_t rows = weight.size(0), D = weight.size(1);
+  if (padding && *padding < 0) {
+    // The public op takes a negative padding_idx counted from the end; the
+    // internal ones write -1 for none.
+    padding = a.node().op == ir::OpKind::kEmbeddingBagPaddingIdx ? std::optional<int64_t>(*padding + rows)
+                                                                  : std::nullopt;
+  }
+  const Tensor idx = cast_copy(indices, DType::Int64);
+  std::vector<int64_t> starts;
+  int64_t n = idx.numel();
+  if (indices.dim() == 2) {
+    for (int64_t b = 0; b < indices.size(0); ++b) starts.push_back(b * indices.size(1));
+  } else {
+    if (!offsets || offsets->dim() != 1) return a.error("embedding_bag: 1-d indices need 1-d offsets");
+    const Tensor off = cast_copy(*offsets, DType::Int64);
+    for (int64_t i = 0; i < off.numel(); ++i) starts.push_back(off.data<int64_t>()[i]);
+    if (include_last && !starts.empty()) starts.pop_back();
+  }
+  const int64_t bags = static_cast<int64_t>(starts.size());
+  for (int64_t b = 0; b < bags; ++b)
+    if (starts[b] < 0 || starts[b] > n || (b > 0 && starts[b] < starts[b - 1]))
+      return a.error("embedding_bag: offsets must be non-decreasing and within the indices");
+  const Tensor w = cast_copy(weight, DType::Float64);
+  const Tensor pw = psw ? cast_copy(*psw, DType::Float64) : Tensor();
+  Tensor out = Tensor::zeros(DType::Float64, {bags, D});
+  Tensor offset2bag = Tensor::zeros(DType::Int64, {n});
+  Tensor bag_size = Tensor::zeros(DType::Int64, {bags});
+  Tensor max_idx = Tensor::zeros(DType::Int64, mode == 2 ? Shape{bags, D} : Shape{bags});
+  for (int64_t b = 0; b < bags; ++b) {
+    const int64_t end = b + 1 < bags ? starts[b + 1] : (indices.dim() == 2 ? starts[b] + indices.size(1) : n);
+    double* o = out.data<double>() + b * D;
+    int64_t count = 0;
+    for (int64_t i = starts[b]; i < end; ++i) {
+      const int64_t r = idx.data<int64_t>()[i];
+      offset2bag.data<int64_t>()[i] = b;
+      if (r < 0 || r >= rows)
+        return a.error("embedding_bag: index " + std::to_string(r) + " is out of range for " + std::to_string(rows) + " rows");
+      if (padding && r == *padding) continue;
+      const double* row = w.data<double>() + r * D;
+      const double scale = psw ? pw.data<double>()[i] : 1.0;
+      for (int64_t d = 0; d < D; ++d) {
+        if (mode == 2) {
+          if (count == 0 || row[d] > o[d]) {
+            o[d] = row[d];
+            max_idx.data<int64_t>()[b * D + d] = r;
+          }
+        } else {
+          o[d] += scale * row[d];
+        }
+      }
+      ++count;
+    }
+    if (mode == 1 && count > 0)
+      for (int64_t d = 0; d < D; ++d) o[d] /= static_cast<double>(count);
+    bag_size.data<int64_t>()[b] = count;
+  }
+  a.set_output(0, out.to(weight.dtype()));
+  if (a.node().outputs.size() > 1) {
+    a.set_output(1, offset2bag);
+    a.set_output(2, bag_size);
+    a.set_output(3, max_idx);
+  }
+  return Status::ok();
+}
+
 void register_indexing_kernels(KernelRegistry& r) {
+  for (ir::OpKind k : {ir::OpKind::kEmbeddingBag, ir::OpKind::kEmbeddingBagPaddingIdx, ir::OpKind::kEmbeddingBagInternal,
+                       ir::OpKind::kEmbeddingBagForwardOnly})
+    r.add(k, &embedding_bag);
   using ir::OpKind;
   r.add(OpKind::kCat, &cat);
   r.add(OpKind::kStack, &stack);

@@ -115,6 +115,10 @@ class KernelRegistry {
   std::vector<KernelFn> table_;
 };
 
+// convolution.default with three spatial dims (volume.cc), for conv.cc's kernel.
+Status convolution3d(KernelArgs& a, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                     bool transposed);
+
 // Registers every CPU reference kernel (one call per op family file).
 void register_cpu_kernels(KernelRegistry& registry);
 // The process-wide registry with every CPU kernel registered.
@@ -134,6 +138,8 @@ void register_window_kernels(KernelRegistry& r);
 void register_indexing_kernels(KernelRegistry& r);
 void register_reduction_kernels(KernelRegistry& r);
 void register_linalg_kernels(KernelRegistry& r);
+void register_factorize_kernels(KernelRegistry& r);
+void register_volume_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
 void register_pool_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);

@@ -251,6 +251,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_indexing_kernels(r);
   register_reduction_kernels(r);
   register_linalg_kernels(r);
+  register_factorize_kernels(r);
+  register_volume_kernels(r);
   register_conv_kernels(r);
   register_pool_kernels(r);
   register_norm_kernels(r);

@@ -1,5 +1,6 @@
-// Normalizations: batch_norm (inference), _native_batch_norm_legit_no_training,
-// layer_norm, native_layer_norm, rms_norm, group_norm, native_group_norm.
+// Normalizations: batch_norm (inference, and training: batch statistics with
+// the running statistics' update as outputs), _native_batch_norm_legit*,
+// native_batch_norm, _batch_norm_with_update*, layer_norm, native_layer_norm, rms_norm, group_norm, native_group_norm.
 //
 // Statistics are computed in double with two passes (mean, then squared
 // deviations), and each result is rounded once to the input's dtype.
@@ -84,6 +85,112 @@ Expected<Tensor> batch_norm_eval(const KernelArgs& a, const Tensor& x, const std
   return out.to(x.dtype());
 }
 
+// ---- batch norm (training)
+
+struct BatchStats {
+  Tensor out, mean, rstd;              // rstd = 1 / sqrt(biased var + eps), per channel
+  Tensor running_mean, running_var;    // updated (undefined when not given)
+};
+
+// Normalizes with the batch's own statistics over every dim but 1; the running
+// statistics, when given, move by `momentum` toward the batch mean and the
+// unbiased batch variance, as PyTorch updates them.
+Expected<BatchStats> batch_norm_train(const KernelArgs& a, const Tensor& x, const std::optional<Tensor>& weight,
+                                      const std::optional<Tensor>& bias, const std::optional<Tensor>& running_mean,
+                                      const std::optional<Tensor>& running_var, double momentum, double eps) {
+  if (x.dim() < 2) return a.error("batch_norm needs an input of rank >= 2, got " + x.type_string());
+  const int64_t C = x.size(1);
+  KILN_TRY(check_params(
+      a, x, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}}, C));
+  const int64_t N = x.size(0), plane = C == 0 || N == 0 ? 0 : x.numel() / (N * C), count = N * plane;
+  if (count == 0 && C > 0) return a.error("batch_norm in training mode needs at least one value per channel");
+  const Param w = load_param(weight), b = load_param(bias), m = load_param(running_mean), v = load_param(running_var);
+  const Tensor xd = x.to(DType::Float64).contiguous();
+  Tensor out = Tensor::zeros(DType::Float64, x.sizes());
+  Tensor mean = Tensor::zeros(DType::Float64, {C}), rstd = Tensor::zeros(DType::Float64, {C});
+  Tensor new_mean = Tensor::zeros(DType::Float64, {C}), new_var = Tensor::zeros(DType::Float64, {C});
+  for (int64_t c = 0; c < C; ++c) {
+    double mu = 0, var = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < plane; ++i) mu += xd.data<double>()[(n * C + c) * plane + i];
+    mu /= static_cast<double>(count);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < plane; ++i) {
+        const double d = xd.data<double>()[(n * C + c) * plane + i] - mu;
+        var += d * d;
+      }
+    const double biased = var / static_cast<double>(count);
+    const double unbiased = count > 1 ? var / static_cast<double>(count - 1) : std::numeric_limits<double>::infinity();
+    const double rs = 1.0 / std::sqrt(biased + eps), scale = rs * w.at(c, 1), shift = b.at(c, 0) - mu * scale;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < plane; ++i) {
+        const int64_t k = (n * C + c) * plane + i;
+        out.data<double>()[k] = xd.data<double>()[k] * scale + shift;
+      }
+    mean.data<double>()[c] = mu;
+    rstd.data<double>()[c] = rs;
+    new_mean.data<double>()[c] = (1 - momentum) * m.at(c, 0) + momentum * mu;
+    new_var.data<double>()[c] = (1 - momentum) * v.at(c, 1) + momentum * unbiased;
+  }
+  const DType st = stats_dtype(x, {&weight, &bias, &running_mean, &running_var});
+  BatchStats r{out.to(x.dtype()), mean.to(st), rstd.to(st), {}, {}};
+  if (running_mean) r.running_mean = new_mean.to(running_mean->dtype());
+  if (running_var) r.running_var = new_var.to(running_var->dtype());
+  return r;
+}
+
+// The batch norms with saved statistics, by where their arguments and outputs are:
+//   native_batch_norm(input, weight, bias, running_mean?, running_var?, training, momentum, eps)
+//     -> (out, save_mean, save_invstd)
+//   _native_batch_norm_legit(... running_mean, running_var, training, momentum, eps) -> the same three
+//   _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps) -> the same three
+//   _native_batch_norm_legit_functional(...) -> (out, mean, invstd, running_mean_out, running_var_out)
+//   _batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps)
+//     -> (out, mean, invstd, reserve [0 bytes], running_mean_out, running_var_out)
+// The training dialect's writing forms (_native_batch_norm_legit,
+// _batch_norm_with_update) reach this kernel as their functional forms:
+// functionalization turns their writes into those extra outputs.
+Status native_batch_norm(KernelArgs& a) {
+  const ir::OpKind op = a.node().op;
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("input"));
+  KILN_ASSIGN_OR_RETURN(auto weight, a.optional_tensor("weight"));
+  KILN_ASSIGN_OR_RETURN(auto bias, a.optional_tensor("bias"));
+  std::optional<Tensor> rm, rv;
+  if (a.has("running_mean")) {
+    KILN_ASSIGN_OR_RETURN(rm, a.optional_tensor("running_mean"));
+    KILN_ASSIGN_OR_RETURN(rv, a.optional_tensor("running_var"));
+  }
+  const bool update = op == ir::OpKind::kBatchNormWithUpdateFunctional;
+  bool training = true;
+  if (!update) {
+    KILN_ASSIGN_OR_RETURN(training, a.bool_arg("training"));
+  }
+  KILN_ASSIGN_OR_RETURN(double momentum, a.float_arg("momentum", 0.1));
+  KILN_ASSIGN_OR_RETURN(double eps, a.float_arg("eps", 1e-5));
+  BatchStats st;
+  if (training) {
+    KILN_ASSIGN_OR_RETURN(st, batch_norm_train(a, x, weight, bias, rm, rv, momentum, eps));
+  } else {
+    KILN_ASSIGN_OR_RETURN(st.out, batch_norm_eval(a, x, weight, bias, rm, rv, eps));
+    const DType sd = stats_dtype(x, {&weight, &bias, &rm, &rv});
+    st.mean = Tensor::zeros(sd, {0});
+    st.rstd = Tensor::zeros(sd, {0});
+    if (rm) st.running_mean = *rm;
+    if (rv) st.running_var = *rv;
+  }
+  a.set_output(0, st.out);
+  a.set_output(1, st.mean);
+  a.set_output(2, st.rstd);
+  if (op == ir::OpKind::kNativeBatchNormLegitFunctional || update) {
+    if (!rm || !rv) return a.error("running_mean and running_var are required");
+    size_t next = 3;
+    if (update) a.set_output(next++, Tensor::zeros(DType::UInt8, {0}));
+    a.set_output(next++, st.running_mean);
+    a.set_output(next, st.running_var);
+  }
+  return Status::ok();
+}
+
 // aten.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)
 Status batch_norm(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("input"));
@@ -93,10 +200,12 @@ Status batch_norm(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(auto rv, a.optional_tensor("running_var"));
   KILN_ASSIGN_OR_RETURN(bool training, a.bool_arg("training"));
   KILN_ASSIGN_OR_RETURN(double eps, a.float_arg("eps", 1e-5));
-  if (training)
-    return unsupported(a.node().describe() +
-                       ": batch_norm in training mode (batch statistics, running-stat updates) is not supported; "
-                       "export the model in eval() mode");
+  if (training) {
+    KILN_ASSIGN_OR_RETURN(double momentum, a.float_arg("momentum", 0.1));
+    KILN_ASSIGN_OR_RETURN(BatchStats st, batch_norm_train(a, x, weight, bias, rm, rv, momentum, eps));
+    a.set_output(0, st.out);
+    return Status::ok();
+  }
   KILN_ASSIGN_OR_RETURN(Tensor out, batch_norm_eval(a, x, weight, bias, rm, rv, eps));
   a.set_output(0, out);
   return Status::ok();
@@ -289,6 +398,9 @@ Status native_group_norm(KernelArgs& a) {
 void register_norm_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kBatchNorm, &batch_norm);
   r.add(ir::OpKind::kNativeBatchNormNoTraining, &native_batch_norm_no_training);
+  for (ir::OpKind k : {ir::OpKind::kNativeBatchNorm, ir::OpKind::kNativeBatchNormLegitNoStats,
+                       ir::OpKind::kNativeBatchNormLegitFunctional, ir::OpKind::kBatchNormWithUpdateFunctional})
+    r.add(k, &native_batch_norm);
   r.add(ir::OpKind::kLayerNorm, &layer_norm);
   r.add(ir::OpKind::kNativeLayerNorm, &native_layer_norm);
   r.add(ir::OpKind::kRmsNorm, &rms_norm);

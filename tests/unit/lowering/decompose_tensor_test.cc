@@ -294,3 +294,51 @@ TEST(DecomposeTensor, BroadcastContractionNoPairsAndASingleScore) {
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+TEST(DecomposeTensor, MaskedIndexChunkCatAndSoftmaxBackwardFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module g = decomposed(R"(graph(%x: float32[3, 4], %m: bool[2, 2], %i: int64[2, 2], %j: int64[2, 2], %v: float32[2, 2], %a: float32[2, 5], %b: float32[2, 3], %go: float32[2, 3], %y: float32[2, 3]) {
+  %mi: float32[2, 2] = aten._unsafe_masked_index.default(self=%x, mask=%m, indices=?[%i, %j], fill=-7.5)
+  %mp: float32[3, 4] = aten._unsafe_masked_index_put_accumulate.default(self=%x, mask=%m, indices=?[%i, %j], values=%v)
+  %cc: float32[2, 2, 5] = aten._chunk_cat.default(tensors=[%a, %b], dim=1, num_chunks=2)
+  %sb: float32[2, 3] = aten._softmax_backward_data.default(grad_output=%go, output=%y, dim=1, input_dtype=dtype.float32)
+  return (%mi, %mp, %cc, %sb)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> xs = ramp(12), vs{10, 20, 30, 40}, as = ramp(10), bs = ramp(6, 1.0), gs = ramp(6),
+                            ys{0.2, 0.3, 0.5, 0.6, 0.1, 0.3};
+  // Masked-off entries hold indices out of range: they must not be read.
+  const std::vector<bool> ms{true, false, true, true};
+  const std::vector<int64_t> is{2, 99, 0, 2}, js{1, -99, 3, 1};
+  auto out = run(g, {float_tensor({3, 4}, xs), bool_tensor({2, 2}, ms), int_tensor({2, 2}, is), int_tensor({2, 2}, js),
+                     float_tensor({2, 2}, vs), float_tensor({2, 5}, as), float_tensor({2, 3}, bs),
+                     float_tensor({2, 3}, gs), float_tensor({2, 3}, ys)});
+  ASSERT_EQ(out.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[0].value_at(k), ms[k] ? f32(xs[is[k] * 4 + js[k]]) : -7.5);
+  std::vector<double> put(xs.begin(), xs.end());
+  for (int k = 0; k < 4; ++k)
+    if (ms[k]) put[is[k] * 4 + js[k]] += vs[k];  // (2, 1) twice: accumulated
+  for (int k = 0; k < 12; ++k) EXPECT_NEAR(out[1].value_at(k), put[k], 1e-5);
+  // a [2, 5] cut in 2 chunks of 3 (the last padded with a zero), b [2, 3] in chunks of 2 (one zero).
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      std::vector<double> want;
+      for (int t = 0; t < 3; ++t) want.push_back(c * 3 + t < 5 ? f32(as[r * 5 + c * 3 + t]) : 0.0);
+      for (int t = 0; t < 2; ++t) want.push_back(c * 2 + t < 3 ? f32(bs[r * 3 + c * 2 + t]) : 0.0);
+      for (int t = 0; t < 5; ++t) EXPECT_EQ(out[2].value_at((r * 2 + c) * 5 + t), want[t]) << r << c << t;
+    }
+  for (int r = 0; r < 2; ++r) {
+    double dot = 0;
+    for (int c = 0; c < 3; ++c) dot += f32(gs[r * 3 + c]) * f32(ys[r * 3 + c]);
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(out[3].value_at(r * 3 + c), f32(ys[r * 3 + c]) * (f32(gs[r * 3 + c]) - dot), 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::lowering

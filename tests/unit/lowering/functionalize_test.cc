@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "backends/cpu/kernel.h"
 #include "ir/printer.h"
 #include "lowering/pass.h"
@@ -212,6 +215,58 @@ TEST(Functionalize, SameDtypeToAliasesItsInput) {
   ASSERT_TRUE(out.has_value()) << out.status().message();
   EXPECT_EQ(std::get<Tensor>((*out)[0]).item_int(), 6);   // n after the call
   EXPECT_EQ(std::get<Tensor>((*out)[1]).item_int(), 16);  // reads n after the write, f unchanged
+}
+
+}  // namespace
+}  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// Training-mode batch norm writes its running statistics into arguments 3 and
+// 4: the functional form's extra outputs become buffer mutations, and the
+// values follow PyTorch's update (momentum toward the batch mean and the
+// unbiased batch variance).
+TEST(Functionalize, BatchNormTrainingWritesItsRunningStatisticsBack) {
+  constexpr const char* text = R"(graph(%b_rm: float32[2], %b_rv: float32[2], %x: float32[2, 2, 2]) {
+  %bn: float32[2, 2, 2], %mean: float32[2], %rstd: float32[2] = aten._native_batch_norm_legit.default(input=%x, weight=None, bias=None, running_mean=%b_rm, running_var=%b_rv, training=true, momentum=0.25, eps=0.0)
+  return (%bn)
+}
+)";
+  auto g = ir::parse_graph(text);
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  ir::Module m;
+  m.graph = std::move(*g);
+  m.input_specs = {{InputSpec::Kind::kBuffer, "rm", true},
+                   {InputSpec::Kind::kBuffer, "rv", true},
+                   {InputSpec::Kind::kUserInput, "", true}};
+  m.output_specs = {{ir::OutputSpec::Kind::kUserOutput, ""}};
+  ASSERT_TRUE(functionalize(m).is_ok());
+  ASSERT_EQ(m.output_specs.size(), 3u);
+  EXPECT_EQ(m.output_specs[0].target, "rm");
+  EXPECT_EQ(m.output_specs[1].target, "rv");
+  bool functional = false;
+  for (const auto& n : m.graph.nodes()) functional |= n->op == ir::OpKind::kNativeBatchNormLegitFunctional;
+  EXPECT_TRUE(functional) << ir::print_graph(m.graph);
+
+  // x[n, c, i]: channel 0 holds 1, 3, 5, 7 (mean 4, biased var 5, unbiased 20/3), channel 1 holds 2 everywhere.
+  Tensor x = Tensor::zeros(DType::Float32, {2, 2, 2});
+  const float xs[8] = {1, 3, 2, 2, 5, 7, 2, 2};
+  std::copy(xs, xs + 8, x.data<float>());
+  Tensor rm = Tensor::zeros(DType::Float32, {2}), rv = Tensor::zeros(DType::Float32, {2});
+  rm.data<float>()[0] = 8;
+  rv.data<float>()[0] = rv.data<float>()[1] = 1;
+  auto out = runtime::interpret(m.graph, {rm, rv, x}, cpu::cpu_kernels());
+  ASSERT_TRUE(out.has_value()) << out.status().message();
+  const Tensor& new_rm = std::get<Tensor>((*out)[0]);
+  const Tensor& new_rv = std::get<Tensor>((*out)[1]);
+  EXPECT_FLOAT_EQ(new_rm.value_at(0), 0.75f * 8 + 0.25f * 4);
+  EXPECT_FLOAT_EQ(new_rm.value_at(1), 0.25f * 2);
+  EXPECT_FLOAT_EQ(new_rv.value_at(0), 0.75f + 0.25f * 20.0f / 3.0f);
+  EXPECT_FLOAT_EQ(new_rv.value_at(1), 0.75f);
+  const Tensor& y = std::get<Tensor>((*out)[2]);
+  EXPECT_FLOAT_EQ(y.value_at(0), static_cast<float>((1 - 4) / std::sqrt(5.0)));
+  EXPECT_FLOAT_EQ(y.value_at(5), static_cast<float>((7 - 4) / std::sqrt(5.0)));
 }
 
 }  // namespace

@@ -270,8 +270,8 @@ TEST(ConvKernels, ShapeErrors) {
   expect_error_names_node(run1(
       OpKind::kConvTranspose2d,
       {{"input", x}, {"weight", random_tensor(DType::Float32, {3, 1, 1, 1}, 1)}, {"stride", Is({int64_t{1} << 40})}}));
-  auto r3d = run1(OpKind::kConvolution, {{"input", random_tensor(DType::Float32, {1, 1, 2, 2, 2}, 1)},
-                                         {"weight", random_tensor(DType::Float32, {1, 1, 1, 1, 1}, 2)},
+  auto r3d = run1(OpKind::kConvolution, {{"input", random_tensor(DType::Float32, {1, 1, 2, 2, 2, 2}, 1)},
+                                         {"weight", random_tensor(DType::Float32, {1, 1, 1, 1, 1, 1}, 2)},
                                          {"stride", Is({1})},
                                          {"padding", Is({0})},
                                          {"dilation", Is({1})},
