@@ -655,7 +655,32 @@ Expected<bool> softmax_backward_data(PatternContext& ctx, ir::Node& n) {
   return b.done(b.binary(OpKind::kMulTensor, y, diff, dt));
 }
 
+// _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim): each
+// input with size-1 dims inserted at its expand dims (in increasing order),
+// the three multiplied (broadcasting) and summed over sumdim.
+Expected<bool> trilinear(PatternContext& ctx, ir::Node& n) {
+  ir::Value* in[3] = {PatternContext::tensor_arg(n, "i1"), PatternContext::tensor_arg(n, "i2"),
+                      PatternContext::tensor_arg(n, "i3")};
+  const char* expand_names[3] = {"expand1", "expand2", "expand3"};
+  const auto sumdim = int_list(n, "sumdim");
+  if (!sumdim || n.outputs.size() != 1) return false;
+  Nodes b(ctx, n);
+  const DType dt = b.out().dtype;
+  ir::Value* product = nullptr;
+  for (int k = 0; k < 3; ++k) {
+    auto dims = int_list(n, expand_names[k]);
+    if (!in[k] || !dims || in[k]->type.dtype != dt || !static_sizes(in[k]->type)) return false;
+    std::sort(dims->begin(), dims->end());
+    ir::Value* v = b.unsqueezed(in[k], *dims);
+    product = product ? b.binary(OpKind::kMulTensor, product, v, dt) : v;
+    if (!product) return false;
+  }
+  if (sumdim->empty()) return b.done(product);
+  return b.done(b.add(OpKind::kSumDimIntList, {{"self", product}, {"dim", *sumdim}, {"keepdim", false}}, b.out()));
+}
+
 constexpr Decomposition kTensorDecompositions[] = {
+    {OpKind::kTrilinear, &trilinear},
     {OpKind::kUnsafeMaskedIndex, &unsafe_masked_index},
     {OpKind::kUnsafeMaskedIndexPutAccumulate, &unsafe_masked_index_put_accumulate},
     {OpKind::kChunkCat, &chunk_cat},

@@ -175,10 +175,44 @@ Status zero(KernelArgs& a) {
   return Status::ok();
 }
 
+// linspace / logspace (start, end, steps, [base,] dtype), start and end
+// numbers or one-element tensors: steps points from start to end, each half
+// counted from its own end as ATen does (so both ends are exact); logspace
+// raises base to them. float32 unless a dtype is given.
+Status spaced(KernelArgs& a, bool log) {
+  KILN_ASSIGN_OR_RETURN(Scalar start, a.scalar("start"));
+  KILN_ASSIGN_OR_RETURN(Scalar end, a.scalar("end"));
+  KILN_ASSIGN_OR_RETURN(int64_t steps, a.int_arg("steps"));
+  KILN_ASSIGN_OR_RETURN(double base, a.float_arg("base", 10.0));
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> dtype, a.dtype_arg("dtype"));
+  if (steps < 0) return a.error("steps must be non-negative, got " + std::to_string(steps));
+  const double lo = start.to_double(), hi = end.to_double();
+  Tensor out = Tensor::zeros(DType::Float64, {steps});
+  double* p = out.data<double>();
+  const double step = steps > 1 ? (hi - lo) / static_cast<double>(steps - 1) : 0.0;
+  for (int64_t i = 0; i < steps; ++i) {
+    const double v =
+        i < steps / 2 ? lo + step * static_cast<double>(i) : hi - step * static_cast<double>(steps - 1 - i);
+    p[i] = log ? std::pow(base, v) : v;
+  }
+  if (steps == 1) p[0] = log ? std::pow(base, lo) : lo;
+  a.set_output(0, out.to(dtype.value_or(DType::Float32)));
+  return Status::ok();
+}
+
+Status linspace(KernelArgs& a) { return spaced(a, false); }
+Status logspace(KernelArgs& a) { return spaced(a, true); }
+
 }  // namespace
 
 void register_creation_kernels(KernelRegistry& r) {
   using ir::OpKind;
+  for (OpKind k :
+       {OpKind::kLinspace, OpKind::kLinspaceTensorTensor, OpKind::kLinspaceTensorScalar, OpKind::kLinspaceScalarTensor})
+    r.add(k, &linspace);
+  for (OpKind k :
+       {OpKind::kLogspace, OpKind::kLogspaceTensorTensor, OpKind::kLogspaceTensorScalar, OpKind::kLogspaceScalarTensor})
+    r.add(k, &logspace);
   r.add(OpKind::kArange, &arange);
   r.add(OpKind::kArangeStart, &arange_start);
   r.add(OpKind::kArangeStartStep, &arange_start);

@@ -1,10 +1,12 @@
-// Cumulative kernels along one dim: cumsum, cumprod and logcumsumexp. Each
+// Cumulative kernels along one dim: cumsum, cumprod and logcumsumexp, and
+// gradient (finite differences along each dim). Each scan
 // accumulates as ATen's CPU kernels do (double for float32 and float64,
 // float for 16-bit floats, int64 with wrap-around for integers and bool,
 // which cumsum and cumprod turn into int64 unless a dtype is given).
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
@@ -80,9 +82,60 @@ Status cumsum(KernelArgs& a) { return scan_kernel(a, Scan::kSum); }
 Status cumprod(KernelArgs& a) { return scan_kernel(a, Scan::kProd); }
 Status logcumsumexp(KernelArgs& a) { return scan_kernel(a, Scan::kLogSumExp); }
 
+// gradient.scalarint(self, spacing, dim, edge_order) -> one tensor per dim
+// (every dim when dim is None): (x[i+1] - x[i-1]) / 2h inside; at the edges
+// (x[1] - x[0]) / h (edge_order 1) or (-3/2 x[0] + 2 x[1] - 1/2 x[2]) / h
+// (edge_order 2), mirrored at the end. Computed in double, rounded once.
+Status gradient(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Scalar> spacing, a.optional_scalar("spacing"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> dim, a.optional_int("dim"));
+  KILN_ASSIGN_OR_RETURN(int64_t order, a.int_arg("edge_order", 1));
+  if (order != 1 && order != 2) return a.error("edge_order must be 1 or 2, got " + std::to_string(order));
+  if (self.dim() == 0) return a.error("gradient of a 0-d tensor");
+  const double h = spacing ? spacing->to_double() : 1.0;
+  std::vector<int64_t> dims;
+  if (dim) {
+    auto d = wrap_dim(*dim, self.dim());
+    if (!d) return a.error(dim_out_of_range(*dim, self.dim()) + " (argument 'dim')");
+    dims.push_back(*d);
+  } else {
+    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  }
+  const DType dt = is_floating(self.dtype()) ? self.dtype() : DType::Float32;
+  const Tensor x = cast_copy(self, DType::Float64);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = dims[k], len = self.size(d);
+    if (len < order + 1)
+      return a.error("gradient needs at least " + std::to_string(order + 1) + " elements along dim " +
+                     std::to_string(d) + ", got " + self.type_string());
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < d; ++i) outer *= self.size(i);
+    for (int64_t i = d + 1; i < self.dim(); ++i) inner *= self.size(i);
+    Tensor out = Tensor::zeros(DType::Float64, self.sizes());
+    const double* p = x.data<double>();
+    double* q = out.data<double>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t j) { return (o * len + j) * inner + i; };
+        for (int64_t j = 1; j + 1 < len; ++j) q[at(j)] = (p[at(j + 1)] - p[at(j - 1)]) / h / 2;
+        if (order == 1) {
+          q[at(0)] = (p[at(1)] - p[at(0)]) / h;
+          q[at(len - 1)] = (p[at(len - 1)] - p[at(len - 2)]) / h;
+        } else {
+          q[at(0)] = (-1.5 * p[at(0)] + 2 * p[at(1)] - 0.5 * p[at(2)]) / h;
+          q[at(len - 1)] = (1.5 * p[at(len - 1)] - 2 * p[at(len - 2)] + 0.5 * p[at(len - 3)]) / h;
+        }
+      }
+    a.set_output(k, out.to(dt));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_cumulative_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kGradientScalarInt, &gradient);
   r.add(ir::OpKind::kCumsum, &cumsum);
   r.add(ir::OpKind::kCumprod, &cumprod);
   r.add(ir::OpKind::kLogcumsumexp, &logcumsumexp);

@@ -10,6 +10,8 @@
 // result's dtype: float32 results carry PyTorch's float32 rounding error at
 // most, not kiln's. Batch dims broadcast as in PyTorch. Pivots are LAPACK's
 // (1-based int32), as PyTorch gives them.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,8 +20,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <cblas.h>
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
@@ -36,13 +36,13 @@ void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, c
 void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
 void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
             const int* lwork, int* info, size_t, size_t);
-void dgebrd_(const int* m, const int* n, double* a, const int* lda, double* d, double* e, double* tauq,
-             double* taup, double* work, const int* lwork, int* info);
-void dorgbr_(const char* vect, const int* m, const int* n, const int* k, double* a, const int* lda,
-             const double* tau, double* work, const int* lwork, int* info, size_t);
+void dgebrd_(const int* m, const int* n, double* a, const int* lda, double* d, double* e, double* tauq, double* taup,
+             double* work, const int* lwork, int* info);
+void dorgbr_(const char* vect, const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
+             double* work, const int* lwork, int* info, size_t);
 void dbdsqr_(const char* uplo, const int* n, const int* ncvt, const int* nru, const int* ncc, double* d, double* e,
-             double* vt, const int* ldvt, double* u, const int* ldu, double* c, const int* ldc, double* work,
-             int* info, size_t);
+             double* vt, const int* ldvt, double* u, const int* ldu, double* c, const int* ldc, double* work, int* info,
+             size_t);
 void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
              const int* lwork, int* info);
 void dsytrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
@@ -179,7 +179,8 @@ Lu lu_factor(Mat a) {
 // Solves op(A) X = B with A's LU factors (trans: A^T X = B).
 Mat lu_apply(const Mat& lu, const std::vector<int>& piv, Mat b, bool trans) {
   int info = 0;
-  if (lu.r > 0 && b.c > 0) dgetrs_(trans ? "T" : "N", &lu.r, &b.c, lu.data(), &lu.r, piv.data(), b.data(), &b.r, &info, 1);
+  if (lu.r > 0 && b.c > 0)
+    dgetrs_(trans ? "T" : "N", &lu.r, &b.c, lu.data(), &lu.r, piv.data(), b.data(), &b.r, &info, 1);
   return b;
 }
 
@@ -190,6 +191,13 @@ double lu_det(const Lu& f) {
     if (f.piv[static_cast<size_t>(i)] != i + 1) det = -det;
   }
   return det;
+}
+
+// The LU factors of every matrix of a batch.
+std::vector<Lu> lu_factors(const Mats& ms) {
+  std::vector<Lu> fs;
+  for (const Mat& m : ms.m) fs.push_back(lu_factor(m));
+  return fs;
 }
 
 // The inverse; info > 0 when singular (then the values are inf/nan, as from
@@ -267,12 +275,11 @@ Svd svd(const Mat& a_in, bool uv, bool full) {
   const int zero = 0, one = 1;
   std::vector<double> w3(static_cast<size_t>(4 * n + 4));
   double dummy = 0;
-  dbdsqr_("U", &n, &ncvt, &nru, &zero, out.s.data(), e.data(), uv ? vt.data() : &dummy, &n,
-          uv ? u.data() : &dummy, &m, &dummy, &one, w3.data(), &info, 1);
+  dbdsqr_("U", &n, &ncvt, &nru, &zero, out.s.data(), e.data(), uv ? vt.data() : &dummy, &n, uv ? u.data() : &dummy, &m,
+          &dummy, &one, w3.data(), &info, 1);
   if (uv) {
     out.u = std::move(u);
     out.vh = std::move(vt);
-    if (full && n < a_in.c) out.vh = Mat::identity(a_in.c);  // not reached: r >= c here
   }
   return out;
 }
@@ -374,30 +381,32 @@ Expected<Shape> broadcast_batch(KernelArgs& a, const Tensor& x, const Tensor& y)
 
 // ---- LU family
 
+// Outputs `first` and `first + 1`, when the node has them: the LU matrices
+// (n x n) and their pivots.
+void set_lu_outputs(KernelArgs& a, const Shape& batch, const std::vector<Lu>& fs, size_t first, int64_t n,
+                    DType dtype) {
+  if (a.node().outputs.size() <= first) return;
+  std::vector<Mat> lus;
+  std::vector<int> pivs;
+  for (const Lu& f : fs) {
+    lus.push_back(f.lu);
+    pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
+  }
+  a.set_output(first, write_mats(batch, lus, n, n, dtype));
+  a.set_output(first + 1, write_ints(concat(batch, {n}), pivs));
+}
+
 // _linalg_det(A) -> (det, LU, pivots); linalg_det(A); det(self)
 Status det_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, a.has("A") ? "A" : "self"));
   KILN_TRY(square(a, t, "A"));
   const Mats ms = read_mats(t);
-  const int64_t n = t.size(-1);
+  const std::vector<Lu> fs = lu_factors(ms);
   std::vector<double> dets;
-  std::vector<Mat> lus;
-  std::vector<int> pivs;
-  for (const Mat& m : ms.m) {
-    Lu f = lu_factor(m);
-    dets.push_back(f.info > 0 ? 0.0 : lu_det(f));
-    if (f.info > 0) {
-      // A zero pivot: the determinant is the product of U's diagonal, zero.
-      dets.back() = 0.0 * lu_det(f);
-    }
-    pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
-    lus.push_back(std::move(f.lu));
-  }
+  // A zero pivot (info > 0) is on U's diagonal: the product is zero.
+  for (const Lu& f : fs) dets.push_back(lu_det(f));
   a.set_output(0, write_scalars(ms.batch, dets, t.dtype()));
-  if (a.node().outputs.size() > 1) {
-    a.set_output(1, write_mats(ms.batch, lus, n, n, t.dtype()));
-    a.set_output(2, write_ints(concat(ms.batch, {n}), pivs));
-  }
+  set_lu_outputs(a, ms.batch, fs, 1, t.size(-1), t.dtype());
   return Status::ok();
 }
 
@@ -407,12 +416,9 @@ Status slogdet_kernel(KernelArgs& a) {
   KILN_TRY(square(a, t, "A"));
   const bool logdet = a.node().op == ir::OpKind::kLogdet;
   const Mats ms = read_mats(t);
-  const int64_t n = t.size(-1);
+  const std::vector<Lu> fs = lu_factors(ms);
   std::vector<double> signs, logs;
-  std::vector<Mat> lus;
-  std::vector<int> pivs;
-  for (const Mat& m : ms.m) {
-    Lu f = lu_factor(m);
+  for (const Lu& f : fs) {
     double sign = 1, log_abs = 0;
     for (int i = 0; i < f.lu.r; ++i) {
       const double d = f.lu(i, i);
@@ -424,25 +430,20 @@ Status slogdet_kernel(KernelArgs& a) {
     if (std::isnan(log_abs)) sign = std::numeric_limits<double>::quiet_NaN();
     signs.push_back(sign);
     logs.push_back(log_abs);
-    pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
-    lus.push_back(std::move(f.lu));
   }
   if (logdet) {
     // log(det): NaN for a negative determinant, -inf for a zero one.
     std::vector<double> out;
     for (size_t i = 0; i < logs.size(); ++i)
-      out.push_back(signs[i] < 0 ? std::numeric_limits<double>::quiet_NaN()
-                                 : signs[i] == 0 ? -std::numeric_limits<double>::infinity()
-                                                 : logs[i]);
+      out.push_back(signs[i] < 0    ? std::numeric_limits<double>::quiet_NaN()
+                    : signs[i] == 0 ? -std::numeric_limits<double>::infinity()
+                                    : logs[i]);
     a.set_output(0, write_scalars(ms.batch, out, t.dtype()));
     return Status::ok();
   }
   a.set_output(0, write_scalars(ms.batch, signs, t.dtype()));
   a.set_output(1, write_scalars(ms.batch, logs, t.dtype()));
-  if (a.node().outputs.size() > 2) {
-    a.set_output(2, write_mats(ms.batch, lus, n, n, t.dtype()));
-    a.set_output(3, write_ints(concat(ms.batch, {n}), pivs));
-  }
+  set_lu_outputs(a, ms.batch, fs, 2, t.size(-1), t.dtype());
   return Status::ok();
 }
 
@@ -477,8 +478,8 @@ struct Rhs {
 };
 
 Rhs rhs_of(const Tensor& A, const Tensor& B, bool left) {
-  const bool vec = B.dim() == 1 || (B.dim() == A.dim() - 1 &&
-                                    std::equal(B.sizes().begin(), B.sizes().end(), A.sizes().begin()));
+  const bool vec =
+      B.dim() == 1 || (B.dim() == A.dim() - 1 && std::equal(B.sizes().begin(), B.sizes().end(), A.sizes().begin()));
   if (!vec) return {B, false};
   Shape s = B.sizes();
   s.insert(left ? s.end() : s.end() - 1, 1);
@@ -511,7 +512,8 @@ Status solve_kernel(KernelArgs& a) {
   for (size_t i = 0; i < as.m.size(); ++i) {
     Lu f = lu_factor(as.m[i]);
     if (f.info > 0 && (!ex || check)) return a.error("the matrix A is singular");
-    Mat x = left ? lu_apply(f.lu, f.piv, bs.m[i], false) : lu_apply(f.lu, f.piv, bs.m[i].transposed(), true).transposed();
+    Mat x =
+        left ? lu_apply(f.lu, f.piv, bs.m[i], false) : lu_apply(f.lu, f.piv, bs.m[i].transposed(), true).transposed();
     xs.push_back(std::move(x));
   }
   const int64_t rows = rhs.b.size(-2), cols = rhs.b.size(-1);
@@ -519,20 +521,28 @@ Status solve_kernel(KernelArgs& a) {
   if (rhs.vector) x = drop_vector_dim(x, left);
   a.set_output(0, x);
   if (ex) {
+    // The factors of A itself, unbroadcast, as PyTorch returns them.
     const Mats own = read_mats(A);
-    std::vector<Mat> lus;
-    std::vector<int> pivs, infos;
-    for (const Mat& m : own.m) {
-      Lu f = lu_factor(m);
-      pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
-      infos.push_back(f.info);
-      lus.push_back(std::move(f.lu));
-    }
-    a.set_output(1, write_mats(own.batch, lus, n, n, A.dtype()));
-    a.set_output(2, write_ints(concat(own.batch, {n}), pivs));
+    const std::vector<Lu> fs = lu_factors(own);
+    set_lu_outputs(a, own.batch, fs, 1, n, A.dtype());
+    std::vector<int> infos;
+    for (const Lu& f : fs) infos.push_back(f.info);
     a.set_output(3, write_ints(own.batch, infos));
   }
   return Status::ok();
+}
+
+// Matrix i's n pivots from `p` (int64 [batch..., n]), checked: LAPACK's
+// 1-based row numbers, negative too for LDL's 2 x 2 blocks (`signed_blocks`).
+Expected<std::vector<int>> pivots_of(KernelArgs& a, const Tensor& p, int64_t i, int64_t n, bool signed_blocks) {
+  std::vector<int> pv(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t v = p.data<int64_t>()[i * n + k];
+    if (v == 0 || v > n || v < (signed_blocks ? -n : 1))
+      return a.error("pivot " + std::to_string(v) + " is out of range for " + std::to_string(n) + " rows");
+    pv[static_cast<size_t>(k)] = static_cast<int>(v);
+  }
+  return pv;
 }
 
 // linalg_lu_solve(LU, pivots, B, left, adjoint); lu_solve(self=B, LU_data, LU_pivots)
@@ -553,12 +563,7 @@ Status lu_solve_kernel(KernelArgs& a) {
   const Tensor p = cast_copy(expand_to(piv, pshape), DType::Int64);
   std::vector<Mat> xs;
   for (size_t i = 0; i < ls.m.size(); ++i) {
-    std::vector<int> pv(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t v = p.data<int64_t>()[static_cast<int64_t>(i) * n + k];
-      if (v < 1 || v > n) return a.error("pivot " + std::to_string(v) + " is out of range [1, " + std::to_string(n) + "]");
-      pv[static_cast<size_t>(k)] = static_cast<int>(v);
-    }
+    KILN_ASSIGN_OR_RETURN(std::vector<int> pv, pivots_of(a, p, static_cast<int64_t>(i), n, false));
     // left: op(A) X = B; right: X op(A) = B, i.e. op(A)^T X^T = B^T.
     xs.push_back(left ? lu_apply(ls.m[i], pv, bs.m[i], adjoint)
                       : lu_apply(ls.m[i], pv, bs.m[i].transposed(), !adjoint).transposed());
@@ -717,13 +722,8 @@ std::vector<double> spectrum(const Mat& m, bool hermitian) {
   return s;
 }
 
-// PyTorch's tolerance of pinv and matrix_rank: max(atol, rtol * largest),
-// rtol defaulting to eps * max(rows, cols) when neither is given, and to 0
-// when only a positive atol is.
-struct Tolerances {
-  std::vector<double> atol, rtol;  // per matrix; NaN: not given
-};
-
+// An atol/rtol argument per matrix of the batch (a tensor broadcast to it or
+// a number); NaN where not given.
 Expected<std::vector<double>> per_matrix(KernelArgs& a, std::string_view name, const Shape& batch) {
   const int64_t count = count_of(batch);
   std::vector<double> out(static_cast<size_t>(count), std::numeric_limits<double>::quiet_NaN());
@@ -741,12 +741,15 @@ Expected<std::vector<double>> per_matrix(KernelArgs& a, std::string_view name, c
   return out;
 }
 
+// PyTorch's tolerance of pinv and matrix_rank: max(atol, rtol * largest),
+// rtol defaulting to eps * max(rows, cols) when neither is given, and to 0
+// when only a positive atol is.
 Expected<std::vector<double>> thresholds(KernelArgs& a, const Tensor& t, const Mats& ms,
                                          const std::vector<std::vector<double>>& spectra) {
   KILN_ASSIGN_OR_RETURN(std::vector<double> atol, per_matrix(a, "atol", ms.batch));
   KILN_ASSIGN_OR_RETURN(std::vector<double> rtol, per_matrix(a, a.has("rcond") ? "rcond" : "rtol", ms.batch));
-  const double eps = t.dtype() == DType::Float32 ? std::numeric_limits<float>::epsilon()
-                                                 : std::numeric_limits<double>::epsilon();
+  const double eps =
+      t.dtype() == DType::Float32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   const double default_rtol = eps * static_cast<double>(std::max(t.size(-2), t.size(-1)));
   std::vector<double> out;
   for (size_t i = 0; i < spectra.size(); ++i) {
@@ -848,9 +851,6 @@ Expected<NormLayout> norm_layout(KernelArgs& a, const Tensor& t, std::vector<int
     sizes.push_back(t.size(i));
     strides.push_back(t.strides()[static_cast<size_t>(i)]);
   }
-  if (!keepdim) {
-    // out_shape holds only the batch dims already
-  }
   return NormLayout{t.as_strided(sizes, strides, t.storage_offset()), out_shape};
 }
 
@@ -863,9 +863,12 @@ Expected<NormOrd> norm_ord(KernelArgs& a, std::string_view name, bool is_string)
   NormOrd o;
   if (is_string) {
     KILN_ASSIGN_OR_RETURN(std::string s, a.string_arg(name, "fro"));
-    if (s == "fro") o.fro = true;
-    else if (s == "nuc") o.nuc = true;
-    else return a.error("matrix norm order must be 'fro' or 'nuc', got '" + s + "'");
+    if (s == "fro")
+      o.fro = true;
+    else if (s == "nuc")
+      o.nuc = true;
+    else
+      return a.error("matrix norm order must be 'fro' or 'nuc', got '" + s + "'");
     return o;
   }
   KILN_ASSIGN_OR_RETURN(Scalar s, a.scalar(name));
@@ -875,14 +878,15 @@ Expected<NormOrd> norm_ord(KernelArgs& a, std::string_view name, bool is_string)
   return o;
 }
 
-Expected<Tensor> matrix_norm(KernelArgs& a, const Tensor& t, const NormOrd& o, std::vector<int64_t> dims,
-                             bool keepdim, DType out_dtype) {
+Expected<Tensor> matrix_norm(KernelArgs& a, const Tensor& t, const NormOrd& o, std::vector<int64_t> dims, bool keepdim,
+                             DType out_dtype) {
   KILN_ASSIGN_OR_RETURN(NormLayout l, norm_layout(a, t, std::move(dims), keepdim));
   const Mats ms = read_mats(l.moved);
   std::vector<double> out;
   for (const Mat& m : ms.m) {
-    if (m.v.empty() && !o.fro && !o.nuc && (std::abs(o.ord) != 1 || m.c == 0) && (!std::isinf(o.ord) || m.r == 0) )
-      return a.error("this matrix norm of an empty matrix is not defined");
+    // A maximum or minimum over an empty dim (or the spectrum of nothing) is not defined, as in PyTorch.
+    const bool over_empty = std::abs(o.ord) == 2 ? m.v.empty() : std::abs(o.ord) == 1 ? m.c == 0 : m.r == 0;
+    if (!o.fro && !o.nuc && over_empty) return a.error("this matrix norm of an empty matrix is not defined");
     out.push_back(matrix_norm_of(m, o.ord, o.fro, o.nuc));
   }
   return write_scalars(ms.batch, out, out_dtype).reshape(l.out_shape);
@@ -1064,10 +1068,10 @@ Status multi_dot_kernel(KernelArgs& a) {
     if (x.dim() == 1 && end) x = x.reshape(i == 0 ? Shape{1, x.size(0)} : Shape{x.size(0), 1});
     if (x.dim() != 2) return a.error("multi_dot: tensor " + std::to_string(i) + " must be 2-d, got " + x.type_string());
     Mat m = read_mats(x).m[0];
-    if (acc && acc->c != m.r) return a.error("multi_dot: tensor " + std::to_string(i) + " does not chain: " + x.type_string());
+    if (acc && acc->c != m.r)
+      return a.error("multi_dot: tensor " + std::to_string(i) + " does not chain: " + x.type_string());
     acc = acc ? product(*acc, m) : m;
   }
-  Shape shape{acc->r, acc->c};
   Tensor out = write_mats({}, {*acc}, acc->r, acc->c, dt);
   Shape final_shape;
   if (ts.front().dim() != 1) final_shape.push_back(acc->r);
@@ -1091,18 +1095,21 @@ Status householder_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "input"));
   KILN_ASSIGN_OR_RETURN(Tensor tau, floating_matrix(a, "tau", 1));
   const int64_t m = t.size(-2), n = t.size(-1), k = tau.size(-1);
-  if (m < n || n < k) return a.error("householder_product needs rows >= cols >= len(tau), got " + t.type_string() +
-                                     " and tau " + tau.type_string());
+  if (m < n || n < k)
+    return a.error("householder_product needs rows >= cols >= len(tau), got " + t.type_string() + " and tau " +
+                   tau.type_string());
   Mats ms = read_mats(t);
   const Shape tshape = concat(ms.batch, {k});
-  if (!can_expand(tau.sizes(), tshape) || tau.dim() != t.dim() - 1) return a.error("tau " + tau.type_string() + " does not match input");
+  if (!can_expand(tau.sizes(), tshape) || tau.dim() != t.dim() - 1)
+    return a.error("tau " + tau.type_string() + " does not match input");
   const Tensor taus = cast_copy(tau, DType::Float64);
   for (size_t i = 0; i < ms.m.size(); ++i) {
     Mat& x = ms.m[i];
     if (x.c == 0) continue;
     int info = 0, mm = x.r, nn = x.c, kk = static_cast<int>(k), lwork = std::max(1, nn) * 64;
     std::vector<double> work(static_cast<size_t>(lwork));
-    dorgqr_(&mm, &nn, &kk, x.data(), &mm, taus.data<double>() + static_cast<int64_t>(i) * k, work.data(), &lwork, &info);
+    dorgqr_(&mm, &nn, &kk, x.data(), &mm, taus.data<double>() + static_cast<int64_t>(i) * k, work.data(), &lwork,
+            &info);
   }
   a.set_output(0, write_mats(ms.batch, ms.m, m, n, wider(t.dtype(), tau.dtype())));
   return Status::ok();
@@ -1151,12 +1158,7 @@ Status ldl_solve_kernel(KernelArgs& a) {
   Mats bs = read_mats(B, batch);
   const Tensor p = cast_copy(expand_to(piv, concat(batch, {n})), DType::Int64);
   for (size_t i = 0; i < ls.m.size(); ++i) {
-    std::vector<int> pv(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t v = p.data<int64_t>()[static_cast<int64_t>(i) * n + k];
-      if (v == 0 || v > n || v < -n) return a.error("pivot " + std::to_string(v) + " is out of range");
-      pv[static_cast<size_t>(k)] = static_cast<int>(v);
-    }
+    KILN_ASSIGN_OR_RETURN(std::vector<int> pv, pivots_of(a, p, static_cast<int64_t>(i), n, true));
     Mat& x = bs.m[i];
     int info = 0;
     if (x.r > 0 && x.c > 0) dsytrs_("L", &x.r, &x.c, ls.m[i].data(), &x.r, pv.data(), x.data(), &x.r, &info, 1);
@@ -1222,7 +1224,8 @@ Status linalg_diagonal_kernel(KernelArgs& a) {
   strides.push_back(t.strides()[static_cast<size_t>(d1)] + t.strides()[static_cast<size_t>(d2)]);
   int64_t start = t.storage_offset();
   if (len > 0)
-    start += offset >= 0 ? offset * t.strides()[static_cast<size_t>(d2)] : -offset * t.strides()[static_cast<size_t>(d1)];
+    start +=
+        offset >= 0 ? offset * t.strides()[static_cast<size_t>(d2)] : -offset * t.strides()[static_cast<size_t>(d1)];
   a.set_output(0, t.as_strided(sizes, strides, len > 0 ? start : t.storage_offset()).clone());
   return Status::ok();
 }

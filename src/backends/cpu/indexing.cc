@@ -614,15 +614,16 @@ Status embedding_bag(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> padding, a.optional_int("padding_idx"));
   if (weight.dim() != 2 || !is_floating(weight.dtype()))
     return a.error("embedding_bag: weight must be a 2-d floating tensor, got " + weight.type_string());
-  if (!is_integral(indices.dtype())) return a.error("embedding_bag: indices must be integers, got " + indices.type_string());
+  if (!is_integral(indices.dtype()))
+    return a.error("embedding_bag: indices must be integers, got " + indices.type_string());
   if (mode < 0 || mode > 2) return a.error("embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max)");
   if (psw && mode != 0) return a.error("embedding_bag: per_sample_weights need mode 'sum'");
   const int64_t rows = weight.size(0), D = weight.size(1);
   if (padding && *padding < 0) {
     // The public op takes a negative padding_idx counted from the end; the
     // internal ones write -1 for none.
-    padding = a.node().op == ir::OpKind::kEmbeddingBagPaddingIdx ? std::optional<int64_t>(*padding + rows)
-                                                                  : std::nullopt;
+    padding =
+        a.node().op == ir::OpKind::kEmbeddingBagPaddingIdx ? std::optional<int64_t>(*padding + rows) : std::nullopt;
   }
   const Tensor idx = cast_copy(indices, DType::Int64);
   std::vector<int64_t> starts;
@@ -653,7 +654,8 @@ Status embedding_bag(KernelArgs& a) {
       const int64_t r = idx.data<int64_t>()[i];
       offset2bag.data<int64_t>()[i] = b;
       if (r < 0 || r >= rows)
-        return a.error("embedding_bag: index " + std::to_string(r) + " is out of range for " + std::to_string(rows) + " rows");
+        return a.error("embedding_bag: index " + std::to_string(r) + " is out of range for " + std::to_string(rows) +
+                       " rows");
       if (padding && r == *padding) continue;
       const double* row = w.data<double>() + r * D;
       const double scale = psw ? pw.data<double>()[i] : 1.0;
@@ -683,8 +685,8 @@ Status embedding_bag(KernelArgs& a) {
 }
 
 void register_indexing_kernels(KernelRegistry& r) {
-  for (ir::OpKind k : {ir::OpKind::kEmbeddingBag, ir::OpKind::kEmbeddingBagPaddingIdx, ir::OpKind::kEmbeddingBagInternal,
-                       ir::OpKind::kEmbeddingBagForwardOnly})
+  for (ir::OpKind k : {ir::OpKind::kEmbeddingBag, ir::OpKind::kEmbeddingBagPaddingIdx,
+                       ir::OpKind::kEmbeddingBagInternal, ir::OpKind::kEmbeddingBagForwardOnly})
     r.add(k, &embedding_bag);
   using ir::OpKind;
   r.add(OpKind::kCat, &cat);

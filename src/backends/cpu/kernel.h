@@ -140,6 +140,7 @@ void register_reduction_kernels(KernelRegistry& r);
 void register_linalg_kernels(KernelRegistry& r);
 void register_factorize_kernels(KernelRegistry& r);
 void register_volume_kernels(KernelRegistry& r);
+void register_loss_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
 void register_pool_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);

@@ -253,6 +253,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_linalg_kernels(r);
   register_factorize_kernels(r);
   register_volume_kernels(r);
+  register_loss_kernels(r);
   register_conv_kernels(r);
   register_pool_kernels(r);
   register_norm_kernels(r);

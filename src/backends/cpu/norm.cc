@@ -88,8 +88,8 @@ Expected<Tensor> batch_norm_eval(const KernelArgs& a, const Tensor& x, const std
 // ---- batch norm (training)
 
 struct BatchStats {
-  Tensor out, mean, rstd;              // rstd = 1 / sqrt(biased var + eps), per channel
-  Tensor running_mean, running_var;    // updated (undefined when not given)
+  Tensor out, mean, rstd;            // rstd = 1 / sqrt(biased var + eps), per channel
+  Tensor running_mean, running_var;  // updated (undefined when not given)
 };
 
 // Normalizes with the batch's own statistics over every dim but 1; the running

@@ -439,9 +439,77 @@ Status log_softmax(KernelArgs& a) { return softmax_int(a, true); }
 Status softmax_internal_op(KernelArgs& a) { return softmax_internal(a, false); }
 Status log_softmax_internal_op(KernelArgs& a) { return softmax_internal(a, true); }
 
+// segment_reduce(data, reduce, lengths, indices, offsets, axis, unsafe,
+// initial): consecutive segments along axis (their lengths, or offsets
+// between their bounds), each reduced from `initial` (or the reduction's
+// identity) as ATen does: sum, prod, max and min (a NaN wins), mean (the
+// sum from initial over the length; an empty segment gives initial, or NaN).
+Status segment_reduce(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor data, a.tensor("data"));
+  KILN_ASSIGN_OR_RETURN(std::string reduce, a.string_arg("reduce"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Tensor> lengths, a.optional_tensor("lengths"));
+  KILN_ASSIGN_OR_RETURN(std::optional<Tensor> offsets, a.optional_tensor("offsets"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_arg, a.int_arg("axis", 0));
+  KILN_ASSIGN_OR_RETURN(std::optional<double> initial, a.optional_float("initial"));
+  if (reduce != "sum" && reduce != "mean" && reduce != "max" && reduce != "min" && reduce != "prod")
+    return a.error("reduce must be sum, mean, max, min or prod, got '" + reduce + "'");
+  if (!is_floating(data.dtype())) return a.error("segment_reduce takes floating data, got " + data.type_string());
+  const auto axis =
+      data.dim() == 0 ? std::nullopt : std::optional<int64_t>(axis_arg < 0 ? axis_arg + data.dim() : axis_arg);
+  if (!axis || *axis < 0 || *axis >= data.dim())
+    return a.error("axis " + std::to_string(axis_arg) + " is out of range");
+  std::vector<int64_t> bounds{0};
+  if (lengths && lengths->dim() == 1) {
+    for (int64_t i = 0; i < lengths->numel(); ++i) bounds.push_back(bounds.back() + lengths->int_at(i));
+  } else if (offsets && offsets->dim() == 1 && offsets->numel() >= 1) {
+    bounds.clear();
+    for (int64_t i = 0; i < offsets->numel(); ++i) bounds.push_back(offsets->int_at(i));
+  } else {
+    return a.error("segment_reduce needs 1-d lengths or offsets");
+  }
+  const int64_t len = data.size(*axis);
+  for (size_t i = 0; i < bounds.size(); ++i)
+    if (bounds[i] < 0 || bounds[i] > len || (i > 0 && bounds[i] < bounds[i - 1]))
+      return a.error("segments must be non-negative and end within the " + std::to_string(len) + " entries along axis");
+  const int64_t segments = static_cast<int64_t>(bounds.size()) - 1;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < *axis; ++d) outer *= data.size(d);
+  for (int64_t d = *axis + 1; d < data.dim(); ++d) inner *= data.size(d);
+  Shape shape = data.sizes();
+  shape[static_cast<size_t>(*axis)] = segments;
+  const Tensor x = data.to(DType::Float64).contiguous();
+  Tensor out = Tensor::zeros(DType::Float64, shape);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double identity = reduce == "max" ? -inf : reduce == "min" ? inf : reduce == "prod" ? 1.0 : 0.0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t s = 0; s < segments; ++s)
+      for (int64_t i = 0; i < inner; ++i) {
+        double acc = initial.value_or(identity);
+        for (int64_t j = bounds[static_cast<size_t>(s)]; j < bounds[static_cast<size_t>(s) + 1]; ++j) {
+          const double v = x.data<double>()[(o * len + j) * inner + i];
+          if (reduce == "max")
+            acc = std::isnan(v) || v > acc ? v : acc;
+          else if (reduce == "min")
+            acc = std::isnan(v) || v < acc ? v : acc;
+          else if (reduce == "prod")
+            acc *= v;
+          else
+            acc += v;
+        }
+        const int64_t count = bounds[static_cast<size_t>(s) + 1] - bounds[static_cast<size_t>(s)];
+        if (reduce == "mean")
+          acc =
+              count > 0 ? acc / static_cast<double>(count) : initial.value_or(std::numeric_limits<double>::quiet_NaN());
+        out.data<double>()[(o * segments + s) * inner + i] = acc;
+      }
+  a.set_output(0, out.to(data.dtype()));
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_reduction_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kSegmentReduce, &segment_reduce);
   r.add(ir::OpKind::kSumDimIntList, &sum_dim);
   r.add(ir::OpKind::kSum, &sum_all);
   r.add(ir::OpKind::kMeanDim, &mean_dim);

@@ -123,7 +123,8 @@ Status run_conv3d(KernelArgs& a, const Tensor& input, const Tensor& weight, cons
   if (Cin % G != 0) return a.error("groups must divide the input channels");
   const int64_t Cout = s.transposed ? weight.size(1) * G : weight.size(0);
   if (!s.transposed && Cout % G != 0) return a.error("groups must divide the output channels");
-  if (bias && bias->numel() != Cout) return a.error("bias " + bias->type_string() + " should have " + std::to_string(Cout) + " elements");
+  if (bias && bias->numel() != Cout)
+    return a.error("bias " + bias->type_string() + " should have " + std::to_string(Cout) + " elements");
   Dims3 o{};
   for (int i = 0; i < 3; ++i) {
     o[i] = s.transposed ? (v.size[i] - 1) * s.stride[i] - s.pad_lo[i] - s.pad_hi[i] + s.dilation[i] * (k[i] - 1) +
@@ -247,6 +248,20 @@ Expected<Pool3> read_pool(const KernelArgs& a, const Volume& v, bool dilation) {
   return p;
 }
 
+// Calls f(x, position, q) for every output position of every (n, c) volume
+// of `v`, x being that volume's elements and q counting the outputs in order.
+template <typename F>
+void for_each_output(const Volume& v, const Dims3& o, F&& f) {
+  int64_t q = 0;
+  for (int64_t n = 0; n < v.N; ++n)
+    for (int64_t c = 0; c < v.C; ++c) {
+      const double* x = v.at(n, c);
+      for (int64_t z = 0; z < o[0]; ++z)
+        for (int64_t y = 0; y < o[1]; ++y)
+          for (int64_t w = 0; w < o[2]; ++w) f(x, Dims3{z, y, w}, q++);
+    }
+}
+
 // max_pool3d(self, kernel_size, stride, padding, dilation, ceil_mode) [-> (out, indices)]
 Status max_pool3d(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
@@ -255,37 +270,31 @@ Status max_pool3d(KernelArgs& a) {
   const Dims3& o = p.out;
   Tensor out = Tensor::zeros(DType::Float64, {v.N, v.C, o[0], o[1], o[2]});
   Tensor idx = Tensor::zeros(DType::Int64, {v.N, v.C, o[0], o[1], o[2]});
-  int64_t q = 0;
-  for (int64_t n = 0; n < v.N; ++n)
-    for (int64_t c = 0; c < v.C; ++c) {
-      const double* x = v.at(n, c);
-      for (int64_t z = 0; z < o[0]; ++z)
-        for (int64_t y = 0; y < o[1]; ++y)
-          for (int64_t w = 0; w < o[2]; ++w, ++q) {
-            double best = -std::numeric_limits<double>::infinity();
-            int64_t arg = -1;
-            for (int64_t kz = 0; kz < p.k[0]; ++kz) {
-              const int64_t iz = z * p.stride[0] - p.pad[0] + kz * p.dilation[0];
-              if (iz < 0 || iz >= v.size[0]) continue;
-              for (int64_t ky = 0; ky < p.k[1]; ++ky) {
-                const int64_t iy = y * p.stride[1] - p.pad[1] + ky * p.dilation[1];
-                if (iy < 0 || iy >= v.size[1]) continue;
-                for (int64_t kx = 0; kx < p.k[2]; ++kx) {
-                  const int64_t ix = w * p.stride[2] - p.pad[2] + kx * p.dilation[2];
-                  if (ix < 0 || ix >= v.size[2]) continue;
-                  const int64_t at = (iz * v.size[1] + iy) * v.size[2] + ix;
-                  // The first maximum wins; a NaN wins over every number.
-                  if (arg < 0 || x[at] > best || (std::isnan(x[at]) && !std::isnan(best))) {
-                    best = x[at];
-                    arg = at;
-                  }
-                }
-              }
-            }
-            out.data<double>()[q] = best;
-            idx.data<int64_t>()[q] = arg;
+  for_each_output(v, o, [&](const double* x, const Dims3& at_out, int64_t q) {
+    const int64_t z = at_out[0], y = at_out[1], w = at_out[2];
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t arg = -1;
+    for (int64_t kz = 0; kz < p.k[0]; ++kz) {
+      const int64_t iz = z * p.stride[0] - p.pad[0] + kz * p.dilation[0];
+      if (iz < 0 || iz >= v.size[0]) continue;
+      for (int64_t ky = 0; ky < p.k[1]; ++ky) {
+        const int64_t iy = y * p.stride[1] - p.pad[1] + ky * p.dilation[1];
+        if (iy < 0 || iy >= v.size[1]) continue;
+        for (int64_t kx = 0; kx < p.k[2]; ++kx) {
+          const int64_t ix = w * p.stride[2] - p.pad[2] + kx * p.dilation[2];
+          if (ix < 0 || ix >= v.size[2]) continue;
+          const int64_t at = (iz * v.size[1] + iy) * v.size[2] + ix;
+          // The first maximum wins; a NaN wins over every number.
+          if (arg < 0 || x[at] > best || (std::isnan(x[at]) && !std::isnan(best))) {
+            best = x[at];
+            arg = at;
           }
+        }
+      }
     }
+    out.data<double>()[q] = best;
+    idx.data<int64_t>()[q] = arg;
+  });
   a.set_output(0, finish(out, v, self.dtype()));
   if (a.node().op == ir::OpKind::kMaxPool3dWithIndices) {
     if (v.unbatched) idx = idx.reshape(Shape(idx.sizes().begin() + 1, idx.sizes().end()));
@@ -304,32 +313,23 @@ Status avg_pool3d(KernelArgs& a) {
   if (divisor && *divisor == 0) return a.error("divisor_override must not be zero");
   const Dims3& o = p.out;
   Tensor out = Tensor::zeros(DType::Float64, {v.N, v.C, o[0], o[1], o[2]});
-  int64_t q = 0;
-  for (int64_t n = 0; n < v.N; ++n)
-    for (int64_t c = 0; c < v.C; ++c) {
-      const double* x = v.at(n, c);
-      for (int64_t z = 0; z < o[0]; ++z)
-        for (int64_t y = 0; y < o[1]; ++y)
-          for (int64_t w = 0; w < o[2]; ++w, ++q) {
-            Dims3 lo{}, hi{};
-            int64_t pool = 1;
-            const Dims3 at{z, y, w};
-            for (int i = 0; i < 3; ++i) {
-              lo[i] = at[i] * p.stride[i] - p.pad[i];
-              hi[i] = std::min(lo[i] + p.k[i], v.size[i] + p.pad[i]);
-              pool *= hi[i] - lo[i];  // counts padding, not the ceil_mode overhang
-              lo[i] = std::max<int64_t>(lo[i], 0);
-              hi[i] = std::min(hi[i], v.size[i]);
-            }
-            double sum = 0;
-            for (int64_t iz = lo[0]; iz < hi[0]; ++iz)
-              for (int64_t iy = lo[1]; iy < hi[1]; ++iy)
-                for (int64_t ix = lo[2]; ix < hi[2]; ++ix) sum += x[(iz * v.size[1] + iy) * v.size[2] + ix];
-            const int64_t div = divisor ? *divisor
-                                        : include_pad ? pool : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
-            out.data<double>()[q] = sum / static_cast<double>(div);
-          }
+  for_each_output(v, o, [&](const double* x, const Dims3& at, int64_t q) {
+    Dims3 lo{}, hi{};
+    int64_t pool = 1;
+    for (int i = 0; i < 3; ++i) {
+      lo[i] = at[i] * p.stride[i] - p.pad[i];
+      hi[i] = std::min(lo[i] + p.k[i], v.size[i] + p.pad[i]);
+      pool *= hi[i] - lo[i];  // counts padding, not the ceil_mode overhang
+      lo[i] = std::max<int64_t>(lo[i], 0);
+      hi[i] = std::min(hi[i], v.size[i]);
     }
+    double sum = 0;
+    for (int64_t iz = lo[0]; iz < hi[0]; ++iz)
+      for (int64_t iy = lo[1]; iy < hi[1]; ++iy)
+        for (int64_t ix = lo[2]; ix < hi[2]; ++ix) sum += x[(iz * v.size[1] + iy) * v.size[2] + ix];
+    const int64_t div = divisor ? *divisor : include_pad ? pool : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+    out.data<double>()[q] = sum / static_cast<double>(div);
+  });
   a.set_output(0, finish(out, v, self.dtype()));
   return Status::ok();
 }
@@ -348,37 +348,29 @@ Status adaptive_pool3d(KernelArgs& a) {
   Tensor idx = Tensor::zeros(DType::Int64, {v.N, v.C, o[0], o[1], o[2]});
   auto start = [](int64_t i, int64_t in, int64_t out) { return (i * in) / out; };
   auto end = [](int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; };
-  int64_t q = 0;
-  for (int64_t n = 0; n < v.N; ++n)
-    for (int64_t c = 0; c < v.C; ++c) {
-      const double* x = v.at(n, c);
-      for (int64_t z = 0; z < o[0]; ++z)
-        for (int64_t y = 0; y < o[1]; ++y)
-          for (int64_t w = 0; w < o[2]; ++w, ++q) {
-            const Dims3 at{z, y, w};
-            Dims3 lo{}, hi{};
-            for (int i = 0; i < 3; ++i) {
-              lo[i] = start(at[i], v.size[i], o[i]);
-              hi[i] = end(at[i], v.size[i], o[i]);
-            }
-            double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
-            int64_t arg = -1;
-            for (int64_t iz = lo[0]; iz < hi[0]; ++iz)
-              for (int64_t iy = lo[1]; iy < hi[1]; ++iy)
-                for (int64_t ix = lo[2]; ix < hi[2]; ++ix) {
-                  const int64_t k = (iz * v.size[1] + iy) * v.size[2] + ix;
-                  if (!max) {
-                    acc += x[k];
-                  } else if (arg < 0 || x[k] > acc || (std::isnan(x[k]) && !std::isnan(acc))) {
-                    acc = x[k];
-                    arg = k;
-                  }
-                }
-            if (!max) acc /= static_cast<double>((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
-            out.data<double>()[q] = acc;
-            idx.data<int64_t>()[q] = arg;
-          }
+  for_each_output(v, o, [&](const double* x, const Dims3& at, int64_t q) {
+    Dims3 lo{}, hi{};
+    for (int i = 0; i < 3; ++i) {
+      lo[i] = start(at[i], v.size[i], o[i]);
+      hi[i] = end(at[i], v.size[i], o[i]);
     }
+    double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+    int64_t arg = -1;
+    for (int64_t iz = lo[0]; iz < hi[0]; ++iz)
+      for (int64_t iy = lo[1]; iy < hi[1]; ++iy)
+        for (int64_t ix = lo[2]; ix < hi[2]; ++ix) {
+          const int64_t k = (iz * v.size[1] + iy) * v.size[2] + ix;
+          if (!max) {
+            acc += x[k];
+          } else if (arg < 0 || x[k] > acc || (std::isnan(x[k]) && !std::isnan(acc))) {
+            acc = x[k];
+            arg = k;
+          }
+        }
+    if (!max) acc /= static_cast<double>((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
+    out.data<double>()[q] = acc;
+    idx.data<int64_t>()[q] = arg;
+  });
   a.set_output(0, finish(out, v, self.dtype()));
   if (max) {
     if (v.unbatched) idx = idx.reshape(Shape(idx.sizes().begin() + 1, idx.sizes().end()));
@@ -434,7 +426,8 @@ Status grid_sampler(KernelArgs& a) {
   if (grid.dim() != input.dim() || grid.size(0) != input.size(0) || grid.size(-1) != input.dim() - 2)
     return a.error("grid " + grid.type_string() + " does not match input " + input.type_string());
   if (!is_floating(input.dtype()) || !is_floating(grid.dtype())) return a.error("grid_sampler takes floating tensors");
-  if (mode < 0 || mode > 2 || (three && mode == 2)) return a.error("interpolation_mode " + std::to_string(mode) + " is not supported here");
+  if (mode < 0 || mode > 2 || (three && mode == 2))
+    return a.error("interpolation_mode " + std::to_string(mode) + " is not supported here");
   if (padding < 0 || padding > 2) return a.error("padding_mode must be 0, 1 or 2, got " + std::to_string(padding));
   // Everything as 3-d: a 2-d input is depth 1, sampled at depth 0.
   const int64_t N = input.size(0), C = input.size(1);

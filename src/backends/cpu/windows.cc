@@ -28,7 +28,8 @@ Expected<std::vector<int64_t>> pair_arg(const KernelArgs& a, std::string_view na
 // (l's row * sh - ph + i dh, l's column * sw - pw + j dw), 0 in the padding.
 Status im2col(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  if (self.dim() != 3 && self.dim() != 4) return a.error("im2col takes [N, C, H, W] or [C, H, W], got " + self.type_string());
+  if (self.dim() != 3 && self.dim() != 4)
+    return a.error("im2col takes [N, C, H, W] or [C, H, W], got " + self.type_string());
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> k, pair_arg(a, "kernel_size", 2));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dil, pair_arg(a, "dilation", 2));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, pair_arg(a, "padding", 2));
@@ -37,12 +38,12 @@ Status im2col(KernelArgs& a) {
     if (k[i] <= 0 || dil[i] <= 0 || st[i] <= 0 || pad[i] < 0)
       return a.error("im2col: kernel_size, dilation and stride must be positive and padding non-negative");
   const bool batched = self.dim() == 4;
-  const Tensor x = batched ? self.contiguous() : self.contiguous().reshape({1, self.size(0), self.size(1), self.size(2)});
+  const Tensor x =
+      batched ? self.contiguous() : self.contiguous().reshape({1, self.size(0), self.size(1), self.size(2)});
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t oh = (h + 2 * pad[0] - dil[0] * (k[0] - 1) - 1) / st[0] + 1;
   const int64_t ow = (w + 2 * pad[1] - dil[1] * (k[1] - 1) - 1) / st[1] + 1;
-  if (oh <= 0 || ow <= 0)
-    return a.error("im2col: the kernel does not fit the padded input " + self.type_string());
+  if (oh <= 0 || ow <= 0) return a.error("im2col: the kernel does not fit the padded input " + self.type_string());
   const int64_t rows = c * k[0] * k[1], cols = oh * ow;
   Tensor out = Tensor::zeros(x.dtype(), {n, rows, cols});
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -78,7 +79,8 @@ Status max_unpool(KernelArgs& a, size_t spatial) {
     return a.error("max_unpool takes a tensor of " + std::to_string(rank + 1) + " or " + std::to_string(rank + 2) +
                    " dims, got " + self.type_string());
   if (indices.sizes() != self.sizes() || indices.dtype() != DType::Int64)
-    return a.error("indices must be int64 of the input's sizes " + self.type_string() + ", got " + indices.type_string());
+    return a.error("indices must be int64 of the input's sizes " + self.type_string() + ", got " +
+                   indices.type_string());
   Shape out_shape(self.sizes().begin(), self.sizes().end() - rank);
   int64_t plane_out = 1, plane_in = 1;
   for (size_t i = 0; i < spatial; ++i) {
@@ -118,7 +120,8 @@ Status adaptive_max_pool2d(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> size, pair_arg(a, "output_size", 2));
   if (self.dim() != 3 && self.dim() != 4)
     return a.error("adaptive_max_pool2d takes [N, C, H, W] or [C, H, W], got " + self.type_string());
-  if (!is_floating(self.dtype())) return a.error("adaptive_max_pool2d takes a floating tensor, got " + self.type_string());
+  if (!is_floating(self.dtype()))
+    return a.error("adaptive_max_pool2d takes a floating tensor, got " + self.type_string());
   const int64_t h = self.size(self.dim() - 2), w = self.size(self.dim() - 1);
   const int64_t oh = size[0], ow = size[1];
   if (oh <= 0 || ow <= 0 || h <= 0 || w <= 0)
@@ -164,7 +167,35 @@ Status adaptive_max_pool2d(KernelArgs& a) {
 
 }  // namespace
 
+// max_pool2d_with_indices_backward(grad_output, self, ..., indices): zeros
+// of self's shape, each gradient added at its index within its plane (a
+// position several windows chose gets their sum).
+Status max_pool2d_backward(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor grad, a.tensor("grad_output"));
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(Tensor indices, a.tensor("indices"));
+  if (self.dim() != 3 && self.dim() != 4) return a.error("self must be 3-d or 4-d, got " + self.type_string());
+  if (grad.sizes() != indices.sizes() || grad.dim() != self.dim() || indices.dtype() != DType::Int64)
+    return a.error("grad_output " + grad.type_string() + " and indices " + indices.type_string() + " do not match");
+  if (!is_floating(grad.dtype())) return a.error("grad_output must be floating-point, got " + grad.type_string());
+  const int64_t plane_in = self.size(-1) * self.size(-2), plane_out = grad.size(-1) * grad.size(-2);
+  const int64_t planes = plane_out == 0 ? 0 : grad.numel() / plane_out;
+  const Tensor g = cast_copy(grad, DType::Float64), idx = indices.contiguous();
+  Tensor out = Tensor::zeros(DType::Float64, self.sizes());
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t e = 0; e < plane_out; ++e) {
+      const int64_t at = idx.data<int64_t>()[p * plane_out + e];
+      if (at < 0 || at >= plane_in)
+        return a.error("index " + std::to_string(at) + " is outside an input plane of " + std::to_string(plane_in) +
+                       " elements");
+      out.data<double>()[p * plane_in + at] += g.data<double>()[p * plane_out + e];
+    }
+  a.set_output(0, out.to(grad.dtype()));
+  return Status::ok();
+}
+
 void register_window_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kMaxPool2dWithIndicesBackward, &max_pool2d_backward);
   r.add(ir::OpKind::kIm2col, &im2col);
   r.add(ir::OpKind::kMaxUnpool2d, &max_unpool2d);
   r.add(ir::OpKind::kMaxUnpool3d, &max_unpool3d);

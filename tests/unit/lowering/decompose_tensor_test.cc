@@ -342,3 +342,31 @@ TEST(DecomposeTensor, MaskedIndexChunkCatAndSoftmaxBackwardFollowTheirDefinition
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// bilinear's ATen form: out[b, o] = sum_ij x1[b, i] W[o, i, j] x2[b, j].
+TEST(DecomposeTensor, TrilinearIsAProductSummedOverItsDims) {
+  std::map<std::string, int> ops;
+  ir::Module g = decomposed(R"(graph(%x1: float32[2, 3], %w: float32[4, 3, 2], %x2: float32[2, 2]) {
+  %t: float32[2, 4] = aten._trilinear.default(i1=%x1, i2=%w, i3=%x2, expand1=[3, 1], expand2=[0], expand3=[1, 2], sumdim=[2, 3], unroll_dim=1)
+  return (%t)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> x1 = ramp(6), w = ramp(24, 0.05), x2 = ramp(4, 0.3);
+  auto out = run(g, {float_tensor({2, 3}, x1), float_tensor({4, 3, 2}, w), float_tensor({2, 2}, x2)});
+  ASSERT_EQ(out.size(), 1u);
+  for (int b = 0; b < 2; ++b)
+    for (int o = 0; o < 4; ++o) {
+      double want = 0;
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j) want += f32(x1[b * 3 + i]) * f32(w[(o * 3 + i) * 2 + j]) * f32(x2[b * 2 + j]);
+      EXPECT_NEAR(out[0].value_at(b * 4 + o), want, 1e-5) << b << o;
+    }
+}
+
+}  // namespace
+}  // namespace kiln::lowering

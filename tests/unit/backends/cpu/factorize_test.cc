@@ -48,8 +48,8 @@ TEST(FactorizeKernels, InverseDeterminantAndSolveAgreeWithTheirDefinitions) {
   const std::vector<double> x = values(run_op_tensor(OpKind::kLinalgSolve, {{"A", a.to(DType::Float64)}, {"B", b}}));
   expect_near_all(matmul(kA, x, 3, 3, 1), {1, 2, 3}, 1e-12);
   const Tensor rb = make_tensor(DType::Float64, {2, 3}, {1, 0, 0, 0, 1, 1});
-  const std::vector<double> xr = values(
-      run_op_tensor(OpKind::kLinalgSolve, {{"A", a.to(DType::Float64)}, {"B", rb}, {"left", B(false)}}));
+  const std::vector<double> xr =
+      values(run_op_tensor(OpKind::kLinalgSolve, {{"A", a.to(DType::Float64)}, {"B", rb}, {"left", B(false)}}));
   expect_near_all(matmul(xr, kA, 2, 3, 3), {1, 0, 0, 0, 1, 1}, 1e-12);
 
   // A singular matrix: det 0, logdet -inf, inv refused by name.
@@ -143,22 +143,21 @@ TEST(FactorizeKernels, RankPinvNormsAndConditionNumbers) {
 
 TEST(FactorizeKernels, MatrixExpPowerAndMultiDot) {
   // exp of a nilpotent matrix is I + N; of a diagonal one, exp of its entries.
-  expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixExp,
-                                       {{"self", make_tensor(DType::Float64, {2, 2}, {0, 5, 0, 0})}})),
-                  {1, 5, 0, 1}, 1e-12);
-  expect_near_all(values(run_op_tensor(OpKind::kMatrixExp,
-                                       {{"self", make_tensor(DType::Float64, {2, 2}, {3, 0, 0, -7})}})),
-                  {std::exp(3.0), 0, 0, std::exp(-7.0)}, 1e-10);
+  expect_near_all(
+      values(run_op_tensor(OpKind::kLinalgMatrixExp, {{"self", make_tensor(DType::Float64, {2, 2}, {0, 5, 0, 0})}})),
+      {1, 5, 0, 1}, 1e-12);
+  expect_near_all(
+      values(run_op_tensor(OpKind::kMatrixExp, {{"self", make_tensor(DType::Float64, {2, 2}, {3, 0, 0, -7})}})),
+      {std::exp(3.0), 0, 0, std::exp(-7.0)}, 1e-10);
   // A rotation by t: exp([[0, -t], [t, 0]]) = [[cos t, -sin t], [sin t, cos t]], with a large t (scaling and squaring).
   const double t = 20.5;
-  expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixExp,
-                                       {{"self", make_tensor(DType::Float64, {2, 2}, {0, -t, t, 0})}})),
-                  {std::cos(t), -std::sin(t), std::sin(t), std::cos(t)}, 1e-9);
+  expect_near_all(
+      values(run_op_tensor(OpKind::kLinalgMatrixExp, {{"self", make_tensor(DType::Float64, {2, 2}, {0, -t, t, 0})}})),
+      {std::cos(t), -std::sin(t), std::sin(t), std::cos(t)}, 1e-9);
 
   const Tensor a = make_tensor(DType::Float64, {2, 2}, {1, 1, 0, 1});
   expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixPower, {{"self", a}, {"n", I(5)}})), {1, 5, 0, 1}, 0);
-  expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixPower, {{"self", a}, {"n", I(-3)}})), {1, -3, 0, 1},
-                  1e-12);
+  expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixPower, {{"self", a}, {"n", I(-3)}})), {1, -3, 0, 1}, 1e-12);
   expect_near_all(values(run_op_tensor(OpKind::kLinalgMatrixPower, {{"self", a}, {"n", I(0)}})), {1, 0, 0, 1}, 0);
 
   const std::vector<Tensor> chain = {make_tensor(DType::Float32, {2}, {1, 2}), a.to(DType::Float32),
@@ -174,10 +173,10 @@ TEST(FactorizeKernels, VanderDiagonalAndFftshift) {
   const Tensor m = iota(DType::Float32, {2, 3, 4});
   expect_near_all(values(run_op_tensor(OpKind::kLinalgDiagonal, {{"A", m}, {"offset", I(1)}})), {1, 6, 11, 13, 18, 23},
                   0);
-  expect_near_all(values(run_op_tensor(OpKind::kFftFftshift, {{"self", iota(DType::Float32, {5})}})),
-                  {3, 4, 0, 1, 2}, 0);
-  expect_near_all(values(run_op_tensor(OpKind::kFftIfftshift, {{"self", iota(DType::Float32, {5})}})),
-                  {2, 3, 4, 0, 1}, 0);
+  expect_near_all(values(run_op_tensor(OpKind::kFftFftshift, {{"self", iota(DType::Float32, {5})}})), {3, 4, 0, 1, 2},
+                  0);
+  expect_near_all(values(run_op_tensor(OpKind::kFftIfftshift, {{"self", iota(DType::Float32, {5})}})), {2, 3, 4, 0, 1},
+                  0);
 }
 
 }  // namespace

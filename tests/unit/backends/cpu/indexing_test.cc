@@ -298,3 +298,57 @@ TEST(IndexingKernels, FlipReversesTheNamedDims) {
 
 }  // namespace
 }  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// embedding_bag against sums worked out by hand: rows of W are r * 10 + d.
+TEST(IndexingKernels, EmbeddingBagReducesEachBag) {
+  using namespace testing;
+  std::vector<double> w;
+  for (int r = 0; r < 5; ++r)
+    for (int d = 0; d < 2; ++d) w.push_back(r * 10 + d);
+  const Tensor weight = make_tensor(DType::Float32, {5, 2}, w);
+  const Tensor idx = make_tensor(DType::Int64, {5}, {1, 3, 3, 0, 4});
+  const Tensor off = make_tensor(DType::Int64, {3}, {0, 3, 3});  // bags {1, 3, 3}, {}, {0, 4}
+  auto sum = run_op(ir::OpKind::kEmbeddingBagPaddingIdx,
+                    {{"weight", weight}, {"indices", idx}, {"offsets", off}, {"mode", I(0)}}, 4);
+  ASSERT_TRUE(sum.has_value()) << sum.status().message();
+  EXPECT_EQ(values(output(*sum, 0)), (std::vector<double>{70, 73, 0, 0, 40, 42}));
+  EXPECT_EQ(values(output(*sum, 2)), (std::vector<double>{3, 0, 2}));  // bag sizes
+  auto mean =
+      run_op(ir::OpKind::kEmbeddingBagPaddingIdx,
+             {{"weight", weight}, {"indices", idx}, {"offsets", off}, {"mode", I(1)}, {"padding_idx", I(3)}}, 4);
+  ASSERT_TRUE(mean.has_value());
+  EXPECT_EQ(values(output(*mean, 0)), (std::vector<double>{10, 11, 0, 0, 20, 21}));  // row 3 skipped
+  auto mx = run_op(ir::OpKind::kEmbeddingBagForwardOnly,
+                   {{"weight", weight}, {"indices", idx}, {"offsets", off}, {"mode", I(2)}}, 4);
+  ASSERT_TRUE(mx.has_value());
+  EXPECT_EQ(values(output(*mx, 0)), (std::vector<double>{30, 31, 0, 0, 40, 41}));
+  const std::vector<double> rows = values(output(*mx, 3));  // the rows the maxima came from
+  EXPECT_EQ(rows[0], 3);
+  EXPECT_EQ(rows[1], 3);
+  EXPECT_EQ(rows[4], 4);
+  EXPECT_EQ(rows[5], 4);
+  // Weighted per sample (sum mode), with the last offset closing the last bag.
+  const Tensor psw = make_tensor(DType::Float32, {5}, {1, 0.5, 0.5, 2, -1});
+  const Tensor off2 = make_tensor(DType::Int64, {3}, {0, 3, 5});
+  auto weighted = run_op(ir::OpKind::kEmbeddingBagPaddingIdx,
+                         {{"weight", weight},
+                          {"indices", idx},
+                          {"offsets", off2},
+                          {"mode", I(0)},
+                          {"per_sample_weights", psw},
+                          {"include_last_offset", B(true)}},
+                         4);
+  ASSERT_TRUE(weighted.has_value());
+  EXPECT_EQ(values(output(*weighted, 0)), (std::vector<double>{40, 42, -40, -39}));
+  expect_error(ir::OpKind::kEmbeddingBagPaddingIdx,
+               {{"weight", weight},
+                {"indices", make_tensor(DType::Int64, {1}, {5})},
+                {"offsets", make_tensor(DType::Int64, {1}, {0})}},
+               "out of range", 4);
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -26,8 +26,9 @@ Tensor wave(Shape sizes, double phase) {
 // x[:, :, z] of a [N, C, D, H, W] tensor, contiguous.
 Tensor depth_slice(const Tensor& x, int64_t z) {
   const Shape& s = x.sizes();
-  return x.as_strided({s[0], s[1], s[3], s[4]}, {x.strides()[0], x.strides()[1], x.strides()[3], x.strides()[4]},
-                      x.storage_offset() + z * x.strides()[2])
+  return x
+      .as_strided({s[0], s[1], s[3], s[4]}, {x.strides()[0], x.strides()[1], x.strides()[3], x.strides()[4]},
+                  x.storage_offset() + z * x.strides()[2])
       .contiguous();
 }
 
@@ -143,24 +144,18 @@ TEST(VolumeKernels, GridSamplerReadsTheSamplesItIsGiven) {
   // Bilinear at the centre of the four top-left pixels; a point beyond the
   // right edge reads zeros, the border value or the reflection.
   const Tensor pts = make_tensor(DType::Float32, {1, 1, 2, 2}, {-0.5, 0, 2, -1});
-  const std::vector<double> zeros = values(run_op_tensor(OpKind::kGridSampler2d, {{"input", x},
-                                                                                  {"grid", pts},
-                                                                                  {"interpolation_mode", I(0)},
-                                                                                  {"padding_mode", I(0)},
-                                                                                  {"align_corners", B(true)}}));
+  const std::vector<double> zeros = values(run_op_tensor(
+      OpKind::kGridSampler2d,
+      {{"input", x}, {"grid", pts}, {"interpolation_mode", I(0)}, {"padding_mode", I(0)}, {"align_corners", B(true)}}));
   EXPECT_NEAR(zeros[0], (1 + 2 + 4 + 5) / 4.0, 1e-6);
   EXPECT_EQ(zeros[1], 0.0);  // x = 2 is column 3, one right of the last
-  const std::vector<double> border = values(run_op_tensor(OpKind::kGridSampler2d, {{"input", x},
-                                                                                   {"grid", pts},
-                                                                                   {"interpolation_mode", I(0)},
-                                                                                   {"padding_mode", I(1)},
-                                                                                   {"align_corners", B(true)}}));
+  const std::vector<double> border = values(run_op_tensor(
+      OpKind::kGridSampler2d,
+      {{"input", x}, {"grid", pts}, {"interpolation_mode", I(0)}, {"padding_mode", I(1)}, {"align_corners", B(true)}}));
   EXPECT_EQ(border[1], 3.0);
-  const std::vector<double> mirror = values(run_op_tensor(OpKind::kGridSampler2d, {{"input", x},
-                                                                                   {"grid", pts},
-                                                                                   {"interpolation_mode", I(0)},
-                                                                                   {"padding_mode", I(2)},
-                                                                                   {"align_corners", B(true)}}));
+  const std::vector<double> mirror = values(run_op_tensor(
+      OpKind::kGridSampler2d,
+      {{"input", x}, {"grid", pts}, {"interpolation_mode", I(0)}, {"padding_mode", I(2)}, {"align_corners", B(true)}}));
   EXPECT_EQ(mirror[1], 2.0);  // column 3 mirrors about column 2 to column 1
   // 3-d: trilinear at the centre of a 2 x 2 x 2 cube is its mean.
   const Tensor cube = make_tensor(DType::Float64, {1, 1, 2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
