@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kiln's fuzz targets (clang, libFuzzer, AddressSanitizer and
-# UndefinedBehaviorSanitizer) in build-fuzz/, writes seed corpora from the
-# fixtures, and runs each target for a set time:
+# UndefinedBehaviorSanitizer) in build-fuzz/, each linking only the readers it
+# fuzzes, writes seed corpora from the fixtures (with kiln_fuzz_seeds from the
+# main build, which compiles real programs) and runs each target for a set time:
 #
 #   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 10 s, every target)
 #
@@ -21,17 +22,21 @@ targets=("$@")
 source tools/packages.sh
 ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev libssl-dev
 
+# The seed writer comes from the main build (tools/setup.sh makes it).
+[ -f build/build.ninja ] || bash tools/setup.sh --no-check
+cmake --build build --target kiln_fuzz_seeds
+
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
     -DKILN_SANITIZE=ON -DKILN_BUILD_TESTS=OFF >/dev/null
 fi
-cmake --build build-fuzz -j "$(nproc)"
+cmake --build build-fuzz -j "$(nproc)" --target kiln_fuzz
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(zip pt2_json pt2 safetensors kiln_file plan cache_entry)
   [ -x build-fuzz/fuzz_cuda_plan ] && targets+=(cuda_plan)
 fi
 rm -rf build-fuzz/seeds
-build-fuzz/kiln_fuzz_seeds . build-fuzz/seeds
+build/kiln_fuzz_seeds . build-fuzz/seeds
 
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -409,7 +409,7 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
     require_full_compilation: fail, naming the node, if anything stays out of engines.
     batch_buckets: "auto", "on" or "off": a range of one batch dimension compiled for a few
         sizes, calls padded to the next one (by default on backends that build static shapes
-        only, CUDA; see the README).
+        only, CUDA; see docs/CLI.md).
 
     Returns a CompiledModule, or a PartitionedModule when the program has ops
     kiln does not know (they run in PyTorch between kiln pieces).

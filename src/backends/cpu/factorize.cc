@@ -779,14 +779,31 @@ Status matrix_rank_kernel(KernelArgs& a) {
 }
 
 // linalg_pinv.{atol_rtol_tensor, atol_rtol_float, default}(self, atol, rtol, hermitian); pinverse(self, rcond)
+//
+// The tolerance is taken from the singular values (|eigenvalues|) of the same
+// decomposition that is inverted: a second decomposition can differ from it
+// in the last bit, and with rtol 1 that decides whether the largest value is
+// kept (PyTorch keeps only values strictly above the tolerance).
 Status pinv_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
   KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian", false));
   if (hermitian) KILN_TRY(square(a, t, "self"));
   const Mats ms = read_mats(t);
+  std::vector<Eigh> eighs;
+  std::vector<Svd> svds;
   std::vector<std::vector<double>> spectra;
-  std::vector<Mat> out;
-  for (const Mat& m : ms.m) spectra.push_back(spectrum(m, hermitian));
+  for (const Mat& m : ms.m) {
+    std::vector<double> s;
+    if (hermitian) {
+      eighs.push_back(eigh(m, false, true));
+      for (double w : eighs.back().w) s.push_back(std::abs(w));
+      std::sort(s.begin(), s.end(), std::greater<>());
+    } else {
+      svds.push_back(svd(m, true, false));
+      s = svds.back().s;
+    }
+    spectra.push_back(std::move(s));
+  }
   std::vector<double> tol;
   if (a.node().op == ir::OpKind::kPinverse) {
     KILN_ASSIGN_OR_RETURN(double rcond, a.float_arg("rcond", 1e-15));
@@ -794,11 +811,12 @@ Status pinv_kernel(KernelArgs& a) {
   } else {
     KILN_ASSIGN_OR_RETURN(tol, thresholds(a, t, ms, spectra));
   }
+  std::vector<Mat> out;
   for (size_t i = 0; i < ms.m.size(); ++i) {
     const Mat& m = ms.m[i];
     Mat p(m.c, m.r);
     if (hermitian) {
-      const Eigh e = eigh(m, false, true);
+      const Eigh& e = eighs[i];
       for (int k = 0; k < m.r; ++k) {
         const double w = e.w[static_cast<size_t>(k)];
         if (!(std::abs(w) > tol[i])) continue;
@@ -806,7 +824,7 @@ Status pinv_kernel(KernelArgs& a) {
           for (int c = 0; c < m.r; ++c) p(r, c) += e.v(r, k) * e.v(c, k) / w;
       }
     } else {
-      const Svd s = svd(m, true, false);
+      const Svd& s = svds[i];
       for (size_t k = 0; k < s.s.size(); ++k) {
         if (!(s.s[k] > tol[i])) continue;
         const int kk = static_cast<int>(k);

@@ -128,6 +128,16 @@ TEST(FactorizeKernels, RankPinvNormsAndConditionNumbers) {
   const std::vector<double> p = values(run_op_tensor(OpKind::kLinalgPinvAtolRtolTensor, {{"self", rank1}}));
   const std::vector<double> want = {1 / 70.0, 2 / 70.0, 3 / 70.0, 2 / 70.0, 4 / 70.0, 6 / 70.0};
   expect_near_all(p, want, 1e-6);
+  // rtol 1: the tolerance is the largest singular value itself, and PyTorch
+  // keeps only values strictly above it, so every matrix's pinv is zero
+  // (the threshold and the kept values must come from one decomposition).
+  const Tensor full = make_tensor(DType::Float32, {3, 3}, kA);
+  for (bool hermitian : {false, true}) {
+    const Tensor m = hermitian ? make_tensor(DType::Float32, {2, 2}, {2, 1, 1, 3}) : full;
+    const std::vector<double> z = values(run_op_tensor(
+        OpKind::kLinalgPinvAtolRtolFloat, {{"self", m}, {"rtol", F(1.0)}, {"hermitian", B(hermitian)}}));
+    expect_near_all(z, std::vector<double>(z.size(), 0.0), 0);
+  }
 
   const Tensor a = make_tensor(DType::Float64, {2, 2}, {1, -2, 3, 4});
   EXPECT_NEAR(run_op_tensor(OpKind::kLinalgMatrixNormStrOrd, {{"self", a}}).item(), std::sqrt(30.0), 1e-12);
