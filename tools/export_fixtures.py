@@ -885,7 +885,9 @@ def build_llama_nonstrict():
         "(non-strict) tracing: the StaticCache's key/value tensors and counters are lifted as tensor constants "
         "(inner...lifted_tensor_<n>) and written in place (index_copy_, copy_); PyTorch's runner keeps the writes "
         f"across calls. {len(steps)} teacher-forced steps with tokens {LLAMA_DECODE_TOKENS}; final.buffer.<name> "
-        "holds each written constant's value after the last step (the eager buffer it aliases)",
+        "holds each written constant's value after the last step, under the constant's name and under the name "
+        "of the registered buffer it aliases (inner.key_cache_<l>, inner.value_cache_<l>, "
+        "inner.cumulative_length_<l>), read from the eager module as a user reads it",
         "transformers.integrations.executorch.TorchExportableModuleWithStaticCache(" + LLAMA_SOURCE
         + ", batch_size=1, max_cache_len=16)",
         model,
@@ -1655,6 +1657,12 @@ def export_fixture(fx: Fixture, out_dir: str) -> dict:
                 put(f"step{k}.output.{j}", t)
         for n in mutated:
             put(f"final.buffer.{n}", final_buffers[n])
+        # A written constant that non-strict export lifted from a registered
+        # buffer: the value is also recorded under the buffer's name, where
+        # the user of the eager module reads it.
+        for n in mutated:
+            if alias[n] != n:
+                put(f"final.buffer.{alias[n]}", final_buffers[n])
     save_safetensors(tensors, os.path.join(out_dir, files["io"]), metadata={"fixture": fx.name})
 
     # 7. archive facts and op histograms from the serialized graphs

@@ -92,6 +92,16 @@ struct CompileOptions {
   std::vector<std::string> fallback_ops;
   // Any node that cannot go into an engine is an error naming it.
   bool require_full_compilation = false;
+  // A segment the backend takes node by node but cannot build for the
+  // program's range of sizes (on CUDA: a dynamic size with no finite
+  // maximum) is an error naming the input and a --shape range that would
+  // build. true: such a segment runs on the CPU reference kernels instead,
+  // and the partition says why.
+  bool allow_fallback = false;
+  // false: partition and convert only, and build no engine (what `kiln
+  // inspect --partition` shows where the device cannot be used). The engine
+  // segments of such a program hold no plan: it cannot run or be saved.
+  bool build_engines = true;
   // Receives short progress messages while engines are built.
   std::function<void(const std::string& message)> progress;
 };
@@ -112,6 +122,11 @@ struct LoadOptions {
 // or not a backend implements it (the Python package asks before export
 // decides what to keep whole).
 bool is_known_op(std::string_view target);
+
+// Whether engines for `device` ("cpu", "cuda", "null") can be built and run
+// on this machine: ok, or an error naming the device and why not (for CUDA,
+// the driver's answer). kInvalidArgument for a device this kiln does not have.
+Status device_ready(std::string_view device);
 
 // A host copy of `t` when its elements lie on a device, `t` itself when they
 // lie in host memory (an undefined tensor stays undefined).
@@ -211,6 +226,18 @@ class Program {
   // engine output to the buffer's input); false for a buffer whose new value
   // is copied back after the call, or one the program does not write.
   bool buffer_updated_in_place(std::string_view fqn) const;
+  // Other names of one tensor. The archive may give one tensor several names
+  // (tensors over one storage with one view: non-strict export lifts a
+  // module's cache as a tensor constant beside the registered buffer it is);
+  // the program keeps one name, a buffer's before a parameter's before a
+  // constant's. Each other name -> the name kept. Every call that takes a
+  // buffer's name (Session::buffer, set_buffer, bind_buffer,
+  // buffer_updated_in_place) takes any of them.
+  const std::map<std::string, std::string, std::less<>>& aliases() const;
+  // `name`, or the name the program keeps when `name` is another name of it.
+  std::string_view canonical_name(std::string_view name) const;
+  // Every name of the tensor `name` names: the name kept first, then its aliases.
+  std::vector<std::string> names_of(std::string_view name) const;
   // Op target -> number of nodes, after lowering.
   std::map<std::string, int> op_histogram() const;
   std::string dialect() const;        // "TRAINING" or "ATEN" as exported

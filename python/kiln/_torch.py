@@ -87,13 +87,22 @@ class CompiledModule(torch.nn.Module):
                 memory = memory.cpu()
             self._session.bind_buffer(fqn, memory)
             self._kiln_buffers[fqn] = memory
-            owner, _, leaf = fqn.rpartition(".")
-            parent = self
-            for part in owner.split(".") if owner else []:
-                if part not in parent._modules:
-                    parent.add_module(part, torch.nn.Module())
-                parent = parent._modules[part]
-            parent.register_buffer(leaf, memory)
+            self._register_state(fqn, memory)
+        # A tensor the archive gives several names (a written constant over
+        # the storage of a registered buffer) is one tensor here too: every
+        # name holds the same memory.
+        for alias, kept in program.aliases().items():
+            if kept in self._kiln_buffers:
+                self._register_state(alias, self._kiln_buffers[kept])
+
+    def _register_state(self, fqn, memory):
+        owner, _, leaf = fqn.rpartition(".")
+        parent = self
+        for part in owner.split(".") if owner else []:
+            if part not in parent._modules:
+                parent.add_module(part, torch.nn.Module())
+            parent = parent._modules[part]
+        parent.register_buffer(leaf, memory)
 
     @property
     def program(self):
@@ -394,7 +403,7 @@ def _is_args_kwargs(example_inputs):
 
 def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", precision="fp32", min_block_size=5,
             fallback_ops=(), cache_dir=None, shapes=None, require_full_compilation=False, strict=False,
-            batch_buckets="auto"):
+            batch_buckets="auto", allow_fallback=False):
     """Compiles a torch.export.ExportedProgram or an nn.Module with kiln.
 
     model: an ExportedProgram, or an nn.Module exported here with
@@ -410,6 +419,9 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
     batch_buckets: "auto", "on" or "off": a range of one batch dimension compiled for a few
         sizes, calls padded to the next one (by default on backends that build static shapes
         only, CUDA; see docs/CLI.md).
+    allow_fallback: a segment the device cannot build for the program's range of sizes (a
+        dynamic size with no maximum) runs on kiln's CPU reference kernels instead of raising.
+        Asking for device="cuda" where CUDA cannot be used raises either way.
 
     Returns a CompiledModule, or a PartitionedModule when the program has ops
     kiln does not know (they run in PyTorch between kiln pieces).
@@ -429,7 +441,8 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
         raise TypeError(f"kiln.compile takes an ExportedProgram or an nn.Module, not {type(model).__name__}")
     options = dict(device=device, precision=precision, cache_dir=_cache_dir(cache_dir), min_block_size=min_block_size,
                    fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
-                   require_full_compilation=require_full_compilation, batch_buckets=batch_buckets)
+                   require_full_compilation=require_full_compilation, batch_buckets=batch_buckets,
+                   allow_fallback=allow_fallback)
     unknown = _unknown_ops(ep.graph)
     if not unknown:
         return _compile_exported(ep, options)

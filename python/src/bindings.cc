@@ -206,8 +206,9 @@ kiln::LoadOptions load_options(
     const std::string& device, const std::string& precision, const std::string& cache_dir, int min_block_size,
     const std::vector<std::string>& fallback_ops,
     const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-    bool require_full_compilation, const std::string& batch_buckets) {
+    bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
   kiln::LoadOptions o;
+  o.compile.allow_fallback = allow_fallback;
   o.compile.batch_buckets = batch_buckets;
   o.compile.device = device;
   o.compile.precision = precision;
@@ -323,16 +324,16 @@ NB_MODULE(_C, m) {
           [](const std::string& path, const std::string& device, const std::string& precision,
              const std::string& cache_dir, int min_block_size, const std::vector<std::string>& fallback_ops,
              const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-             bool require_full_compilation, const std::string& batch_buckets) {
+             bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
             kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
-                                               require_full_compilation, batch_buckets);
+                                               require_full_compilation, batch_buckets, allow_fallback);
             nb::gil_scoped_release release;
             return ProgramHandle{take(kiln::Program::load(path, o))};
           },
           "path"_a, "device"_a = "cpu", "precision"_a = "fp32", "cache_dir"_a = "", "min_block_size"_a = 5,
           "fallback_ops"_a = std::vector<std::string>{},
           "shapes"_a = std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>{},
-          "require_full_compilation"_a = false, "batch_buckets"_a = "auto",
+          "require_full_compilation"_a = false, "batch_buckets"_a = "auto", "allow_fallback"_a = false,
           "Loads a .pt2 (compiling it with these options) or a compiled .kiln file.")
       .def(
           "save",
@@ -364,6 +365,14 @@ NB_MODULE(_C, m) {
           "method"_a = nb::none())
       .def("buffer_updated_in_place",
            [](const ProgramHandle& p, const std::string& fqn) { return p.program->buffer_updated_in_place(fqn); })
+      .def(
+          "aliases",
+          [](const ProgramHandle& p) {
+            nb::dict d;
+            for (const auto& [alias, kept] : p.program->aliases()) d[nb::str(alias.c_str())] = nb::str(kept.c_str());
+            return d;
+          },
+          "Other names of one tensor (one storage in the archive): each alias -> the name the program keeps.")
       .def(
           "symbols",
           [](const ProgramHandle& p, std::optional<std::string> m) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -51,6 +52,61 @@ Status canonicalize_module(ir::Module& m) {
   return m.graph.verify();
 }
 
+// The first symbol with no finite maximum (m.symbols) that sizes a value
+// segment `s` reads or computes, or "".
+std::string unbounded_symbol(const ir::Module& m, const partition::Segment& s) {
+  auto check = [&](const ir::Value* v) -> std::string {
+    std::vector<std::string> names;
+    for (const ir::Dim& d : v->type.sizes)
+      if (!d.is_static()) d.expr->collect_symbols(names);
+    if (v->sym) v->sym->collect_symbols(names);
+    for (const std::string& n : names)
+      if (auto it = m.symbols.find(n); it == m.symbols.end() || it->second.max == INT64_MAX) return n;
+    return "";
+  };
+  for (const ir::Value* v : s.inputs)
+    if (std::string n = check(v); !n.empty()) return n;
+  for (const ir::Node* n : s.nodes)
+    for (const ir::Value* v : n->outputs)
+      if (std::string u = check(v); !u.empty()) return u;
+  return "";
+}
+
+// What to give for a dynamic size with no finite maximum: each user input it
+// sizes, and a --shape range for the first (min as exported, opt and max
+// examples), e.g. "; input 'input_ids' [1, s0] has no maximum on dimension
+// 1: give one, e.g. --shape input_ids:1x2,1x128,1x2048".
+std::string range_hint(const ir::Module& m) {
+  std::string hint;
+  for (const auto& [sym, range] : m.symbols) {
+    if (range.max != INT64_MAX) continue;
+    for (size_t i = 0; i < m.input_specs.size(); ++i) {
+      if (m.input_specs[i].kind != ir::InputSpec::Kind::kUserInput) continue;
+      const ir::Value* v = m.graph.inputs()[i];
+      int dim = -1;
+      for (size_t d = 0; d < v->type.sizes.size() && dim < 0; ++d)
+        if (!v->type.sizes[d].is_static() && v->type.sizes[d].to_string() == sym) dim = static_cast<int>(d);
+      if (dim < 0) continue;
+      const int64_t lo = std::max<int64_t>(range.min, 1);
+      const int64_t opt = std::max<int64_t>(lo, 128), hi = std::max<int64_t>(opt, 2048);
+      auto shape = [&](int64_t at) {
+        std::string t;
+        for (size_t d = 0; d < v->type.sizes.size(); ++d) {
+          const ir::Dim& s = v->type.sizes[d];
+          const int64_t n = static_cast<int>(d) == dim ? at : s.is_static() ? s.value : lo;
+          t += (t.empty() ? "" : "x") + std::to_string(n);
+        }
+        return t;
+      };
+      hint += "; input '" + v->name + "' " + v->type.to_string() + " has no maximum on dimension " +
+              std::to_string(dim) + " (" + sym + "): give a range, e.g. --shape " + v->name + ":" + shape(lo) + "," +
+              shape(opt) + "," + shape(hi);
+      return hint;
+    }
+  }
+  return hint;
+}
+
 }  // namespace
 
 std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
@@ -88,6 +144,12 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
   }
   if (m.input_specs.size() != m.graph.inputs().size())
     return internal_error("module signature does not match its graph inputs");
+  // Asking for a device means its engines or an error: never a program that
+  // quietly runs everything on the CPU reference kernels.
+  if (settings.build_engines)
+    if (Status ready = backend->ready(); !ready)
+      return Status(ready.code(), "device '" + settings.device + "' cannot be used on this machine: " +
+                                      ready.message() + " (compile for another device, or where it can be used)");
   drop_unused_weights(m);
   KILN_TRY(canonicalize_module(m));
 
@@ -112,7 +174,31 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
     for (const ir::Value* v : s.inputs) r.inputs.push_back(v->id);
     for (const ir::Value* v : s.outputs) r.outputs.push_back(v->id);
     r.reasons = s.reasons;
-    if (s.kind == partition::SegmentKind::kEngine) {
+    // A segment sized by a symbol with no maximum, on a backend whose engines
+    // need one: an error naming the input and a range, or (allow_fallback)
+    // fallback saying why. Decided before any build, with or without a device.
+    if (s.kind == partition::SegmentKind::kEngine && target.finite_ranges) {
+      const std::string unbounded = unbounded_symbol(m, s);
+      if (!unbounded.empty()) {
+        const std::string why = "size " + unbounded + " has no finite range, and backend '" +
+                                std::string(backend->name()) + "' builds engines for a range of sizes";
+        if (!settings.allow_fallback)
+          return unsupported("segment " + std::to_string(si) + " (" + std::to_string(s.nodes.size()) +
+                             " nodes) cannot be built: " + why + range_hint(m) +
+                             " (or --allow-fallback to run it on the CPU reference kernels)");
+        if (settings.progress) settings.progress("segment " + std::to_string(si) + " falls back: " + why);
+        r.kind = partition::SegmentKind::kFallback;
+        r.reasons.assign(r.nodes.size(), "in a segment backend '" + std::string(backend->name()) +
+                                             "' cannot build for its range of sizes: " + why);
+        p.segments.push_back(std::move(r));
+        continue;
+      }
+    }
+    if (s.kind == partition::SegmentKind::kEngine && !settings.build_engines) {
+      // Partition only: the segment as the backend takes it, with no plan.
+      KILN_TRY_CTX(convert::convert_segment(m, s, converters, target).status(), "segment " + std::to_string(si));
+      r.backend = std::string(backend->name());
+    } else if (s.kind == partition::SegmentKind::kEngine) {
       ++built;
       const std::string what = "engine " + std::to_string(built) + "/" + std::to_string(engines) + " (segment " +
                                std::to_string(si) + ", " + std::to_string(s.nodes.size()) + " nodes) for " +
@@ -149,6 +235,10 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       } else {
         plan = build();
       }
+      if (!plan && symbolic && plan.status().code() == ErrorCode::kUnsupported && !settings.allow_fallback)
+        return Status(ErrorCode::kUnsupported, what + " cannot be built for the program's range of sizes: " +
+                                                   plan.status().message() + range_hint(m) +
+                                                   " (or --allow-fallback to run it on the CPU reference kernels)");
       if (!plan && symbolic && plan.status().code() == ErrorCode::kUnsupported) {
         if (settings.progress) settings.progress(what + " falls back: " + plan.status().message());
         r.kind = partition::SegmentKind::kFallback;
@@ -165,7 +255,7 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
   }
   p.module = std::move(m);
   // The post-build check: every mutated buffer is written in place or copied back.
-  KILN_TRY(program::classify_buffer_writes(p, "the compiled program").status());
+  if (settings.build_engines) KILN_TRY(program::classify_buffer_writes(p, "the compiled program").status());
   return p;
 }
 

@@ -128,6 +128,9 @@ Expected<program::CompiledProgram> compile_profile(ir::Module m, const std::stri
   cs.partition.fallback_ops = co.fallback_ops;
   cs.partition.require_full_compilation = co.require_full_compilation;
   cs.progress = co.progress;
+  cs.allow_fallback = co.allow_fallback;
+  cs.build_engines = co.build_engines;
+  if (!co.build_engines) cs.cache.reset();  // nothing is built, nothing is stored
   auto compiled = compile_module(std::move(m), cs);
   if (!compiled) return std::move(compiled).status().with_context(path);
   return compiled;

@@ -35,6 +35,8 @@ struct CompileSettings {
   std::shared_ptr<program::EngineCache> cache;
   partition::PartitionOptions partition;
   std::function<void(const std::string&)> progress;
+  bool allow_fallback = false;  // CompileOptions::allow_fallback
+  bool build_engines = true;    // CompileOptions::build_engines
 };
 
 // Partitions `m` (already lowered) with the converter registry's capability

@@ -32,6 +32,10 @@ struct TargetInfo {
   std::string backend;         // "cpu", "cuda", "null"
   std::vector<DType> dtypes;   // tensor dtypes its layers accept
   bool symbolic_dims = false;  // layers may have sizes known only at run time
+  // An engine sized by a symbol needs the symbol's maximum (memory is planned
+  // for the largest size of the range): a segment sized by an unbounded one
+  // is not built.
+  bool finite_ranges = false;
   // Padded batch buckets (--batch-buckets auto) serve a dynamic batch faster
   // than its engines for a range do: each bucket is a fixed-shape engine.
   bool prefers_batch_buckets = false;
@@ -221,6 +225,10 @@ class Backend {
   // the device's runtime (for a cache of whole programs, whose hit must cost
   // less than that start); empty when the backend cannot tell it cheaply.
   virtual std::string quick_identity() const { return identity(); }
+  // Whether this machine can build and run the backend's engines: ok, or the
+  // reason (the device and its driver's answer). Capability (target()) never
+  // needs the device; building, loading and running do.
+  virtual Status ready() const { return Status::ok(); }
   // Whether load() copies weights onto a device of the backend's own (so a
   // loaded engine is worth keeping for reuse: runtime/engine_hot_set.h).
   virtual bool loads_onto_device() const { return false; }

@@ -189,6 +189,7 @@ Module clone_module(const Module& m) {
   c.input_specs = m.input_specs;
   c.output_specs = m.output_specs;
   c.weights = m.weights;
+  c.aliases = m.aliases;
   c.symbols = m.symbols;
   c.dialect = m.dialect;
   c.torch_version = m.torch_version;

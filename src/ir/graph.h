@@ -173,6 +173,10 @@ struct Module {
   std::vector<InputSpec> input_specs;    // one per graph input
   std::vector<OutputSpec> output_specs;  // one per graph output
   std::map<std::string, Tensor> weights;  // parameters, buffers and constants by fqn
+  // Names the archive gives a tensor that is kept under another name (tensors
+  // over one storage with one view, merged by lowering's
+  // merge_storage_aliases): alias fqn -> the fqn the program keeps.
+  std::map<std::string, std::string> aliases;
   std::map<std::string, SymbolRange> symbols;
   std::string dialect;        // "TRAINING" or "ATEN"
   std::string torch_version;  // as recorded by the exporter

@@ -77,6 +77,7 @@ class Functionalizer {
       const Value* in = src.inputs()[i];
       if (version_[in] == 0) continue;
       ir::InputSpec& s = m_.input_specs[i];
+      KILN_TRY(refuse_other_views(s));
       if (s.kind == ir::InputSpec::Kind::kConstant) {
         // A tensor constant the program writes is state: non-strict export
         // lifts tensors a module holds outside its registered buffers (a
@@ -110,6 +111,25 @@ class Functionalizer {
   }
 
  private:
+  // A written weight whose storage another weight views differently (another
+  // offset, sizes or strides; one view is one tensor, merge_storage_aliases):
+  // the write would have to reach that view too, and kiln does not keep
+  // views of state, so it refuses rather than split them into copies.
+  Status refuse_other_views(const ir::InputSpec& s) const {
+    if (s.kind == ir::InputSpec::Kind::kUserInput) return Status::ok();
+    auto it = m_.weights.find(s.target);
+    if (it == m_.weights.end() || !it->second.defined()) return Status::ok();
+    const Tensor& t = it->second;
+    for (const auto& [name, other] : m_.weights) {
+      if (name == s.target || !other.defined() || other.storage() != t.storage()) continue;
+      return unsupported(m_.source + ": the program writes '" + s.target + "' (" + t.type_string() + " at offset " +
+                         std::to_string(t.storage_offset()) + "), and '" + name + "' views the same storage as " +
+                         other.type_string() + " at offset " + std::to_string(other.storage_offset()) +
+                         "; kiln does not keep views of written tensors (export them as one tensor)");
+    }
+    return Status::ok();
+  }
+
   // The new-graph value that reads of `v` must see now.
   Expected<Value*> read(const Value* v) {
     auto it = alias_.find(v);

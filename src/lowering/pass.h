@@ -6,6 +6,13 @@
 
 namespace kiln::lowering {
 
+// Weights over one storage with one view (the same blob of the archive,
+// dtype, sizes, strides and offset) become one graph input under the name
+// users read (a buffer's, then a parameter's, then a constant's); the other
+// names go into m.aliases. Runs before functionalize, so a write to any of
+// them is a write to the one tensor.
+Status merge_storage_aliases(ir::Module& m);
+
 // Rewrites in-place ops (add_, copy_ into a view of a buffer, index_copy_, ...)
 // into functional ops, and turns every write into a program buffer into an
 // explicit buffer_mutation output. Afterwards the graph outputs are: buffer

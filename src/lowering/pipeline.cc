@@ -9,6 +9,8 @@ namespace kiln::lowering {
 
 const std::vector<PassInfo>& default_pipeline() {
   static const std::vector<PassInfo> passes = {
+      {"merge-storage-aliases", &merge_storage_aliases,
+       "weights over one storage with one view become one input; their other names are aliases"},
       {"functionalize", &functionalize,
        "in-place ops and writes through views become functional; buffer writes become outputs"},
       {"decompose", &decompose_composites, "composite ops of the default dialect become core ops", decomposed_ops()},

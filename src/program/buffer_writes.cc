@@ -24,7 +24,8 @@ Expected<std::vector<BufferWrite>> classify_buffer_writes(const CompiledProgram&
   std::map<std::pair<size_t, int>, int> in_place;
   for (size_t si = 0; si < p.segments.size(); ++si) {
     const SegmentRecord& s = p.segments[si];
-    if (s.kind != partition::SegmentKind::kEngine) continue;
+    // An engine not built (a program compiled for its partition only) writes nothing.
+    if (s.kind != partition::SegmentKind::kEngine || s.plan.empty()) continue;
     const std::string where = w + ", segment " + std::to_string(si);
     KILN_ASSIGN_OR_RETURN(engine::EnginePlan plan, engine::deserialize_plan(s.plan, s.backend, where));
     for (const engine::PlanAlias& a : plan.aliases) {

@@ -99,6 +99,7 @@ json method_json(const CompiledProgram& p, const std::string& prefix, WeightBlob
   j["inputs"] = inputs;
   j["outputs"] = outputs;
   j["symbols"] = symbols;
+  if (!m.aliases.empty()) j["aliases"] = m.aliases;  // other names of one tensor -> the name kept
 
   json segments = json::array();
   for (size_t i = 0; i < p.segments.size(); ++i) {
@@ -352,6 +353,26 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
                           v->type.to_string());
   }
 
+  // Other names of a weight or buffer: each names a kept parameter, buffer or
+  // constant, and none is itself a name the signature keeps.
+  if (j.contains("aliases")) {
+    const json& ja = j["aliases"];
+    if (!ja.is_object()) return format_error(r.where() + ": 'aliases' must be an object of names");
+    std::set<std::string> kept;
+    for (const ir::InputSpec& s : m.input_specs)
+      if (s.kind != ir::InputSpec::Kind::kUserInput) kept.insert(s.target);
+    for (auto it = ja.begin(); it != ja.end(); ++it) {
+      if (!it.value().is_string()) return format_error(r.where() + ": alias '" + it.key() + "' must name a string");
+      const std::string target = it.value().get<std::string>();
+      if (!kept.count(target))
+        return format_error(FileFault::kDanglingReference,
+                            r.where() + ": alias '" + it.key() + "' names '" + target + "', which the program does not keep");
+      if (kept.count(it.key()))
+        return format_error(FileFault::kDuplicateName, r.where() + ": alias '" + it.key() + "' is also a kept name");
+      m.aliases.emplace(it.key(), target);
+    }
+  }
+
   // Segments: node indices and value ids in range, each node in exactly one segment.
   const int num_nodes = static_cast<int>(m.graph.nodes().size());
   const int num_values = static_cast<int>(m.graph.num_values());
@@ -393,6 +414,7 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
         return format_error(rs.where() + ": plan section '" + plan_name + "' belongs to another method");
       auto plan = f.section(plan_name);
       if (!plan) return as_format_error(plan.status(), rs.where());
+      if (plan->empty()) return format_error(FileFault::kTruncated, rs.where() + ": plan section '" + plan_name + "' is empty");
       s.plan.assign(plan->begin(), plan->end());
     } else if (s.reasons.size() != s.nodes.size()) {
       return format_error(rs.where() + ": " + std::to_string(s.reasons.size()) + " fallback reasons for " +

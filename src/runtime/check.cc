@@ -210,7 +210,7 @@ Expected<CheckReport> check_fixture(const std::shared_ptr<const Program>& progra
     if (!name.starts_with(fb)) continue;
     const std::string buffer = name.substr(fb.size());
     KILN_ASSIGN_OR_RETURN(Tensor got, session.buffer(buffer));
-    if (auto it = bound.find(buffer); it != bound.end()) {
+    if (auto it = bound.find(std::string(program->canonical_name(buffer))); it != bound.end()) {
       if (got.storage() != it->second.storage())
         return internal_error("buffer '" + buffer + "' no longer lies in the memory bound to it");
       got = it->second;

@@ -30,7 +30,8 @@ Expected<std::string> program_key(const std::vector<Program::MethodFile>& models
   // Every setting that changes what is written, in a fixed order.
   std::string settings = "device " + c.device + "\nprecision " + c.precision + "\nmin-block-size " +
                          std::to_string(c.min_block_size) + "\nrequire-full-compilation " +
-                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " + c.batch_buckets + "\n";
+                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " + c.batch_buckets +
+                         "\nallow-fallback " + (c.allow_fallback ? "yes" : "no") + "\n";
   for (const std::string& op : c.fallback_ops) settings += "fallback-op " + op + "\n";
   auto dims = [](const std::vector<int64_t>& d) {
     std::string t;

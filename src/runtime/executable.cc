@@ -150,6 +150,11 @@ Status Executable::ensure_engines() const {
         engines.push_back(nullptr);
         continue;
       }
+      if (s.plan.empty()) {
+        engines_status_ = unsupported(what_ + ", segment " + std::to_string(si) +
+                                      ": the engine was not built (the program was compiled for its partition only)");
+        return;
+      }
       const engine::Backend* backend = program::builtin_backends().find(s.backend);  // checked by load()
       bool reused = false;
       auto e =

@@ -130,6 +130,29 @@ Status share_by_name(std::vector<program::CompiledMethod>& methods, const std::s
   return Status::ok();
 }
 
+// Every method's other names of its tensors (merge_storage_aliases), as one
+// map: an alias names one tensor in every method that has it, and is not a
+// name another method keeps.
+Expected<std::map<std::string, std::string, std::less<>>> merge_aliases(
+    const std::vector<program::CompiledMethod>& methods, const std::string& what) {
+  std::map<std::string, std::string, std::less<>> all;
+  std::map<std::string, std::string> kept;  // name -> a method that keeps it
+  for (const program::CompiledMethod& cm : methods)
+    for (const ir::InputSpec& s : cm.program.module.input_specs)
+      if (s.kind != ir::InputSpec::Kind::kUserInput) kept.emplace(s.target, cm.name);
+  for (const program::CompiledMethod& cm : methods)
+    for (const auto& [alias, target] : cm.program.module.aliases) {
+      if (auto k = kept.find(alias); k != kept.end())
+        return invalid_argument(what + ": '" + alias + "' is another name of '" + target + "' in method '" + cm.name +
+                                "' but a tensor of its own in method '" + k->second + "'");
+      auto [it, inserted] = all.emplace(alias, target);
+      if (!inserted && it->second != target)
+        return invalid_argument(what + ": '" + alias + "' names '" + it->second + "' in one method and '" + target +
+                                "' in method '" + cm.name + "'");
+    }
+  return all;
+}
+
 Expected<std::unique_ptr<Program::Impl>> make_impl(program::CompiledMethod cm, const std::string& what,
                                                    bool load_engines) {
   auto im = std::make_unique<Program::Impl>();
@@ -145,10 +168,12 @@ Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::
                                                            const std::string& what, bool load_engines) {
   if (methods.empty()) return invalid_argument(what + ": a program has at least one method");
   KILN_TRY(share_by_name(methods, what));
+  KILN_ASSIGN_OR_RETURN(auto aliases, merge_aliases(methods, what));
   std::shared_ptr<Program> p(new Program());
   for (size_t k = 0; k < methods.size(); ++k) {
     const std::string w = methods.size() == 1 ? what : what + ", method '" + methods[k].name + "'";
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Impl> im, make_impl(std::move(methods[k]), w, load_engines));
+    im->aliases = aliases;
     if (k == 0) {
       p->impl_ = std::move(im);
     } else {
@@ -192,6 +217,11 @@ Expected<std::shared_ptr<const Program>> Program::load_methods(const std::vector
 Status Program::save(const std::string& path) const {
   std::vector<program::MethodRef> refs{{impl_->method_name, &impl_->exec->program()}};
   for (const auto& o : impl_->others) refs.push_back({o->impl_->method_name, &o->impl_->exec->program()});
+  for (const program::MethodRef& r : refs)
+    for (const program::SegmentRecord& s : r.program->segments)
+      if (s.kind == partition::SegmentKind::kEngine && s.plan.empty())
+        return invalid_argument(path + ": the program's engines were not built (it was compiled for its partition "
+                                       "only); compile it with engines to save it");
   return program::save_program(refs, path);
 }
 
@@ -335,9 +365,22 @@ const std::vector<SymbolInfo>& Program::symbols() const { return impl_->symbols;
 const std::vector<std::string>& Program::mutated_buffers() const { return impl_->mutated; }
 const std::vector<std::string>& Program::mutated_inputs() const { return impl_->mutated_inputs; }
 bool Program::buffer_updated_in_place(std::string_view fqn) const {
+  fqn = canonical_name(fqn);
   for (const program::BufferWrite& w : impl_->exec->buffer_writes())
     if (w.buffer == fqn) return w.in_place;
   return false;
+}
+const std::map<std::string, std::string, std::less<>>& Program::aliases() const { return impl_->aliases; }
+std::string_view Program::canonical_name(std::string_view name) const {
+  auto it = impl_->aliases.find(name);
+  return it == impl_->aliases.end() ? name : std::string_view(it->second);
+}
+std::vector<std::string> Program::names_of(std::string_view name) const {
+  const std::string_view kept = canonical_name(name);
+  std::vector<std::string> names{std::string(kept)};
+  for (const auto& [alias, target] : impl_->aliases)
+    if (target == kept) names.push_back(alias);
+  return names;
 }
 std::string Program::dialect() const { return impl_->module().dialect; }
 std::string Program::torch_version() const { return impl_->module().torch_version; }
@@ -353,6 +396,14 @@ int64_t Program::weight_bytes() const {
 std::string Program::ir_text() const { return ir::print_graph(impl_->module().graph); }
 
 bool is_known_op(std::string_view target) { return ir::op_from_target(target).has_value(); }
+
+Status device_ready(std::string_view device) {
+  const engine::Backend* backend = program::builtin_backends().find(std::string(device));
+  if (backend == nullptr) return invalid_argument("unknown device '" + std::string(device) + "'");
+  Status s = backend->ready();
+  if (s.is_ok()) return s;
+  return Status(s.code(), "device '" + std::string(device) + "' cannot be used on this machine: " + s.message());
+}
 
 std::map<std::string, int> Program::op_histogram() const {
   std::map<std::string, int> h;

@@ -1,6 +1,7 @@
 // What a Program holds (shared by program.cc and session.cc).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +29,8 @@ struct Program::Impl {
   // such as batch-norm statistics are frozen into the weights), so setting
   // them would change nothing.
   std::set<std::string, std::less<>> unread_buffers;
+  // Other names of this program's tensors, every method's (Program::aliases).
+  std::map<std::string, std::string, std::less<>> aliases;
 };
 
 inline const Program::Impl& program_impl(const Program& p) { return *p.impl_; }

@@ -140,7 +140,8 @@ Status Session::reset() {
 }
 
 Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
-  auto it = buffers_.find(fqn);
+  const std::string_view kept = program_->canonical_name(fqn);  // any name of the buffer
+  auto it = buffers_.find(kept);
   if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   if (!memory.defined() || memory.dtype() != it->second.dtype() || memory.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
@@ -151,7 +152,7 @@ Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
     return unsupported("buffer '" + std::string(fqn) + "': the bound tensor lies on " + memory.device().to_string() +
                        ", where no backend of this kiln runs");
   for (const auto& [name, t] : buffers_)
-    if (name != fqn && t.storage() == memory.storage())
+    if (name != kept && t.storage() == memory.storage())
       return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor shares memory with buffer '" + name +
                               "'");
   it->second = memory;
@@ -159,17 +160,18 @@ Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
 }
 
 Expected<Tensor> Session::buffer(std::string_view fqn) const {
-  auto it = buffers_.find(fqn);
+  auto it = buffers_.find(program_->canonical_name(fqn));
   if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   return it->second;
 }
 
 Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
-  auto it = buffers_.find(fqn);
+  const std::string_view kept = program_->canonical_name(fqn);  // any name of the buffer
+  auto it = buffers_.find(kept);
   if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   bool read = false;
   for (const std::string& name : program_->method_names())
-    read = read || !program_->method(name)->impl_->unread_buffers.count(fqn);
+    read = read || !program_->method(name)->impl_->unread_buffers.count(kept);
   if (!read)
     return invalid_argument("buffer '" + std::string(fqn) +
                             "' is not read by the compiled program: it was folded into the weights when compiling "

@@ -6,8 +6,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "kiln/kiln.h"
+#include "kiln/safetensors.h"
 
 #include "frontend/safetensors.h"
 #include "frontend/zip_reader.h"
@@ -606,6 +610,123 @@ TEST(CliGenerate, APrefillOverARangeTakesEveryPromptLengthInOneCall) {
   r = kiln_cli("check " + out + " " + dir + "llama_prefill_dyn.io.safetensors --method prefill");
   EXPECT_EQ(r.code, 0) << r.output;
   std::filesystem::remove(out);
+}
+
+// Asking for CUDA where it cannot be used: every command that would build or
+// run engines stops with exit 2 naming the device and the driver's answer;
+// inspect --partition shows the partition CUDA would make and builds nothing.
+TEST_F(CliBadInput, CudaWhereItCannotBeUsedIsAnErrorNamingTheDevice) {
+  const Status ready = device_ready("cuda");
+  if (ready.is_ok() || ready.code() == ErrorCode::kInvalidArgument)
+    GTEST_SKIP() << "CUDA is usable here, or this kiln has no CUDA backend";
+  const std::string out = (dir_ / "r.kiln").string();
+  const std::string llm = kDir + "llama_generate.pt2";
+  for (const std::string& args :
+       {"compile " + kModel + " -o " + out + " --device cuda", "check " + kModel + " " + kIo + " --device cuda",
+        "run " + kModel + " --inputs " + kIo + " --outputs " + (dir_ / "o.safetensors").string() + " --device cuda",
+        "bench " + kModel + " --device cuda --iters 1", "inspect " + kModel + " --device cuda",
+        "generate " + llm + " --prompt-ids 1,2 --max-new-tokens 2 --device cuda"}) {
+    SCOPED_TRACE(args);
+    CliResult r = kiln_cli(args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("device 'cuda' cannot be used on this machine"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  CliResult r = kiln_cli("inspect " + kModel + " --partition --device cuda");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("partition of "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(1 engine, 0 fallback)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no engine was built: device 'cuda' cannot be used on this machine"), std::string::npos)
+      << r.output;
+}
+
+// A dynamic size with no maximum cannot size a CUDA engine: the compile
+// stops (before any build) naming the input and a range that would build;
+// --allow-fallback runs those nodes on the CPU knowingly; --shape builds.
+TEST_F(CliBadInput, AnUnboundedDynamicSizeOnCudaNamesTheInputAndARange) {
+  if (device_ready("cuda").code() == ErrorCode::kInvalidArgument) GTEST_SKIP() << "this kiln has no CUDA backend";
+  auto zip = frontend::ZipArchive::open(kDir + "bert_dynseq.pt2");
+  ASSERT_TRUE(zip.has_value());
+  std::vector<testing::TestEntry> entries;
+  bool edited = false;
+  for (const auto& e : zip->entries()) {
+    auto bytes = zip->read(e);
+    ASSERT_TRUE(bytes.has_value());
+    testing::TestEntry te{e.name, {bytes->begin(), bytes->end()}};
+    if (e.name.ends_with("models/model.json")) {
+      std::string t(te.data.begin(), te.data.end());
+      const size_t at = t.find("\"max_val\": 32");
+      ASSERT_NE(at, std::string::npos);
+      t.replace(at, 13, "\"max_val\": null");
+      te.data.assign(t.begin(), t.end());
+      edited = true;
+    }
+    entries.push_back(std::move(te));
+  }
+  ASSERT_TRUE(edited);
+  const std::string model = write_bytes("unbounded.pt2", testing::write_zip(entries).bytes);
+  // Without a usable GPU, inspect --partition decides it the same way, building nothing.
+  const bool gpu = device_ready("cuda").is_ok();
+  const std::string cmd = gpu ? "compile " + model + " -o " + (dir_ / "u.kiln").string() + " --device cuda"
+                              : "inspect " + model + " --partition --device cuda";
+  CliResult r = kiln_cli(cmd);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("has no finite range"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("input 'input_ids'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--shape input_ids:2x2,2x128,2x2048"), std::string::npos) << r.output;
+  r = kiln_cli(cmd + " --allow-fallback");
+  EXPECT_EQ(r.code, 0) << r.output;
+  if (!gpu) EXPECT_NE(r.output.find("cannot build for its range of sizes"), std::string::npos) << r.output;
+  r = kiln_cli(cmd + " --shape input_ids:2x2,2x16,2x32 --shape attention_mask:2x2,2x16,2x32");
+  EXPECT_EQ(r.code, 0) << r.output;
+  if (!gpu) EXPECT_NE(r.output.find("0 fallback)"), std::string::npos) << r.output;
+  if (gpu) {
+    r = kiln_cli("check " + (dir_ / "u.kiln").string() + " " + kDir + "bert_dynseq.io.safetensors");
+    EXPECT_EQ(r.code, 0) << r.output;
+  }
+}
+
+// kiln generate with the caches in memory the caller owns, bound under their
+// buffer names: after the steps, that memory holds what PyTorch's buffers
+// held, under every name the archive gives each (the non-strict export's
+// written constants are the registered buffers).
+TEST(CliGenerate, BoundCachesHoldPyTorchsBuffersUnderEveryName) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
+  auto io = read_safetensors(dir + "llama_nonstrict.io.safetensors");
+  ASSERT_TRUE(io.has_value());
+  // The recorded steps' tokens as the prompt: generate runs the same decode steps.
+  std::string prompt;
+  for (int k = 0;; ++k) {
+    const Tensor* t = io->find("step" + std::to_string(k) + ".input.0");
+    if (!t) break;
+    prompt += (k ? "," : "") + std::to_string(static_cast<int64_t>(t->value_at(0)));
+  }
+  const std::string saved =
+      (std::filesystem::temp_directory_path() / ("kiln_gen_buffers_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
+  CliResult r = kiln_cli("generate " + dir + "llama_nonstrict.pt2 --prompt-ids " + prompt +
+                         " --max-new-tokens 1 --bind-buffers --save-buffers " + saved + " --no-cache");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(from the memory bound to them)"), std::string::npos) << r.output;
+  auto got = read_safetensors(saved);
+  ASSERT_TRUE(got.has_value()) << got.status().message();
+  int compared = 0;
+  for (const auto& [name, want] : io->tensors) {
+    if (!name.starts_with("final.buffer.")) continue;
+    const Tensor* g = got->find(name);
+    ASSERT_NE(g, nullptr) << name << " is not among the saved buffers";
+    ASSERT_EQ(g->numel(), want.numel()) << name;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(g->value_at(i), want.value_at(i), 1e-4 + 1e-3 * std::abs(want.value_at(i))) << name << " at " << i;
+    ++compared;
+  }
+  EXPECT_GE(compared, 6);
+  // Both names of the first layer's key cache are there, with one value.
+  const Tensor* a = got->find("final.buffer.inner.key_cache_0");
+  const Tensor* b = got->find("final.buffer.inner.model.model.layers.0.self_attn.lifted_tensor_2");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0);
+  std::filesystem::remove(saved);
 }
 
 }  // namespace

@@ -508,6 +508,29 @@ def test_llm_decoding_keeps_its_kv_caches_in_the_modules_buffers(device, tmp_pat
     assert any(compiled.get_buffer(name).abs().sum() > 0 for name in caches)
 
 
+def test_non_strict_export_writes_the_caches_users_read_by_their_buffer_names(device, tmp_path):
+    # torch.export's default tracing lifts the static caches as tensor constants
+    # over the registered buffers' storage and writes those: one tensor, several
+    # names, and the registered buffers hold what eager decoding wrote.
+    eager = static_cache_llama(16)
+    compiled = kiln.compile(static_cache_llama(16), (torch.tensor([[7]]), torch.tensor([0])),
+                            device=device, min_block_size=1, cache_dir=tmp_path)
+    aliases = compiled.program.aliases()
+    assert aliases.get("inner.model.model.layers.0.self_attn.lifted_tensor_2") == "inner.key_cache_0", aliases
+    with torch.no_grad():
+        for pos, token in enumerate([7, 42, 13, 99]):
+            torch.testing.assert_close(compiled(torch.tensor([[token]]), torch.tensor([pos])).cpu(),
+                                       eager(torch.tensor([[token]]), torch.tensor([pos])), rtol=1e-4, atol=1e-4)
+    eager_buffers = dict(eager.named_buffers())
+    for layer in range(2):
+        for kind in ("key", "value"):
+            name = f"inner.{kind}_cache_{layer}"
+            torch.testing.assert_close(compiled.get_buffer(name).cpu(), eager_buffers[name], rtol=1e-4, atol=1e-5)
+            assert compiled.get_buffer(name).abs().sum() > 0
+    for alias, kept in aliases.items():
+        assert compiled.get_buffer(alias).data_ptr() == compiled.get_buffer(kept).data_ptr(), alias
+
+
 class StatefulWithUnknownOp(torch.nn.Module):
     """A buffer written in place, read after the write, and an op kiln does not know."""
 

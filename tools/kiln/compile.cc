@@ -52,7 +52,7 @@ Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
 
 const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision",
                                                  "cache-dir", "shape", "method", "batch-buckets"};
-const std::vector<std::string> kCompileFlags = {"require-full-compilation", "no-cache"};
+const std::vector<std::string> kCompileFlags = {"require-full-compilation", "allow-fallback", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -106,6 +106,9 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
       }
     }
   c.require_full_compilation = a.flag("require-full-compilation");
+  c.allow_fallback = a.flag("allow-fallback");
+  if (c.allow_fallback && c.require_full_compilation)
+    return invalid_argument("--allow-fallback and --require-full-compilation contradict each other");
   if (progress) c.progress = [](const std::string& m) { std::fprintf(stderr, "kiln: %s\n", m.c_str()); };
   return o;
 }

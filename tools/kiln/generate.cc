@@ -1,4 +1,11 @@
-// kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [--method M] [compile options]
+// kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [--method M]
+//               [--bind-buffers] [--save-buffers FILE] [compile options]
+//
+// --bind-buffers keeps every buffer (the KV caches) in memory the caller
+// owns, where the session keeps its state (device memory for a CUDA
+// program), as an application holding its caches does; --save-buffers writes
+// each buffer's value after the last step, read from that memory, under
+// final.buffer.<name> for every name the program gives it.
 //
 // The decode step is method M, else the method named "decode", else the
 // first. A method named "prefill" (of a program compiled from several
@@ -9,11 +16,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "kiln/device.h"
 #include "kiln/kiln.h"
+#include "kiln/safetensors.h"
 
 namespace kiln::cli {
 
@@ -57,12 +67,13 @@ Expected<int64_t> parse_count(const std::string& option, const std::string& text
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  auto args =
-      parse_args(argc, argv, 2, with({"prompt-ids", "max-new-tokens", "eos-id"}, kCompileValued), kCompileFlags);
+  auto args = parse_args(argc, argv, 2, with({"prompt-ids", "max-new-tokens", "eos-id", "save-buffers"}, kCompileValued),
+                         with({"bind-buffers"}, kCompileFlags));
   if (!args) return fail(args.status());
   if (args->positional.size() != 1 || !args->get("prompt-ids") || !args->get("max-new-tokens"))
     return fail(invalid_argument(
-        "usage: kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [compile options]"));
+        "usage: kiln generate MODEL --prompt-ids 1,2,3 --max-new-tokens N [--eos-id K] [--bind-buffers] "
+        "[--save-buffers FILE] [compile options]"));
   auto prompt = parse_ids(*args->get("prompt-ids"));
   if (!prompt) return fail(prompt.status());
   auto max_new = parse_count("max-new-tokens", *args->get("max-new-tokens"));
@@ -78,6 +89,18 @@ int run_generate(int argc, char** argv) {
   auto program = load_program(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
   Session session(*program);  // one state for every method
+  std::map<std::string, Tensor> bound;
+  if (args->flag("bind-buffers")) {
+    for (const TensorSpec& b : (*program)->buffers()) {
+      auto initial = session.buffer(b.name);
+      if (!initial) return fail(initial.status());
+      auto memory = empty_on(initial->device(), initial->dtype(), initial->sizes());
+      if (!memory) return fail(memory.status());
+      if (Status s = copy_tensor(*memory, *initial); !s) return fail(s);
+      if (Status s = session.bind_buffer(b.name, *memory); !s) return fail(s);
+      bound.emplace(b.name, *memory);
+    }
+  }
   GenerateOptions go;
   if (auto m = args->get("method")) go.method = *m;
   go.max_new_tokens = *max_new;
@@ -103,6 +126,21 @@ int run_generate(int argc, char** argv) {
     std::printf(" (tokens chosen on the device; the host enqueues a step in %.3f ms)", host[host.size() / 2]);
   }
   std::printf("\n");
+  if (auto path = args->get("save-buffers")) {
+    if (Status s = session.synchronize(); !s) return fail(s);
+    std::vector<std::pair<std::string, Tensor>> values;
+    for (const TensorSpec& b : (*program)->buffers()) {
+      auto it = bound.find(b.name);
+      auto value = it != bound.end() ? Expected<Tensor>(it->second) : session.buffer(b.name);
+      if (!value) return fail(value.status());
+      auto host = to_host(*value);  // the caller's explicit copy of its memory
+      if (!host) return fail(host.status());
+      for (const std::string& name : (*program)->names_of(b.name)) values.emplace_back("final.buffer." + name, *host);
+    }
+    if (Status s = write_safetensors(*path, values); !s) return fail(s);
+    std::printf("buffers: %zu written to %s%s\n", values.size(), path->c_str(),
+                bound.empty() ? "" : " (from the memory bound to them)");
+  }
   return kExitOk;
 }
 

@@ -68,6 +68,14 @@ int run_inspect(int argc, char** argv) {
   if (!options) return fail(options.status());
   LoadOptions opts = *options;
   opts.load_engines = false;
+  // Where the device cannot be used, --partition still shows the partition
+  // its backend would make (capability needs no device), building nothing.
+  std::string not_built;
+  if (args->flag("partition") && !is_program_file(args->positional[0]))
+    if (Status ready = device_ready(opts.compile.device); !ready && ready.code() != ErrorCode::kInvalidArgument) {
+      opts.compile.build_engines = false;
+      not_built = ready.message();
+    }
   if (auto it = args->options.find("print-after"); it != args->options.end()) {
     opts.print_after = it->second;
     opts.dump = [](const std::string& pass, const std::string& text) {
@@ -98,13 +106,24 @@ int run_inspect(int argc, char** argv) {
     for (const auto& s : p.outputs()) std::printf("  %-32s %s\n", s.name.c_str(), dims(s).c_str());
     std::set<std::string> mutated(p.mutated_buffers().begin(), p.mutated_buffers().end());
     std::printf("buffers (%zu)\n", p.buffers().size());
-    for (const auto& s : p.buffers())
-      std::printf("  %-32s %-28s %s\n", s.name.c_str(), dims(s).c_str(),
+    for (const auto& s : p.buffers()) {
+      // A buffer the archive also names otherwise: every name on its line.
+      std::string names;
+      for (const std::string& n : p.names_of(s.name)) names += (names.empty() ? "" : " = ") + n;
+      std::printf("  %-32s %-28s %s%s\n", names.c_str(), dims(s).c_str(),
                   !mutated.count(s.name)              ? "read only"
                   : p.buffer_updated_in_place(s.name) ? "written in place by its engine (aliased)"
-                                                      : "written, copied back after each call");
+                                                      : "written, copied back after each call",
+                  names.find(" = ") != std::string::npos ? " (one storage, several names)" : "");
+    }
     std::printf("weights: %zu parameters and constants, %lld bytes with buffers\n", p.weights().size(),
                 static_cast<long long>(p.weight_bytes()));
+    for (const auto& s : p.weights())
+      if (auto all = p.names_of(s.name); all.size() > 1) {
+        std::string names;
+        for (const std::string& n : all) names += (names.empty() ? "" : " = ") + n;
+        std::printf("  %s (one storage, several names)\n", names.c_str());
+      }
     std::printf("dynamic dimensions (%zu)\n", p.symbols().size());
     for (const auto& s : p.symbols())
       std::printf("  %-8s [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
@@ -140,6 +159,8 @@ int run_inspect(int argc, char** argv) {
           mib(device_weights).c_str(), mib(state).c_str());
     }
     if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
+    if (args->flag("partition") && !not_built.empty())
+      std::printf("no engine was built: %s\n", not_built.c_str());
     if (args->flag("print-ir")) std::printf("\n%s", p.ir_text().c_str());
   }
   return kExitOk;

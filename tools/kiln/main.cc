@@ -96,6 +96,9 @@ constexpr const char* kUsage =
     "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
     "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
     "  --require-full-compilation   fail if any node would fall back\n"
+    "  --allow-fallback             run a segment the device cannot build for the program's range of\n"
+    "                               sizes (a dynamic size with no maximum) on the CPU reference kernels\n"
+    "                               instead of stopping with an error\n"
     "  --method NAME                the method of a multi-method program to run, check, bench or inspect\n";
 
 }  // namespace

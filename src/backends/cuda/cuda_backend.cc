@@ -746,6 +746,7 @@ class CudaBackend final : public engine::Backend {
     target_.backend = "cuda";
     target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::Bool};
     target_.symbolic_dims = true;  // one engine per segment serves a range of sizes (build_cuda_plan)
+    target_.finite_ranges = true;  // its arena is planned for the largest size
     target_.prefers_batch_buckets = true;
     target_.implements = [](ir::OpKind op) {
       return cuda_implements(op) || ir::op_category(op) == ir::OpCategory::kCheck;
@@ -771,6 +772,7 @@ class CudaBackend final : public engine::Backend {
            nvrtc_version();
   }
   std::string quick_identity() const override { return cuda::quick_identity(); }
+  Status ready() const override { return current_device().status(); }
   bool loads_onto_device() const override { return true; }
   const engine::DeviceMemory* device_memory() const override { return &cuda_device_memory(); }
   std::string load_settings() const override {

@@ -10,7 +10,8 @@ namespace {
 TEST(Pipeline, PassesInOrder) {
   std::vector<std::string> names;
   for (const PassInfo& p : default_pipeline()) names.push_back(p.name);
-  const std::vector<std::string> want = {"functionalize",
+  const std::vector<std::string> want = {"merge-storage-aliases",
+                                         "functionalize",
                                          "decompose",
                                          "eliminate-dead-code",
                                          "fold-constants",

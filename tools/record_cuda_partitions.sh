@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a machine with a usable NVIDIA GPU: records the partition that
+#   kiln inspect FIXTURE --partition --device cuda
+# prints for every fixture in tests/fixtures/torch2.11 (engines built on the
+# GPU) into tests/fixtures/torch2.11/cuda_partitions.txt, one "== FILE"
+# section each. tests/e2e/cuda_partition_test.cc holds the partition kiln
+# makes for CUDA without a device (what `kiln inspect --partition --device
+# cuda` prints there) against this copy.
+#
+#   tools/record_cuda_partitions.sh [KILN_CLI]      (default build/kiln)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kiln="${1:-build/kiln}"
+out=tests/fixtures/torch2.11/cuda_partitions.txt
+tmp=$(mktemp)
+for f in $(ls tests/fixtures/torch2.11/*.pt2 | LC_ALL=C sort); do
+  text=$("$kiln" inspect "$f" --partition --device cuda --no-cache)
+  if grep -q '^no engine was built' <<<"$text"; then
+    echo "record_cuda_partitions: CUDA cannot be used here ($f): $(grep '^no engine was built' <<<"$text")" >&2
+    exit 2
+  fi
+  echo "== $(basename "$f")" >>"$tmp"
+  sed -n '/^partition of /,$p' <<<"$text" >>"$tmp"
+done
+mv "$tmp" "$out"
+echo "record_cuda_partitions: $(grep -c '^== ' "$out") partitions in $out"
