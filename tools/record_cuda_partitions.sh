@@ -3,7 +3,8 @@
 #   kiln inspect FIXTURE --partition --device cuda
 # prints for every fixture in tests/fixtures/torch2.11 (engines built on the
 # GPU) into tests/fixtures/torch2.11/cuda_partitions.txt, one "== FILE"
-# section each. tests/e2e/cuda_partition_test.cc holds the partition kiln
+# section each (with "-- method NAME" before each method's partition where a
+# program has several: shape profiles, padded batch buckets). tests/e2e/cuda_partition_test.cc holds the partition kiln
 # makes for CUDA without a device (what `kiln inspect --partition --device
 # cuda` prints there) against this copy.
 #
@@ -19,8 +20,13 @@ for f in $(ls tests/fixtures/torch2.11/*.pt2 | LC_ALL=C sort); do
     echo "record_cuda_partitions: CUDA cannot be used here ($f): $(grep '^no engine was built' <<<"$text")" >&2
     exit 2
   fi
+  # The partition of each method ("-- method NAME" before each when there are
+  # several): from "partition of" to the blank line that ends it.
   echo "== $(basename "$f")" >>"$tmp"
-  sed -n '/^partition of /,$p' <<<"$text" >>"$tmp"
+  awk '/^== method /{print "-- method " $3; inside=0; next}
+       /^partition of /{inside=1}
+       inside && (/^$/ || /^no engine was built/){inside=0}
+       inside{print}' <<<"$text" >>"$tmp"
 done
 mv "$tmp" "$out"
 echo "record_cuda_partitions: $(grep -c '^== ' "$out") partitions in $out"

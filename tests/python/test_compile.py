@@ -558,3 +558,16 @@ def test_state_written_in_place_around_ops_run_in_pytorch(device, tmp_path):
             x, pos = torch.randn(1, 8), torch.tensor([step])
             torch.testing.assert_close(compiled(x, pos), eager(x, pos), **tol(device))
     torch.testing.assert_close(compiled.get_buffer("history"), eager.history)
+
+
+def test_asking_for_cuda_where_it_cannot_be_used_raises(tmp_path):
+    # Never a program that quietly runs on the CPU reference kernels instead.
+    if torch.cuda.is_available():
+        pytest.skip("CUDA can be used here")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(2, 8)
+    with pytest.raises(kiln.KilnError, match="device 'cuda'"):
+        kiln.compile(model, (x,), device="cuda", cache_dir=tmp_path)
+    fast = torch.compile(model, backend="kiln", options={"device": "cuda", "cache_dir": str(tmp_path)})
+    with pytest.raises(Exception, match="device 'cuda'"):
+        fast(x)

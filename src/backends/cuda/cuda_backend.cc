@@ -551,6 +551,23 @@ struct CudaEngine final : engine::EngineState {
     ir::SymBindings b;
     for (size_t i = 0; i < key.size(); ++i) b[r.symbols[i].name] = key[i];
     KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(r.network, b, r.config));
+    // A shape whose activations the device cannot hold is refused here, before
+    // anything is compiled, timed or freed: the engine goes on serving the
+    // shapes that fit.
+    if (static_cast<size_t>(sp.plan.arena_bytes) > arena.nbytes()) {
+      size_t free_bytes = 0, total = 0;
+      KILN_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+      const size_t need = static_cast<size_t>(sp.plan.arena_bytes);
+      if (need > free_bytes + arena.nbytes()) {
+        std::string shape;
+        for (size_t i = 0; i < key.size(); ++i)
+          shape += (i ? ", " : "") + r.symbols[i].name + " = " + std::to_string(key[i]);
+        return invalid_argument(what + ": a call with " + shape + " needs " + std::to_string(need) +
+                                " bytes of device memory for the engine's activations; the device has " +
+                                std::to_string(free_bytes) + " bytes free (and " + std::to_string(arena.nbytes()) +
+                                " in this engine's arena) of " + std::to_string(total));
+      }
+    }
     Instance next;
     next.plan = std::move(sp.plan);
     // Kernels by key; any the build did not plan (a size that changes a
@@ -591,8 +608,23 @@ struct CudaEngine final : engine::EngineState {
     KILN_CUDA_TRY(cudaEventSynchronize(engine_done));
     bool restart = false;
     if (static_cast<size_t>(next.plan.arena_bytes) > arena.nbytes()) {
+      // The old arena goes first (the new one may need its memory); if the
+      // device cannot hold the new one after all, an arena of the old size is
+      // taken back and the active shape prepared on it again.
+      const size_t old_bytes = arena.nbytes();
       arena = DeviceBuffer();
-      KILN_ASSIGN_OR_RETURN(arena, DeviceBuffer::allocate(static_cast<size_t>(next.plan.arena_bytes)));
+      Expected<DeviceBuffer> fresh = DeviceBuffer::allocate(static_cast<size_t>(next.plan.arena_bytes));
+      if (!fresh) {
+        KILN_ASSIGN_OR_RETURN(arena, DeviceBuffer::allocate(old_bytes));
+        KILN_CUDA_TRY(cudaMemsetAsync(arena.get(), 0, arena.nbytes(), own_stream));
+        KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
+        r.shapes.clear();
+        for (auto& [bd, g] : graphs) cudaGraphExecDestroy(g);
+        graphs.clear();
+        KILN_TRY(prepare_steps());
+        return fresh.status().with_context(what + ": a new shape");
+      }
+      arena = std::move(*fresh);
       KILN_CUDA_TRY(cudaMemsetAsync(arena.get(), 0, arena.nbytes(), own_stream));
       KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
       r.shapes.clear();

@@ -57,8 +57,16 @@ bool cuda_available() {
 Expected<DeviceBuffer> DeviceBuffer::allocate(size_t nbytes) {
   DeviceBuffer b;
   if (nbytes == 0) return b;
-  KILN_TRY(cuda_status(cudaMalloc(&b.ptr_, nbytes), "cudaMalloc")
-               .with_context("allocating " + std::to_string(nbytes) + " bytes of device memory"));
+  const cudaError_t e = cudaMalloc(&b.ptr_, nbytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: the device goes on serving what fits
+    b.ptr_ = nullptr;
+    size_t free_bytes = 0, total = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total);
+    return invalid_argument("out of device memory: " + std::to_string(nbytes) + " bytes needed, " +
+                            std::to_string(free_bytes) + " free of " + std::to_string(total));
+  }
+  KILN_TRY(cuda_status(e, "cudaMalloc").with_context("allocating " + std::to_string(nbytes) + " bytes of device memory"));
   b.nbytes_ = nbytes;
   return b;
 }

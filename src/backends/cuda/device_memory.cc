@@ -79,8 +79,12 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
       }
       if (cudaMallocAsync(&p, nbytes, stream) != cudaSuccess) {
         (void)cudaGetLastError();
+        size_t free_bytes = 0, total = 0;
+        (void)cudaMemGetInfo(&free_bytes, &total);
         return Status(ErrorCode::kInternal, "CUDA device memory: cannot allocate " + std::to_string(nbytes) +
-                                                " bytes (" + cudaGetErrorString(e) + ")");
+                                                " bytes (" + cudaGetErrorString(e) + "): out of device memory, " +
+                                                std::to_string(free_bytes) + " bytes free of " +
+                                                std::to_string(total));
       }
     }
     if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {

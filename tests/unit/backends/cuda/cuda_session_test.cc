@@ -751,5 +751,57 @@ TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
   EXPECT_EQ((*r)[0].sizes(), io->find("step0.output.0")->sizes());
 }
 
+// With the device's memory nearly all taken, a range engine whose
+// activations need more is refused while it is built, within seconds, naming
+// the bytes needed and free; a session made before runs on, and once the
+// memory is back the same compile succeeds.
+TEST(CudaSession, AnEngineTheFreeDeviceMemoryCannotHoldIsRefusedNamingTheBytesAndTheProcessGoesOn) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto range = [](int64_t max) {
+    LoadOptions o;
+    o.compile.device = "cuda";
+    o.compile.batch_buckets = "off";
+    o.compile.shapes.push_back({"x", {1, 3, 32, 32}, {4, 3, 32, 32}, {max, 3, 32, 32}});
+    return Program::load(fixture("resnet_basic_dynbatch.pt2"), o);
+  };
+  auto io = read_safetensors(fixture("resnet_basic_dynbatch.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  const Tensor* x = io->find("step2.input.0");
+  const Tensor* want = io->find("step2.output.0");
+  ASSERT_TRUE(x && want);
+  auto expect_call = [&](Session& session, const std::string& when) {
+    auto r = session.run({*x});
+    ASSERT_TRUE(r.has_value()) << when << ": " << r.status().message();
+    const Tensor got = (*r)[0].contiguous();
+    ASSERT_EQ(got.sizes(), want->sizes()) << when;
+    for (int64_t i = 0; i < want->numel(); ++i)
+      EXPECT_NEAR(got.value_at(i), want->value_at(i), 1e-3 + 1e-3 * std::abs(want->value_at(i))) << when << " " << i;
+  };
+  auto small = range(16);
+  ASSERT_TRUE(small.has_value()) << small.status().message();
+  Session session(*small);
+  expect_call(session, "before");
+
+  // Everything but 256 MB taken; 50000 images need about 1 GB of activations.
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  ASSERT_GT(free_bytes, size_t{1} << 30);
+  auto ballast = cuda::DeviceBuffer::allocate(free_bytes - (size_t{256} << 20));
+  ASSERT_TRUE(ballast.has_value()) << ballast.status().message();
+  auto refused = range(50000);
+  ASSERT_FALSE(refused.has_value());
+  const std::string m = refused.status().message();
+  EXPECT_NE(m.find("out of device memory"), std::string::npos) << m;
+  EXPECT_NE(m.find("bytes needed"), std::string::npos) << m;
+  EXPECT_NE(m.find("free of"), std::string::npos) << m;
+  expect_call(session, "with the device full");
+
+  *ballast = cuda::DeviceBuffer();
+  auto large = range(50000);
+  ASSERT_TRUE(large.has_value()) << large.status().message();
+  Session again(*large);
+  expect_call(again, "after");
+}
+
 }  // namespace
 }  // namespace kiln
