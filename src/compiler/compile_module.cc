@@ -236,9 +236,9 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
         plan = build();
       }
       if (!plan && symbolic && plan.status().code() == ErrorCode::kUnsupported && !settings.allow_fallback)
-        return Status(ErrorCode::kUnsupported, what + " cannot be built for the program's range of sizes: " +
-                                                   plan.status().message() + range_hint(m) +
-                                                   " (or --allow-fallback to run it on the CPU reference kernels)");
+        return Status(ErrorCode::kUnsupported,
+                      what + " cannot be built for the program's range of sizes: " + plan.status().message() +
+                          range_hint(m) + " (or --allow-fallback to run it on the CPU reference kernels)");
       if (!plan && symbolic && plan.status().code() == ErrorCode::kUnsupported) {
         if (settings.progress) settings.progress(what + " falls back: " + plan.status().message());
         r.kind = partition::SegmentKind::kFallback;

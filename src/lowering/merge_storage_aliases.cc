@@ -36,7 +36,8 @@ using ViewKey = std::tuple<const Storage*, DType, Shape, Shape, int64_t>;
 
 Status merge_storage_aliases(ir::Module& m) {
   ir::Graph& g = m.graph;
-  if (m.input_specs.size() != g.inputs().size()) return internal_error("module signature does not match its graph inputs");
+  if (m.input_specs.size() != g.inputs().size())
+    return internal_error("module signature does not match its graph inputs");
   std::map<ViewKey, std::vector<size_t>> sets;  // one view of one storage -> input positions
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];

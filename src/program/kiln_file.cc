@@ -365,8 +365,8 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
       if (!it.value().is_string()) return format_error(r.where() + ": alias '" + it.key() + "' must name a string");
       const std::string target = it.value().get<std::string>();
       if (!kept.count(target))
-        return format_error(FileFault::kDanglingReference,
-                            r.where() + ": alias '" + it.key() + "' names '" + target + "', which the program does not keep");
+        return format_error(FileFault::kDanglingReference, r.where() + ": alias '" + it.key() + "' names '" + target +
+                                                               "', which the program does not keep");
       if (kept.count(it.key()))
         return format_error(FileFault::kDuplicateName, r.where() + ": alias '" + it.key() + "' is also a kept name");
       m.aliases.emplace(it.key(), target);
@@ -414,7 +414,8 @@ Expected<CompiledMethod> parse_method(const SectionFile& f, size_t k, const std:
         return format_error(rs.where() + ": plan section '" + plan_name + "' belongs to another method");
       auto plan = f.section(plan_name);
       if (!plan) return as_format_error(plan.status(), rs.where());
-      if (plan->empty()) return format_error(FileFault::kTruncated, rs.where() + ": plan section '" + plan_name + "' is empty");
+      if (plan->empty())
+        return format_error(FileFault::kTruncated, rs.where() + ": plan section '" + plan_name + "' is empty");
       s.plan.assign(plan->begin(), plan->end());
     } else if (s.reasons.size() != s.nodes.size()) {
       return format_error(rs.where() + ": " + std::to_string(s.reasons.size()) + " fallback reasons for " +

@@ -220,8 +220,9 @@ Status Program::save(const std::string& path) const {
   for (const program::MethodRef& r : refs)
     for (const program::SegmentRecord& s : r.program->segments)
       if (s.kind == partition::SegmentKind::kEngine && s.plan.empty())
-        return invalid_argument(path + ": the program's engines were not built (it was compiled for its partition "
-                                       "only); compile it with engines to save it");
+        return invalid_argument(path +
+                                ": the program's engines were not built (it was compiled for its partition "
+                                "only); compile it with engines to save it");
   return program::save_program(refs, path);
 }
 

@@ -10,11 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kiln/kiln.h"
-#include "kiln/safetensors.h"
-
 #include "frontend/safetensors.h"
 #include "frontend/zip_reader.h"
+#include "kiln/kiln.h"
+#include "kiln/safetensors.h"
 #include "support/zip_writer.h"
 
 namespace kiln {
@@ -276,8 +275,7 @@ TEST_F(CliBadInput, PickledLegacyArchiveAsksForAResave) {
 TEST_F(CliBadInput, WrongInputShapeAndDtypeAtRunTime) {
   std::string in_path = (dir_ / "in.safetensors").string();
   std::string out_path = (dir_ / "out.safetensors").string();
-  ASSERT_TRUE(
-      write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
+  ASSERT_TRUE(write_safetensors(in_path, {{"input.0", Tensor::zeros(DType::Float32, {2, 3, 31, 32})}}).is_ok());
   CliResult r = kiln_cli("run " + kModel + " --inputs " + in_path + " --outputs " + out_path);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("input 'x' (input 0): dimension"), std::string::npos) << r.output;
@@ -488,8 +486,7 @@ namespace {
 // The greedy tokens PyTorch produced for the fixture: the inputs of the steps
 // after the prompt, then the argmax of the last step's logits.
 std::vector<int64_t> pytorch_greedy_tokens(size_t prompt_len) {
-  auto io = read_safetensors(std::string(KILN_SOURCE_DIR) +
-                                       "/tests/fixtures/torch2.11/llama_generate.io.safetensors");
+  auto io = read_safetensors(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/llama_generate.io.safetensors");
   EXPECT_TRUE(io.has_value());
   std::vector<int64_t> tokens;
   int k = 0;
@@ -642,47 +639,59 @@ TEST_F(CliBadInput, CudaWhereItCannotBeUsedIsAnErrorNamingTheDevice) {
 
 // A dynamic size with no maximum cannot size a CUDA engine: the compile
 // stops (before any build) naming the input and a range that would build;
-// --allow-fallback runs those nodes on the CPU knowingly; --shape builds.
+// --allow-fallback runs those nodes on the CPU knowingly; --shape builds
+// (and, with a GPU, passes kiln check). An encoder and a decoder's prefill,
+// their exports' Dim maximum taken away.
 TEST_F(CliBadInput, AnUnboundedDynamicSizeOnCudaNamesTheInputAndARange) {
   if (device_ready("cuda").code() == ErrorCode::kInvalidArgument) GTEST_SKIP() << "this kiln has no CUDA backend";
-  auto zip = frontend::ZipArchive::open(kDir + "bert_dynseq.pt2");
-  ASSERT_TRUE(zip.has_value());
-  std::vector<testing::TestEntry> entries;
-  bool edited = false;
-  for (const auto& e : zip->entries()) {
-    auto bytes = zip->read(e);
-    ASSERT_TRUE(bytes.has_value());
-    testing::TestEntry te{e.name, {bytes->begin(), bytes->end()}};
-    if (e.name.ends_with("models/model.json")) {
-      std::string t(te.data.begin(), te.data.end());
-      const size_t at = t.find("\"max_val\": 32");
-      ASSERT_NE(at, std::string::npos);
-      t.replace(at, 13, "\"max_val\": null");
-      te.data.assign(t.begin(), t.end());
-      edited = true;
+  struct Case {
+    std::string model, max, hint, shape;
+  };
+  for (const Case& c : {Case{"bert_dynseq", "\"max_val\": 32", "--shape input_ids:2x2,2x128,2x2048",
+                             " --shape input_ids:2x2,2x16,2x32 --shape attention_mask:2x2,2x16,2x32"},
+                        Case{"llama_prefill_dyn", "\"max_val\": 16", "--shape input_ids:1x1,1x128,1x2048",
+                             " --shape input_ids:1x1,1x8,1x16"}}) {
+    SCOPED_TRACE(c.model);
+    auto zip = frontend::ZipArchive::open(kDir + c.model + ".pt2");
+    ASSERT_TRUE(zip.has_value());
+    std::vector<testing::TestEntry> entries;
+    bool edited = false;
+    for (const auto& e : zip->entries()) {
+      auto bytes = zip->read(e);
+      ASSERT_TRUE(bytes.has_value());
+      testing::TestEntry te{e.name, {bytes->begin(), bytes->end()}};
+      if (e.name.ends_with("models/model.json")) {
+        std::string t(te.data.begin(), te.data.end());
+        const size_t at = t.find(c.max);
+        ASSERT_NE(at, std::string::npos);
+        t.replace(at, c.max.size(), "\"max_val\": null");
+        te.data.assign(t.begin(), t.end());
+        edited = true;
+      }
+      entries.push_back(std::move(te));
     }
-    entries.push_back(std::move(te));
-  }
-  ASSERT_TRUE(edited);
-  const std::string model = write_bytes("unbounded.pt2", testing::write_zip(entries).bytes);
-  // Without a usable GPU, inspect --partition decides it the same way, building nothing.
-  const bool gpu = device_ready("cuda").is_ok();
-  const std::string cmd = gpu ? "compile " + model + " -o " + (dir_ / "u.kiln").string() + " --device cuda"
-                              : "inspect " + model + " --partition --device cuda";
-  CliResult r = kiln_cli(cmd);
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("has no finite range"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("input 'input_ids'"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--shape input_ids:2x2,2x128,2x2048"), std::string::npos) << r.output;
-  r = kiln_cli(cmd + " --allow-fallback");
-  EXPECT_EQ(r.code, 0) << r.output;
-  if (!gpu) EXPECT_NE(r.output.find("cannot build for its range of sizes"), std::string::npos) << r.output;
-  r = kiln_cli(cmd + " --shape input_ids:2x2,2x16,2x32 --shape attention_mask:2x2,2x16,2x32");
-  EXPECT_EQ(r.code, 0) << r.output;
-  if (!gpu) EXPECT_NE(r.output.find("0 fallback)"), std::string::npos) << r.output;
-  if (gpu) {
-    r = kiln_cli("check " + (dir_ / "u.kiln").string() + " " + kDir + "bert_dynseq.io.safetensors");
+    ASSERT_TRUE(edited);
+    const std::string model = write_bytes(c.model + "_unbounded.pt2", testing::write_zip(entries).bytes);
+    // Without a usable GPU, inspect --partition decides it the same way, building nothing.
+    const bool gpu = device_ready("cuda").is_ok();
+    const std::string out = (dir_ / (c.model + ".kiln")).string();
+    const std::string cmd =
+        gpu ? "compile " + model + " -o " + out + " --device cuda" : "inspect " + model + " --partition --device cuda";
+    CliResult r = kiln_cli(cmd);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("has no finite range"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("input 'input_ids'"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.hint), std::string::npos) << r.output;
+    r = kiln_cli(cmd + " --allow-fallback");
     EXPECT_EQ(r.code, 0) << r.output;
+    if (!gpu) EXPECT_NE(r.output.find("cannot build for its range of sizes"), std::string::npos) << r.output;
+    r = kiln_cli(cmd + c.shape);
+    EXPECT_EQ(r.code, 0) << r.output;
+    if (!gpu) EXPECT_NE(r.output.find("0 fallback)"), std::string::npos) << r.output;
+    if (gpu) {
+      r = kiln_cli("check " + out + " " + kDir + c.model + ".io.safetensors");
+      EXPECT_EQ(r.code, 0) << r.output;
+    }
   }
 }
 
@@ -704,29 +713,35 @@ TEST(CliGenerate, BoundCachesHoldPyTorchsBuffersUnderEveryName) {
   const std::string saved =
       (std::filesystem::temp_directory_path() / ("kiln_gen_buffers_" + std::to_string(::getpid()) + ".safetensors"))
           .string();
-  CliResult r = kiln_cli("generate " + dir + "llama_nonstrict.pt2 --prompt-ids " + prompt +
-                         " --max-new-tokens 1 --bind-buffers --save-buffers " + saved + " --no-cache");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("(from the memory bound to them)"), std::string::npos) << r.output;
-  auto got = read_safetensors(saved);
-  ASSERT_TRUE(got.has_value()) << got.status().message();
-  int compared = 0;
-  for (const auto& [name, want] : io->tensors) {
-    if (!name.starts_with("final.buffer.")) continue;
-    const Tensor* g = got->find(name);
-    ASSERT_NE(g, nullptr) << name << " is not among the saved buffers";
-    ASSERT_EQ(g->numel(), want.numel()) << name;
-    for (int64_t i = 0; i < want.numel(); ++i)
-      ASSERT_NEAR(g->value_at(i), want.value_at(i), 1e-4 + 1e-3 * std::abs(want.value_at(i))) << name << " at " << i;
-    ++compared;
+  std::vector<std::string> devices{"cpu"};
+  if (device_ready("cuda").is_ok()) devices.push_back("cuda");
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device);
+    CliResult r =
+        kiln_cli("generate " + dir + "llama_nonstrict.pt2 --prompt-ids " + prompt +
+                 " --max-new-tokens 1 --bind-buffers --save-buffers " + saved + " --no-cache --device " + device);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("(from the memory bound to them)"), std::string::npos) << r.output;
+    auto got = read_safetensors(saved);
+    ASSERT_TRUE(got.has_value()) << got.status().message();
+    int compared = 0;
+    for (const auto& [name, want] : io->tensors) {
+      if (!name.starts_with("final.buffer.")) continue;
+      const Tensor* g = got->find(name);
+      ASSERT_NE(g, nullptr) << name << " is not among the saved buffers";
+      ASSERT_EQ(g->numel(), want.numel()) << name;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(g->value_at(i), want.value_at(i), 1e-4 + 1e-3 * std::abs(want.value_at(i))) << name << " at " << i;
+      ++compared;
+    }
+    EXPECT_GE(compared, 6);
+    // Both names of the first layer's key cache are there, with one value.
+    const Tensor* a = got->find("final.buffer.inner.key_cache_0");
+    const Tensor* b = got->find("final.buffer.inner.model.model.layers.0.self_attn.lifted_tensor_2");
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0);
+    std::filesystem::remove(saved);
   }
-  EXPECT_GE(compared, 6);
-  // Both names of the first layer's key cache are there, with one value.
-  const Tensor* a = got->find("final.buffer.inner.key_cache_0");
-  const Tensor* b = got->find("final.buffer.inner.model.model.layers.0.self_attn.lifted_tensor_2");
-  ASSERT_TRUE(a && b);
-  EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0);
-  std::filesystem::remove(saved);
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // written by PyTorch and repacked by hand (two names on one blob; one blob
 // viewed two ways), compiled, run, saved and loaded.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>

@@ -67,8 +67,9 @@ Expected<int64_t> parse_count(const std::string& option, const std::string& text
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, with({"prompt-ids", "max-new-tokens", "eos-id", "save-buffers"}, kCompileValued),
-                         with({"bind-buffers"}, kCompileFlags));
+  auto args =
+      parse_args(argc, argv, 2, with({"prompt-ids", "max-new-tokens", "eos-id", "save-buffers"}, kCompileValued),
+                 with({"bind-buffers"}, kCompileFlags));
   if (!args) return fail(args.status());
   if (args->positional.size() != 1 || !args->get("prompt-ids") || !args->get("max-new-tokens"))
     return fail(invalid_argument(

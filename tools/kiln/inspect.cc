@@ -159,8 +159,7 @@ int run_inspect(int argc, char** argv) {
           mib(device_weights).c_str(), mib(state).c_str());
     }
     if (args->flag("partition")) std::printf("\n%s", p.partition_report().c_str());
-    if (args->flag("partition") && !not_built.empty())
-      std::printf("no engine was built: %s\n", not_built.c_str());
+    if (args->flag("partition") && !not_built.empty()) std::printf("no engine was built: %s\n", not_built.c_str());
     if (args->flag("print-ir")) std::printf("\n%s", p.ir_text().c_str());
   }
   return kExitOk;

@@ -66,7 +66,8 @@ Expected<DeviceBuffer> DeviceBuffer::allocate(size_t nbytes) {
     return invalid_argument("out of device memory: " + std::to_string(nbytes) + " bytes needed, " +
                             std::to_string(free_bytes) + " free of " + std::to_string(total));
   }
-  KILN_TRY(cuda_status(e, "cudaMalloc").with_context("allocating " + std::to_string(nbytes) + " bytes of device memory"));
+  KILN_TRY(
+      cuda_status(e, "cudaMalloc").with_context("allocating " + std::to_string(nbytes) + " bytes of device memory"));
   b.nbytes_ = nbytes;
   return b;
 }

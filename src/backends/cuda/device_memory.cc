@@ -83,8 +83,7 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
         (void)cudaMemGetInfo(&free_bytes, &total);
         return Status(ErrorCode::kInternal, "CUDA device memory: cannot allocate " + std::to_string(nbytes) +
                                                 " bytes (" + cudaGetErrorString(e) + "): out of device memory, " +
-                                                std::to_string(free_bytes) + " bytes free of " +
-                                                std::to_string(total));
+                                                std::to_string(free_bytes) + " bytes free of " + std::to_string(total));
       }
     }
     if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {

@@ -18,7 +18,8 @@ using ir::InputSpec;
 // cache), plus a parameter `w`. The program writes the constant and reads the
 // buffer after the write:
 //   lifted[0] = x; return cache * w
-constexpr const char* kGraph = R"(graph(%b_cache: float32[2, 3], %p_w: float32[2, 3], %c_lifted: float32[2, 3], %x: float32[3]) {
+constexpr const char* kGraph =
+    R"(graph(%b_cache: float32[2, 3], %p_w: float32[2, 3], %c_lifted: float32[2, 3], %x: float32[3]) {
   %select: float32[3] = aten.select.int(self=%c_lifted, dim=0, index=0)
   %copy_: float32[3] = aten.copy_.default(self=%select, src=%x)
   %out: float32[2, 3] = aten.mul.Tensor(self=%b_cache, other=%p_w)
