@@ -95,6 +95,28 @@ class CompiledModule(torch.nn.Module):
             if kept in self._kiln_buffers:
                 self._register_state(alias, self._kiln_buffers[kept])
 
+    def _adopt_buffer(self, fqn, tensor):
+        """Makes the caller's `tensor` the memory of buffer `fqn` (any of its
+        names) when the program writes that buffer and the tensor fits it
+        (dtype, shape, contiguous, on the device the state lies on): kiln then
+        updates the caller's tensor in place, and its current contents are the
+        buffer's value. Returns whether it did."""
+        kept = self._program.aliases().get(fqn, fqn)
+        current = self._kiln_buffers.get(kept)
+        if current is None or kept not in self._program.mutated_buffers():
+            return False
+        if (tensor.dtype != current.dtype or tensor.shape != current.shape or not tensor.is_contiguous()
+                or tensor.device != current.device):
+            return False
+        memory = tensor.detach()
+        self._session.bind_buffer(kept, memory)
+        self._kiln_buffers[kept] = memory
+        self._register_state(kept, memory)
+        for alias, target in self._program.aliases().items():
+            if target == kept:
+                self._register_state(alias, memory)
+        return True
+
     def _register_state(self, fqn, memory):
         owner, _, leaf = fqn.rpartition(".")
         parent = self

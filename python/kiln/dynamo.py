@@ -124,6 +124,14 @@ def kiln_backend(gm, example_inputs, **kwargs):
         options["device"] = "cuda" if any(t.is_cuda for t in user) else "cpu"
     compiled = _torch.compile(ep, tuple(user), **options)
     compilations += 1
+    # State the program writes is the module's own: its buffers (KV caches,
+    # counters) become the memory kiln updates in place, so the module holds
+    # the new values as it does after eager calls. (A program cut into pieces
+    # runs its state writes in PyTorch on those same tensors.)
+    if isinstance(compiled, _torch.CompiledModule):
+        for i, (example, kind) in enumerate(zip(example_inputs, kinds)):
+            if kind == "constant" and isinstance(example, torch.Tensor):
+                compiled._adopt_buffer(f"_kiln_constant_{i}", example)
     def run(*args):
         return compiled(*[args[i] for i in inputs_at])
 

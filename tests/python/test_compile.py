@@ -531,6 +531,26 @@ def test_non_strict_export_writes_the_caches_users_read_by_their_buffer_names(de
         assert compiled.get_buffer(alias).data_ptr() == compiled.get_buffer(kept).data_ptr(), alias
 
 
+def test_torch_compile_writes_the_caches_of_the_users_module(device, tmp_path):
+    # The module's own buffers (the static caches and counters, and the tensor
+    # constants dynamo sees over their storage) are the memory kiln updates:
+    # after the steps they hold what eager decoding left in its module.
+    eager = static_cache_llama(16)
+    model = static_cache_llama(16)
+    fast = torch.compile(model, backend="kiln",
+                         options={"device": device, "min_block_size": 1, "cache_dir": str(tmp_path)})
+    with torch.no_grad():
+        for pos, token in enumerate([7, 42, 13, 99]):
+            torch.testing.assert_close(fast(torch.tensor([[token]]), torch.tensor([pos])).cpu(),
+                                       eager(torch.tensor([[token]]), torch.tensor([pos])), rtol=1e-4, atol=1e-4)
+    got, want = dict(model.named_buffers()), dict(eager.named_buffers())
+    names = [n for n in want if "cache" in n or "cumulative_length" in n]
+    assert len(names) >= 6, list(want)
+    for name in names:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5)
+    assert any(got[n].abs().sum() > 0 for n in names if "key_cache" in n)
+
+
 class StatefulWithUnknownOp(torch.nn.Module):
     """A buffer written in place, read after the write, and an op kiln does not know."""
 
