@@ -122,18 +122,89 @@ def kiln_backend(gm, example_inputs, **kwargs):
         ep = torch.export.export(gm, tuple(user), dynamic_shapes=dynamic if dims else None, strict=False)
     if "device" not in options:
         options["device"] = "cuda" if any(t.is_cuda for t in user) else "cpu"
-    compiled = _torch.compile(ep, tuple(user), **options)
-    compilations += 1
-    # State the program writes is the module's own: its buffers (KV caches,
-    # counters) become the memory kiln updates in place, so the module holds
-    # the new values as it does after eager calls. (A program cut into pieces
-    # runs its state writes in PyTorch on those same tensors.)
-    if isinstance(compiled, _torch.CompiledModule):
-        for i, (example, kind) in enumerate(zip(example_inputs, kinds)):
-            if kind == "constant" and isinstance(example, torch.Tensor):
-                compiled._adopt_buffer(f"_kiln_constant_{i}", example)
+    # Engines that serve a range need its maximum (CUDA plans their memory for
+    # it), and dynamo's dynamic sizes have none: the range runs from the
+    # exported minimum to room for growth above the size seen, and a call past
+    # it compiles again with a larger one (never a silent CPU fallback).
+    ranged = options["device"] == "cuda" and bool(dims) and "shapes" not in options
+    limits = _size_limits(ep, user) if ranged else None
+
+    def build():
+        global compilations
+        o = dict(options)
+        if limits is not None:
+            o["shapes"] = _profiles(ep, user, limits)
+        module = _torch.compile(ep, tuple(user), **o)
+        compilations += 1
+        # State the program writes is the module's own: its buffers (KV caches,
+        # counters) become the memory kiln updates in place, so the module holds
+        # the new values as it does after eager calls. (A program cut into
+        # pieces runs its state writes in PyTorch on those same tensors.)
+        if isinstance(module, _torch.CompiledModule):
+            for i, (example, kind) in enumerate(zip(example_inputs, kinds)):
+                if kind == "constant" and isinstance(example, torch.Tensor):
+                    module._adopt_buffer(f"_kiln_constant_{i}", example)
+        return module
+
+    compiled = build()
+
     def run(*args):
-        return compiled(*[args[i] for i in inputs_at])
+        nonlocal compiled
+        inputs = [args[i] for i in inputs_at]
+        if limits is not None and _grow(limits, inputs):
+            compiled = build()
+            run.kiln_module = compiled
+        return compiled(*inputs)
 
     run.kiln_module = compiled
     return run
+
+
+def _room(size):
+    """A range's maximum for a size seen: the next power of two at least twice it, and at least 64."""
+    return max(64, 1 << (2 * int(size) - 1).bit_length())
+
+
+def _size_limits(ep, user):
+    """Per user input, per dimension: None for a static one, else [min, max]
+    (the exported minimum, and room above the size seen)."""
+    from torch.export.graph_signature import InputKind
+
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    limits = []
+    for name, example in zip(names, user):
+        val = nodes[name].meta.get("val")
+        dims = []
+        for d, size in enumerate(val.shape if val is not None else example.shape):
+            if isinstance(size, torch.SymInt):
+                r = ep.range_constraints.get(size.node.expr)
+                lo = int(r.lower) if r is not None and r.lower is not None and r.lower >= 0 else 1
+                dims.append([max(lo, 1), _room(example.shape[d])])
+            else:
+                dims.append(None)
+        limits.append((name, dims))
+    return limits
+
+
+def _profiles(ep, user, limits):
+    """kiln.compile's shapes: {input: (min sizes, opt sizes, max sizes)}, opt the size seen."""
+    shapes = {}
+    for (name, dims), example in zip(limits, user):
+        if all(d is None for d in dims):
+            continue
+        seen = list(example.shape)
+        shapes[name] = ([d[0] if d else s for d, s in zip(dims, seen)], seen,
+                        [d[1] if d else s for d, s in zip(dims, seen)])
+    return shapes
+
+
+def _grow(limits, inputs):
+    """Widens the maxima that `inputs` go past; whether any did."""
+    grew = False
+    for (name, dims), t in zip(limits, inputs):
+        for d, lim in enumerate(dims):
+            if lim is not None and t.shape[d] > lim[1]:
+                lim[1] = _room(t.shape[d])
+                grew = True
+    return grew

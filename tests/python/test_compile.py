@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import kiln  # noqa: E402
 import kiln.dynamo  # noqa: E402
 
-from conftest import cli  # noqa: E402
+from conftest import DEVICES, cli  # noqa: E402
 
 
 def tol(device):
@@ -112,6 +112,24 @@ def test_dynamic_batch_no_recompilation(device, tmp_path):
             torch._dynamo.mark_dynamic(x, 0)
             torch.testing.assert_close(fn(x), model(x), **tol(device))
     assert kiln.dynamo.compilations == before + 1
+
+
+def test_torch_compile_on_cuda_gives_dynamic_sizes_a_range_and_widens_it(tmp_path):
+    # CUDA engines need a range's maximum and dynamo's dynamic sizes have none:
+    # the backend compiles for room above the size seen (never a CPU
+    # fallback) and once more, wider, when a call goes past it.
+    if "cuda" not in DEVICES:
+        pytest.skip("needs KILN_TEST_DEVICES with cuda")
+    model = ConvReluConv().eval().to("cuda")
+    torch._dynamo.reset()
+    before = kiln.dynamo.compilations
+    fn = torch.compile(model, backend="kiln", options={"cache_dir": str(tmp_path)})
+    with torch.no_grad():
+        for batch in (5, 9, 200, 130):
+            x = torch.randn(batch, 3, 16, 16, device="cuda")
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(fn(x), model(x), **tol("cuda"))
+    assert kiln.dynamo.compilations == before + 2  # up to 64, then up to 512
 
 
 def test_declared_range_and_refusal_outside_it(device, tmp_path):
