@@ -268,7 +268,10 @@ struct RunOptions {
   // The stream (a cudaStream_t) the call's device work is ordered on, and
   // the memory it allocates for its results; null: the device's default
   // stream, on which every call without a stream of its own runs in one
-  // order; cudaStreamLegacy (0x1) for CUDA's legacy default stream. Memory
+  // order (a call with every input and output in host memory, of a session
+  // holding no buffers on the device, returns complete and runs on a stream
+  // of the session's own instead, beside other sessions' calls);
+  // cudaStreamLegacy (0x1) for CUDA's legacy default stream. Memory
   // kiln allocates on a caller's stream is freed on it: keep the stream
   // alive while the call's results live.
   void* stream = nullptr;
@@ -367,6 +370,9 @@ class Session {
   Expected<std::vector<OutputType>> output_types(const std::vector<Tensor>& inputs) const;
 
  private:
+  // The session's own stream, made at its first call from host tensors to
+  // host tensors: such calls of different sessions run side by side.
+  std::shared_ptr<void> own_stream_;
   std::shared_ptr<const Program> program_;
   std::map<std::string, Tensor, std::less<>> buffers_;
   Device state_device_;

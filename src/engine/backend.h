@@ -129,6 +129,11 @@ class DeviceMemory {
   virtual Device device() const = 0;
   // The stream calls without a stream of their own use (never null).
   virtual void* default_stream() const = 0;
+  // A new stream of this device's, released when the last copy of the
+  // pointer goes (after the work on it): a session's own, for calls that
+  // wait for their results anyway and so can run beside other sessions'.
+  // Null where the device has no streams of its own to give.
+  virtual std::shared_ptr<void> new_stream() const { return nullptr; }
   // A contiguous tensor of `dtype` and `sizes` in the device's memory (its
   // contents unspecified), freed when its last view goes, in `stream`'s order
   // (null: the default stream; the tensor is then ready for any stream on

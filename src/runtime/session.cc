@@ -490,6 +490,18 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
   void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
+  // A call that waits for its results anyway (host tensors in and out) of a
+  // session with no buffers on the device runs on the session's own stream,
+  // beside other sessions' calls.
+  if (device && !options.stream && outputs_on.is_cpu() &&
+      std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.defined() || t.is_cpu(); }) &&
+      std::all_of(given.begin(), given.end(), [](const Tensor& t) { return t.is_cpu(); }) &&
+      std::all_of(buffers_.begin(), buffers_.end(), [](const auto& b) { return b.second.is_cpu(); })) {
+    if (!own_stream_) own_stream_ = device->new_stream();
+    if (own_stream_) stream = own_stream_.get();
+  }
+  // The session's calls in order when they change streams.
+  if (device && pending_ && stream != last_stream_) KILN_TRY(device->synchronize(last_stream_));
   runtime::Executable::RunOptions run_options;
   run_options.stream = stream;
   run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "frontend/safetensors.h"
 #include "frontend/zip_reader.h"
@@ -684,10 +685,14 @@ TEST_F(CliBadInput, AnUnboundedDynamicSizeOnCudaNamesTheInputAndARange) {
     EXPECT_NE(r.output.find(c.hint), std::string::npos) << r.output;
     r = kiln_cli(cmd + " --allow-fallback");
     EXPECT_EQ(r.code, 0) << r.output;
-    if (!gpu) EXPECT_NE(r.output.find("cannot build for its range of sizes"), std::string::npos) << r.output;
+    if (!gpu) {
+      EXPECT_NE(r.output.find("cannot build for its range of sizes"), std::string::npos) << r.output;
+    }
     r = kiln_cli(cmd + c.shape);
     EXPECT_EQ(r.code, 0) << r.output;
-    if (!gpu) EXPECT_NE(r.output.find("0 fallback)"), std::string::npos) << r.output;
+    if (!gpu) {
+      EXPECT_NE(r.output.find("0 fallback)"), std::string::npos) << r.output;
+    }
     if (gpu) {
       r = kiln_cli("check " + out + " " + kDir + c.model + ".io.safetensors");
       EXPECT_EQ(r.code, 0) << r.output;
@@ -742,6 +747,45 @@ TEST(CliGenerate, BoundCachesHoldPyTorchsBuffersUnderEveryName) {
     EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0);
     std::filesystem::remove(saved);
   }
+}
+
+// `bench --stream` draws request sizes from a program's ranges: a program
+// without dynamic sizes, options that do not apply and a seed without a
+// stream are refused with exit code 2; a dynamic program's stream runs twice
+// and its JSON holds every request's sizes and times.
+TEST_F(CliBadInput, BenchStreamNeedsDynamicSizesAndGivesEveryRequest) {
+  CliResult r = kiln_cli("bench " + kModel + " --stream 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("has none"), std::string::npos) << r.output;
+  r = kiln_cli("bench " + kModel + " --seed 4");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed is for --stream"), std::string::npos) << r.output;
+  const std::string dyn = kDir + "bert_dynseq.pt2";
+  r = kiln_cli("bench " + dyn + " --stream 3 --iters 5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("do not apply"), std::string::npos) << r.output;
+  r = kiln_cli("bench " + dyn + " --stream 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  const std::string json = (dir_ / "stream.json").string();
+  r = kiln_cli("bench " + dyn + " --stream 4 --seed 7 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("second pass p50"), std::string::npos) << r.output;
+  std::ifstream f(json);
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string j = text.str();
+  for (const char* key : {"\"first_pass\"", "\"second_pass\"", "\"sizes\"", "\"first_pass_ms\""})
+    EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
+  // The same seed draws the same sizes.
+  const std::string again = (dir_ / "again.json").string();
+  ASSERT_EQ(kiln_cli("bench " + dyn + " --stream 4 --seed 7 --json " + again).code, 0);
+  std::ifstream g(again);
+  std::stringstream text2;
+  text2 << g.rdbuf();
+  auto sizes_of = [](const std::string& s) {
+    return s.substr(s.find("\"sizes\""), s.find("]", s.find("\"sizes\"")) - s.find("\"sizes\""));
+  };
+  EXPECT_EQ(sizes_of(j), sizes_of(text2.str()));
 }
 
 }  // namespace

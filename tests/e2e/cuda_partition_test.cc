@@ -70,7 +70,9 @@ TEST(CudaPartition, WithoutBuildingIsThePartitionTheGpuMachineMade) {
     }
     EXPECT_EQ(got, it->second);
     // Such a program cannot be saved (its engines were not built).
-    if (engines) EXPECT_FALSE((*p)->save((fs::temp_directory_path() / "kiln_partition_only.kiln").string()).is_ok());
+    if (engines) {
+      EXPECT_FALSE((*p)->save((fs::temp_directory_path() / "kiln_partition_only.kiln").string()).is_ok());
+    }
   }
 }
 

@@ -1,17 +1,28 @@
 // kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors]
-//                  [--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]
+//                  [--iters N] [--warmup N] [--threads T] [--json FILE] [COMPILE OPTIONS]
+// kiln bench MODEL --stream N [--seed S] [--threads T] [--json FILE] [COMPILE OPTIONS]
 //
 // Build (compile or load) time, then latency: on a backend with a device of
 // its own, calls with inputs, outputs and state resident there (device time,
 // timed fences), end to end from device tensors (wall clock), and always end
-// to end from host tensors (wall clock, including copies).
+// to end from host tensors (wall clock, including copies). --threads: calls
+// per second of T sessions on T threads beside one. --stream: a server's
+// view of a program with dynamic sizes: N requests whose sizes are drawn at
+// random from the program's ranges, each timed host to host, the stream run
+// twice in one session.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
+#include <thread>
+#include <tuple>
 
 #include "cli.h"
 #include "kiln/device.h"
@@ -38,13 +49,7 @@ Stats stats_of(std::vector<double> ms) {
 }
 
 // Random inputs when none are given: floats in [-1, 1), integers in [0, 10), never all zeros.
-Tensor random_input(const TensorSpec& spec, std::mt19937& rng) {
-  Shape sizes;
-  for (const std::string& d : spec.dims) {
-    char* end = nullptr;
-    const long long v = std::strtoll(d.c_str(), &end, 10);
-    sizes.push_back(end && *end == '\0' && v >= 0 ? v : 1);  // a symbolic size: its smallest useful value
-  }
+Tensor random_input(const TensorSpec& spec, const Shape& sizes, std::mt19937& rng) {
   Tensor t = Tensor::zeros(spec.dtype, sizes);
   std::uniform_real_distribution<double> real(-1.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
@@ -53,6 +58,82 @@ Tensor random_input(const TensorSpec& spec, std::mt19937& rng) {
   for (int64_t i = 0; i < src.numel(); ++i) p[i] = is_floating(spec.dtype) ? real(rng) : small(rng);
   t.copy_from(src);
   return t;
+}
+
+// The sizes of `spec` where every symbol has the value `symbols` gives
+// (symbols missing: their smallest useful value, 1).
+Expected<Shape> sizes_of(const TensorSpec& spec, const std::map<std::string, int64_t>& symbols) {
+  Shape sizes;
+  for (const std::string& d : spec.dims) {
+    char* end = nullptr;
+    const long long v = std::strtoll(d.c_str(), &end, 10);
+    if (end && *end == '\0' && v >= 0) {
+      sizes.push_back(v);
+    } else if (auto it = symbols.find(d); it != symbols.end()) {
+      sizes.push_back(it->second);
+    } else if (symbols.empty()) {
+      sizes.push_back(1);
+    } else {
+      return invalid_argument("input '" + spec.name + "' has size " + d +
+                              ", which is not one symbol: --stream draws each symbol and needs every dynamic "
+                              "input size to be one");
+    }
+  }
+  return sizes;
+}
+
+Tensor random_input(const TensorSpec& spec, std::mt19937& rng) { return random_input(spec, *sizes_of(spec, {}), rng); }
+
+double percentile(std::vector<double> ms, double q) {
+  if (ms.empty()) return 0;
+  std::sort(ms.begin(), ms.end());
+  const size_t i = std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size() - 1) + 0.5));
+  return ms[i];
+}
+
+// Calls per second of `threads` sessions of `program`, one per thread, each
+// making `calls` calls on the request list (thread t starts at request t),
+// host tensors in and out; every output checked bit for bit against
+// `expected` (the serial call's outputs for each request).
+Expected<double> calls_per_second(const std::shared_ptr<const Program>& program,
+                                  const std::vector<std::vector<Tensor>>& requests,
+                                  const std::vector<std::vector<Tensor>>& expected, int threads, int calls) {
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int t = 0; t < threads; ++t) {
+    sessions.push_back(std::make_unique<Session>(program));
+    for (const std::vector<Tensor>& r : requests)  // every session warm at every request's size
+      KILN_TRY(sessions.back()->run(r).status());
+  }
+  std::vector<Status> failures(static_cast<size_t>(threads));
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < calls; ++i) {
+        const size_t r = static_cast<size_t>(t + i) % requests.size();
+        auto out = sessions[static_cast<size_t>(t)]->run(requests[r]);
+        if (!out) {
+          failures[static_cast<size_t>(t)] = out.status();
+          return;
+        }
+        for (size_t o = 0; o < out->size(); ++o)
+          if ((*out)[o].nbytes() != expected[r][o].nbytes() ||
+              std::memcmp((*out)[o].raw_data(), expected[r][o].raw_data(), static_cast<size_t>((*out)[o].nbytes())) !=
+                  0) {
+            failures[static_cast<size_t>(t)] =
+                internal_error("session " + std::to_string(t) + ", request " + std::to_string(r) + ": output " +
+                               std::to_string(o) + " differs from the same request's output in one session alone");
+            return;
+          }
+      }
+    });
+  const auto start = std::chrono::steady_clock::now();
+  go = true;
+  for (std::thread& th : pool) th.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const Status& f : failures) KILN_TRY(f);
+  return static_cast<double>(threads) * calls / s;
 }
 
 // Device time per call with inputs, outputs and state resident on the
@@ -96,32 +177,144 @@ Expected<std::vector<double>> resident_call_ms(Session& session, const std::vect
   return ms;
 }
 
+// kiln bench --stream: see the file comment.
+int run_stream(const std::shared_ptr<const Program>& program, const Args& args, const std::string& precision,
+               double build_s, int count, uint32_t seed, int threads) {
+  const std::vector<SymbolInfo>& symbols = program->symbols();
+  if (symbols.empty())
+    return fail(
+        invalid_argument("--stream draws sizes from a program's dynamic sizes; " + args.positional[0] + " has none"));
+  for (const SymbolInfo& y : symbols)
+    if (y.max == INT64_MAX)
+      return fail(invalid_argument("--stream: size " + y.name + " has no upper bound; give it one with --shape"));
+  std::mt19937 rng(seed);
+  std::vector<std::vector<Tensor>> requests;
+  std::vector<std::string> labels;
+  for (int i = 0; i < count; ++i) {
+    std::map<std::string, int64_t> values;
+    std::string label;
+    for (const SymbolInfo& y : symbols) {
+      values[y.name] = std::uniform_int_distribution<int64_t>(std::max<int64_t>(y.min, 1), y.max)(rng);
+      label += (label.empty() ? "" : ",") + y.name + "=" + std::to_string(values[y.name]);
+    }
+    std::vector<Tensor> inputs;
+    for (const TensorSpec& spec : program->inputs()) {
+      auto sizes = sizes_of(spec, values);
+      if (!sizes) return fail(sizes.status());
+      inputs.push_back(random_input(spec, *sizes, rng));
+    }
+    requests.push_back(std::move(inputs));
+    labels.push_back(std::move(label));
+  }
+  Session session(program);
+  std::vector<std::vector<Tensor>> expected(requests.size());
+  auto pass = [&](std::vector<double>& ms) -> Status {
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const auto s = std::chrono::steady_clock::now();
+      auto out = session.run(requests[r]);
+      if (!out) return out.status().with_context("request " + std::to_string(r) + " (" + labels[r] + ")");
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+      expected[r] = std::move(*out);
+    }
+    return Status::ok();
+  };
+  std::vector<double> first, second;
+  if (Status st = pass(first); !st) return fail(st);
+  if (Status st = pass(second); !st) return fail(st);
+  const std::set<std::string> distinct(labels.begin(), labels.end());
+  auto worst = [&](const std::vector<double>& ms) {
+    return static_cast<size_t>(std::max_element(ms.begin(), ms.end()) - ms.begin());
+  };
+  std::optional<double> cps1, cpsn;
+  if (threads > 1) {
+    const int calls = std::max(count, 200);
+    auto one = calls_per_second(program, requests, expected, 1, calls);
+    if (!one) return fail(one.status());
+    auto many = calls_per_second(program, requests, expected, threads, calls);
+    if (!many) return fail(many.status());
+    cps1 = *one;
+    cpsn = *many;
+  }
+  std::printf("model      %s\n", args.positional[0].c_str());
+  std::printf("device     %s, precision %s\n", program->device().c_str(), precision.c_str());
+  std::printf("build      %.3f s\n", build_s);
+  std::printf("stream     %d requests, %zu distinct sizes, seed %u, host tensors in and out, one session\n", count,
+              distinct.size(), seed);
+  for (auto [name, ms] : {std::pair{"first pass ", &first}, std::pair{"second pass", &second}})
+    std::printf("%s p50 %.4f ms, p99 %.4f ms, max %.4f ms (%s), first request %.4f ms\n", name, percentile(*ms, 0.5),
+                percentile(*ms, 0.99), (*ms)[worst(*ms)], labels[worst(*ms)].c_str(), ms->front());
+  if (cps1)
+    std::printf(
+        "sessions   1 thread %.1f calls/s, %d threads %.1f calls/s (%.2fx), outputs identical to one session's\n",
+        *cps1, threads, *cpsn, *cpsn / *cps1);
+  if (auto json_path = args.get("json")) {
+    auto summary = [&](const std::vector<double>& ms) {
+      return nlohmann::json{{"p50_ms", percentile(ms, 0.5)},
+                            {"p99_ms", percentile(ms, 0.99)},
+                            {"max_ms", ms[worst(ms)]},
+                            {"max_at", labels[worst(ms)]},
+                            {"first_request_ms", ms.front()}};
+    };
+    nlohmann::json j = {{"model", args.positional[0]},
+                        {"device", program->device()},
+                        {"precision", precision},
+                        {"build_s", build_s},
+                        {"requests", count},
+                        {"distinct_sizes", distinct.size()},
+                        {"seed", seed},
+                        {"first_pass", summary(first)},
+                        {"second_pass", summary(second)},
+                        {"sizes", labels},
+                        {"first_pass_ms", first},
+                        {"second_pass_ms", second}};
+    if (cps1) j["sessions"] = {{"threads", threads}, {"one_thread_calls_per_s", *cps1}, {"calls_per_s", *cpsn}};
+    std::ofstream f(*json_path);
+    f << j.dump(2) << "\n";
+    if (!f) return fail(io_error("cannot write " + *json_path));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
   auto args =
-      parse_args(argc, argv, 2, with({"inputs", "outputs", "iters", "warmup", "json"}, kCompileValued), kCompileFlags);
+      parse_args(argc, argv, 2,
+                 with({"inputs", "outputs", "iters", "warmup", "json", "stream", "seed", "threads"}, kCompileValued),
+                 kCompileFlags);
   if (!args) return fail(args.status());
   if (args->positional.size() != 1)
-    return fail(
-        invalid_argument("usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
-                         "[--iters N] [--warmup N] [--json FILE] [COMPILE OPTIONS]"));
-  int iters = 100, warmup = 10;
-  for (auto [name, slot] : {std::pair{"iters", &iters}, std::pair{"warmup", &warmup}}) {
+    return fail(invalid_argument(
+        "usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
+        "[--iters N] [--warmup N] [--threads T] [--json FILE] [COMPILE OPTIONS]\n"
+        "       kiln bench MODEL --stream N [--seed S] [--threads T] [--json FILE] [COMPILE OPTIONS]"));
+  int iters = 100, warmup = 10, stream = 0, seed = 0, threads = 1;
+  for (auto [name, slot, lo, hi] : {std::tuple{"iters", &iters, 1, 1000000}, std::tuple{"warmup", &warmup, 0, 1000000},
+                                    std::tuple{"stream", &stream, 1, 1000000}, std::tuple{"seed", &seed, 0, 1 << 30},
+                                    std::tuple{"threads", &threads, 1, 256}}) {
     if (auto v = args->get(name)) {
       auto d = parse_double("--" + std::string(name), *v);
       if (!d) return fail(d.status());
-      if (*d < (std::string(name) == "iters" ? 1 : 0) || *d > 1e6 || *d != static_cast<int>(*d))
-        return fail(invalid_argument("--" + std::string(name) + " needs a whole number, got '" + *v + "'"));
+      if (*d < lo || *d > hi || *d != static_cast<int>(*d))
+        return fail(invalid_argument("--" + std::string(name) + " needs a whole number in [" + std::to_string(lo) +
+                                     ", " + std::to_string(hi) + "], got '" + *v + "'"));
       *slot = static_cast<int>(*d);
     }
   }
+  if (stream > 0 && (args->get("inputs") || args->get("outputs") || args->get("iters") || args->get("warmup")))
+    return fail(
+        invalid_argument("--stream makes its own inputs and times each request once per pass: "
+                         "--inputs, --outputs, --iters and --warmup do not apply"));
+  if (stream == 0 && args->get("seed")) return fail(invalid_argument("--seed is for --stream"));
   auto options = load_options(*args, true);
   if (!options) return fail(options.status());
   const auto t0 = std::chrono::steady_clock::now();
   auto program = load_model(args->positional[0], *args, *options);
   if (!program) return fail(program.status());
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stream > 0)
+    return run_stream(*program, *args, options->compile.precision, build_s, stream, static_cast<uint32_t>(seed),
+                      threads);
 
   std::vector<Tensor> inputs;
   if (auto in_path = args->get("inputs")) {
@@ -222,6 +415,21 @@ int run_bench(int argc, char** argv) {
     std::printf("from device tensors median %.4f ms, p90 %.4f ms over %d runs (inputs and outputs on %s)\n",
                 on_device->median, on_device->p90, host_iters, session.state_device().to_string().c_str());
   std::printf("throughput %.1f samples/s (batch %lld)\n", throughput, static_cast<long long>(batch));
+  std::optional<std::pair<double, double>> sessions;
+  if (threads > 1) {
+    auto serial = session.run(inputs);
+    if (!serial) return fail(serial.status());
+    const std::vector<std::vector<Tensor>> requests{inputs}, expected{*serial};
+    auto one = calls_per_second(*program, requests, expected, 1, iters);
+    if (!one) return fail(one.status());
+    auto many = calls_per_second(*program, requests, expected, threads, iters);
+    if (!many) return fail(many.status());
+    sessions = {*one, *many};
+    std::printf(
+        "sessions   1 thread %.1f calls/s, %d threads %.1f calls/s (%.2fx), host tensors in and out, "
+        "outputs identical to one session's\n",
+        *one, threads, *many, *many / *one);
+  }
 
   if (auto json_path = args->get("json")) {
     nlohmann::json j = {{"model", args->positional[0]},
@@ -241,6 +449,9 @@ int run_bench(int argc, char** argv) {
                         {"warmup", warmup},
                         {"engines", engines},
                         {"fallback_nodes", fallback_nodes}};
+    if (sessions)
+      j["sessions"] = {
+          {"threads", threads}, {"one_thread_calls_per_s", sessions->first}, {"calls_per_s", sessions->second}};
     if (on_device) {
       j["device_tensors_median_ms"] = on_device->median;
       j["device_tensors_p90_ms"] = on_device->p90;

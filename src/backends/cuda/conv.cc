@@ -410,4 +410,45 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
   return *best;
 }
 
+Expected<ConvAlgo> pick_conv(cudnnHandle_t h, const ConvShape& shape, std::optional<int> preferred,
+                             size_t workspace_bytes) {
+  KILN_TRY(shape.validate());
+  const std::string where = "choosing an algorithm for " + shape.to_string();
+  if (!h) return invalid_argument(where + ": null cuDNN handle");
+  std::string skipped;
+  auto usable = [&](int algo) -> std::optional<ConvAlgo> {
+    Expected<ConvOp> op = ConvOp::create(h, shape, ConvAlgo{algo, workspace_bytes, 0});
+    if (!op) {
+      skipped += (skipped.empty() ? "" : "; ") + std::string("algorithm ") + std::to_string(algo) + ": " +
+                 op.status().message();
+      return std::nullopt;
+    }
+    return ConvAlgo{algo, op->workspace_bytes(), 0};
+  };
+  if (preferred)
+    if (std::optional<ConvAlgo> a = usable(*preferred)) return *a;
+  ConvDescriptors d;
+  KILN_TRY_CTX(d.init(shape), where);
+  int max_count = 0;
+  KILN_CONV_TRY(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count),
+                "cudnnGetConvolutionForwardAlgorithmMaxCount");
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max_count, 1)));
+  int returned = 0;
+  KILN_TRY_CTX(
+      conv_status(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                         static_cast<int>(perfs.size()), &returned, perfs.data()),
+                  "cudnnGetConvolutionForwardAlgorithm_v7"),
+      where);
+  std::set<int> tried;
+  if (preferred) tried.insert(*preferred);
+  for (int i = 0; i < std::min(returned, static_cast<int>(perfs.size())); ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& p = perfs[static_cast<size_t>(i)];
+    const int algo = static_cast<int>(p.algo);
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace_bytes || !tried.insert(algo).second) continue;
+    if (std::optional<ConvAlgo> a = usable(algo)) return *a;
+  }
+  return unsupported(where + ": no cuDNN algorithm runs it within " + std::to_string(workspace_bytes) +
+                     " bytes of workspace" + (skipped.empty() ? std::string() : " (" + skipped + ")"));
+}
+
 }  // namespace kiln::cuda

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/cuda/cuda_support.h"
@@ -67,6 +68,14 @@ struct ConvAlgo {
 // kUnsupported when no algorithm cuDNN offers runs this convolution (e.g. a layout cuDNN lacks for the dtype).
 Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void* x, const void* w, const void* bias,
                              const void* z, void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// Run time, for a convolution shape no build timed (a new size of an engine
+// built for a range): `preferred` (the algorithm the build timed for the same
+// layer at another size) when cuDNN runs this shape with it within
+// workspace_bytes, else the first of cuDNN's heuristic (_v7) that does; no
+// convolution is run or timed. kUnsupported when none fits.
+Expected<ConvAlgo> pick_conv(cudnnHandle_t h, const ConvShape& shape, std::optional<int> preferred,
+                             size_t workspace_bytes);
 
 // Load time: descriptors for one convolution with a recorded algorithm.
 class ConvOp {

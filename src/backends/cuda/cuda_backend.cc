@@ -1,7 +1,10 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_builder.h"
@@ -26,8 +30,24 @@ namespace {
 
 // How many shapes a range engine keeps ready when nothing says otherwise.
 constexpr size_t kDefaultShapesKept = 16;
+// How many calls of one engine run side by side at most (each on a context
+// of its own: arena, stream, prepared shapes) when nothing says otherwise:
+// one, calls taking turns, until several are proven on the GPU.
+constexpr size_t kDefaultContexts = 1;
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
+
+struct RunTimeWorkCounters {
+  std::atomic<uint64_t> shapes_prepared{0}, kernels_compiled{0}, algorithms_chosen{0}, graphs_captured{0};
+};
+RunTimeWorkCounters& run_time_work_counters() {
+  static RunTimeWorkCounters counters;
+  return counters;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
 
 // The steps of one shape of an engine and what runs them: of a fixed-shape
 // engine its only shape, of a range engine each shape called so far. The
@@ -44,6 +64,7 @@ struct Instance {
   std::vector<uint8_t*> bound;
   std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>> graphs;
   std::vector<const void*> last_input;
+  bool launched = false;
 
   Instance() = default;
   Instance(Instance&&) = default;
@@ -60,6 +81,7 @@ struct Instance {
     graphs = std::move(o.graphs);
     o.graphs.clear();
     last_input = std::move(o.last_input);
+    launched = o.launched;
     return *this;
   }
   ~Instance() { release(); }
@@ -70,28 +92,46 @@ struct Instance {
 };
 
 // What an engine built for a range of shapes keeps to make the steps of a
-// shape it has not run yet, and the shapes it has run.
-struct RangeState {
-  engine::Network network;                            // the layer graph as built, sizes symbolic
-  std::vector<PlanSymbol> symbols;                    // the plan's, in its order
+// shape it has not run yet, shared by the engine's contexts.
+struct RangeCommon {
+  engine::Network network;          // the layer graph as built, sizes symbolic
+  std::vector<PlanSymbol> symbols;  // the plan's, in its order
   // Per engine input and dimension: the symbol its size gives (affine in it alone), or empty.
   std::vector<std::vector<std::string>> input_symbols;
-  BuildConfig config;                                 // precision and device, for plan_for_shape
-  std::map<std::string, Tensor> weights;              // every constant of the network, by name
-  std::map<std::string, cudaKernel_t> kernel_by_key;  // the plan's kernels and any compiled since
-  std::vector<cudaLibrary_t> libraries;               // kernels compiled after load, for shapes the build did not plan
-  TunedAlgos tuned;                                   // algorithms timed for earlier shapes, by GEMM/conv shape
-  std::vector<int64_t> active;                        // the active shape's symbol values
-  size_t shapes_kept = kDefaultShapesKept;            // the active shape and the ones in `shapes`, at most
-  // Other shapes run before, most recently used first (at most shapes_kept - 1).
+  BuildConfig config;                              // precision and device, for plan_for_shape
+  std::map<std::string, Tensor> weights;           // every constant of the network, by name
+  std::map<std::string, int> conv_algo_by_layer;   // the build's choice per convolution layer, tried first elsewhere
+  size_t shapes_kept = kDefaultShapesKept;         // per context: the active shape and the ones in `shapes`, at most
+  bool trace = false;                              // KILN_CUDA_TRACE=1: each new shape's preparation, timed, on stderr
   static constexpr size_t kMaxTunedShapes = 4096;  // GEMM and convolution shapes remembered (then forgotten at once)
+
+  // What contexts learn as they go, under `mutex`: kernels by key (the
+  // plan's and any compiled since, into `libraries`), and algorithms by
+  // GEMM/convolution shape (the build's timings at opt, and those chosen,
+  // not timed, for shapes since).
+  std::mutex mutex;
+  std::map<std::string, cudaKernel_t> kernel_by_key;
+  std::vector<cudaLibrary_t> libraries;
+  TunedAlgos tuned;
+
+  ~RangeCommon() {
+    for (cudaLibrary_t l : libraries) cudaLibraryUnload(l);
+  }
+};
+
+// A context's shapes of a range engine: the active one's symbol values, and
+// the others run before, most recently used first (at most shapes_kept - 1).
+struct RangeState {
+  std::shared_ptr<RangeCommon> common;
+  std::vector<int64_t> active;
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
 };
 
-// Everything load() creates for one engine. Executions are serialized on the
-// engine (one arena); the first execution on a stream captures a CUDA graph
-// that later ones replay.
-struct CudaEngine final : engine::EngineState {
+// One execution context of an engine: the memory, stream, library handles,
+// prepared shapes and captured graphs of calls that run one at a time. The
+// kernels, weights and (for a range engine) layer graph are the engine's,
+// shared by all its contexts (CudaEngineGroup).
+struct CudaEngine {
   std::string what;
   CudaPlan plan;
   std::vector<int> alias_input;  // per engine output: the engine input it is written into in place, or -1
@@ -99,7 +139,6 @@ struct CudaEngine final : engine::EngineState {
   // Device copies of the weights, shared with every other engine of this
   // process made from the same host weight in the same device form.
   std::vector<std::shared_ptr<const DeviceBuffer>> constants;
-  cudaLibrary_t library = nullptr;
   std::vector<cudaKernel_t> kernels;
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
@@ -130,23 +169,21 @@ struct CudaEngine final : engine::EngineState {
   // Per engine input: the device memory bound the call before (a large
   // read-only input is bound when the same memory comes twice in a row).
   std::vector<const void*> last_input;
+  // Whether the active shape's steps have run once: its first call launches
+  // them one by one, a graph is captured when it comes again.
+  bool launched = false;
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false;
   bool profiled = false;  // KILN_CUDA_PROFILE: the steps are timed at the first launch
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
-  std::mutex mutex;
 
-  ~CudaEngine() override {
+  ~CudaEngine() {
     for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
     gemms.clear();
     convs.clear();
-    if (range) {
-      range->shapes.clear();
-      for (cudaLibrary_t l : range->libraries) cudaLibraryUnload(l);
-    }
+    if (range) range->shapes.clear();
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
-    if (library) cudaLibraryUnload(library);
     if (error_host) cudaFreeHost(const_cast<int32_t*>(error_host));
     if (engine_done) cudaEventDestroy(engine_done);
     if (own_stream) cudaStreamDestroy(own_stream);
@@ -308,9 +345,9 @@ struct CudaEngine final : engine::EngineState {
     return Status::ok();
   }
 
-  // Runs the engine's work on `stream` with the current bindings: replays
-  // their captured graph (capturing it first, on the engine's own stream when
-  // `stream` is a legacy default stream, which cannot be captured; capture
+  // Runs the engine's work on `stream` with the current bindings: a shape's
+  // first call launches its steps one by one; later calls replay a captured
+  // graph per set of bindings (captured on the context's own stream; capture
   // runs nothing, and the graph is launched on `stream` itself).
   Status launch(cudaStream_t stream) {
     if (profile && !profiled) {
@@ -320,9 +357,18 @@ struct CudaEngine final : engine::EngineState {
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
+    if (it == graphs.end() && !launched) {
+      // A shape's first call pays no capture: a size seen once may never come back.
+      launched = true;
+      return enqueue(stream);
+    }
     if (it == graphs.end()) {
-      const bool legacy = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-      cudaStream_t capture = legacy ? own_stream : stream;
+      run_time_work_counters().graphs_captured.fetch_add(1, std::memory_order_relaxed);
+      // Captured on the context's own stream, never the caller's: another
+      // thread may be enqueueing on that one (sessions sharing the default
+      // stream), and its work must neither land in this graph nor fail
+      // because the stream is capturing.
+      cudaStream_t capture = own_stream;
       KILN_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
       Status st = enqueue(capture);
       cudaGraph_t g = nullptr;
@@ -440,6 +486,7 @@ struct CudaEngine final : engine::EngineState {
     std::swap(bound, x.bound);
     std::swap(graphs, x.graphs);
     std::swap(last_input, x.last_input);
+    std::swap(launched, x.launched);
   }
 
   // The GEMM and convolution descriptors and kernel arguments of the active
@@ -476,7 +523,7 @@ struct CudaEngine final : engine::EngineState {
   // not fit (a rank, a fixed size, a size outside its range, two inputs that
   // disagree on a symbol).
   Expected<std::vector<int64_t>> shape_of(std::span<const Tensor> inputs) const {
-    const engine::Network& net = range->network;
+    const engine::Network& net = range->common->network;
     if (inputs.size() != net.num_inputs)
       return invalid_argument(what + ": the engine takes " + std::to_string(net.num_inputs) + " inputs, got " +
                               std::to_string(inputs.size()));
@@ -490,7 +537,7 @@ struct CudaEngine final : engine::EngineState {
                                 (inputs[i].defined() ? inputs[i].type_string() : std::string("an undefined tensor")));
       for (size_t d = 0; d < v->type.sizes.size(); ++d) {
         const ir::Dim& dim = v->type.sizes[d];
-        const std::string* name = &range->input_symbols[i][d];
+        const std::string* name = &range->common->input_symbols[i][d];
         if (name->empty()) continue;
         const int64_t got = inputs[i].sizes()[d];
         const std::optional<int64_t> value = ir::solve_affine(*dim.expr, *name, got);
@@ -506,7 +553,7 @@ struct CudaEngine final : engine::EngineState {
       }
     }
     std::vector<int64_t> key;
-    for (const PlanSymbol& y : range->symbols) {
+    for (const PlanSymbol& y : range->common->symbols) {
       auto it = b.find(y.name);
       if (it == b.end()) return internal_error(what + ": no input gives size " + y.name);
       if (it->second < y.min || it->second > y.max)
@@ -532,12 +579,13 @@ struct CudaEngine final : engine::EngineState {
   // Range engines: makes `key` the active shape: a shape run before is taken
   // from the cache; a new one gets its steps from the layer graph
   // (plan_for_shape), kernels from the plan's by key (compiling any the
-  // build did not plan), weights in the forms it asks for, its GEMMs and
-  // convolutions timed on the engine's own memory, and a larger arena when it
-  // needs one (the cached shapes then start again). Waits for the engine's
-  // earlier work only for a new shape.
+  // build did not plan), weights in the forms it asks for, GEMM and
+  // convolution algorithms chosen without timing (choose_algorithms), and a
+  // larger arena when it needs one (the cached shapes then start again).
+  // Waits for the engine's earlier work only for a new shape.
   Status use_shape(const std::vector<int64_t>& key) {
     RangeState& r = *range;
+    RangeCommon& c = *r.common;
     if (key == r.active) return Status::ok();
     for (auto it = r.shapes.begin(); it != r.shapes.end(); ++it) {
       if (it->first != key) continue;
@@ -548,12 +596,14 @@ struct CudaEngine final : engine::EngineState {
       r.active = key;
       return Status::ok();
     }
+    const auto start = std::chrono::steady_clock::now();
     ir::SymBindings b;
-    for (size_t i = 0; i < key.size(); ++i) b[r.symbols[i].name] = key[i];
-    KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(r.network, b, r.config));
+    for (size_t i = 0; i < key.size(); ++i) b[c.symbols[i].name] = key[i];
+    KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(c.network, b, c.config));
+    const double plan_ms = ms_since(start);
     // A shape whose activations the device cannot hold is refused here, before
-    // anything is compiled, timed or freed: the engine goes on serving the
-    // shapes that fit.
+    // anything is compiled or freed: the engine goes on serving the shapes
+    // that fit.
     if (static_cast<size_t>(sp.plan.arena_bytes) > arena.nbytes()) {
       size_t free_bytes = 0, total = 0;
       KILN_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
@@ -561,7 +611,7 @@ struct CudaEngine final : engine::EngineState {
       if (need > free_bytes + arena.nbytes()) {
         std::string shape;
         for (size_t i = 0; i < key.size(); ++i)
-          shape += (i ? ", " : "") + r.symbols[i].name + " = " + std::to_string(key[i]);
+          shape += (i ? ", " : "") + c.symbols[i].name + " = " + std::to_string(key[i]);
         return invalid_argument(what + ": a call with " + shape + " needs " + std::to_string(need) +
                                 " bytes of device memory for the engine's activations; the device has " +
                                 std::to_string(free_bytes) + " bytes free (and " + std::to_string(arena.nbytes()) +
@@ -572,42 +622,50 @@ struct CudaEngine final : engine::EngineState {
     next.plan = std::move(sp.plan);
     // Kernels by key; any the build did not plan (a size that changes a
     // kernel's form) compiled now into a library of their own, once.
+    std::unique_lock<std::mutex> learned(c.mutex);
     std::vector<const KernelChoice*> missing;
     std::vector<size_t> missing_at;
     std::vector<std::string> missing_keys, missing_names;
     for (const KernelChoice& kc : sp.kernels) {
       std::string k = kernel_key(kc);
-      auto it = r.kernel_by_key.find(k);
-      next.kernels.push_back(it == r.kernel_by_key.end() ? nullptr : it->second);
+      auto it = c.kernel_by_key.find(k);
+      next.kernels.push_back(it == c.kernel_by_key.end() ? nullptr : it->second);
       next.plan.kernel_names.push_back("kiln_k" + k.substr(0, 12));
-      if (it != r.kernel_by_key.end()) continue;
+      if (it != c.kernel_by_key.end()) continue;
       missing_at.push_back(next.kernels.size() - 1);
       missing.push_back(&kc);
-      missing_names.push_back("kiln_r" + std::to_string(r.libraries.size()) + "_" + std::to_string(missing.size()));
+      missing_names.push_back("kiln_r" + std::to_string(c.libraries.size()) + "_" + std::to_string(missing.size()));
       missing_keys.push_back(std::move(k));
     }
+    const auto compile_start = std::chrono::steady_clock::now();
     if (!missing.empty()) {
-      KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_kernels(missing, missing_names, r.config.device.arch()));
+      KILN_ASSIGN_OR_RETURN(CompiledModule m, compile_kernels(missing, missing_names, c.config.device.arch()));
+      run_time_work_counters().kernels_compiled.fetch_add(missing.size(), std::memory_order_relaxed);
       cudaLibrary_t lib = nullptr;
       KILN_CUDA_TRY(cudaLibraryLoadData(&lib, m.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-      r.libraries.push_back(lib);
+      c.libraries.push_back(lib);
       for (size_t j = 0; j < missing.size(); ++j) {
         cudaKernel_t kern = nullptr;
         KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, lib, missing_names[j].c_str()), "cudaLibraryGetKernel"));
-        r.kernel_by_key[missing_keys[j]] = kern;
+        c.kernel_by_key[missing_keys[j]] = kern;
         next.kernels[missing_at[j]] = kern;
       }
     }
-    for (const DeviceConstant& c : next.plan.constants) {
-      auto w = r.weights.find(c.name);
-      if (w == r.weights.end()) return internal_error(what + ": no weight '" + c.name + "' for a new shape");
-      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, c));
+    const double compile_ms = ms_since(compile_start);
+    for (const DeviceConstant& dc : next.plan.constants) {
+      auto w = c.weights.find(dc.name);
+      if (w == c.weights.end()) return internal_error(what + ": no weight '" + dc.name + "' for a new shape");
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, dc));
       next.constants.push_back(std::move(d));
     }
-    // Everything below uses the arena (timing overwrites it): the engine's earlier work first.
-    KILN_CUDA_TRY(cudaEventSynchronize(engine_done));
+    const auto steps_start = std::chrono::steady_clock::now();
+    // The algorithms first: nothing below runs on the device, so the arena
+    // is waited for only when it must grow.
+    KILN_TRY(choose_algorithms(next.plan).with_context(what + ": a new shape"));
+    learned.unlock();
     bool restart = false;
     if (static_cast<size_t>(next.plan.arena_bytes) > arena.nbytes()) {
+      KILN_CUDA_TRY(cudaEventSynchronize(engine_done));
       // The old arena goes first (the new one may need its memory); if the
       // device cannot hold the new one after all, an arena of the old size is
       // taken back and the active shape prepared on it again.
@@ -631,9 +689,7 @@ struct CudaEngine final : engine::EngineState {
       restart = true;
     }
     swap_active(next);  // `next` holds the shape active before
-    Status st = tune_active();
-    if (st) st = prepare_steps();
-    if (!st) {
+    if (Status st = prepare_steps(); !st) {
       swap_active(next);
       if (restart) {  // the arena moved: the earlier shape's pointers again, its graphs captured anew
         for (auto& [bd, g] : graphs) cudaGraphExecDestroy(g);
@@ -643,34 +699,49 @@ struct CudaEngine final : engine::EngineState {
       return st.with_context(what + ": a new shape");
     }
     if (!restart) r.shapes.emplace_front(r.active, std::move(next));
-    while (r.shapes.size() + 1 > r.shapes_kept) r.shapes.pop_back();
+    while (r.shapes.size() + 1 > c.shapes_kept) r.shapes.pop_back();
     r.active = key;
+    run_time_work_counters().shapes_prepared.fetch_add(1, std::memory_order_relaxed);
+    if (c.trace) {
+      std::string shape;
+      for (size_t i = 0; i < key.size(); ++i)
+        shape += (i ? ", " : "") + c.symbols[i].name + "=" + std::to_string(key[i]);
+      std::fprintf(stderr,
+                   "kiln: %s: shape %s prepared in %.3f ms: steps planned %.3f ms, %zu kernel(s) compiled %.3f ms, "
+                   "algorithms and descriptors %.3f ms\n",
+                   what.c_str(), shape.c_str(), ms_since(start), plan_ms, missing.size(), compile_ms,
+                   ms_since(steps_start));
+    }
     return Status::ok();
   }
 
-  // The active shape's GEMM and convolution algorithms, timed on the arena
-  // and the engine's weights (the build timed only the shape at opt); a
-  // GEMM or convolution shape timed before (another layer, another shape of
-  // the range) takes the algorithm found then.
-  Status tune_active() {
-    KILN_CUDNN_TRY(cudnnSetStream(dnn, own_stream));
-    TunedAlgos& tuned = range->tuned;
-    if (tuned.gemms.size() + tuned.convs.size() > RangeState::kMaxTunedShapes) tuned = TunedAlgos();
-    for (Step& s : plan.steps) {
+  // The GEMM and convolution algorithms of a new shape's steps, none timed:
+  // one remembered for the same GEMM or convolution shape (the build's, at
+  // opt, or one chosen for an earlier shape), else for a GEMM the first of
+  // cuBLASLt's heuristic, for a convolution the algorithm the build timed
+  // for the same layer where cuDNN runs it at this size, else cuDNN's
+  // heuristic. Host work only, within the workspace the plan allocated; the
+  // caller holds the range's mutex.
+  Status choose_algorithms(CudaPlan& p) {
+    const RangeCommon& c = *range->common;
+    TunedAlgos& tuned = range->common->tuned;
+    if (tuned.gemms.size() + tuned.convs.size() > RangeCommon::kMaxTunedShapes) tuned = TunedAlgos();
+    for (Step& s : p.steps) {
       if (s.kind == Step::Kind::kGemm) {
         GemmLaunch& g = s.gemm;
         KILN_ASSIGN_OR_RETURN(g.algo, tuned_once(tuned.gemms, g.shape.to_string(), [&] {
-                                return tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c),
-                                                 g.has_bias ? ptr(g.bias) : nullptr, workspace.get(),
-                                                 std::min(workspace.nbytes(), kGemmWorkspaceBytes), own_stream);
+                                run_time_work_counters().algorithms_chosen.fetch_add(1, std::memory_order_relaxed);
+                                return pick_gemm(lt, g.shape, std::min(workspace.nbytes(), kGemmWorkspaceBytes));
                               }));
       } else if (s.kind == Step::Kind::kConv) {
-        ConvLaunch& c = s.conv;
-        KILN_ASSIGN_OR_RETURN(c.algo, tuned_once(tuned.convs, c.shape.to_string(), [&] {
-                                return tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w),
-                                                 c.shape.has_bias ? ptr(c.bias) : nullptr,
-                                                 c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), workspace.get(),
-                                                 std::min(workspace.nbytes(), kConvWorkspaceBytes), own_stream);
+        ConvLaunch& cv = s.conv;
+        KILN_ASSIGN_OR_RETURN(cv.algo, tuned_once(tuned.convs, cv.shape.to_string(), [&] {
+                                run_time_work_counters().algorithms_chosen.fetch_add(1, std::memory_order_relaxed);
+                                auto it = c.conv_algo_by_layer.find(s.layer);
+                                return pick_conv(
+                                    dnn, cv.shape,
+                                    it == c.conv_algo_by_layer.end() ? std::nullopt : std::optional<int>(it->second),
+                                    std::min(workspace.nbytes(), kConvWorkspaceBytes));
                               }));
       }
     }
@@ -716,6 +787,139 @@ struct CudaEngine final : engine::EngineState {
                                   : "unknown";
     return invalid_argument(what + (earlier ? ": an earlier call on device memory" : "") + ": layer '" + layer +
                             "': an index is out of range of the dimension it indexes");
+  }
+};
+
+// An engine as load() returns it: what its contexts share (the plan as
+// built, weights, kernels, a range engine's layer graph) and the contexts.
+// Calls run side by side, each on a context of its own: a free one (the one
+// the caller's stream used last, where free), else a new one while fewer
+// than max_contexts are open, else the first one freed. One caller's calls
+// on one stream keep to one context, its prepared shapes and graphs.
+struct CudaEngineGroup final : engine::EngineState {
+  CudaEngine base;  // the loaded plan (its cubin dropped once loaded), constants, kernels and settings; no memory
+  cudaLibrary_t library = nullptr;
+  std::shared_ptr<RangeCommon> range;
+  size_t max_contexts = kDefaultContexts;
+  struct Slot {
+    std::unique_ptr<CudaEngine> context;
+    bool busy = false;
+    void* last_stream = nullptr;
+  };
+  std::mutex mutex;  // guards `contexts` (the vector and each slot's busy and last_stream)
+  std::condition_variable freed;
+  std::vector<Slot> contexts;
+
+  ~CudaEngineGroup() override {
+    contexts.clear();  // their graphs and descriptors before the kernels they launch
+    range.reset();
+    if (library) cudaLibraryUnload(library);
+  }
+
+  // A context of its own for one call, returned to the engine when the lease ends.
+  class Lease {
+   public:
+    Lease(CudaEngineGroup* g, size_t i) : g_(g), i_(i) {}
+    Lease(Lease&& o) noexcept : g_(std::exchange(o.g_, nullptr)), i_(o.i_) {}
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (!g_) return;
+      {
+        std::lock_guard<std::mutex> lock(g_->mutex);
+        g_->contexts[i_].busy = false;
+      }
+      g_->freed.notify_all();
+    }
+    CudaEngine* get() const {
+      std::lock_guard<std::mutex> lock(g_->mutex);
+      return g_->contexts[i_].context.get();
+    }
+
+   private:
+    CudaEngineGroup* g_;
+    size_t i_;
+  };
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return contexts.size();
+  }
+
+  // A context for a call on `stream` (see the struct comment).
+  Expected<Lease> acquire(void* stream) {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      size_t pick = contexts.size();
+      for (size_t i = 0; i < contexts.size() && pick == contexts.size(); ++i)
+        if (!contexts[i].busy && contexts[i].last_stream == stream) pick = i;
+      for (size_t i = 0; i < contexts.size() && pick == contexts.size(); ++i)
+        if (!contexts[i].busy) pick = i;
+      if (pick == contexts.size() && contexts.size() < max_contexts) {
+        Expected<std::unique_ptr<CudaEngine>> c = open_context();
+        if (!c && contexts.empty()) return c.status();
+        if (c) {
+          contexts.push_back({std::move(*c), false, nullptr});
+        } else {
+          max_contexts = contexts.size();  // the device holds no more: later calls wait for a free one
+        }
+      }
+      if (pick < contexts.size()) {
+        contexts[pick].busy = true;
+        contexts[pick].last_stream = stream;
+        return Lease(this, pick);
+      }
+      freed.wait(lock);
+    }
+  }
+
+  // Context `i` once it is free.
+  Lease acquire_at(size_t i) {
+    std::unique_lock<std::mutex> lock(mutex);
+    freed.wait(lock, [&] { return !contexts[i].busy; });
+    contexts[i].busy = true;
+    return Lease(this, i);
+  }
+
+  // A new context: its own stream, arena (a range engine's: for the range's
+  // largest shape), workspace, error word, library handles, and the steps of
+  // the plan as built.
+  Expected<std::unique_ptr<CudaEngine>> open_context() const {
+    auto e = std::make_unique<CudaEngine>();
+    e->what = base.what;
+    e->alias_input = base.alias_input;
+    e->plan = base.plan;
+    e->constants = base.constants;
+    e->kernels = base.kernels;
+    e->use_graphs = base.use_graphs;
+    e->debug = base.debug;
+    e->profile = base.profile;
+    e->profile_all = base.profile_all;
+    const CudaPlan& p = e->plan;
+    KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
+    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->engine_done, cudaEventDisableTiming));
+    KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
+    // Zeroed on the context's own (non-blocking) stream and waited for: a
+    // plain cudaMemset runs on the legacy default stream, which that stream
+    // does not wait for, and could land after the first inputs are copied in.
+    KILN_CUDA_TRY(cudaMemsetAsync(e->arena.get(), 0, e->arena.nbytes(), e->own_stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(e->own_stream));
+    KILN_ASSIGN_OR_RETURN(e->workspace, DeviceBuffer::allocate(std::max<size_t>(p.workspace_bytes, 256)));
+    if (!p.error_layers.empty()) {
+      void* h = nullptr;
+      KILN_CUDA_TRY(cudaHostAlloc(&h, sizeof(int32_t), cudaHostAllocMapped));
+      e->error_host = static_cast<volatile int32_t*>(h);
+      *e->error_host = 0;
+      KILN_CUDA_TRY(cudaHostGetDevicePointer(&e->error_host_device, h, 0));
+    }
+    KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
+    KILN_CUDNN_TRY(cudnnCreate(&e->dnn));
+    KILN_TRY(e->prepare_steps());
+    if (range) {
+      e->range = std::make_unique<RangeState>();
+      e->range->common = range;
+      for (const PlanSymbol& y : range->symbols) e->range->active.push_back(y.opt);
+    }
+    return e;
   }
 };
 
@@ -768,6 +972,11 @@ std::pair<size_t, uint64_t> device_weight_copies() {
       out.second += s->buffer.nbytes();
     }
   return out;
+}
+
+RunTimeWork run_time_work() {
+  const RunTimeWorkCounters& c = run_time_work_counters();
+  return {c.shapes_prepared.load(), c.kernels_compiled.load(), c.algorithms_chosen.load(), c.graphs_captured.load()};
 }
 
 namespace {
@@ -859,96 +1068,81 @@ class CudaBackend final : public engine::Backend {
     // device is touched (read_cuda_engine_plan; the fuzz target fuzz_cuda_plan
     // drives the same reader).
     KILN_ASSIGN_OR_RETURN(CudaEnginePlan read, read_cuda_engine_plan(bytes, what));
-    auto e = std::make_unique<CudaEngine>();
-    e->what = std::string(what);
-    e->alias_input = std::move(read.alias_input);
-    e->plan = std::move(read.plan);
-    const CudaPlan& p = e->plan;
+    auto g = std::make_unique<CudaEngineGroup>();
+    CudaEngine& e = g->base;
+    e.what = std::string(what);
+    e.alias_input = std::move(read.alias_input);
+    e.plan = std::move(read.plan);
+    const CudaPlan& p = e.plan;
     KILN_ASSIGN_OR_RETURN(DeviceInfo dev, current_device());
-    KILN_TRY(cublaslt_loaded().with_context(e->what));
+    KILN_TRY(cublaslt_loaded().with_context(e.what));
     if (dev.arch() != p.arch)
-      return unsupported(e->what + ": the engine was built for " + p.arch + " (" + p.device_name +
-                         "); this device is " + dev.name + " (" + dev.arch() + "): rebuild it here");
+      return unsupported(e.what + ": the engine was built for " + p.arch + " (" + p.device_name + "); this device is " +
+                         dev.name + " (" + dev.arch() + "): rebuild it here");
     auto env_is = [](const char* name, const char* value) {
       const char* v = std::getenv(name);
       return v && std::strcmp(v, value) == 0;
     };
     const Expected<size_t> kept_setting = shapes_kept();
-    if (!kept_setting) return kept_setting.status().with_context(e->what);
-    const size_t kept = *kept_setting;
-    e->use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
-    e->debug = env_is("KILN_CUDA_DEBUG", "1");
-    e->profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
-    e->profile_all = env_is("KILN_CUDA_PROFILE", "all");
-    KILN_CUDA_TRY(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking));
-    KILN_CUDA_TRY(cudaEventCreateWithFlags(&e->engine_done, cudaEventDisableTiming));
-    KILN_ASSIGN_OR_RETURN(e->arena, DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
-    // Zeroed on the engine's own (non-blocking) stream and waited for: a plain
-    // cudaMemset runs on the legacy default stream, which that stream does not
-    // wait for, and could land after the first inputs are copied in.
-    KILN_CUDA_TRY(cudaMemsetAsync(e->arena.get(), 0, e->arena.nbytes(), e->own_stream));
-    KILN_CUDA_TRY(cudaStreamSynchronize(e->own_stream));
-    KILN_ASSIGN_OR_RETURN(e->workspace, DeviceBuffer::allocate(std::max<size_t>(p.workspace_bytes, 256)));
-    if (!p.error_layers.empty()) {
-      void* h = nullptr;
-      KILN_CUDA_TRY(cudaHostAlloc(&h, sizeof(int32_t), cudaHostAllocMapped));
-      e->error_host = static_cast<volatile int32_t*>(h);
-      *e->error_host = 0;
-      KILN_CUDA_TRY(cudaHostGetDevicePointer(&e->error_host_device, h, 0));
-    }
+    if (!kept_setting) return kept_setting.status().with_context(e.what);
+    const Expected<size_t> contexts_setting = contexts_kept();
+    if (!contexts_setting) return contexts_setting.status().with_context(e.what);
+    g->max_contexts = *contexts_setting;
+    e.use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+    e.debug = env_is("KILN_CUDA_DEBUG", "1");
+    e.profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
+    e.profile_all = env_is("KILN_CUDA_PROFILE", "all");
     for (const DeviceConstant& c : p.constants) {
       auto w = weights(c.name);
-      if (!w) return format_error(e->what + ": constant '" + c.name + "': " + w.status().message());
+      if (!w) return format_error(e.what + ": constant '" + c.name + "': " + w.status().message());
       KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(*w, c));
-      e->constants.push_back(std::move(d));
+      e.constants.push_back(std::move(d));
     }
     if (!p.kernel_names.empty()) {
-      KILN_CUDA_TRY(cudaLibraryLoadData(&e->library, p.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      KILN_CUDA_TRY(cudaLibraryLoadData(&g->library, p.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
       for (const std::string& k : p.kernel_names) {
         cudaKernel_t kern = nullptr;
-        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, e->library, k.c_str()), "cudaLibraryGetKernel")
-                     .with_context(e->what + ": kernel " + k));
-        e->kernels.push_back(kern);
+        KILN_TRY(cuda_status(cudaLibraryGetKernel(&kern, g->library, k.c_str()), "cudaLibraryGetKernel")
+                     .with_context(e.what + ": kernel " + k));
+        e.kernels.push_back(kern);
       }
       // Every step passes one device pointer per parameter of its kernel,
       // then its run-time sizes when it has any (a launch reads as many
       // argument slots as the compiled kernel has parameters): the steps of
       // one kernel agree on both, and the compiled kernel's parameter after
       // the pointers is the last one, pointer-sized or a KilnDims.
-      std::vector<std::pair<int64_t, bool>> params(e->kernels.size(), {-1, false});
+      std::vector<std::pair<int64_t, bool>> params(e.kernels.size(), {-1, false});
       for (const Step& s : p.steps) {
         if (s.kind != Step::Kind::kKernel) continue;
         auto& [n, dims] = params[static_cast<size_t>(s.kernel.kernel)];
         const int64_t count = static_cast<int64_t>(s.kernel.args.size());
         if (n >= 0 && (n != count || dims != !s.kernel.dims.empty()))
-          return format_error(e->what + ": layer '" + s.layer + "' passes " + std::to_string(count) +
-                              " arguments" + (s.kernel.dims.empty() ? "" : " and its sizes") + " to kernel " +
+          return format_error(e.what + ": layer '" + s.layer + "' passes " + std::to_string(count) + " arguments" +
+                              (s.kernel.dims.empty() ? "" : " and its sizes") + " to kernel " +
                               p.kernel_names[static_cast<size_t>(s.kernel.kernel)] + ", other steps " +
                               std::to_string(n) + (dims ? " and their sizes" : ""));
         n = count;
         dims = !s.kernel.dims.empty();
       }
-      for (size_t k = 0; k < e->kernels.size(); ++k) {
+      for (size_t k = 0; k < e.kernels.size(); ++k) {
         const auto [n, dims] = params[k];
         const int64_t last = n + (dims ? 1 : 0);
         if (last <= 0) continue;
         const size_t want = dims ? sizeof(int64_t) * kMaxKernelDims : sizeof(void*);
         size_t offset = 0, size = 0;
-        const bool fits = cudaFuncGetParamInfo(reinterpret_cast<const void*>(e->kernels[k]),
+        const bool fits = cudaFuncGetParamInfo(reinterpret_cast<const void*>(e.kernels[k]),
                                                static_cast<size_t>(last - 1), &offset, &size) == cudaSuccess &&
                           size == want;
         if (!fits) (void)cudaGetLastError();
         if (!fits)
-          return format_error(e->what + ": kernel " + p.kernel_names[k] + " does not take the " + std::to_string(n) +
+          return format_error(e.what + ": kernel " + p.kernel_names[k] + " does not take the " + std::to_string(n) +
                               " device pointers" + (dims ? " and the sizes" : "") + " its steps pass");
       }
     }
-    KILN_CUBLAS_TRY(cublasLtCreate(&e->lt));
-    KILN_CUDNN_TRY(cudnnCreate(&e->dnn));
-    KILN_TRY(e->prepare_steps());
+    e.plan.cubin = {};  // loaded: the contexts' copies of the plan need no kernel binary
     if (!p.symbols.empty()) {
       // A range engine: what it needs to make the steps of other shapes.
-      auto r = std::make_unique<RangeState>();
+      auto r = std::make_shared<RangeCommon>();
       r->network = std::move(read.common.network);
       r->symbols = p.symbols;
       for (size_t i = 0; i < r->network.num_inputs; ++i) {
@@ -961,30 +1155,40 @@ class CudaBackend final : public engine::Backend {
       }
       r->config.device = dev;
       r->config.precision = p.precision;
-      for (const PlanSymbol& y : p.symbols) {
-        r->active.push_back(y.opt);
-        r->config.symbols[y.name] = {y.min, y.max, y.opt};
-      }
+      for (const PlanSymbol& y : p.symbols) r->config.symbols[y.name] = {y.min, y.max, y.opt};
       for (const std::string& name : r->network.constant_names) {
         auto w = weights(name);
-        if (!w) return format_error(e->what + ": constant '" + name + "': " + w.status().message());
+        if (!w) return format_error(e.what + ": constant '" + name + "': " + w.status().message());
         r->weights[name] = *w;
       }
-      for (size_t k = 0; k < p.kernel_keys.size(); ++k) r->kernel_by_key[p.kernel_keys[k]] = e->kernels[k];
+      for (size_t k = 0; k < p.kernel_keys.size(); ++k) r->kernel_by_key[p.kernel_keys[k]] = e.kernels[k];
       for (const Step& st : p.steps) {  // the build's timings at opt
         if (st.kind == Step::Kind::kGemm) r->tuned.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
-        if (st.kind == Step::Kind::kConv) r->tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+        if (st.kind == Step::Kind::kConv) {
+          r->tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+          r->conv_algo_by_layer.emplace(st.layer, st.conv.algo.algo);
+        }
       }
-      r->shapes_kept = kept;
-      e->range = std::move(r);
+      r->trace = env_is("KILN_CUDA_TRACE", "1");
+      r->shapes_kept = *kept_setting;
+      g->range = std::move(r);
     }
-    return e.release();
+    // The first context now: a plan the device cannot run fails the load.
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaEngine> first, g->open_context());
+    g->contexts.push_back({std::move(first), false, nullptr});
+    return g.release();
   }
 
   Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  void* stream_arg, const engine::RowPadding* padding) const override {
-    auto* e = static_cast<CudaEngine*>(handle);
-    std::lock_guard<std::mutex> lock(e->mutex);
+    auto* g = static_cast<CudaEngineGroup*>(handle);
+    KILN_ASSIGN_OR_RETURN(CudaEngineGroup::Lease lease, g->acquire(stream_arg));
+    return run_on(lease.get(), inputs, outputs, stream_arg, padding);
+  }
+
+  // One call on one context of an engine (see Backend::execute).
+  static Status run_on(CudaEngine* e, std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream_arg,
+                       const engine::RowPadding* padding) {
     if (e->range) {
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
       KILN_TRY(e->use_shape(shape));
@@ -1062,13 +1266,19 @@ class CudaBackend final : public engine::Backend {
   }
 
   Status synchronize(engine::EngineHandle handle) const override {
-    auto* e = static_cast<CudaEngine*>(handle);
-    std::lock_guard<std::mutex> lock(e->mutex);
-    KILN_CUDA_TRY(cudaEventSynchronize(e->engine_done));
-    return e->take_error(e->own_stream, true);
+    auto* g = static_cast<CudaEngineGroup*>(handle);
+    Status first;
+    for (size_t i = 0; i < g->size(); ++i) {
+      CudaEngineGroup::Lease lease = g->acquire_at(i);
+      CudaEngine* e = lease.get();
+      Status st = cuda_status(cudaEventSynchronize(e->engine_done), "cudaEventSynchronize");
+      if (st) st = e->take_error(e->own_stream, true);
+      if (first && !st) first = std::move(st);
+    }
+    return first;
   }
 
-  void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngine*>(handle); }
+  void destroy(engine::EngineHandle handle) const override { delete static_cast<CudaEngineGroup*>(handle); }
 
  private:
   // How many shapes a range engine keeps ready: the backend's option, else
@@ -1083,6 +1293,21 @@ class CudaBackend final : public engine::Backend {
     if (*end != '\0' || errno != 0 || n < 1 || n > 4096 || v[0] == '-')
       return invalid_argument(std::string("KILN_CUDA_SHAPES='") + v +
                               "': the number of shapes a range engine keeps ready must be an integer in [1, 4096]");
+    return static_cast<size_t>(n);
+  }
+
+  // How many contexts an engine opens at most: the backend's option, else
+  // KILN_CUDA_CONTEXTS, else kDefaultContexts.
+  Expected<size_t> contexts_kept() const {
+    if (options_.contexts > 0) return options_.contexts;
+    const char* v = std::getenv("KILN_CUDA_CONTEXTS");
+    if (v == nullptr || *v == '\0') return kDefaultContexts;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 1 || n > 256 || v[0] == '-')
+      return invalid_argument(std::string("KILN_CUDA_CONTEXTS='") + v +
+                              "': the number of calls an engine runs at once must be an integer in [1, 256]");
     return static_cast<size_t>(n);
   }
 

@@ -20,7 +20,23 @@ struct CudaBackendOptions {
   // (no build: its kernels and algorithms are remembered). 0: the
   // environment's KILN_CUDA_SHAPES, or 16 without it.
   size_t shapes_kept = 0;
+  // How many calls of one engine run side by side at most, each on an
+  // execution context of its own (arena, stream, library handles, prepared
+  // shapes, graphs) over the engine's one copy of its weights and kernels;
+  // contexts open as concurrent calls need them. 0: the environment's
+  // KILN_CUDA_CONTEXTS, or 1 without it (calls take turns).
+  size_t contexts = 0;
 };
+
+// Work done while serving calls, process-wide: what a range engine's new
+// shapes cost, and how many CUDA graphs were captured. For tests and benchmarks.
+struct RunTimeWork {
+  uint64_t shapes_prepared = 0;    // new shapes of range engines made ready
+  uint64_t kernels_compiled = 0;   // kernels compiled for them (the build planned all others)
+  uint64_t algorithms_chosen = 0;  // GEMM and convolution algorithms chosen for them, none timed
+  uint64_t graphs_captured = 0;
+};
+RunTimeWork run_time_work();
 
 // The backend; building needs a GPU (kernel choice is timed on it), as does
 // loading and running. On a machine without one, build/load answer

@@ -45,6 +45,19 @@ class CudaDeviceMemory final : public engine::DeviceMemory {
     return Device::cuda(ordinal);
   }
 
+  std::shared_ptr<void> new_stream() const override {
+    (void)default_stream();  // the device and its pool set up first
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return std::shared_ptr<void>(s, [](void* p) {
+      cudaStreamSynchronize(static_cast<cudaStream_t>(p));
+      cudaStreamDestroy(static_cast<cudaStream_t>(p));
+    });
+  }
+
   void* default_stream() const override {
     std::call_once(init_, [this] {
       if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {

@@ -315,6 +315,32 @@ Status GemmOp::run(const void* a, const void* b, void* c, const void* bias, void
                        "cublasLtMatmul");
 }
 
+Expected<GemmAlgo> pick_gemm(cublasLtHandle_t lt, const GemmShape& shape, size_t workspace_bytes) {
+  const std::string where = "choosing an algorithm for GEMM " + shape.to_string();
+  auto described = GemmOp::describe(lt, shape);
+  if (!described) return std::move(described).status().with_context(where);
+  Preference pref;
+  KILN_TRY_CTX(pref.init(workspace_bytes), where);
+  std::array<cublasLtMatmulHeuristicResult_t, 4> results{};
+  int returned = 0;
+  KILN_TRY_CTX(
+      cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, described->desc_, described->layout_b_, described->layout_a_,
+                                                   described->layout_c_, described->layout_c_, pref.get(),
+                                                   static_cast<int>(results.size()), results.data(), &returned),
+                    "cublasLtMatmulAlgoGetHeuristic"),
+      where);
+  for (int i = 0; i < returned && i < static_cast<int>(results.size()); ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = results[static_cast<size_t>(i)];
+    if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > workspace_bytes) continue;
+    GemmAlgo a;
+    std::memcpy(a.data.data(), &r.algo, sizeof r.algo);
+    a.workspace_bytes = r.workspaceSize;
+    return a;
+  }
+  return unsupported(where + ": cuBLASLt has no algorithm for it within " + std::to_string(workspace_bytes) +
+                     " bytes of workspace on this device");
+}
+
 Expected<GemmAlgo> tune_gemm(cublasLtHandle_t lt, const GemmShape& shape, const void* a, const void* b, void* c,
                              const void* bias, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                              int max_candidates) {

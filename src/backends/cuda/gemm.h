@@ -80,6 +80,12 @@ Expected<GemmAlgo> tune_gemm(cublasLtHandle_t lt, const GemmShape& shape, const 
                              const void* bias, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                              int max_candidates = 8);
 
+// Run time, for a GEMM shape no build timed (a new size of an engine built
+// for a range): the first algorithm cuBLASLt's heuristic offers that fits
+// workspace_bytes, with nothing run or timed (microseconds on the host).
+// kUnsupported when cuBLASLt offers none.
+Expected<GemmAlgo> pick_gemm(cublasLtHandle_t lt, const GemmShape& shape, size_t workspace_bytes);
+
 // Load time: the cuBLASLt descriptors for one GEMM with a recorded algorithm. Move-only; the destructor
 // releases every descriptor. run() is const and may be called from several threads at once.
 class GemmOp {
@@ -114,6 +120,7 @@ class GemmOp {
   static Expected<GemmOp> describe(cublasLtHandle_t lt, const GemmShape& shape);
   void release();
 
+  friend Expected<GemmAlgo> pick_gemm(cublasLtHandle_t, const GemmShape&, size_t);
   friend Expected<GemmAlgo> tune_gemm(cublasLtHandle_t, const GemmShape&, const void*, const void*, void*, const void*,
                                       void*, size_t, cudaStream_t, int);
 

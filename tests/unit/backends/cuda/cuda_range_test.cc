@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/kernel.h"
@@ -167,6 +170,42 @@ TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
     ASSERT_NO_FATAL_FAILURE(expect_length(loaded, net, weights, length, tol, "loaded from its serialized plan"));
 }
 
+// A server's stream: a seeded draw of lengths across the whole range, each
+// against the reference and each run a second time (its graph captured and
+// replayed) with the same bits. The build compiled every kernel the stream
+// needs and no algorithm is timed: new lengths only choose (the counters
+// say so).
+TEST_P(CudaRange, ASeededStreamOfRandomLengthsComputesRightWithoutCompilingAnything) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string precision = GetParam();
+  const double tol = precision == "fp32" ? 2e-4 : 3e-2;
+  auto backend = cuda::make_cuda_backend();
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
+  ASSERT_TRUE(plan.has_value()) << plan.status().message();
+  auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
+  ASSERT_TRUE(handle.has_value()) << handle.status().message();
+  engine::Engine engine(backend.get(), *handle);
+  std::mt19937 rng(20261204);
+  std::uniform_int_distribution<int64_t> length(1, 80);
+  const cuda::RunTimeWork before = cuda::run_time_work();
+  std::set<int64_t> seen;
+  for (int i = 0; i < 24; ++i) {
+    const int64_t n = length(rng);
+    seen.insert(n);
+    ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, n, tol, "stream"));
+    std::vector<Tensor> first, again;
+    ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, first).is_ok());
+    ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, again).is_ok());
+    EXPECT_TRUE(first[0].same_bytes(again[0])) << "length " << n << ": a replayed graph changed the result";
+  }
+  const cuda::RunTimeWork after = cuda::run_time_work();
+  EXPECT_EQ(after.kernels_compiled, before.kernels_compiled) << "kernels compiled while serving";
+  EXPECT_GE(after.shapes_prepared - before.shapes_prepared, seen.size() - 1);  // opt was ready at load
+  EXPECT_GT(after.graphs_captured, before.graphs_captured);
+}
+
 INSTANTIATE_TEST_SUITE_P(CudaRanges, CudaRange, ::testing::Values("fp32", "fp16", "bf16"),
                          [](const auto& info) { return info.param; });
 
@@ -187,6 +226,57 @@ TEST(CudaRangeShapes, LengthsDroppedFromAFewKeptShapesComeBackRight) {
     for (int64_t length : {32, 5, 32, 70, 5, 32, 70, 70, 5})
       ASSERT_NO_FATAL_FAILURE(
           expect_length(engine, net, weights, length, 3e-2, std::to_string(kept) + " shape(s) kept"));
+  }
+}
+
+// Calls of one engine on eight threads run side by side, each on a context of
+// its own (memory, stream, prepared lengths) over the engine's one copy of
+// its weights: every result has the bits of the same call made alone, and
+// the device holds no second copy of a weight. With one context allowed the
+// calls take turns and give the same bits.
+TEST(CudaRangeContexts, CallsOnEightThreadsGiveTheBitsOfSerialCallsOverOneCopyOfTheWeights) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  const std::vector<int64_t> lengths = {32, 5, 80, 17, 1, 64, 33, 9, 48, 71};
+  for (size_t contexts : {8u, 1u}) {
+    SCOPED_TRACE(std::to_string(contexts) + " context(s)");
+    auto backend = cuda::make_cuda_backend({.contexts = contexts});
+    auto plan = backend->build(block_network(), range_options("fp16", 1, 32, 80));
+    ASSERT_TRUE(plan.has_value()) << plan.status().message();
+    auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
+    ASSERT_TRUE(handle.has_value()) << handle.status().message();
+    engine::Engine engine(backend.get(), *handle);
+    std::vector<Tensor> want;
+    for (int64_t n : lengths) {
+      std::vector<Tensor> got;
+      ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, got).is_ok());
+      want.push_back(got[0]);
+    }
+    const auto copies = cuda::device_weight_copies();
+    constexpr int kThreads = 8;
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 4; ++round)
+          for (size_t k = 0; k < lengths.size(); ++k) {
+            const size_t i = (k + static_cast<size_t>(t)) % lengths.size();
+            std::vector<Tensor> got;
+            if (Status s = engine.execute(std::vector<Tensor>{ids_of_length(lengths[i])}, got); !s) {
+              errors[t] = s.message();
+              return;
+            }
+            if (!got[0].same_bytes(want[i])) {
+              errors[t] = "length " + std::to_string(lengths[i]) + " differs from the serial call's bits";
+              return;
+            }
+          }
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+    EXPECT_EQ(cuda::device_weight_copies(), copies) << "a context copied the weights";
+    EXPECT_TRUE(backend->synchronize(engine.handle()).is_ok());
   }
 }
 

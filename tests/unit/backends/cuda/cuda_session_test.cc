@@ -12,11 +12,12 @@
 #include <set>
 #include <thread>
 
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_support.h"
 #include "frontend/safetensors.h"
+#include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/device_copy.h"
-#include "kiln/check.h"
 
 namespace kiln {
 namespace {
@@ -727,6 +728,51 @@ TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
       EXPECT_TRUE(back->same_bytes(want[k])) << "thread " << t << " step " << k;
     }
     expect_same_buffers(*program, serial, *sessions[t], "thread " + std::to_string(t));
+  }
+}
+
+// Eight sessions of a program without buffers on eight threads, host tensors
+// in and out, no stream given: each session's calls run on a stream of its
+// own, on an engine context of their own, beside the others'. Every output
+// has the bits of one session's serial calls, and the weights stay one copy.
+TEST(CudaSession, EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSerialCalls) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* model : {"bert.pt2", "bert_dynseq.pt2"}) {
+    SCOPED_TRACE(model);
+    auto program = compiled(model, "cuda");
+    ASSERT_NE(program, nullptr);
+    std::string io_name = model;
+    io_name.replace(io_name.find(".pt2"), 4, ".io.safetensors");
+    auto io = read_safetensors(fixture(io_name));
+    ASSERT_TRUE(io.has_value()) << io.status().message();
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < program->inputs().size(); ++i) inputs.push_back(*io->find("input." + std::to_string(i)));
+    Session serial(program);
+    auto want = serial.run(inputs);
+    ASSERT_TRUE(want.has_value()) << want.status().message();
+    const auto copies = cuda::device_weight_copies();
+    constexpr int kThreads = 8;
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        Session session(program);
+        for (int i = 0; i < 30; ++i) {
+          auto r = session.run(inputs);
+          if (!r) {
+            errors[t] = r.status().message();
+            return;
+          }
+          for (size_t o = 0; o < r->size(); ++o)
+            if (!(*r)[o].same_bytes((*want)[o])) {
+              errors[t] = "call " + std::to_string(i) + ": output " + std::to_string(o) + " differs";
+              return;
+            }
+        }
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+    EXPECT_EQ(cuda::device_weight_copies(), copies);
   }
 }
 

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""A server's view of dynamic shapes: a seeded stream of requests whose sizes
+are drawn at random from a model's range, each timed from host tensors in to
+host tensors out with the device synchronized, the whole stream run twice in
+one process per system. What a serving process meets is the first pass (most
+sizes new to it); the second pass shows what the same sizes cost once seen.
+
+Cases (--case, repeatable):
+  bert      transformers' BertModel(BertConfig()) fp16, batch 1, sequence 2..512, 200 requests
+  resnet50  torchvision's resnet50 fp16, batch 1..64 at 224x224, 100 requests
+
+Systems, each over the same sizes in the same order:
+  kiln                   `kiln bench MODEL.kiln --stream N --seed S` (the C++ runtime; it draws the
+                         sizes, and the others take them from its JSON)
+  kiln-python            kiln.load(MODEL.kiln, device="cuda") called on CUDA tensors
+                         (input copied to the device, output back to the host, in the timing)
+  torch-compile-dynamic  torch.compile(model, dynamic=True), the same host-to-host timing
+  eager                  the module itself
+
+With --threads T the kiln row also gives calls per second of T sessions on T
+threads beside one (`kiln bench --stream --threads T`).
+
+    python3 bench/serving.py --kiln build/kiln --out bench/results [--case bert] [--threads 8]
+
+Writes <date>-<gpu>-serving.md and .json to --out; the JSON is
+{"cases": [{"case", "system", "p50_ms", "p99_ms", "max_ms", "max_at", "first_request_ms",
+            "second_pass_p50_ms", "second_pass_p99_ms", "second_pass_max_ms", ...}]}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dynamic_shapes import build_model  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[serving] {msg}", flush=True)
+
+
+def percentile(ms: list[float], q: float) -> float:
+    s = sorted(ms)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+def summary(first: list[float], second: list[float], sizes: list[int]) -> dict:
+    worst = max(range(len(first)), key=lambda i: first[i])
+    return {"p50_ms": percentile(first, 0.5), "p99_ms": percentile(first, 0.99), "max_ms": first[worst],
+            "max_at": sizes[worst], "first_request_ms": first[0],
+            "second_pass_p50_ms": percentile(second, 0.5), "second_pass_p99_ms": percentile(second, 0.99),
+            "second_pass_max_ms": max(second)}
+
+
+def case_spec(name: str):
+    """(title, model, input of a size, dynamic_shapes, example size, requests, kiln compile arguments)."""
+    from torch.export import Dim
+
+    if name == "bert":
+        def ids(n: int, g: torch.Generator) -> torch.Tensor:
+            return torch.randint(0, 30000, (1, n), generator=g)
+        return ("BERT-base fp16, batch 1, sequence 2..512", build_model(), ids,
+                {"input_ids": {1: Dim("seq", min=2, max=512)}}, 128, 200, [])
+    if name == "resnet50":
+        import torchvision
+
+        torch.manual_seed(0)
+        model = torchvision.models.resnet50().eval().half()
+
+        def image(n: int, g: torch.Generator) -> torch.Tensor:
+            return torch.randn((n, 3, 224, 224), generator=g).half()
+        return ("ResNet-50 fp16, batch 1..64, 224x224", model, image, {"x": {0: Dim("batch", min=1, max=64)}}, 16,
+                100, ["--batch-buckets", "off", "--shape", "x:1x3x224x224,16x3x224x224,64x3x224x224"])
+    raise SystemExit(f"unknown case {name}")
+
+
+def timed_stream(call, inputs: list[torch.Tensor]) -> list[float]:
+    """Host tensors in, host tensors out, the device synchronized: milliseconds per request."""
+    ms = []
+    for x in inputs:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        y = call(x)
+        if isinstance(y, torch.Tensor):
+            y = y.cpu()
+        torch.cuda.synchronize()
+        ms.append((time.perf_counter() - t) * 1e3)
+    return ms
+
+
+def run_case(name: str, args, work: Path) -> list[dict]:
+    title, model, make, dynamic, example, requests, extra = case_spec(name)
+    from torch.export import export, save
+
+    with torch.no_grad():
+        ep = export(model, (make(example, torch.Generator().manual_seed(0)),), dynamic_shapes=dynamic)
+    pt2 = work / f"{name}_dyn.pt2"
+    save(ep, str(pt2))
+    program = work / f"{name}_dyn.kiln"
+    cmd = [args.kiln, "compile", str(pt2), "--device", "cuda", "--precision", "fp16", "--no-cache", "-o",
+           str(program)] + extra
+    log(" ".join(cmd))
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    build_s = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"kiln compile failed: {p.stderr[-2000:]}")
+    rows = []
+    out = work / f"{name}_stream.json"
+    cmd = [args.kiln, "bench", str(program), "--stream", str(requests), "--seed", str(args.seed), "--json", str(out)]
+    if args.threads > 1:
+        cmd += ["--threads", str(args.threads)]
+    log(" ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit(f"kiln bench --stream failed: {p.stderr[-2000:]}")
+    log(p.stdout.strip())
+    k = json.loads(out.read_text())
+    sizes = [int(re.search(r"=(\d+)", s)[1]) for s in k["sizes"]]
+    row = {"case": name, "title": title, "system": "kiln", "build_s": build_s,
+           **summary(k["first_pass_ms"], k["second_pass_ms"], sizes), "distinct_sizes": k["distinct_sizes"]}
+    if "sessions" in k:
+        row["sessions"] = k["sessions"]
+    rows.append(row)
+
+    g = torch.Generator().manual_seed(args.seed)
+    inputs = [make(n, g) for n in sizes]
+
+    def two_passes(system: str, call, **extra_fields) -> None:
+        with torch.no_grad():
+            first = timed_stream(call, inputs)
+            second = timed_stream(call, inputs)
+        rows.append({"case": name, "title": title, "system": system, **summary(first, second, sizes),
+                     **extra_fields})
+        log(f"{name} {system}: p50 {rows[-1]['p50_ms']:.3f} ms, p99 {rows[-1]['p99_ms']:.3f}, "
+            f"max {rows[-1]['max_ms']:.3f}, second pass p50 {rows[-1]['second_pass_p50_ms']:.3f}")
+
+    try:
+        import kiln
+
+        compiled = kiln.load(str(program), device="cuda")
+        two_passes("kiln-python", lambda x: compiled(x.cuda()))
+    except ImportError as e:
+        log(f"kiln-python skipped: {e}")
+    gpu = model.cuda()
+    two_passes("eager", lambda x: gpu(x.cuda()))
+    torch._dynamo.reset()
+    compiled_torch = torch.compile(gpu, dynamic=True)
+    t = time.perf_counter()
+    with torch.no_grad():
+        compiled_torch(make(example, torch.Generator().manual_seed(0)).cuda())
+    torch.cuda.synchronize()
+    two_passes("torch-compile-dynamic", lambda x: compiled_torch(x.cuda()),
+               compile_s=time.perf_counter() - t)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", default="build/kiln")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--case", action="append", help="bert, resnet50 (default: both)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workdir")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln-serving-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.case or ["bert", "resnet50"]:
+        rows += run_case(name, args, work)
+    gpu = torch.cuda.get_device_name(0)
+    result = {"machine": gpu, "torch": torch.__version__, "seed": args.seed, "cases": rows}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{time.strftime('%Y-%m-%d')}-{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}-serving"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    lines = [f"# Serving streams of random sizes ({gpu}, torch {torch.__version__}, seed {args.seed})", "",
+             "`python3 bench/serving.py --kiln build/kiln --out bench/results"
+             + (f" --threads {args.threads}" if args.threads > 1 else "") + "`; each request timed host tensors "
+             "in to host tensors out, the device synchronized; first pass = the stream as a fresh process meets "
+             "it, second pass = the same stream again.", "",
+             "| case | system | p50 ms | p99 ms | max ms (size) | first request ms | second pass p50 / p99 / max ms |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['system']} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
+                     f"{r['max_ms']:.3f} ({r['max_at']}) | {r['first_request_ms']:.3f} | "
+                     f"{r['second_pass_p50_ms']:.3f} / {r['second_pass_p99_ms']:.3f} / "
+                     f"{r['second_pass_max_ms']:.3f} |")
+    for r in rows:
+        if "sessions" in r:
+            s = r["sessions"]
+            lines.append(f"\n{r['case']}: {s['threads']} sessions on {s['threads']} threads "
+                         f"{s['calls_per_s']:.1f} calls/s beside one session {s['one_thread_calls_per_s']:.1f} "
+                         f"({s['calls_per_s'] / s['one_thread_calls_per_s']:.2f}x)")
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
