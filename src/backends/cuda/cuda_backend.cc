@@ -1284,30 +1284,31 @@ class CudaBackend final : public engine::Backend {
   // How many shapes a range engine keeps ready: the backend's option, else
   // KILN_CUDA_SHAPES, else kDefaultShapesKept.
   Expected<size_t> shapes_kept() const {
-    if (options_.shapes_kept > 0) return options_.shapes_kept;
-    const char* v = std::getenv("KILN_CUDA_SHAPES");
-    if (v == nullptr || *v == '\0') return kDefaultShapesKept;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (*end != '\0' || errno != 0 || n < 1 || n > 4096 || v[0] == '-')
-      return invalid_argument(std::string("KILN_CUDA_SHAPES='") + v +
-                              "': the number of shapes a range engine keeps ready must be an integer in [1, 4096]");
-    return static_cast<size_t>(n);
+    return count_setting(options_.shapes_kept, "KILN_CUDA_SHAPES", kDefaultShapesKept, 4096,
+                         "the number of shapes a range engine keeps ready");
   }
 
   // How many contexts an engine opens at most: the backend's option, else
   // KILN_CUDA_CONTEXTS, else kDefaultContexts.
   Expected<size_t> contexts_kept() const {
-    if (options_.contexts > 0) return options_.contexts;
-    const char* v = std::getenv("KILN_CUDA_CONTEXTS");
-    if (v == nullptr || *v == '\0') return kDefaultContexts;
+    return count_setting(options_.contexts, "KILN_CUDA_CONTEXTS", kDefaultContexts, 256,
+                         "the number of calls an engine runs at once");
+  }
+
+  // `option` when set (nonzero), else environment variable `env` read as a
+  // count in [1, most], else `fallback`; a value that is not such a count is
+  // refused naming the variable and what it counts.
+  static Expected<size_t> count_setting(size_t option, const char* env, size_t fallback, size_t most,
+                                        const std::string& what) {
+    if (option > 0) return option;
+    const char* v = std::getenv(env);
+    if (v == nullptr || *v == '\0') return fallback;
     char* end = nullptr;
     errno = 0;
     const unsigned long long n = std::strtoull(v, &end, 10);
-    if (*end != '\0' || errno != 0 || n < 1 || n > 256 || v[0] == '-')
-      return invalid_argument(std::string("KILN_CUDA_CONTEXTS='") + v +
-                              "': the number of calls an engine runs at once must be an integer in [1, 256]");
+    if (*end != '\0' || errno != 0 || n < 1 || n > most || v[0] == '-')
+      return invalid_argument(std::string(env) + "='" + v + "': " + what + " must be an integer in [1, " +
+                              std::to_string(most) + "]");
     return static_cast<size_t>(n);
   }
 
