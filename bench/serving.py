@@ -113,6 +113,19 @@ def run_case(name: str, args, work: Path) -> list[dict]:
     build_s = time.perf_counter() - t
     if p.returncode != 0:
         raise SystemExit(f"kiln compile failed: {p.stderr[-2000:]}")
+    # The same model exported at the example size alone, built the same way: what the range's build is held to.
+    with torch.no_grad():
+        fixed_ep = export(model, (make(example, torch.Generator().manual_seed(0)),))
+    fixed_pt2 = work / f"{name}_fixed.pt2"
+    save(fixed_ep, str(fixed_pt2))
+    cmd = [args.kiln, "compile", str(fixed_pt2), "--device", "cuda", "--precision", "fp16", "--no-cache", "-o",
+           str(work / f"{name}_fixed.kiln")] + [a for a in extra if a != "--shape" and ":" not in a]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    fixed_build_s = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"kiln compile (fixed size) failed: {p.stderr[-2000:]}")
+    log(f"{name}: range build {build_s:.1f} s, fixed build at {example} {fixed_build_s:.1f} s")
     rows = []
     out = work / f"{name}_stream.json"
     cmd = [args.kiln, "bench", str(program), "--stream", str(requests), "--seed", str(args.seed), "--json", str(out)]
@@ -125,7 +138,7 @@ def run_case(name: str, args, work: Path) -> list[dict]:
     log(p.stdout.strip())
     k = json.loads(out.read_text())
     sizes = [int(re.search(r"=(\d+)", s)[1]) for s in k["sizes"]]
-    row = {"case": name, "title": title, "system": "kiln", "build_s": build_s,
+    row = {"case": name, "title": title, "system": "kiln", "build_s": build_s, "fixed_build_s": fixed_build_s,
            **summary(k["first_pass_ms"], k["second_pass_ms"], sizes), "distinct_sizes": k["distinct_sizes"]}
     if "sessions" in k:
         row["sessions"] = k["sessions"]
@@ -195,6 +208,10 @@ def main() -> int:
                      f"{r['max_ms']:.3f} ({r['max_at']}) | {r['first_request_ms']:.3f} | "
                      f"{r['second_pass_p50_ms']:.3f} / {r['second_pass_p99_ms']:.3f} / "
                      f"{r['second_pass_max_ms']:.3f} |")
+    for r in rows:
+        if "build_s" in r:
+            lines.append(f"\n{r['case']}: range build {r['build_s']:.1f} s beside a build at the one example size "
+                         f"{r['fixed_build_s']:.1f} s ({r['build_s'] / r['fixed_build_s']:.2f}x)")
     for r in rows:
         if "sessions" in r:
             s = r["sessions"]

@@ -38,7 +38,8 @@ constexpr size_t kDefaultContexts = 1;
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
 
 struct RunTimeWorkCounters {
-  std::atomic<uint64_t> shapes_prepared{0}, kernels_compiled{0}, algorithms_chosen{0}, graphs_captured{0};
+  std::atomic<uint64_t> shapes_prepared{0}, shapes_planned{0}, kernels_compiled{0}, algorithms_chosen{0},
+      graphs_captured{0};
 };
 RunTimeWorkCounters& run_time_work_counters() {
   static RunTimeWorkCounters counters;
@@ -57,8 +58,8 @@ struct Instance {
   CudaPlan plan;
   std::vector<std::shared_ptr<const DeviceBuffer>> constants;
   std::vector<cudaKernel_t> kernels;
-  std::vector<std::optional<GemmOp>> gemms;
-  std::vector<std::optional<ConvOp>> convs;
+  std::vector<std::shared_ptr<const GemmOp>> gemms;
+  std::vector<std::shared_ptr<const ConvOp>> convs;
   std::vector<std::vector<void*>> kernel_args;
   std::vector<std::vector<int64_t>> kernel_dims;
   std::vector<uint8_t*> bound;
@@ -113,6 +114,14 @@ struct RangeCommon {
   std::map<std::string, cudaKernel_t> kernel_by_key;
   std::vector<cudaLibrary_t> libraries;
   TunedAlgos tuned;
+  TunedAlgos built;  // what the plan recorded: `tuned` starts again from these
+
+  // A plan whose build planned every shape of its range: each shape's steps
+  // come from its table, every kernel from `kernels` (the plan's, all of
+  // them compiled at build), every algorithm from `tuned`.
+  std::shared_ptr<const ShapeTable> table;
+  CudaPlan header;  // the plan's fields a shape's plan takes (no steps)
+  std::vector<cudaKernel_t> kernels;
 
   ~RangeCommon() {
     for (cudaLibrary_t l : libraries) cudaLibraryUnload(l);
@@ -143,8 +152,13 @@ struct CudaEngine {
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
   cudaStream_t own_stream = nullptr;
-  std::vector<std::optional<GemmOp>> gemms;     // per step
-  std::vector<std::optional<ConvOp>> convs;     // per step
+  std::vector<std::shared_ptr<const GemmOp>> gemms;  // per step
+  std::vector<std::shared_ptr<const ConvOp>> convs;  // per step
+  // The descriptors made so far, by shape and algorithm: steps of one shape
+  // (a model's layers) and shapes that share GEMMs share them.
+  std::map<std::string, std::shared_ptr<const GemmOp>> gemm_ops;
+  std::map<std::string, std::shared_ptr<const ConvOp>> conv_ops;
+  static constexpr size_t kMaxOps = 4096;  // then made anew
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers, for the bindings in `bound`
   std::vector<std::vector<int64_t>> kernel_dims;  // per step: its KilnDims (kMaxKernelDims values), or empty
   // Per engine input: device memory bound in place of the input's arena slot
@@ -181,6 +195,8 @@ struct CudaEngine {
     for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
     gemms.clear();
     convs.clear();
+    gemm_ops.clear();
+    conv_ops.clear();
     if (range) range->shapes.clear();
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
@@ -492,6 +508,8 @@ struct CudaEngine {
   // The GEMM and convolution descriptors and kernel arguments of the active
   // shape's steps (its constants, kernels and algorithms in place).
   Status prepare_steps() {
+    if (gemm_ops.size() > kMaxOps) gemm_ops.clear();
+    if (conv_ops.size() > kMaxOps) conv_ops.clear();
     gemms.clear();
     gemms.resize(plan.steps.size());
     convs.clear();
@@ -502,11 +520,22 @@ struct CudaEngine {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const Step& s = plan.steps[i];
       if (s.kind == Step::Kind::kGemm) {
-        KILN_ASSIGN_OR_RETURN(GemmOp op, GemmOp::create(lt, s.gemm.shape, s.gemm.algo));
-        gemms[i].emplace(std::move(op));
+        std::string key = s.gemm.shape.to_string() + " algo";
+        for (uint64_t w : s.gemm.algo.data) key += " " + std::to_string(w);
+        std::shared_ptr<const GemmOp>& op = gemm_ops[key];
+        if (!op) {
+          KILN_ASSIGN_OR_RETURN(GemmOp made, GemmOp::create(lt, s.gemm.shape, s.gemm.algo));
+          op = std::make_shared<const GemmOp>(std::move(made));
+        }
+        gemms[i] = op;
       } else if (s.kind == Step::Kind::kConv) {
-        KILN_ASSIGN_OR_RETURN(ConvOp op, ConvOp::create(dnn, s.conv.shape, s.conv.algo));
-        convs[i].emplace(std::move(op));
+        std::shared_ptr<const ConvOp>& op =
+            conv_ops[s.conv.shape.to_string() + " algo " + std::to_string(s.conv.algo.algo)];
+        if (!op) {
+          KILN_ASSIGN_OR_RETURN(ConvOp made, ConvOp::create(dnn, s.conv.shape, s.conv.algo));
+          op = std::make_shared<const ConvOp>(std::move(made));
+        }
+        convs[i] = op;
       } else {
         for (const BufferRef& r : s.kernel.args) kernel_args[i].push_back(ptr(r));
         if (!s.kernel.dims.empty()) {
@@ -597,9 +626,11 @@ struct CudaEngine {
       return Status::ok();
     }
     const auto start = std::chrono::steady_clock::now();
+    if (c.table) return use_table_shape(key, start);
     ir::SymBindings b;
     for (size_t i = 0; i < key.size(); ++i) b[c.symbols[i].name] = key[i];
     KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(c.network, b, c.config));
+    run_time_work_counters().shapes_planned.fetch_add(1, std::memory_order_relaxed);
     const double plan_ms = ms_since(start);
     // A shape whose activations the device cannot hold is refused here, before
     // anything is compiled or freed: the engine goes on serving the shapes
@@ -715,6 +746,52 @@ struct CudaEngine {
     return Status::ok();
   }
 
+  // use_shape for an engine whose plan holds every shape's steps: the
+  // shape's plan from the table, the plan's kernels, weights in the forms
+  // it asks for, algorithms the build chose, all within the arena the
+  // build sized for the range. Nothing is planned, compiled, timed or
+  // allocated here.
+  Status use_table_shape(const std::vector<int64_t>& key, std::chrono::steady_clock::time_point start) {
+    RangeState& r = *range;
+    RangeCommon& c = *r.common;
+    Instance next;
+    KILN_ASSIGN_OR_RETURN(next.plan, c.table->shape_plan(c.header, ShapeTable::index(c.symbols, key)));
+    if (static_cast<size_t>(next.plan.arena_bytes) > arena.nbytes())
+      return internal_error(what + ": a shape of the table needs more than the range's arena");
+    const double plan_ms = ms_since(start);
+    next.kernels = c.kernels;
+    for (const DeviceConstant& dc : next.plan.constants) {
+      auto w = c.weights.find(dc.name);
+      if (w == c.weights.end()) return internal_error(what + ": no weight '" + dc.name + "' for a new shape");
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, dc));
+      next.constants.push_back(std::move(d));
+    }
+    const auto steps_start = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> learned(c.mutex);
+      KILN_TRY(choose_algorithms(next.plan).with_context(what + ": a new shape"));
+    }
+    swap_active(next);  // `next` holds the shape active before
+    if (Status st = prepare_steps(); !st) {
+      swap_active(next);
+      return st.with_context(what + ": a new shape");
+    }
+    r.shapes.emplace_front(r.active, std::move(next));
+    while (r.shapes.size() + 1 > c.shapes_kept) r.shapes.pop_back();
+    r.active = key;
+    run_time_work_counters().shapes_prepared.fetch_add(1, std::memory_order_relaxed);
+    if (c.trace) {
+      std::string shape;
+      for (size_t i = 0; i < key.size(); ++i)
+        shape += (i ? ", " : "") + c.symbols[i].name + "=" + std::to_string(key[i]);
+      std::fprintf(stderr,
+                   "kiln: %s: shape %s prepared in %.3f ms from the plan's table: steps %.3f ms, "
+                   "algorithms and descriptors %.3f ms\n",
+                   what.c_str(), shape.c_str(), ms_since(start), plan_ms, ms_since(steps_start));
+    }
+    return Status::ok();
+  }
+
   // The GEMM and convolution algorithms of a new shape's steps, none timed:
   // one remembered for the same GEMM or convolution shape (the build's, at
   // opt, or one chosen for an earlier shape), else for a GEMM the first of
@@ -723,27 +800,15 @@ struct CudaEngine {
   // heuristic. Host work only, within the workspace the plan allocated; the
   // caller holds the range's mutex.
   Status choose_algorithms(CudaPlan& p) {
-    const RangeCommon& c = *range->common;
-    TunedAlgos& tuned = range->common->tuned;
-    if (tuned.gemms.size() + tuned.convs.size() > RangeCommon::kMaxTunedShapes) tuned = TunedAlgos();
+    RangeCommon& c = *range->common;
+    if (c.tuned.gemms.size() + c.tuned.convs.size() > c.built.gemms.size() + c.built.convs.size() +
+                                                          RangeCommon::kMaxTunedShapes)
+      c.tuned = c.built;
     for (Step& s : p.steps) {
-      if (s.kind == Step::Kind::kGemm) {
-        GemmLaunch& g = s.gemm;
-        KILN_ASSIGN_OR_RETURN(g.algo, tuned_once(tuned.gemms, g.shape.to_string(), [&] {
-                                run_time_work_counters().algorithms_chosen.fetch_add(1, std::memory_order_relaxed);
-                                return pick_gemm(lt, g.shape, std::min(workspace.nbytes(), kGemmWorkspaceBytes));
-                              }));
-      } else if (s.kind == Step::Kind::kConv) {
-        ConvLaunch& cv = s.conv;
-        KILN_ASSIGN_OR_RETURN(cv.algo, tuned_once(tuned.convs, cv.shape.to_string(), [&] {
-                                run_time_work_counters().algorithms_chosen.fetch_add(1, std::memory_order_relaxed);
-                                auto it = c.conv_algo_by_layer.find(s.layer);
-                                return pick_conv(
-                                    dnn, cv.shape,
-                                    it == c.conv_algo_by_layer.end() ? std::nullopt : std::optional<int>(it->second),
-                                    std::min(workspace.nbytes(), kConvWorkspaceBytes));
-                              }));
-      }
+      if (s.kind == Step::Kind::kKernel) continue;
+      KILN_ASSIGN_OR_RETURN(bool fresh,
+                            choose_algorithm(s, lt, dnn, c.conv_algo_by_layer, c.tuned, workspace.nbytes()));
+      if (fresh) run_time_work_counters().algorithms_chosen.fetch_add(1, std::memory_order_relaxed);
     }
     return Status::ok();
   }
@@ -976,7 +1041,8 @@ std::pair<size_t, uint64_t> device_weight_copies() {
 
 RunTimeWork run_time_work() {
   const RunTimeWorkCounters& c = run_time_work_counters();
-  return {c.shapes_prepared.load(), c.kernels_compiled.load(), c.algorithms_chosen.load(), c.graphs_captured.load()};
+  return {c.shapes_prepared.load(), c.shapes_planned.load(), c.kernels_compiled.load(), c.algorithms_chosen.load(),
+          c.graphs_captured.load()};
 }
 
 namespace {
@@ -1050,6 +1116,7 @@ class CudaBackend final : public engine::Backend {
     const std::string json = cp.to_json();
     plan.extra.emplace_back(kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
     plan.extra.emplace_back(kCubinSection, std::move(cp.cubin));
+    if (cp.table) plan.extra.emplace_back(kShapesSection, cp.table->records);
     return engine::serialize_plan(plan);
   }
 
@@ -1169,6 +1236,16 @@ class CudaBackend final : public engine::Backend {
           r->conv_algo_by_layer.emplace(st.layer, st.conv.algo.algo);
         }
       }
+      if (p.table) {  // and the algorithms it chose for every other shape
+        r->table = p.table;
+        r->tuned.gemms.insert(p.table->gemm_algos.begin(), p.table->gemm_algos.end());
+        r->tuned.convs.insert(p.table->conv_algos.begin(), p.table->conv_algos.end());
+        r->kernels = e.kernels;
+        r->header = p;
+        r->header.steps.clear();
+        r->header.table = nullptr;
+      }
+      r->built = r->tuned;
       r->trace = env_is("KILN_CUDA_TRACE", "1");
       r->shapes_kept = *kept_setting;
       g->range = std::move(r);

@@ -32,6 +32,7 @@ struct CudaBackendOptions {
 // shapes cost, and how many CUDA graphs were captured. For tests and benchmarks.
 struct RunTimeWork {
   uint64_t shapes_prepared = 0;    // new shapes of range engines made ready
+  uint64_t shapes_planned = 0;     // of them, those planned from the layer graph (no shape table in the plan)
   uint64_t kernels_compiled = 0;   // kernels compiled for them (the build planned all others)
   uint64_t algorithms_chosen = 0;  // GEMM and convolution algorithms chosen for them, none timed
   uint64_t graphs_captured = 0;

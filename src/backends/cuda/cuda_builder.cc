@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <tuple>
 #include <random>
 #include <set>
 
@@ -298,6 +304,32 @@ std::string kernel_key(const KernelChoice& k) {
   return content_digest(std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size()));
 }
 
+Expected<bool> choose_algorithm(Step& st, cublasLtHandle_t lt, cudnnHandle_t dnn,
+                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned,
+                                size_t workspace_bytes) {
+  bool fresh = false;
+  if (st.kind == Step::Kind::kGemm) {
+    GemmLaunch& g = st.gemm;
+    Expected<GemmAlgo> a = tuned_once(tuned.gemms, g.shape.to_string(), [&] {
+      fresh = true;
+      return pick_gemm(lt, g.shape, std::min(workspace_bytes, kGemmWorkspaceBytes));
+    });
+    if (!a) return a.status().with_context("layer '" + st.layer + "' (" + g.shape.to_string() + ")");
+    g.algo = *a;
+  } else if (st.kind == Step::Kind::kConv) {
+    ConvLaunch& c = st.conv;
+    Expected<ConvAlgo> a = tuned_once(tuned.convs, c.shape.to_string(), [&] {
+      fresh = true;
+      auto it = by_layer.find(st.layer);
+      return pick_conv(dnn, c.shape, it == by_layer.end() ? std::nullopt : std::optional<int>(it->second),
+                       std::min(workspace_bytes, kConvWorkspaceBytes));
+    });
+    if (!a) return a.status().with_context("layer '" + st.layer + "' (" + c.shape.to_string() + ")");
+    c.algo = *a;
+  }
+  return fresh;
+}
+
 Status Builder::compile_kernels() { return compile_kernel_list(kernels_, config_, plan_); }
 
 Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
@@ -568,9 +600,171 @@ engine::Network clone_network(const engine::Network& net) {
   return c;  // no kernel choices: folds and fusion change the layers
 }
 
-// A plan for every shape of the symbols' ranges (see build_cuda_plan).
-Expected<CudaPlan> build_range_plan(const engine::Network& net, const std::vector<std::string>& names,
-                                    const BuildConfig& config) {
+// `net` specialized to `bindings` and emitted with every size its kernels read at run time.
+Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings& bindings, const BuildConfig& config);
+
+// A kernel launch's place in a plan: its layer, its kernel's identity, and
+// which launch of that kernel by that layer it is. Shapes of one range may
+// plan a layer differently (a GEMV kernel for one row, a library GEMM for
+// more), so launches are paired across shapes by what they are, not by
+// position.
+using Site = std::tuple<std::string, std::string, size_t>;
+
+// Gives each kernel step of `a` (emitted with every size read at run time)
+// its kernel: the generated kernel with the sizes runtime_of(site, sizes)
+// says it reads at run time, the others compiled in, found in `kernels` by
+// key or added there; the step passes its sizes only when it reads any.
+void assign_kernels(ShapePlan& a,
+                    const std::function<std::vector<bool>(const Site&, const std::vector<int64_t>&)>& runtime_of,
+                    std::vector<KernelChoice>& kernels, std::map<std::string, int>& index) {
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // launches of each (layer, text) so far
+  std::vector<std::string> identities(a.kernels.size());
+  for (Step& st : a.plan.steps) {
+    if (st.kind != Step::Kind::kKernel) continue;
+    const size_t k = static_cast<size_t>(st.kernel.kernel);
+    if (identities[k].empty()) identities[k] = a.kernels[k].first.identity();
+    GeneratedKernel g = a.kernels[k].first;
+    g.dims = st.kernel.dims;
+    const size_t nth = seen[{st.layer, identities[k]}]++;
+    std::vector<bool> runtime = runtime_of({st.layer, identities[k], nth}, g.dims);
+    runtime.resize(std::min(g.dims.size(), kMaxKernelDims), true);
+    const bool any = std::find(runtime.begin(), runtime.end(), true) != runtime.end();
+    KernelChoice c{std::move(g), std::move(runtime)};
+    auto [it, inserted] = index.try_emplace(kernel_key(c), static_cast<int>(kernels.size()));
+    st.kernel.kernel = it->second;
+    st.kernel.dims = any ? c.first.dims : std::vector<int64_t>{};
+    if (inserted) kernels.push_back(std::move(c));
+  }
+  a.kernels.clear();
+}
+
+// Every launch site of `plans` with the sizes it is given.
+struct SiteSizes {
+  std::vector<int64_t> first;  // the sizes of its first launch
+  std::vector<bool> moves;     // per size: whether another launch gives another value
+  size_t shapes = 0;           // at how many of the shapes it is launched
+};
+std::map<Site, SiteSizes> launch_sites(const std::vector<ShapePlan>& plans) {
+  std::map<Site, SiteSizes> sites;
+  for (const ShapePlan& a : plans) {
+    std::map<std::pair<std::string, std::string>, size_t> seen;
+    std::vector<std::string> identities(a.kernels.size());
+    for (const Step& st : a.plan.steps) {
+      if (st.kind != Step::Kind::kKernel) continue;
+      const size_t k = static_cast<size_t>(st.kernel.kernel);
+      if (identities[k].empty()) identities[k] = a.kernels[k].first.identity();
+      const size_t nth = seen[{st.layer, identities[k]}]++;
+      auto [it, fresh] = sites.try_emplace({st.layer, identities[k], nth},
+                                           SiteSizes{st.kernel.dims, std::vector<bool>(st.kernel.dims.size(), false)});
+      auto& [first, moves, shapes] = it->second;
+      ++shapes;
+      if (first.size() != st.kernel.dims.size()) {
+        moves.assign(moves.size(), true);
+        continue;
+      }
+      for (size_t d = 0; d < first.size(); ++d) moves[d] = moves[d] || first[d] != st.kernel.dims[d];
+    }
+  }
+  return sites;
+}
+
+// `shapes` emitted on up to as many threads as the host has cores.
+Expected<std::vector<ShapePlan>> emit_shapes(const engine::Network& net, const std::vector<ir::SymBindings>& shapes,
+                                             const BuildConfig& config) {
+  std::vector<std::optional<Expected<ShapePlan>>> out(shapes.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < shapes.size(); i = next++) out[i].emplace(emit_shape(net, shapes[i], config));
+  };
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, shapes.size()); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  std::vector<ShapePlan> plans;
+  plans.reserve(shapes.size());
+  for (auto& p : out) {
+    if (!*p) return p->status();
+    plans.push_back(std::move(**p));
+  }
+  return plans;
+}
+
+// Every shape of `symbols`' ranges, in ShapeTable order (the last symbol fastest).
+std::vector<ir::SymBindings> every_shape(const std::vector<PlanSymbol>& symbols) {
+  std::vector<ir::SymBindings> out(1);
+  for (const PlanSymbol& y : symbols) {
+    std::vector<ir::SymBindings> grown;
+    for (const ir::SymBindings& b : out)
+      for (int64_t v = y.min; v <= y.max; ++v) {
+        grown.push_back(b);
+        grown.back()[y.name] = v;
+      }
+    out = std::move(grown);
+  }
+  return out;
+}
+
+// The GEMM and convolution algorithms of every shape in `plan`'s table
+// other than those `plan` (tuned at opt) times: per distinct shape, a
+// convolution the algorithm timed for its layer where cuDNN runs it, else
+// the first of the library's heuristic (choose_algorithm), nothing timed.
+// Each shape's steps are read back from the table as a call will read them.
+Status choose_table_algorithms(CudaPlan& plan) {
+  TunedAlgos tuned;
+  std::map<std::string, int> by_layer;
+  for (const Step& st : plan.steps) {
+    if (st.kind == Step::Kind::kGemm) tuned.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
+    if (st.kind == Step::Kind::kConv) {
+      tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+      by_layer.emplace(st.layer, st.conv.algo.algo);
+    }
+  }
+  auto table = std::make_shared<ShapeTable>(*plan.table);
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  Status status = cublas_status(cublasLtCreate(&lt), "cublasLtCreate");
+  if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
+  for (size_t i = 0; status && i < table->starts.size(); ++i) {
+    Expected<CudaPlan> p = table->shape_plan(plan, i);
+    if (!p) {
+      status = p.status();
+      break;
+    }
+    for (Step& st : p->steps) {
+      if (st.kind == Step::Kind::kKernel) continue;
+      Expected<bool> chosen = choose_algorithm(st, lt, dnn, by_layer, tuned, plan.workspace_bytes);
+      if (!chosen) {
+        status = chosen.status();
+        break;
+      }
+    }
+  }
+  if (dnn) cudnnDestroy(dnn);
+  if (lt) cublasLtDestroy(lt);
+  KILN_TRY(status);
+  table->gemm_algos = std::move(tuned.gemms);
+  table->conv_algos = std::move(tuned.convs);
+  plan.table = std::move(table);
+  return Status::ok();
+}
+
+// How many shapes a range may hold for its build to plan each of them (KILN_CUDA_SHAPE_TABLE, else 4096).
+Expected<uint64_t> table_limit() {
+  const char* v = std::getenv("KILN_CUDA_SHAPE_TABLE");
+  if (!v || !*v) return uint64_t{4096};
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end || n > kMaxTableShapes)
+    return invalid_argument("KILN_CUDA_SHAPE_TABLE=" + std::string(v) + ": give a count of shapes from 0 to " +
+                            std::to_string(kMaxTableShapes));
+  return static_cast<uint64_t>(n);
+}
+
+}  // namespace
+
+Expected<RangeBuild> plan_range(const engine::Network& net, const BuildConfig& config) {
+  const std::vector<std::string> names = network_symbols(net);
   std::vector<PlanSymbol> symbols;
   std::set<std::string> given;  // symbols an engine input's size gives
   for (size_t i = 0; i < net.num_inputs; ++i)
@@ -590,49 +784,78 @@ Expected<CudaPlan> build_range_plan(const engine::Network& net, const std::vecto
     const int64_t opt = r.opt >= lo && r.opt <= r.max ? r.opt : r.max;
     symbols.push_back({n, lo, opt, r.max});
   }
-  // The shapes planned at build time: every symbol at opt, at min and at max.
-  std::vector<ir::SymBindings> shapes(3);
-  for (const PlanSymbol& y : symbols) {
-    shapes[0][y.name] = y.opt;
-    shapes[1][y.name] = y.min;
-    shapes[2][y.name] = y.max;
+  KILN_ASSIGN_OR_RETURN(const uint64_t limit, table_limit());
+  const bool table = ShapeTable::count(symbols) <= limit;
+  // The shapes planned at build time: every symbol at opt, then every shape
+  // of the range (a table), else the shapes at min and at max.
+  std::vector<ir::SymBindings> shapes(1);
+  for (const PlanSymbol& y : symbols) shapes[0][y.name] = y.opt;
+  if (table) {
+    for (ir::SymBindings& b : every_shape(symbols)) shapes.push_back(std::move(b));
+  } else {
+    shapes.resize(3);
+    for (const PlanSymbol& y : symbols) {
+      shapes[1][y.name] = y.min;
+      shapes[2][y.name] = y.max;
+    }
   }
-  std::vector<KernelChoice> kernels;
+  const auto start = std::chrono::steady_clock::now();
+  BuildConfig quiet = config;
+  quiet.progress = nullptr;
+  KILN_ASSIGN_OR_RETURN(ShapePlan at_opt, emit_shape(net, shapes[0], config));
+  std::vector<ShapePlan> plans;
+  plans.push_back(std::move(at_opt));
+  {
+    KILN_ASSIGN_OR_RETURN(std::vector<ShapePlan> rest,
+                          emit_shapes(net, std::vector<ir::SymBindings>(shapes.begin() + 1, shapes.end()), quiet));
+    for (ShapePlan& p : rest) plans.push_back(std::move(p));
+  }
+  // A size a launch is given alike at every shape planned is compiled into
+  // its kernel; one that moves is read at run time. (Without a table, the
+  // kernel of a shape not planned here is compiled when first called.)
+  const auto sites = launch_sites(plans);
+  auto runtime_of = [&](const Site& site, const std::vector<int64_t>&) { return sites.at(site).moves; };
+  RangeBuild out;
   std::map<std::string, int> index;  // kernel_key -> kernels
-  std::vector<std::string> keys;
-  CudaPlan plan;
   int64_t arena = 0;
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    if (k > 0 && shapes[k] == shapes[0]) continue;
-    BuildConfig quiet = config;
-    if (k > 0) quiet.progress = nullptr;
-    KILN_ASSIGN_OR_RETURN(ShapePlan sp, plan_for_shape(net, shapes[k], quiet));
-    std::vector<int> remap(sp.kernels.size());
-    for (size_t i = 0; i < sp.kernels.size(); ++i) {
-      std::string key = kernel_key(sp.kernels[i]);
-      auto [it, inserted] = index.try_emplace(key, static_cast<int>(kernels.size()));
-      if (inserted) {
-        kernels.push_back(sp.kernels[i]);
-        keys.push_back(key);
-      }
-      remap[i] = it->second;
-    }
+  for (ShapePlan& sp : plans) {
+    assign_kernels(sp, runtime_of, out.kernels, index);
     arena = std::max(arena, sp.plan.arena_bytes);
-    if (k == 0) {
-      for (Step& st : sp.plan.steps)
-        if (st.kind == Step::Kind::kKernel) st.kernel.kernel = remap[static_cast<size_t>(st.kernel.kernel)];
-      plan = std::move(sp.plan);
-    }
   }
-  KILN_TRY(compile_kernel_list(kernels, config, plan));
-  plan.kernel_keys = std::move(keys);
-  plan.symbols = std::move(symbols);
-  plan.arena_bytes = arena;
+  out.plan = std::move(plans[0].plan);
+  out.plan.kernel_keys.assign(out.kernels.size(), "");
+  for (const auto& [key, k] : index) out.plan.kernel_keys[static_cast<size_t>(k)] = key;
+  out.plan.symbols = std::move(symbols);
+  out.plan.arena_bytes = arena;
+  if (table) {
+    auto t = std::make_shared<ShapeTable>();
+    for (size_t i = 1; i < plans.size(); ++i) t->add(std::move(plans[i].plan));
+    t->finish();
+    if (config.progress)
+      config.progress("planned each of " + std::to_string(plans.size() - 1) + " shapes in " +
+                      std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
+                      " s: " + std::to_string(t->variants.size()) + " variant(s), " +
+                      std::to_string(t->records.size()) + " bytes of sizes, " + std::to_string(out.kernels.size()) +
+                      " kernels");
+    out.plan.table = std::move(t);
+  }
+  return out;
+}
+
+namespace {
+
+// A plan for every shape of the symbols' ranges (see build_cuda_plan).
+Expected<CudaPlan> build_range_plan(const engine::Network& net, const BuildConfig& config) {
+  KILN_ASSIGN_OR_RETURN(RangeBuild r, plan_range(net, config));
+  CudaPlan plan = std::move(r.plan);
+  KILN_TRY(compile_kernel_list(r.kernels, config, plan));
   KILN_TRY(tune_plan(plan, config));
-  // Other shapes choose their algorithms when first run, within the same workspace limit.
+  // Other shapes choose their algorithms within the same workspace limit:
+  // here for a table, else when first run.
   bool convs = false;
   for (const Step& st : plan.steps) convs = convs || st.kind == Step::Kind::kConv;
   plan.workspace_bytes = std::max({plan.workspace_bytes, kGemmWorkspaceBytes, convs ? kConvWorkspaceBytes : 0});
+  if (plan.table) KILN_TRY(choose_table_algorithms(plan));
   KILN_TRY(plan.validate());
   return plan;
 }
@@ -660,19 +883,6 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   return out;
 }
 
-// A plan's kernel launches by layer: per (layer, kernel identity), the sizes
-// each launch of it gives, in step order. Shapes of one range may plan a
-// layer differently (a GEMV kernel for one row, a library GEMM for more),
-// so launches are paired by what they are, not by position.
-using Launches = std::map<std::pair<std::string, std::string>, std::vector<const std::vector<int64_t>*>>;
-Launches launches(const ShapePlan& sp) {
-  Launches out;
-  for (const Step& st : sp.plan.steps)
-    if (st.kind == Step::Kind::kKernel)
-      out[{st.layer, sp.kernels[static_cast<size_t>(st.kernel.kernel)].first.identity()}].push_back(&st.kernel.dims);
-  return out;
-}
-
 }  // namespace
 
 Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBindings& bindings,
@@ -697,26 +907,26 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
       moved = true;
     }
   }
-  Expected<ShapePlan> b = moved ? emit_shape(net, near, config) : Expected<ShapePlan>(unsupported("one shape"));
-  const Launches lb = b ? launches(*b) : Launches{};
-  std::map<std::pair<std::string, std::string>, size_t> seen;  // launches of each (layer, text) so far
+  std::vector<ShapePlan> both;
+  if (moved)
+    if (Expected<ShapePlan> b = emit_shape(net, near, config)) both.push_back(std::move(*b));
+  const size_t neighbours = both.size();
   std::vector<KernelChoice> kernels;
   std::map<std::string, int> index;
-  for (Step& st : a.plan.steps) {
-    if (st.kind != Step::Kind::kKernel) continue;
-    GeneratedKernel g = a.kernels[static_cast<size_t>(st.kernel.kernel)].first;
-    g.dims = st.kernel.dims;
-    std::vector<bool> runtime(std::min(g.dims.size(), kMaxKernelDims), true);
-    const std::pair<std::string, std::string> what{st.layer, g.identity()};
-    const size_t nth = seen[what]++;
-    if (auto it = lb.find(what); it != lb.end() && nth < it->second.size() && it->second[nth]->size() == g.dims.size())
-      for (size_t d = 0; d < runtime.size(); ++d) runtime[d] = g.dims[d] != (*it->second[nth])[d];
-    const bool any = std::find(runtime.begin(), runtime.end(), true) != runtime.end();
-    KernelChoice c{std::move(g), std::move(runtime)};
-    auto [it, inserted] = index.try_emplace(kernel_key(c), static_cast<int>(kernels.size()));
-    st.kernel.kernel = it->second;
-    st.kernel.dims = any ? c.first.dims : std::vector<int64_t>{};
-    if (inserted) kernels.push_back(std::move(c));
+  if (neighbours == 0) {
+    assign_kernels(a, [](const Site&, const std::vector<int64_t>& d) { return std::vector<bool>(d.size(), true); },
+                   kernels, index);
+  } else {
+    both.push_back(a);
+    const auto sites = launch_sites(both);
+    // A launch the neighbour does not make reads every size at run time.
+    assign_kernels(
+        a,
+        [&](const Site& site, const std::vector<int64_t>& d) {
+          const SiteSizes& z = sites.at(site);
+          return z.shapes < 2 ? std::vector<bool>(d.size(), true) : z.moves;
+        },
+        kernels, index);
   }
   a.kernels = std::move(kernels);
   return a;
@@ -724,8 +934,7 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
 
 Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config) {
   KILN_TRY(net.verify());
-  if (std::vector<std::string> names = network_symbols(net); !names.empty())
-    return build_range_plan(net, names, config);
+  if (!network_symbols(net).empty()) return build_range_plan(net, config);
   KILN_TRY(fold_epilogues(net));
   KILN_TRY(engine::fuse_elementwise(net));
   Builder b(net, config);

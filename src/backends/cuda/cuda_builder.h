@@ -64,6 +64,15 @@ Expected<Algo> tuned_once(std::map<std::string, Algo>& tuned, const std::string&
   return a;
 }
 
+// The algorithm of a GEMM or convolution step, nothing timed: the one
+// `tuned` remembers for its shape, else for a GEMM the first of cuBLASLt's
+// heuristic, for a convolution the algorithm `by_layer` gives its layer
+// where cuDNN runs it at this size, else cuDNN's heuristic (remembered in
+// `tuned`), within workspace_bytes. Set in the step; true when chosen anew.
+Expected<bool> choose_algorithm(Step& step, cublasLtHandle_t lt, cudnnHandle_t dnn,
+                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned,
+                                size_t workspace_bytes);
+
 // `kernels` compiled with NVRTC into one module for `arch`: a kernel written
 // as text is named names[i]; a template instance's names[i] is replaced by
 // its name in the module (NVRTC's lowered name).
@@ -90,6 +99,20 @@ struct ShapePlan {
 };
 Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBindings& bindings,
                                    const BuildConfig& config);
+
+// The host part of building a range network's plan: each symbol's range
+// (kUnsupported as build_cuda_plan says), the steps at every symbol's opt,
+// and when the range holds at most KILN_CUDA_SHAPE_TABLE shapes (default
+// 4096) every shape planned, on as many threads as the host has, into the
+// plan's table; else the shapes at min and max. Kernels are chosen across
+// all of them (a size that moves at any shape read at run time, the others
+// compiled in) but not compiled (plan.kernel_names empty; `kernels` in
+// kernel_keys order); nothing is timed.
+struct RangeBuild {
+  CudaPlan plan;
+  std::vector<KernelChoice> kernels;
+};
+Expected<RangeBuild> plan_range(const engine::Network& net, const BuildConfig& config);
 
 // Times every GEMM and convolution of `plan` among up to `candidates` of the
 // library's algorithms on scratch device memory, recording the fastest.

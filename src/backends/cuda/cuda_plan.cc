@@ -206,18 +206,17 @@ Status DeviceConstant::check() const {
 }
 int64_t IoSlot::nbytes() const { return bytes_of(dtype, sizes); }
 
-std::string CudaPlan::to_json() const {
+namespace {
+
+// What a plan and each variant of its shape table hold: arena, error word,
+// constants, slots and steps.
+json body_json(const CudaPlan& p) {
   json j;
-  j["device"] = device_name;
-  j["arch"] = arch;
-  j["sm_count"] = sm_count;
-  j["precision"] = precision;
-  j["arena_bytes"] = arena_bytes;
-  j["error_offset"] = error_offset;
-  j["error_layers"] = error_layers;
-  j["workspace_bytes"] = workspace_bytes;
+  j["arena_bytes"] = p.arena_bytes;
+  j["error_offset"] = p.error_offset;
+  j["error_layers"] = p.error_layers;
   json cs = json::array();
-  for (const auto& c : constants)
+  for (const auto& c : p.constants)
     cs.push_back({{"name", c.name},
                   {"dtype", dname(c.dtype)},
                   {"sizes", c.sizes},
@@ -226,13 +225,12 @@ std::string CudaPlan::to_json() const {
                   {"padded_channels", c.padded_channels}});
   j["constants"] = cs;
   json ins = json::array(), outs = json::array();
-  for (const auto& s : inputs) ins.push_back(io_json(s));
-  for (const auto& s : outputs) outs.push_back(io_json(s));
+  for (const auto& s : p.inputs) ins.push_back(io_json(s));
+  for (const auto& s : p.outputs) outs.push_back(io_json(s));
   j["inputs"] = ins;
   j["outputs"] = outs;
-  j["kernels"] = kernel_names;
   json steps_j = json::array();
-  for (const Step& s : steps) {
+  for (const Step& s : p.steps) {
     json sj = {{"layer", s.layer}};
     switch (s.kind) {
       case Step::Kind::kKernel: {
@@ -252,6 +250,55 @@ std::string CudaPlan::to_json() const {
     steps_j.push_back(std::move(sj));
   }
   j["steps"] = steps_j;
+  return j;
+}
+
+// body_json's fields into `p` (throws on malformed JSON; validate() checks the values).
+void body_from(const json& j, CudaPlan& p) {
+  p.arena_bytes = j.at("arena_bytes").get<int64_t>();
+  p.error_offset = j.at("error_offset").get<int64_t>();
+  p.error_layers = j.at("error_layers").get<std::vector<std::string>>();
+  for (const json& c : j.at("constants"))
+    p.constants.push_back({c.at("name").get<std::string>(), dtype_from(c.at("dtype")),
+                           c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>(),
+                           c.value("transposed", false), c.value("padded_channels", int64_t{0})});
+  for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
+  for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
+  for (const json& sj : j.at("steps")) {
+    Step s;
+    s.layer = sj.at("layer").get<std::string>();
+    if (sj.contains("kernel")) {
+      const json& k = sj.at("kernel");
+      s.kind = Step::Kind::kKernel;
+      s.kernel.kernel = k.at("index").get<int>();
+      s.kernel.grid = k.at("grid").get<std::array<uint32_t, 3>>();
+      s.kernel.block = k.at("block").get<std::array<uint32_t, 3>>();
+      s.kernel.shared_bytes = k.at("shared").get<uint32_t>();
+      for (const json& a : k.at("args")) s.kernel.args.push_back(ref_from(a));
+      if (k.contains("dims")) s.kernel.dims = k.at("dims").get<std::vector<int64_t>>();
+    } else if (sj.contains("gemm")) {
+      s.kind = Step::Kind::kGemm;
+      s.gemm = gemm_from(sj.at("gemm"));
+    } else if (sj.contains("conv")) {
+      s.kind = Step::Kind::kConv;
+      s.conv = conv_from(sj.at("conv"));
+    } else {
+      throw std::invalid_argument("step for layer '" + s.layer + "' has no kernel, gemm or conv");
+    }
+    p.steps.push_back(std::move(s));
+  }
+}
+
+}  // namespace
+
+std::string CudaPlan::to_json() const {
+  json j = body_json(*this);
+  j["device"] = device_name;
+  j["arch"] = arch;
+  j["sm_count"] = sm_count;
+  j["precision"] = precision;
+  j["workspace_bytes"] = workspace_bytes;
+  j["kernels"] = kernel_names;
   if (!symbols.empty()) {
     json syms = json::array();
     for (const PlanSymbol& y : symbols)
@@ -259,27 +306,27 @@ std::string CudaPlan::to_json() const {
     j["symbols"] = syms;
     j["kernel_keys"] = kernel_keys;
   }
+  if (table) {
+    json variants = json::array(), gemms = json::array(), convs = json::array();
+    for (const CudaPlan& v : table->variants) variants.push_back(body_json(v));
+    for (const auto& [shape, a] : table->gemm_algos) gemms.push_back({shape, a.data, a.workspace_bytes});
+    for (const auto& [shape, a] : table->conv_algos) convs.push_back({shape, a.algo, a.workspace_bytes});
+    j["table"] = {{"variants", variants}, {"varying", table->varying}, {"gemm_algos", gemms}, {"conv_algos", convs}};
+  }
   return j.dump();
 }
 
-Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const uint8_t> cubin) {
+Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const uint8_t> cubin,
+                                       std::span<const uint8_t> shapes) {
   CudaPlan p;
+  std::shared_ptr<ShapeTable> table;
   try {
     const json j = json::parse(text);
     p.device_name = j.at("device").get<std::string>();
     p.arch = j.at("arch").get<std::string>();
     p.sm_count = j.at("sm_count").get<int>();
     p.precision = j.at("precision").get<std::string>();
-    p.arena_bytes = j.at("arena_bytes").get<int64_t>();
-    p.error_offset = j.at("error_offset").get<int64_t>();
-    p.error_layers = j.at("error_layers").get<std::vector<std::string>>();
     p.workspace_bytes = j.at("workspace_bytes").get<size_t>();
-    for (const json& c : j.at("constants"))
-      p.constants.push_back({c.at("name").get<std::string>(), dtype_from(c.at("dtype")),
-                             c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>(),
-                             c.value("transposed", false), c.value("padded_channels", int64_t{0})});
-    for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
-    for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
     p.kernel_names = j.at("kernels").get<std::vector<std::string>>();
     if (j.contains("symbols")) {
       for (const json& y : j.at("symbols"))
@@ -287,34 +334,43 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
                              y.at("max").get<int64_t>()});
       p.kernel_keys = j.at("kernel_keys").get<std::vector<std::string>>();
     }
-    for (const json& sj : j.at("steps")) {
-      Step s;
-      s.layer = sj.at("layer").get<std::string>();
-      if (sj.contains("kernel")) {
-        const json& k = sj.at("kernel");
-        s.kind = Step::Kind::kKernel;
-        s.kernel.kernel = k.at("index").get<int>();
-        s.kernel.grid = k.at("grid").get<std::array<uint32_t, 3>>();
-        s.kernel.block = k.at("block").get<std::array<uint32_t, 3>>();
-        s.kernel.shared_bytes = k.at("shared").get<uint32_t>();
-        for (const json& a : k.at("args")) s.kernel.args.push_back(ref_from(a));
-        if (k.contains("dims")) s.kernel.dims = k.at("dims").get<std::vector<int64_t>>();
-      } else if (sj.contains("gemm")) {
-        s.kind = Step::Kind::kGemm;
-        s.gemm = gemm_from(sj.at("gemm"));
-      } else if (sj.contains("conv")) {
-        s.kind = Step::Kind::kConv;
-        s.conv = conv_from(sj.at("conv"));
-      } else {
-        return format_error("CUDA plan: step for layer '" + s.layer + "' has no kernel, gemm or conv");
+    body_from(j, p);
+    if (j.contains("table")) {
+      const json& t = j.at("table");
+      table = std::make_shared<ShapeTable>();
+      for (const json& v : t.at("variants")) {
+        CudaPlan vp;
+        body_from(v, vp);
+        table->variants.push_back(std::move(vp));
       }
-      p.steps.push_back(std::move(s));
+      table->varying = t.at("varying").get<std::vector<std::vector<uint32_t>>>();
+      for (const json& g : t.at("gemm_algos"))
+        table->gemm_algos[g.at(0).get<std::string>()] = {g.at(1).get<std::array<uint64_t, 8>>(),
+                                                         g.at(2).get<size_t>()};
+      for (const json& c : t.at("conv_algos"))
+        table->conv_algos[c.at(0).get<std::string>()] = {c.at(1).get<int>(), c.at(2).get<size_t>()};
     }
   } catch (const std::exception& e) {
     return format_error(std::string("CUDA plan: malformed JSON: ") + e.what());
   }
   p.cubin.assign(cubin.begin(), cubin.end());
   KILN_TRY(p.validate());
+  if (table) {
+    if (p.symbols.empty()) return format_error("CUDA plan: a shape table in a plan without size symbols");
+    const uint64_t n = ShapeTable::count(p.symbols);
+    if (n > kMaxTableShapes)
+      return format_error("CUDA plan: a shape table of " + std::to_string(n) + " shapes, more than " +
+                          std::to_string(kMaxTableShapes));
+    table->records.assign(shapes.begin(), shapes.end());
+    KILN_TRY(table->parse(static_cast<size_t>(n)));
+    for (const auto& [shape, a] : table->gemm_algos)
+      if (a.workspace_bytes > p.workspace_bytes)
+        return format_error("CUDA plan: the algorithm for " + shape + " needs more workspace than the engine's");
+    for (const auto& [shape, a] : table->conv_algos)
+      if (a.workspace_bytes > p.workspace_bytes)
+        return format_error("CUDA plan: the algorithm for " + shape + " needs more workspace than the engine's");
+    p.table = std::move(table);
+  }
   return p;
 }
 
@@ -488,15 +544,17 @@ Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, s
   KILN_ASSIGN_OR_RETURN(out.common, engine::deserialize_plan(bytes, "cuda", what));
   const std::vector<uint8_t>* json = nullptr;
   const std::vector<uint8_t>* cubin = nullptr;
+  std::span<const uint8_t> shapes;
   for (const auto& [name, data] : out.common.extra) {
     if (name == kPlanSection) json = &data;
     if (name == kCubinSection) cubin = &data;
+    if (name == kShapesSection) shapes = data;
   }
   if (!json || !cubin)
     return format_error(FileFault::kDanglingReference,
                         what + ": CUDA plan without its " + kPlanSection + "/" + kCubinSection + " sections");
   auto parsed =
-      CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin);
+      CudaPlan::from_json(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *cubin, shapes);
   if (!parsed) return parsed.status().with_context(what);
   out.plan = std::move(*parsed);
   const CudaPlan& p = out.plan;
@@ -524,6 +582,206 @@ Expected<CudaEnginePlan> read_cuda_engine_plan(std::span<const uint8_t> bytes, s
     out.alias_input[static_cast<size_t>(a.output)] = a.input;
   }
   return out;
+}
+
+void visit_plan_numbers(CudaPlan& p, const std::function<void(int64_t&)>& f, bool* overflow) {
+  auto u32 = [&](uint32_t& v) {
+    int64_t x = v;
+    f(x);
+    if (x < 0 || x > int64_t{UINT32_MAX}) {
+      if (overflow) *overflow = true;
+      return;
+    }
+    v = static_cast<uint32_t>(x);
+  };
+  auto ints = [&](std::vector<int64_t>& v) {
+    for (int64_t& x : v) f(x);
+  };
+  f(p.arena_bytes);
+  f(p.error_offset);
+  for (DeviceConstant& c : p.constants) {
+    ints(c.sizes);
+    f(c.padded_channels);
+  }
+  for (auto* list : {&p.inputs, &p.outputs})
+    for (IoSlot& s : *list) {
+      ints(s.sizes);
+      f(s.offset);
+    }
+  for (Step& s : p.steps) {
+    switch (s.kind) {
+      case Step::Kind::kKernel:
+        for (uint32_t& g : s.kernel.grid) u32(g);
+        for (uint32_t& b : s.kernel.block) u32(b);
+        u32(s.kernel.shared_bytes);
+        for (BufferRef& a : s.kernel.args) f(a.offset);
+        ints(s.kernel.dims);
+        break;
+      case Step::Kind::kGemm: {
+        GemmShape& g = s.gemm.shape;
+        for (int64_t* x : {&g.m, &g.n, &g.k, &g.batch, &g.lda, &g.ldb, &g.ldc, &g.batch_stride_a, &g.batch_stride_b,
+                           &g.batch_stride_c, &s.gemm.a.offset, &s.gemm.b.offset, &s.gemm.c.offset,
+                           &s.gemm.bias.offset})
+          f(*x);
+        break;
+      }
+      case Step::Kind::kConv: {
+        ConvShape& c = s.conv.shape;
+        for (int64_t* x : {&c.n, &c.c, &c.h, &c.w, &c.k, &c.r, &c.s, &c.groups, &c.stride_h, &c.stride_w, &c.pad_h,
+                           &c.pad_w, &c.dilation_h, &c.dilation_w, &c.out_h, &c.out_w, &s.conv.x.offset,
+                           &s.conv.w.offset, &s.conv.bias.offset, &s.conv.z.offset, &s.conv.y.offset})
+          f(*x);
+        break;
+      }
+    }
+  }
+}
+
+namespace {
+
+std::vector<int64_t> plan_numbers(const CudaPlan& plan) {
+  std::vector<int64_t> out;
+  visit_plan_numbers(const_cast<CudaPlan&>(plan), [&](int64_t& x) { out.push_back(x); });
+  return out;
+}
+
+// What makes two plans one variant: everything but their numbers and algorithms.
+std::string plan_structure(const CudaPlan& plan) {
+  CudaPlan p = plan;
+  visit_plan_numbers(p, [](int64_t& x) { x = 0; });
+  for (Step& s : p.steps) {
+    s.gemm.algo = {};
+    s.conv.algo = {};
+  }
+  return body_json(p).dump();
+}
+
+void put_varint(std::vector<uint8_t>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+bool get_varint(std::span<const uint8_t> in, size_t& at, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (at >= in.size()) return false;
+    const uint8_t b = in[at++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+uint64_t zigzag(int64_t d) { return (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63); }
+int64_t unzigzag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
+// a + d without signed overflow (a malformed table's difference wraps, and validate() refuses the result).
+int64_t plus(int64_t a, int64_t d) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(d)); }
+
+}  // namespace
+
+uint64_t ShapeTable::count(std::span<const PlanSymbol> symbols) {
+  uint64_t n = 1;
+  for (const PlanSymbol& y : symbols) {
+    const uint64_t span = y.max >= y.min ? static_cast<uint64_t>(y.max - y.min) + 1 : 0;
+    if (__builtin_mul_overflow(n, span, &n)) return UINT64_MAX;
+  }
+  return n;
+}
+
+size_t ShapeTable::index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values) {
+  size_t at = 0;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    at = at * static_cast<size_t>(symbols[i].max - symbols[i].min + 1) + static_cast<size_t>(values[i] - symbols[i].min);
+  return at;
+}
+
+void ShapeTable::add(CudaPlan plan) {
+  std::vector<int64_t> nums = plan_numbers(plan);
+  auto [it, fresh] = variant_of_.try_emplace(plan_structure(plan), static_cast<uint32_t>(variants.size()));
+  if (fresh) {
+    numbers.push_back(nums);
+    variants.push_back(std::move(plan));
+  }
+  pending_.emplace_back(it->second, std::move(nums));
+}
+
+void ShapeTable::finish() {
+  varying.assign(variants.size(), {});
+  for (size_t v = 0; v < variants.size(); ++v) {
+    std::vector<bool> moves(numbers[v].size(), false);
+    for (const auto& [pv, nums] : pending_)
+      if (pv == v)
+        for (size_t i = 0; i < nums.size(); ++i) moves[i] = moves[i] || nums[i] != numbers[v][i];
+    for (size_t i = 0; i < moves.size(); ++i)
+      if (moves[i]) varying[v].push_back(static_cast<uint32_t>(i));
+  }
+  records.clear();
+  starts.clear();
+  for (const auto& [v, nums] : pending_) {
+    starts.push_back(static_cast<uint32_t>(records.size()));
+    put_varint(records, v);
+    for (uint32_t i : varying[v]) put_varint(records, zigzag(static_cast<int64_t>(
+                                                           static_cast<uint64_t>(nums[i]) - static_cast<uint64_t>(numbers[v][i]))));
+  }
+  pending_.clear();
+  variant_of_.clear();
+}
+
+Status ShapeTable::parse(size_t shapes) {
+  if (variants.empty() || varying.size() != variants.size())
+    return format_error("CUDA plan: a shape table of " + std::to_string(variants.size()) + " variants and " +
+                        std::to_string(varying.size()) + " lists of varying numbers");
+  numbers.clear();
+  for (size_t v = 0; v < variants.size(); ++v) {
+    numbers.push_back(plan_numbers(variants[v]));
+    for (size_t i = 0; i < varying[v].size(); ++i)
+      if (varying[v][i] >= numbers[v].size() || (i > 0 && varying[v][i] <= varying[v][i - 1]))
+        return format_error("CUDA plan: shape table variant " + std::to_string(v) + " varies number " +
+                            std::to_string(varying[v][i]) + " of " + std::to_string(numbers[v].size()));
+  }
+  starts.clear();
+  size_t at = 0;
+  while (at < records.size() && starts.size() < shapes) {
+    starts.push_back(static_cast<uint32_t>(at));
+    uint64_t v = 0, d = 0;
+    if (!get_varint(records, at, v) || v >= variants.size())
+      return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) + " of the shape table names no variant");
+    for (size_t i = 0; i < varying[v].size(); ++i)
+      if (!get_varint(records, at, d))
+        return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) + " of the shape table is cut short");
+  }
+  if (starts.size() != shapes || at != records.size() || records.size() > UINT32_MAX)
+    return format_error("CUDA plan: the shape table holds " + std::to_string(starts.size()) + " shapes in " +
+                        std::to_string(records.size()) + " bytes; the plan's symbols have " + std::to_string(shapes));
+  return Status::ok();
+}
+
+Expected<CudaPlan> ShapeTable::shape_plan(const CudaPlan& base, size_t index) const {
+  if (index >= starts.size()) return internal_error("shape " + std::to_string(index) + " is not in the shape table");
+  size_t at = starts[index];
+  uint64_t v = 0, d = 0;
+  get_varint(records, at, v);  // parse() checked every record
+  std::vector<int64_t> nums = numbers[v];
+  for (uint32_t i : varying[v]) {
+    get_varint(records, at, d);
+    nums[i] = plus(nums[i], unzigzag(d));
+  }
+  CudaPlan p = variants[v];
+  size_t next = 0;
+  bool overflow = false;
+  visit_plan_numbers(p, [&](int64_t& x) { x = nums[next++]; }, &overflow);
+  if (overflow) return format_error("CUDA plan: shape " + std::to_string(index) + " of the shape table: a launch size past 32 bits");
+  p.device_name = base.device_name;
+  p.arch = base.arch;
+  p.sm_count = base.sm_count;
+  p.precision = base.precision;
+  p.workspace_bytes = base.workspace_bytes;
+  p.kernel_names = base.kernel_names;
+  KILN_TRY(p.validate().with_context("shape " + std::to_string(index) + " of the shape table"));
+  return p;
 }
 
 }  // namespace kiln::cuda

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +30,8 @@ constexpr int kArenaRegion = -1;
 // The engine plan sections the CUDA backend adds (engine/plan.h).
 constexpr const char* kPlanSection = "cuda.plan";
 constexpr const char* kCubinSection = "cuda.cubin";
+// A range plan's table of every shape's numbers (ShapeTable::records).
+constexpr const char* kShapesSection = "cuda.shapes";
 
 // Where a tensor's first element lives: the arena (region -1) or device
 // constant `region`, plus a byte offset.
@@ -102,6 +107,11 @@ struct PlanSymbol {
   bool operator==(const PlanSymbol&) const = default;
 };
 
+struct ShapeTable;
+
+// The most shapes a plan's shape table may hold.
+constexpr uint64_t kMaxTableShapes = uint64_t{1} << 16;
+
 struct CudaPlan {
   // The device it was built for; load() refuses another architecture.
   std::string device_name;
@@ -125,12 +135,71 @@ struct CudaPlan {
   // shapes the build planned needs.
   std::vector<PlanSymbol> symbols;
   std::vector<std::string> kernel_keys;
+  // A range plan whose build planned every shape of its range (few enough of
+  // them): each shape's steps, made at build, so that a call at any size
+  // takes them from here (shape_plan) instead of planning. Null otherwise.
+  std::shared_ptr<const ShapeTable> table;
 
   std::string to_json() const;
   // Parses and validates (every reference inside the arena or a constant,
-  // kernel indices, sizes): kFormat naming what is wrong.
-  static Expected<CudaPlan> from_json(std::string_view text, std::span<const uint8_t> cubin);
+  // kernel indices, sizes): kFormat naming what is wrong. `shapes`: the
+  // kShapesSection bytes of a plan with a table.
+  static Expected<CudaPlan> from_json(std::string_view text, std::span<const uint8_t> cubin,
+                                      std::span<const uint8_t> shapes = {});
   Status validate() const;
+};
+
+// Every integer of a plan that a shape can change, in one fixed order:
+// arena and error word, constants' and slots' sizes and offsets, and each
+// step's launch sizes, run-time sizes, GEMM and convolution shapes and
+// operand offsets. What is not visited (step kinds, kernels, dtypes, flags,
+// names) is the plan's structure. `f` is called with each by reference; a
+// value too large for its field (a grid) sets `*overflow`.
+void visit_plan_numbers(CudaPlan& plan, const std::function<void(int64_t&)>& f, bool* overflow = nullptr);
+
+// The steps of every shape of a range plan, made at build: shapes whose
+// plans differ only in numbers share a variant (the plan of the first of
+// them), and each shape keeps the numbers of its variant that vary.
+struct ShapeTable {
+  // Steps, slots, constants, error word and arena of each variant's first
+  // shape; the header fields and kernel list are the plan's.
+  std::vector<CudaPlan> variants;
+  // Per variant: the positions (visit_plan_numbers order) whose values
+  // differ among its shapes.
+  std::vector<std::vector<uint32_t>> varying;
+  // Per shape, every symbol from its min to its max, the last symbol
+  // fastest: its variant, then the variant's varying numbers, each as its
+  // difference from the variant's value (varints, zigzag for the
+  // differences).
+  std::vector<uint8_t> records;
+  // The algorithm of every GEMM and convolution shape of the range, by the
+  // shape's to_string().
+  std::map<std::string, GemmAlgo> gemm_algos;
+  std::map<std::string, ConvAlgo> conv_algos;
+
+  // Made by parse() and add(): where each shape's record starts, and each
+  // variant's numbers.
+  std::vector<uint32_t> starts;
+  std::vector<std::vector<int64_t>> numbers;
+
+  // How many shapes the symbols' ranges hold (saturating), and a shape's
+  // place among them (its symbol values in the plan's order, each in range).
+  static uint64_t count(std::span<const PlanSymbol> symbols);
+  static size_t index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values);
+  // Appends the next shape's plan (the plans in index order); records stay
+  // unencoded until finish().
+  void add(CudaPlan plan);
+  void finish();
+  // Reads records (set with the variants and varying positions) into starts,
+  // checking every record's variant and its numbers: kFormat otherwise.
+  Status parse(size_t shapes);
+  // The plan of shape `index`: `base`'s header and kernels with its
+  // variant's steps and its numbers, validated.
+  Expected<CudaPlan> shape_plan(const CudaPlan& base, size_t index) const;
+
+ private:
+  std::vector<std::pair<uint32_t, std::vector<int64_t>>> pending_;  // add() before finish(): variant, numbers
+  std::map<std::string, uint32_t> variant_of_;                      // structure text -> variant, while adding
 };
 
 // Everything load() reads from a CUDA engine plan's bytes before it touches

@@ -424,3 +424,91 @@ TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKerne
 }
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+namespace {
+
+// What a kernel step launches: its kernel's identity and every size it is
+// given, compiled in or passed at run time.
+std::pair<std::string, std::vector<int64_t>> launched(const Step& st, const std::vector<KernelChoice>& kernels) {
+  const KernelChoice& k = kernels.at(static_cast<size_t>(st.kernel.kernel));
+  std::vector<int64_t> sizes = k.first.dims;
+  for (size_t d = 0; d < sizes.size() && d < k.second.size(); ++d)
+    if (k.second[d]) sizes[d] = st.kernel.dims.at(d);
+  return {k.first.identity(), sizes};
+}
+
+// A range small enough is planned at every shape at build, into the plan's
+// table: each shape read back from it (through JSON and the shapes
+// section, as a .kiln holds it) launches what planning that shape alone
+// launches, though the kernels are chosen across the whole range. Rows 1..8
+// of the product are a GEMV kernel with its rows compiled in, 9..16 a
+// library GEMM: nine variants.
+TEST(RangePlan, EveryShapeOfASmallRangeIsPlannedAtBuildAsPlanningItAloneWould) {
+  engine::Network net = testing::network_from(R"(graph(%x: float32[s0, 64], %w: float32[64, 64], %g: float32[64]) {
+  %t: float32[64, 64] = aten.t.default(self=%w)
+  %y: float32[s0, 64] = aten.mm.default(self=%x, mat2=%t)
+  %r: float32[s0, 64] = aten.relu.default(self=%y)
+  %l: float32[s0, 64] = aten.layer_norm.default(input=%r, normalized_shape=[64], weight=%g, eps=1e-05)
+  return (%l)
+}
+)",
+                                              1, {"w", "g"});
+  BuildConfig config;
+  config.device.name = "planned on the host";
+  config.device.major = 9;
+  config.device.sm_count = 132;
+  config.symbols["s0"] = {1, 16, 8};
+  auto built = plan_range(net, config);
+  ASSERT_TRUE(built.has_value()) << built.status().message();
+  ASSERT_TRUE(built->plan.table);
+  EXPECT_EQ(built->plan.table->variants.size(), 9u);
+  for (size_t k = 0; k < built->kernels.size(); ++k) built->plan.kernel_names.push_back("k" + std::to_string(k));
+  const std::string json = built->plan.to_json();
+  auto read = CudaPlan::from_json(json, {}, built->plan.table->records);
+  ASSERT_TRUE(read.has_value()) << read.status().message();
+  ASSERT_TRUE(read->table);
+  for (int64_t s0 = 1; s0 <= 16; ++s0) {
+    SCOPED_TRACE("s0 = " + std::to_string(s0));
+    auto alone = plan_for_shape(net, {{"s0", s0}}, config);
+    ASSERT_TRUE(alone.has_value()) << alone.status().message();
+    const std::vector<int64_t> values{s0};
+    auto table = read->table->shape_plan(*read, ShapeTable::index(read->symbols, values));
+    ASSERT_TRUE(table.has_value()) << table.status().message();
+    EXPECT_EQ(table->arena_bytes, alone->plan.arena_bytes);
+    ASSERT_EQ(table->outputs.size(), 1u);
+    EXPECT_EQ(table->outputs[0].sizes, (std::vector<int64_t>{s0, 64}));
+    EXPECT_EQ(table->inputs[0].offset, alone->plan.inputs[0].offset);
+    EXPECT_EQ(table->outputs[0].offset, alone->plan.outputs[0].offset);
+    ASSERT_EQ(table->steps.size(), alone->plan.steps.size());
+    for (size_t i = 0; i < table->steps.size(); ++i) {
+      const Step& a = table->steps[i];
+      const Step& b = alone->plan.steps[i];
+      ASSERT_EQ(a.kind, b.kind);
+      EXPECT_EQ(a.layer, b.layer);
+      if (a.kind == Step::Kind::kGemm) {
+        EXPECT_EQ(a.gemm.shape.to_string(), b.gemm.shape.to_string());
+        EXPECT_EQ(a.gemm.a, b.gemm.a);
+        EXPECT_EQ(a.gemm.c, b.gemm.c);
+      } else if (a.kind == Step::Kind::kKernel) {
+        EXPECT_EQ(launched(a, built->kernels), launched(b, alone->kernels));
+        EXPECT_EQ(a.kernel.grid, b.kernel.grid);
+        EXPECT_EQ(a.kernel.block, b.kernel.block);
+        EXPECT_EQ(a.kernel.args, b.kernel.args);
+      }
+    }
+  }
+  // A record cut short, or naming a variant the table lacks, is refused.
+  std::vector<uint8_t> cut(built->plan.table->records.begin(), built->plan.table->records.end() - 1);
+  auto short_read = CudaPlan::from_json(json, {}, cut);
+  ASSERT_FALSE(short_read.has_value());
+  EXPECT_EQ(short_read.status().code(), ErrorCode::kFormat);
+  std::vector<uint8_t> bad = built->plan.table->records;
+  bad[0] = 0x7f;
+  auto bad_read = CudaPlan::from_json(json, {}, bad);
+  ASSERT_FALSE(bad_read.has_value());
+  EXPECT_EQ(bad_read.status().code(), ErrorCode::kFormat);
+}
+
+}  // namespace
+}  // namespace kiln::cuda

@@ -172,9 +172,9 @@ TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
 
 // A server's stream: a seeded draw of lengths across the whole range, each
 // against the reference and each run a second time (its graph captured and
-// replayed) with the same bits. The build compiled every kernel the stream
-// needs and no algorithm is timed: new lengths only choose (the counters
-// say so).
+// replayed) with the same bits. The build planned every length into the
+// plan's table, compiled every kernel and chose every algorithm: serving
+// plans, compiles and chooses nothing (the counters say so).
 TEST_P(CudaRange, ASeededStreamOfRandomLengthsComputesRightWithoutCompilingAnything) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::string precision = GetParam();
@@ -202,8 +202,33 @@ TEST_P(CudaRange, ASeededStreamOfRandomLengthsComputesRightWithoutCompilingAnyth
   }
   const cuda::RunTimeWork after = cuda::run_time_work();
   EXPECT_EQ(after.kernels_compiled, before.kernels_compiled) << "kernels compiled while serving";
+  EXPECT_EQ(after.shapes_planned, before.shapes_planned) << "lengths planned while serving";
+  EXPECT_EQ(after.algorithms_chosen, before.algorithms_chosen) << "algorithms chosen while serving";
   EXPECT_GE(after.shapes_prepared - before.shapes_prepared, seen.size() - 1);  // opt was ready at load
   EXPECT_GT(after.graphs_captured, before.graphs_captured);
+}
+
+// A range past KILN_CUDA_SHAPE_TABLE shapes (here 0) gets no table: its
+// lengths are planned from the layer graph when first called, and compute
+// the same.
+TEST_P(CudaRange, WithoutATableEachNewLengthIsPlannedWhenFirstCalled) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string precision = GetParam();
+  const double tol = precision == "fp32" ? 2e-4 : 3e-2;
+  auto backend = cuda::make_cuda_backend();
+  const engine::Network net = block_network();
+  const std::map<std::string, Tensor> weights = block_weights(net);
+  ::setenv("KILN_CUDA_SHAPE_TABLE", "0", 1);
+  auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
+  ::unsetenv("KILN_CUDA_SHAPE_TABLE");
+  ASSERT_TRUE(plan.has_value()) << plan.status().message();
+  auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
+  ASSERT_TRUE(handle.has_value()) << handle.status().message();
+  engine::Engine engine(backend.get(), *handle);
+  const cuda::RunTimeWork before = cuda::run_time_work();
+  for (int64_t n : {1, 7, 33, 80, 64})
+    ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, n, tol, "planned when called"));
+  EXPECT_EQ(cuda::run_time_work().shapes_planned - before.shapes_planned, 5u);
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaRanges, CudaRange, ::testing::Values("fp32", "fp16", "bf16"),
