@@ -37,6 +37,20 @@ constexpr size_t kDefaultContexts = 1;
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
 
+// The device forms of `constants`, from `weights` by name (shared_device_constant).
+Expected<std::vector<std::shared_ptr<const DeviceBuffer>>> device_constants(
+    const std::map<std::string, Tensor>& weights, const std::vector<DeviceConstant>& constants,
+    const std::string& what) {
+  std::vector<std::shared_ptr<const DeviceBuffer>> out;
+  for (const DeviceConstant& dc : constants) {
+    auto w = weights.find(dc.name);
+    if (w == weights.end()) return format_error(what + ": no weight '" + dc.name + "' for the plan's constant");
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, dc));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 struct RunTimeWorkCounters {
   std::atomic<uint64_t> shapes_prepared{0}, shapes_planned{0}, kernels_compiled{0}, algorithms_chosen{0},
       graphs_captured{0};
@@ -122,6 +136,10 @@ struct RangeCommon {
   std::shared_ptr<const ShapeTable> table;
   CudaPlan header;  // the plan's fields a shape's plan takes (no steps)
   std::vector<cudaKernel_t> kernels;
+  // Per variant: its device constants, made at load and held while the
+  // engine lives (a variant may ask for weights in other forms: a GEMV's
+  // transposed matrices), or empty where its shapes' constants vary.
+  std::vector<std::vector<std::shared_ptr<const DeviceBuffer>>> variant_constants;
 
   ~RangeCommon() {
     for (cudaLibrary_t l : libraries) cudaLibraryUnload(l);
@@ -683,12 +701,7 @@ struct CudaEngine {
       }
     }
     const double compile_ms = ms_since(compile_start);
-    for (const DeviceConstant& dc : next.plan.constants) {
-      auto w = c.weights.find(dc.name);
-      if (w == c.weights.end()) return internal_error(what + ": no weight '" + dc.name + "' for a new shape");
-      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, dc));
-      next.constants.push_back(std::move(d));
-    }
+    KILN_ASSIGN_OR_RETURN(next.constants, device_constants(c.weights, next.plan.constants, what));
     const auto steps_start = std::chrono::steady_clock::now();
     // The algorithms first: nothing below runs on the device, so the arena
     // is waited for only when it must grow.
@@ -760,11 +773,11 @@ struct CudaEngine {
       return internal_error(what + ": a shape of the table needs more than the range's arena");
     const double plan_ms = ms_since(start);
     next.kernels = c.kernels;
-    for (const DeviceConstant& dc : next.plan.constants) {
-      auto w = c.weights.find(dc.name);
-      if (w == c.weights.end()) return internal_error(what + ": no weight '" + dc.name + "' for a new shape");
-      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> d, shared_device_constant(w->second, dc));
-      next.constants.push_back(std::move(d));
+    const size_t variant = c.table->variant(ShapeTable::index(c.symbols, key));
+    if (!c.variant_constants[variant].empty() || next.plan.constants.empty()) {
+      next.constants = c.variant_constants[variant];
+    } else {
+      KILN_ASSIGN_OR_RETURN(next.constants, device_constants(c.weights, next.plan.constants, what));
     }
     const auto steps_start = std::chrono::steady_clock::now();
     {
@@ -1244,6 +1257,12 @@ class CudaBackend final : public engine::Backend {
         r->header = p;
         r->header.steps.clear();
         r->header.table = nullptr;
+        r->variant_constants.resize(p.table->variants.size());
+        for (size_t v = 0; v < p.table->variants.size(); ++v) {
+          if (!p.table->constants_fixed(v)) continue;
+          KILN_ASSIGN_OR_RETURN(r->variant_constants[v],
+                                device_constants(r->weights, p.table->variants[v].constants, e.what));
+        }
       }
       r->built = r->tuned;
       r->trace = env_is("KILN_CUDA_TRACE", "1");

@@ -759,6 +759,19 @@ Status ShapeTable::parse(size_t shapes) {
   return Status::ok();
 }
 
+size_t ShapeTable::variant(size_t index) const {
+  size_t at = starts.at(index);
+  uint64_t v = 0;
+  get_varint(records, at, v);  // parse() checked every record
+  return static_cast<size_t>(v);
+}
+
+bool ShapeTable::constants_fixed(size_t v) const {
+  size_t before_slots = 2;  // arena and error word, then each constant's sizes and padded channels
+  for (const DeviceConstant& c : variants[v].constants) before_slots += c.sizes.size() + 1;
+  return varying[v].empty() || varying[v][0] >= before_slots;
+}
+
 Expected<CudaPlan> ShapeTable::shape_plan(const CudaPlan& base, size_t index) const {
   if (index >= starts.size()) return internal_error("shape " + std::to_string(index) + " is not in the shape table");
   size_t at = starts[index];

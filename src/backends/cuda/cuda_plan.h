@@ -196,6 +196,11 @@ struct ShapeTable {
   // The plan of shape `index`: `base`'s header and kernels with its
   // variant's steps and its numbers, validated.
   Expected<CudaPlan> shape_plan(const CudaPlan& base, size_t index) const;
+  // The variant of shape `index` (< starts.size()).
+  size_t variant(size_t index) const;
+  // Whether every shape of variant `v` has the variant's device constants
+  // (no size of theirs varies).
+  bool constants_fixed(size_t v) const;
 
  private:
   std::vector<std::pair<uint32_t, std::vector<int64_t>>> pending_;  // add() before finish(): variant, numbers
