@@ -297,12 +297,19 @@ Expected<CompiledModule> compile_kernels(const std::vector<const KernelChoice*>&
   return m;
 }
 
-std::string kernel_key(const KernelChoice& k) {
-  std::string key = k.first.identity() + "\n//";
-  for (size_t i = 0; i < k.first.dims.size(); ++i)
-    key += i < k.second.size() && k.second[i] ? " r" : " " + std::to_string(k.first.dims[i]);
+std::string identity_digest(const GeneratedKernel& k) {
+  const std::string id = k.identity();
+  return content_digest(std::span(reinterpret_cast<const uint8_t*>(id.data()), id.size()));
+}
+
+std::string kernel_key(const std::string& identity, const std::vector<int64_t>& dims,
+                       const std::vector<bool>& runtime) {
+  std::string key = identity + "\n//";
+  for (size_t i = 0; i < dims.size(); ++i) key += i < runtime.size() && runtime[i] ? " r" : " " + std::to_string(dims[i]);
   return content_digest(std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size()));
 }
+
+std::string kernel_key(const KernelChoice& k) { return kernel_key(identity_digest(k.first), k.first.dims, k.second); }
 
 Expected<bool> choose_algorithm(Step& st, cublasLtHandle_t lt, cudnnHandle_t dnn,
                                 const std::map<std::string, int>& by_layer, TunedAlgos& tuned,
@@ -603,7 +610,7 @@ engine::Network clone_network(const engine::Network& net) {
 // `net` specialized to `bindings` and emitted with every size its kernels read at run time.
 Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings& bindings, const BuildConfig& config);
 
-// A kernel launch's place in a plan: its layer, its kernel's identity, and
+// A kernel launch's place in a plan: its layer, its kernel's identity (a digest), and
 // which launch of that kernel by that layer it is. Shapes of one range may
 // plan a layer differently (a GEMV kernel for one row, a library GEMM for
 // more), so launches are paired across shapes by what they are, not by
@@ -617,25 +624,27 @@ using Site = std::tuple<std::string, std::string, size_t>;
 void assign_kernels(ShapePlan& a,
                     const std::function<std::vector<bool>(const Site&, const std::vector<int64_t>&)>& runtime_of,
                     std::vector<KernelChoice>& kernels, std::map<std::string, int>& index) {
-  std::map<std::pair<std::string, std::string>, size_t> seen;  // launches of each (layer, text) so far
-  std::vector<std::string> identities(a.kernels.size());
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // launches of each (layer, kernel) so far
   for (Step& st : a.plan.steps) {
     if (st.kind != Step::Kind::kKernel) continue;
     const size_t k = static_cast<size_t>(st.kernel.kernel);
-    if (identities[k].empty()) identities[k] = a.kernels[k].first.identity();
-    GeneratedKernel g = a.kernels[k].first;
-    g.dims = st.kernel.dims;
-    const size_t nth = seen[{st.layer, identities[k]}]++;
-    std::vector<bool> runtime = runtime_of({st.layer, identities[k], nth}, g.dims);
-    runtime.resize(std::min(g.dims.size(), kMaxKernelDims), true);
+    const std::string& identity = a.identities.at(k);
+    const size_t nth = seen[{st.layer, identity}]++;
+    std::vector<bool> runtime = runtime_of({st.layer, identity, nth}, st.kernel.dims);
+    runtime.resize(std::min(st.kernel.dims.size(), kMaxKernelDims), true);
     const bool any = std::find(runtime.begin(), runtime.end(), true) != runtime.end();
-    KernelChoice c{std::move(g), std::move(runtime)};
-    auto [it, inserted] = index.try_emplace(kernel_key(c), static_cast<int>(kernels.size()));
+    auto [it, inserted] =
+        index.try_emplace(kernel_key(identity, st.kernel.dims, runtime), static_cast<int>(kernels.size()));
+    if (inserted) {
+      GeneratedKernel g = a.kernels[k].first;
+      g.dims = st.kernel.dims;
+      kernels.push_back({std::move(g), std::move(runtime)});
+    }
     st.kernel.kernel = it->second;
-    st.kernel.dims = any ? c.first.dims : std::vector<int64_t>{};
-    if (inserted) kernels.push_back(std::move(c));
+    if (!any) st.kernel.dims.clear();
   }
   a.kernels.clear();
+  a.identities.clear();
 }
 
 // Every launch site of `plans` with the sizes it is given.
@@ -648,11 +657,10 @@ std::map<Site, SiteSizes> launch_sites(const std::vector<ShapePlan>& plans) {
   std::map<Site, SiteSizes> sites;
   for (const ShapePlan& a : plans) {
     std::map<std::pair<std::string, std::string>, size_t> seen;
-    std::vector<std::string> identities(a.kernels.size());
+    const std::vector<std::string>& identities = a.identities;
     for (const Step& st : a.plan.steps) {
       if (st.kind != Step::Kind::kKernel) continue;
       const size_t k = static_cast<size_t>(st.kernel.kernel);
-      if (identities[k].empty()) identities[k] = a.kernels[k].first.identity();
       const size_t nth = seen[{st.layer, identities[k]}]++;
       auto [it, fresh] = sites.try_emplace({st.layer, identities[k], nth},
                                            SiteSizes{st.kernel.dims, std::vector<bool>(st.kernel.dims.size(), false)});
@@ -880,6 +888,7 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   ShapePlan out;
   out.plan = std::move(b.plan());
   out.kernels = b.kernels();
+  for (const KernelChoice& k : out.kernels) out.identities.push_back(identity_digest(k.first));
   return out;
 }
 

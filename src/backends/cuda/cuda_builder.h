@@ -45,6 +45,11 @@ using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
 // template instance), which sizes it reads at run time and the values of the
 // others, in hex.
 std::string kernel_key(const KernelChoice& k);
+// The same from the kernel's identity_digest (SHA-256 of its identity, in
+// hex), its sizes and which of them it reads at run time.
+std::string kernel_key(const std::string& identity, const std::vector<int64_t>& dims,
+                       const std::vector<bool>& runtime);
+std::string identity_digest(const GeneratedKernel& k);
 
 // GEMM and convolution algorithms chosen by timing, by shape (the shape's
 // to_string(), which names every field): steps of one shape (a decoder's
@@ -96,6 +101,7 @@ Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& conf
 struct ShapePlan {
   CudaPlan plan;
   std::vector<KernelChoice> kernels;
+  std::vector<std::string> identities;  // per kernel: identity_digest of its generated kernel
 };
 Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBindings& bindings,
                                    const BuildConfig& config);
