@@ -8,6 +8,9 @@ sizes new to it); the second pass shows what the same sizes cost once seen.
 Cases (--case, repeatable):
   bert      transformers' BertModel(BertConfig()) fp16, batch 1, sequence 2..512, 200 requests
   resnet50  torchvision's resnet50 fp16, batch 1..64 at 224x224, 100 requests
+  prefill   bench/llm_decode.py's Llama-3.2-1B-shaped decoder (bf16, random weights, static KV cache
+            of 1024) as a prefill step over prompts 1..1024, 50 requests; kiln's inputs are its own
+            random token ids and cache positions, PyTorch's random ids at positions 0..n-1
 
 Systems, each over the same sizes in the same order:
   kiln                   `kiln bench MODEL.kiln --stream N --seed S` (the C++ runtime; it draws the
@@ -61,34 +64,50 @@ def summary(first: list[float], second: list[float], sizes: list[int]) -> dict:
 
 
 def case_spec(name: str):
-    """(title, model, input of a size, dynamic_shapes, example size, requests, kiln compile arguments)."""
+    """(title, model, inputs of a size, dynamic_shapes, example size, requests, kiln compile arguments)."""
     from torch.export import Dim
 
     if name == "bert":
-        def ids(n: int, g: torch.Generator) -> torch.Tensor:
-            return torch.randint(0, 30000, (1, n), generator=g)
+        def ids(n: int, g: torch.Generator) -> tuple:
+            return (torch.randint(0, 30000, (1, n), generator=g),)
         return ("BERT-base fp16, batch 1, sequence 2..512", build_model(), ids,
-                {"input_ids": {1: Dim("seq", min=2, max=512)}}, 128, 200, [])
+                {"input_ids": {1: Dim("seq", min=2, max=512)}}, 128, 200, ["--precision", "fp16"])
     if name == "resnet50":
         import torchvision
 
         torch.manual_seed(0)
         model = torchvision.models.resnet50().eval().half()
 
-        def image(n: int, g: torch.Generator) -> torch.Tensor:
-            return torch.randn((n, 3, 224, 224), generator=g).half()
+        def image(n: int, g: torch.Generator) -> tuple:
+            return (torch.randn((n, 3, 224, 224), generator=g).half(),)
         return ("ResNet-50 fp16, batch 1..64, 224x224", model, image, {"x": {0: Dim("batch", min=1, max=64)}}, 16,
-                100, ["--batch-buckets", "off", "--shape", "x:1x3x224x224,16x3x224x224,64x3x224x224"])
+                100, ["--precision", "fp16", "--batch-buckets", "off", "--shape",
+                      "x:1x3x224x224,16x3x224x224,64x3x224x224"])
+    if name == "prefill":
+        from types import SimpleNamespace
+
+        from transformers import LlamaForCausalLM
+
+        from llm_decode import config, step_module
+
+        torch.manual_seed(0)
+        lm = LlamaForCausalLM(config(SimpleNamespace(layers=16))).to(torch.bfloat16).eval()
+
+        def prompt(n: int, g: torch.Generator) -> tuple:
+            return (torch.randint(0, 128000, (1, n), generator=g), torch.arange(n))
+        prompt_dim = Dim("prompt", min=1, max=1024)
+        return ("Llama-3.2-1B-shaped prefill bf16, prompts 1..1024 (static KV cache 1024)", step_module(lm, 1024),
+                prompt, ({1: prompt_dim}, {0: prompt_dim}), 128, 50, [])
     raise SystemExit(f"unknown case {name}")
 
 
-def timed_stream(call, inputs: list[torch.Tensor]) -> list[float]:
+def timed_stream(call, inputs: list[tuple]) -> list[float]:
     """Host tensors in, host tensors out, the device synchronized: milliseconds per request."""
     ms = []
     for x in inputs:
         torch.cuda.synchronize()
         t = time.perf_counter()
-        y = call(x)
+        y = call(*x)
         if isinstance(y, torch.Tensor):
             y = y.cpu()
         torch.cuda.synchronize()
@@ -101,12 +120,11 @@ def run_case(name: str, args, work: Path) -> list[dict]:
     from torch.export import export, save
 
     with torch.no_grad():
-        ep = export(model, (make(example, torch.Generator().manual_seed(0)),), dynamic_shapes=dynamic)
+        ep = export(model, make(example, torch.Generator().manual_seed(0)), dynamic_shapes=dynamic, strict=name == "prefill")
     pt2 = work / f"{name}_dyn.pt2"
     save(ep, str(pt2))
     program = work / f"{name}_dyn.kiln"
-    cmd = [args.kiln, "compile", str(pt2), "--device", "cuda", "--precision", "fp16", "--no-cache", "-o",
-           str(program)] + extra
+    cmd = [args.kiln, "compile", str(pt2), "--device", "cuda", "--no-cache", "-o", str(program)] + extra
     log(" ".join(cmd))
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -115,10 +133,10 @@ def run_case(name: str, args, work: Path) -> list[dict]:
         raise SystemExit(f"kiln compile failed: {p.stderr[-2000:]}")
     # The same model exported at the example size alone, built the same way: what the range's build is held to.
     with torch.no_grad():
-        fixed_ep = export(model, (make(example, torch.Generator().manual_seed(0)),))
+        fixed_ep = export(model, make(example, torch.Generator().manual_seed(0)), strict=name == "prefill")
     fixed_pt2 = work / f"{name}_fixed.pt2"
     save(fixed_ep, str(fixed_pt2))
-    cmd = [args.kiln, "compile", str(fixed_pt2), "--device", "cuda", "--precision", "fp16", "--no-cache", "-o",
+    cmd = [args.kiln, "compile", str(fixed_pt2), "--device", "cuda", "--no-cache", "-o",
            str(work / f"{name}_fixed.kiln")] + [a for a in extra if a != "--shape" and ":" not in a]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -160,18 +178,18 @@ def run_case(name: str, args, work: Path) -> list[dict]:
         import kiln
 
         compiled = kiln.load(str(program), device="cuda")
-        two_passes("kiln-python", lambda x: compiled(x.cuda()))
+        two_passes("kiln-python", lambda *x: compiled(*(t.cuda() for t in x)))
     except ImportError as e:
         log(f"kiln-python skipped: {e}")
     gpu = model.cuda()
-    two_passes("eager", lambda x: gpu(x.cuda()))
+    two_passes("eager", lambda *x: gpu(*(t.cuda() for t in x)))
     torch._dynamo.reset()
     compiled_torch = torch.compile(gpu, dynamic=True)
     t = time.perf_counter()
     with torch.no_grad():
-        compiled_torch(make(example, torch.Generator().manual_seed(0)).cuda())
+        compiled_torch(*(x.cuda() for x in make(example, torch.Generator().manual_seed(0))))
     torch.cuda.synchronize()
-    two_passes("torch-compile-dynamic", lambda x: compiled_torch(x.cuda()),
+    two_passes("torch-compile-dynamic", lambda *x: compiled_torch(*(t.cuda() for t in x)),
                compile_s=time.perf_counter() - t)
     return rows
 
@@ -180,7 +198,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--case", action="append", help="bert, resnet50 (default: both)")
+    ap.add_argument("--case", action="append", help="bert, resnet50, prefill (default: all three)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workdir")
@@ -188,7 +206,7 @@ def main() -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln-serving-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in args.case or ["bert", "resnet50"]:
+    for name in args.case or ["bert", "resnet50", "prefill"]:
         rows += run_case(name, args, work)
     gpu = torch.cuda.get_device_name(0)
     result = {"machine": gpu, "torch": torch.__version__, "seed": args.seed, "cases": rows}

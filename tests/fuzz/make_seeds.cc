@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   fs::remove_all(tmp);
 #ifdef KILN_HAVE_CUDA
   write(out / "cuda_plan" / "sample.plan", kiln::testing::sample_cuda_engine_plan());
+  write(out / "cuda_plan" / "range.plan",
+        kiln::testing::sample_cuda_engine_plan(kiln::testing::sample_range_cuda_plan(),
+                                               kiln::testing::kSampleRangeCudaGraph));
 #endif
   std::cout << "seeds: " << n << " archives, " << programs.size() << " programs, " << plans << " plans\n";
   return 0;

@@ -52,11 +52,41 @@ inline cuda::CudaPlan sample_cuda_plan() {
   return p;
 }
 
+// sample_cuda_plan() over rows s0 = 1..4 of x (opt 4), with every shape in
+// its table: the slots, the kernel's grid and the GEMM's m follow s0.
+inline cuda::CudaPlan sample_range_cuda_plan() {
+  using namespace kiln::cuda;
+  CudaPlan p = sample_cuda_plan();
+  p.symbols = {{"s0", 1, 4, 4}};
+  p.kernel_keys = {"0123456789abcdef"};
+  auto table = std::make_shared<ShapeTable>();
+  for (int64_t s0 = 1; s0 <= 4; ++s0) {
+    CudaPlan at = sample_cuda_plan();
+    at.inputs[0].sizes = {s0, 8};
+    at.outputs[0].sizes = {s0, 16};
+    at.steps[0].kernel.grid = {static_cast<uint32_t>(s0), 1, 1};
+    at.steps[1].gemm.shape.m = s0;
+    table->add(std::move(at));
+  }
+  table->finish();
+  table->gemm_algos[p.steps[1].gemm.shape.to_string()] = p.steps[1].gemm.algo;
+  p.table = std::move(table);
+  return p;
+}
+
 // The layer graph sample_cuda_plan()'s slots and constants describe.
 inline constexpr const char* kSampleCudaGraph =
     R"(graph(%x: float16[4, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
   %m: float16[4, 16] = aten.mm.default(self=%x, mat2=%w)
   %y: float16[4, 16] = aten.relu.default(self=%m)
+  return (%y)
+}
+)";
+// The same over rows s0 (sample_range_cuda_plan()).
+inline constexpr const char* kSampleRangeCudaGraph =
+    R"(graph(%x: float16[s0, 8], %w: float16[8, 16], %stem: float16[64, 3, 7, 7], %sb: float16[64]) {
+  %m: float16[s0, 16] = aten.mm.default(self=%x, mat2=%w)
+  %y: float16[s0, 16] = aten.relu.default(self=%m)
   return (%y)
 }
 )";
@@ -78,6 +108,7 @@ inline std::vector<uint8_t> sample_cuda_engine_plan(const cuda::CudaPlan& cuda =
   const std::string json = cuda.to_json();
   plan.extra.emplace_back(cuda::kPlanSection, std::vector<uint8_t>(json.begin(), json.end()));
   plan.extra.emplace_back(cuda::kCubinSection, std::vector<uint8_t>{0x7f, 'E', 'L', 'F'});
+  if (cuda.table) plan.extra.emplace_back(cuda::kShapesSection, cuda.table->records);
   return engine::serialize_plan(plan);
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "backends/cuda/cuda_backend.h"
 #include "support/cuda_plan_sample.h"
 
@@ -11,7 +13,9 @@ namespace kiln::cuda {
 namespace {
 
 using kiln::testing::sample_cuda_engine_plan;
+using kiln::testing::kSampleRangeCudaGraph;
 using kiln::testing::sample_cuda_plan;
+using kiln::testing::sample_range_cuda_plan;
 
 // The device memory an engine made from a plan holds, read from the plan
 // without a GPU: the arena as planned, the workspace, and the weights in
@@ -145,6 +149,63 @@ TEST(PlanReader, ARangePlanKeepsItsSymbolsAndKernelKeys) {
     EXPECT_EQ(bad.status().code(), ErrorCode::kFormat) << c.what;
     EXPECT_NE(bad.status().message().find(c.expect), std::string::npos) << c.what << ": " << bad.status().message();
   }
+}
+
+// A range plan with every shape in its table: the table round-trips through
+// the plan's JSON and its shapes section, each shape reads back with its own
+// slots, grid and GEMM rows (the numbers that vary) over the rest of the
+// plan, and a table that does not hold is refused naming what is wrong.
+TEST(PlanReader, ARangePlanWithATableGivesEachShapeItsNumbers) {
+  const CudaPlan sample = sample_range_cuda_plan();
+  auto read = read_cuda_engine_plan(sample_cuda_engine_plan(sample, kSampleRangeCudaGraph), "table");
+  ASSERT_TRUE(read.has_value()) << read.status().message();
+  ASSERT_TRUE(read->plan.table);
+  const ShapeTable& t = *read->plan.table;
+  EXPECT_EQ(read->plan.to_json(), sample.to_json());
+  ASSERT_EQ(t.variants.size(), 1u);
+  EXPECT_EQ(t.varying[0].size(), 4u);  // x's rows, y's rows, the grid, the GEMM's m
+  EXPECT_TRUE(t.constants_fixed(0));
+  for (int64_t s0 = 1; s0 <= 4; ++s0) {
+    const std::vector<int64_t> values{s0};
+    const size_t at = ShapeTable::index(read->plan.symbols, values);
+    EXPECT_EQ(at, static_cast<size_t>(s0 - 1));
+    auto p = t.shape_plan(read->plan, at);
+    ASSERT_TRUE(p.has_value()) << p.status().message();
+    EXPECT_EQ(p->inputs[0].sizes, (std::vector<int64_t>{s0, 8}));
+    EXPECT_EQ(p->outputs[0].sizes, (std::vector<int64_t>{s0, 16}));
+    EXPECT_EQ(p->steps[0].kernel.grid[0], static_cast<uint32_t>(s0));
+    EXPECT_EQ(p->steps[1].gemm.shape.m, s0);
+    EXPECT_EQ(p->steps[1].gemm.shape.n, 16);
+    EXPECT_EQ(p->kernel_names, read->plan.kernel_names);
+    EXPECT_EQ(p->precision, "fp16");
+  }
+
+  // Without its shapes section, with a record cut short, or with a varying
+  // position past the variant's numbers: refused.
+  auto engine_plan = [&](const CudaPlan& c, std::optional<std::vector<uint8_t>> records) {
+    engine::EnginePlan plan;
+    auto bytes = sample_cuda_engine_plan(c, kSampleRangeCudaGraph);
+    auto common = engine::deserialize_plan(bytes, "cuda", "table");
+    plan = std::move(*common);
+    std::erase_if(plan.extra, [](const auto& e) { return e.first == kShapesSection; });
+    if (records) plan.extra.emplace_back(kShapesSection, *records);
+    return engine::serialize_plan(plan);
+  };
+  auto expect_refused = [&](const std::vector<uint8_t>& bytes, const char* expect) {
+    auto bad = read_cuda_engine_plan(bytes, "table");
+    ASSERT_FALSE(bad.has_value()) << expect;
+    EXPECT_EQ(bad.status().code(), ErrorCode::kFormat);
+    EXPECT_NE(bad.status().message().find(expect), std::string::npos) << bad.status().message();
+  };
+  expect_refused(engine_plan(sample, std::nullopt), "the shape table holds 0 shapes");
+  std::vector<uint8_t> cut = sample.table->records;
+  cut.pop_back();
+  expect_refused(engine_plan(sample, cut), "cut short");
+  CudaPlan past = sample;
+  auto wide = std::make_shared<ShapeTable>(*sample.table);
+  wide->varying[0].back() = 100000;
+  past.table = wide;
+  expect_refused(engine_plan(past, sample.table->records), "varies number 100000");
 }
 
 TEST(PlanReader, APlanOfAnotherBackendOrWithoutItsSectionsIsRefused) {
