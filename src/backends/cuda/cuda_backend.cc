@@ -176,7 +176,7 @@ struct CudaEngine {
   // (a model's layers) and shapes that share GEMMs share them.
   std::map<std::string, std::shared_ptr<const GemmOp>> gemm_ops;
   std::map<std::string, std::shared_ptr<const ConvOp>> conv_ops;
-  static constexpr size_t kMaxOps = 4096;  // then made anew
+  static constexpr size_t kMaxOps = 4096;       // then made anew
   std::vector<std::vector<void*>> kernel_args;  // per step: device pointers, for the bindings in `bound`
   std::vector<std::vector<int64_t>> kernel_dims;  // per step: its KilnDims (kMaxKernelDims values), or empty
   // Per engine input: device memory bound in place of the input's arena slot
@@ -814,8 +814,8 @@ struct CudaEngine {
   // caller holds the range's mutex.
   Status choose_algorithms(CudaPlan& p) {
     RangeCommon& c = *range->common;
-    if (c.tuned.gemms.size() + c.tuned.convs.size() > c.built.gemms.size() + c.built.convs.size() +
-                                                          RangeCommon::kMaxTunedShapes)
+    if (c.tuned.gemms.size() + c.tuned.convs.size() >
+        c.built.gemms.size() + c.built.convs.size() + RangeCommon::kMaxTunedShapes)
       c.tuned = c.built;
     for (Step& s : p.steps) {
       if (s.kind == Step::Kind::kKernel) continue;

@@ -1,16 +1,16 @@
 #include "backends/cuda/cuda_builder.h"
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <functional>
 #include <optional>
-#include <thread>
-#include <tuple>
 #include <random>
 #include <set>
+#include <thread>
+#include <tuple>
 
 #include "backends/cuda/nvrtc_compile.h"
 #include "base/sha256.h"
@@ -305,15 +305,15 @@ std::string identity_digest(const GeneratedKernel& k) {
 std::string kernel_key(const std::string& identity, const std::vector<int64_t>& dims,
                        const std::vector<bool>& runtime) {
   std::string key = identity + "\n//";
-  for (size_t i = 0; i < dims.size(); ++i) key += i < runtime.size() && runtime[i] ? " r" : " " + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i)
+    key += i < runtime.size() && runtime[i] ? " r" : " " + std::to_string(dims[i]);
   return content_digest(std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size()));
 }
 
 std::string kernel_key(const KernelChoice& k) { return kernel_key(identity_digest(k.first), k.first.dims, k.second); }
 
 Expected<bool> choose_algorithm(Step& st, cublasLtHandle_t lt, cudnnHandle_t dnn,
-                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned,
-                                size_t workspace_bytes) {
+                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned, size_t workspace_bytes) {
   bool fresh = false;
   if (st.kind == Step::Kind::kGemm) {
     GemmLaunch& g = st.gemm;
@@ -923,8 +923,9 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
   std::vector<KernelChoice> kernels;
   std::map<std::string, int> index;
   if (neighbours == 0) {
-    assign_kernels(a, [](const Site&, const std::vector<int64_t>& d) { return std::vector<bool>(d.size(), true); },
-                   kernels, index);
+    assign_kernels(
+        a, [](const Site&, const std::vector<int64_t>& d) { return std::vector<bool>(d.size(), true); }, kernels,
+        index);
   } else {
     both.push_back(a);
     const auto sites = launch_sites(both);

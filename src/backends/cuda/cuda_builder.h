@@ -47,8 +47,7 @@ using KernelChoice = std::pair<GeneratedKernel, std::vector<bool>>;
 std::string kernel_key(const KernelChoice& k);
 // The same from the kernel's identity_digest (SHA-256 of its identity, in
 // hex), its sizes and which of them it reads at run time.
-std::string kernel_key(const std::string& identity, const std::vector<int64_t>& dims,
-                       const std::vector<bool>& runtime);
+std::string kernel_key(const std::string& identity, const std::vector<int64_t>& dims, const std::vector<bool>& runtime);
 std::string identity_digest(const GeneratedKernel& k);
 
 // GEMM and convolution algorithms chosen by timing, by shape (the shape's
@@ -75,8 +74,7 @@ Expected<Algo> tuned_once(std::map<std::string, Algo>& tuned, const std::string&
 // where cuDNN runs it at this size, else cuDNN's heuristic (remembered in
 // `tuned`), within workspace_bytes. Set in the step; true when chosen anew.
 Expected<bool> choose_algorithm(Step& step, cublasLtHandle_t lt, cudnnHandle_t dnn,
-                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned,
-                                size_t workspace_bytes);
+                                const std::map<std::string, int>& by_layer, TunedAlgos& tuned, size_t workspace_bytes);
 
 // `kernels` compiled with NVRTC into one module for `arch`: a kernel written
 // as text is named names[i]; a template instance's names[i] is replaced by

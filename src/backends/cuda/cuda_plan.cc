@@ -345,8 +345,7 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
       }
       table->varying = t.at("varying").get<std::vector<std::vector<uint32_t>>>();
       for (const json& g : t.at("gemm_algos"))
-        table->gemm_algos[g.at(0).get<std::string>()] = {g.at(1).get<std::array<uint64_t, 8>>(),
-                                                         g.at(2).get<size_t>()};
+        table->gemm_algos[g.at(0).get<std::string>()] = {g.at(1).get<std::array<uint64_t, 8>>(), g.at(2).get<size_t>()};
       for (const json& c : t.at("conv_algos"))
         table->conv_algos[c.at(0).get<std::string>()] = {c.at(1).get<int>(), c.at(2).get<size_t>()};
     }
@@ -619,17 +618,35 @@ void visit_plan_numbers(CudaPlan& p, const std::function<void(int64_t&)>& f, boo
         break;
       case Step::Kind::kGemm: {
         GemmShape& g = s.gemm.shape;
-        for (int64_t* x : {&g.m, &g.n, &g.k, &g.batch, &g.lda, &g.ldb, &g.ldc, &g.batch_stride_a, &g.batch_stride_b,
-                           &g.batch_stride_c, &s.gemm.a.offset, &s.gemm.b.offset, &s.gemm.c.offset,
-                           &s.gemm.bias.offset})
+        for (int64_t* x :
+             {&g.m, &g.n, &g.k, &g.batch, &g.lda, &g.ldb, &g.ldc, &g.batch_stride_a, &g.batch_stride_b,
+              &g.batch_stride_c, &s.gemm.a.offset, &s.gemm.b.offset, &s.gemm.c.offset, &s.gemm.bias.offset})
           f(*x);
         break;
       }
       case Step::Kind::kConv: {
         ConvShape& c = s.conv.shape;
-        for (int64_t* x : {&c.n, &c.c, &c.h, &c.w, &c.k, &c.r, &c.s, &c.groups, &c.stride_h, &c.stride_w, &c.pad_h,
-                           &c.pad_w, &c.dilation_h, &c.dilation_w, &c.out_h, &c.out_w, &s.conv.x.offset,
-                           &s.conv.w.offset, &s.conv.bias.offset, &s.conv.z.offset, &s.conv.y.offset})
+        for (int64_t* x : {&c.n,
+                           &c.c,
+                           &c.h,
+                           &c.w,
+                           &c.k,
+                           &c.r,
+                           &c.s,
+                           &c.groups,
+                           &c.stride_h,
+                           &c.stride_w,
+                           &c.pad_h,
+                           &c.pad_w,
+                           &c.dilation_h,
+                           &c.dilation_w,
+                           &c.out_h,
+                           &c.out_w,
+                           &s.conv.x.offset,
+                           &s.conv.w.offset,
+                           &s.conv.bias.offset,
+                           &s.conv.z.offset,
+                           &s.conv.y.offset})
           f(*x);
         break;
       }
@@ -694,7 +711,8 @@ uint64_t ShapeTable::count(std::span<const PlanSymbol> symbols) {
 size_t ShapeTable::index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values) {
   size_t at = 0;
   for (size_t i = 0; i < symbols.size(); ++i)
-    at = at * static_cast<size_t>(symbols[i].max - symbols[i].min + 1) + static_cast<size_t>(values[i] - symbols[i].min);
+    at =
+        at * static_cast<size_t>(symbols[i].max - symbols[i].min + 1) + static_cast<size_t>(values[i] - symbols[i].min);
   return at;
 }
 
@@ -723,8 +741,9 @@ void ShapeTable::finish() {
   for (const auto& [v, nums] : pending_) {
     starts.push_back(static_cast<uint32_t>(records.size()));
     put_varint(records, v);
-    for (uint32_t i : varying[v]) put_varint(records, zigzag(static_cast<int64_t>(
-                                                           static_cast<uint64_t>(nums[i]) - static_cast<uint64_t>(numbers[v][i]))));
+    for (uint32_t i : varying[v])
+      put_varint(records,
+                 zigzag(static_cast<int64_t>(static_cast<uint64_t>(nums[i]) - static_cast<uint64_t>(numbers[v][i]))));
   }
   pending_.clear();
   variant_of_.clear();
@@ -748,10 +767,12 @@ Status ShapeTable::parse(size_t shapes) {
     starts.push_back(static_cast<uint32_t>(at));
     uint64_t v = 0, d = 0;
     if (!get_varint(records, at, v) || v >= variants.size())
-      return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) + " of the shape table names no variant");
+      return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) +
+                          " of the shape table names no variant");
     for (size_t i = 0; i < varying[v].size(); ++i)
       if (!get_varint(records, at, d))
-        return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) + " of the shape table is cut short");
+        return format_error("CUDA plan: shape " + std::to_string(starts.size() - 1) +
+                            " of the shape table is cut short");
   }
   if (starts.size() != shapes || at != records.size() || records.size() > UINT32_MAX)
     return format_error("CUDA plan: the shape table holds " + std::to_string(starts.size()) + " shapes in " +
@@ -785,8 +806,11 @@ Expected<CudaPlan> ShapeTable::shape_plan(const CudaPlan& base, size_t index) co
   CudaPlan p = variants[v];
   size_t next = 0;
   bool overflow = false;
-  visit_plan_numbers(p, [&](int64_t& x) { x = nums[next++]; }, &overflow);
-  if (overflow) return format_error("CUDA plan: shape " + std::to_string(index) + " of the shape table: a launch size past 32 bits");
+  visit_plan_numbers(
+      p, [&](int64_t& x) { x = nums[next++]; }, &overflow);
+  if (overflow)
+    return format_error("CUDA plan: shape " + std::to_string(index) +
+                        " of the shape table: a launch size past 32 bits");
   p.device_name = base.device_name;
   p.arch = base.arch;
   p.sm_count = base.sm_count;

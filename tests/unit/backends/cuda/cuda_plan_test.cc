@@ -12,8 +12,8 @@
 namespace kiln::cuda {
 namespace {
 
-using kiln::testing::sample_cuda_engine_plan;
 using kiln::testing::kSampleRangeCudaGraph;
+using kiln::testing::sample_cuda_engine_plan;
 using kiln::testing::sample_cuda_plan;
 using kiln::testing::sample_range_cuda_plan;
 
