@@ -658,9 +658,7 @@ struct CudaEngine {
       KILN_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
       const size_t need = static_cast<size_t>(sp.plan.arena_bytes);
       if (need > free_bytes + arena.nbytes()) {
-        std::string shape;
-        for (size_t i = 0; i < key.size(); ++i)
-          shape += (i ? ", " : "") + c.symbols[i].name + " = " + std::to_string(key[i]);
+        const std::string shape = shape_text(key, " = ");
         return invalid_argument(what + ": a call with " + shape + " needs " + std::to_string(need) +
                                 " bytes of device memory for the engine's activations; the device has " +
                                 std::to_string(free_bytes) + " bytes free (and " + std::to_string(arena.nbytes()) +
@@ -747,9 +745,7 @@ struct CudaEngine {
     r.active = key;
     run_time_work_counters().shapes_prepared.fetch_add(1, std::memory_order_relaxed);
     if (c.trace) {
-      std::string shape;
-      for (size_t i = 0; i < key.size(); ++i)
-        shape += (i ? ", " : "") + c.symbols[i].name + "=" + std::to_string(key[i]);
+      const std::string shape = shape_text(key, "=");
       std::fprintf(stderr,
                    "kiln: %s: shape %s prepared in %.3f ms: steps planned %.3f ms, %zu kernel(s) compiled %.3f ms, "
                    "algorithms and descriptors %.3f ms\n",
@@ -757,6 +753,14 @@ struct CudaEngine {
                    ms_since(steps_start));
     }
     return Status::ok();
+  }
+
+  // "s0=7, s1=3": a shape's symbol values, for messages.
+  std::string shape_text(const std::vector<int64_t>& key, const char* equals) const {
+    std::string out;
+    for (size_t i = 0; i < key.size(); ++i)
+      out += (i ? ", " : "") + range->common->symbols[i].name + equals + std::to_string(key[i]);
+    return out;
   }
 
   // use_shape for an engine whose plan holds every shape's steps: the
@@ -794,9 +798,7 @@ struct CudaEngine {
     r.active = key;
     run_time_work_counters().shapes_prepared.fetch_add(1, std::memory_order_relaxed);
     if (c.trace) {
-      std::string shape;
-      for (size_t i = 0; i < key.size(); ++i)
-        shape += (i ? ", " : "") + c.symbols[i].name + "=" + std::to_string(key[i]);
+      const std::string shape = shape_text(key, "=");
       std::fprintf(stderr,
                    "kiln: %s: shape %s prepared in %.3f ms from the plan's table: steps %.3f ms, "
                    "algorithms and descriptors %.3f ms\n",
