@@ -99,17 +99,21 @@ Expected<double> calls_per_second(const std::shared_ptr<const Program>& program,
                                   const std::vector<std::vector<Tensor>>& requests,
                                   const std::vector<std::vector<Tensor>>& expected, int threads, int calls) {
   std::vector<std::unique_ptr<Session>> sessions;
-  for (int t = 0; t < threads; ++t) {
-    sessions.push_back(std::make_unique<Session>(program));
-    for (const std::vector<Tensor>& r : requests)  // every session warm at every request's size
-      KILN_TRY(sessions.back()->run(r).status());
-  }
+  for (int t = 0; t < threads; ++t) sessions.push_back(std::make_unique<Session>(program));
   std::vector<Status> failures(static_cast<size_t>(threads));
   std::atomic<bool> go{false};
+  std::atomic<int> ready{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
+      // Every session warm at every request's size, all at once (as a
+      // server's threads start), before the clock starts.
+      for (const std::vector<Tensor>& r : requests)
+        if (auto warm = sessions[static_cast<size_t>(t)]->run(r); !warm && failures[static_cast<size_t>(t)].is_ok())
+          failures[static_cast<size_t>(t)] = warm.status();
+      ++ready;
       while (!go.load()) std::this_thread::yield();
+      if (!failures[static_cast<size_t>(t)].is_ok()) return;
       for (int i = 0; i < calls; ++i) {
         const size_t r = static_cast<size_t>(t + i) % requests.size();
         auto out = sessions[static_cast<size_t>(t)]->run(requests[r]);
@@ -128,6 +132,7 @@ Expected<double> calls_per_second(const std::shared_ptr<const Program>& program,
           }
       }
     });
+  while (ready.load() < threads) std::this_thread::yield();
   const auto start = std::chrono::steady_clock::now();
   go = true;
   for (std::thread& th : pool) th.join();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -117,7 +118,7 @@ struct RangeCommon {
   std::map<std::string, Tensor> weights;           // every constant of the network, by name
   std::map<std::string, int> conv_algo_by_layer;   // the build's choice per convolution layer, tried first elsewhere
   size_t shapes_kept = kDefaultShapesKept;         // per context: the active shape and the ones in `shapes`, at most
-  bool trace = false;                              // KILN_CUDA_TRACE=1: each new shape's preparation, timed, on stderr
+  int trace = 0;  // KILN_CUDA_TRACE: 1 each new shape's preparation, timed, on stderr; 2 also each call's parts
   static constexpr size_t kMaxTunedShapes = 4096;  // GEMM and convolution shapes remembered (then forgotten at once)
 
   // What contexts learn as they go, under `mutex`: kernels by key (the
@@ -129,6 +130,9 @@ struct RangeCommon {
   std::vector<cudaLibrary_t> libraries;
   TunedAlgos tuned;
   TunedAlgos built;  // what the plan recorded: `tuned` starts again from these
+  // A table's algorithms (the build's at opt and those it chose for every
+  // other shape), never changed after load: read without the mutex.
+  TunedAlgos table_algos;
 
   // A plan whose build planned every shape of its range: each shape's steps
   // come from its table, every kernel from `kernels` (the plan's, all of
@@ -755,6 +759,68 @@ struct CudaEngine {
     return Status::ok();
   }
 
+  // Loads, at load time, the library kernels a call could otherwise meet
+  // first at a new size: cuBLASLt and cuDNN load a kernel when it is first
+  // launched (5-20 ms on an H100 for a GEMM kernel), which a range engine's
+  // first calls paid at most of their sizes. The engine runs once, on its own
+  // stream with whatever its arena holds as inputs, at each shape of its table
+  // whose steps bring a GEMM kernel class (algorithm, types, layouts,
+  // epilogue, operand alignment) or a convolution shape the process has not
+  // run yet; results are dropped, the error word cleared, and the shape at
+  // opt made active again. Each class and shape is run once per process.
+  Status warm_libraries() {
+    RangeCommon& c = *range->common;
+    if (!c.table) return Status::ok();
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<int64_t> opt = range->active;
+    int device = 0;
+    KILN_CUDA_TRY(cudaGetDevice(&device));
+    static std::mutex warmed_mutex;
+    static auto* warmed = new std::set<std::string>();  // never destroyed, as the library kernels stay loaded
+    size_t runs = 0;
+    const size_t count = c.table->starts.size();
+    for (size_t i = 0; i < count; ++i) {
+      KILN_ASSIGN_OR_RETURN(CudaPlan p, c.table->shape_plan(c.header, i));
+      std::vector<std::string> keys;
+      for (const Step& st : p.steps) {
+        if (st.kind == Step::Kind::kGemm) {
+          const std::string shape = st.gemm.shape.to_string();
+          auto a = c.tuned.gemms.find(shape);
+          keys.push_back(std::to_string(device) + " " + gemm_kernel_class(st.gemm.shape, a == c.tuned.gemms.end() ? nullptr : &a->second));
+        } else if (st.kind == Step::Kind::kConv) {
+          keys.push_back(std::to_string(device) + " " + st.conv.shape.to_string());
+        }
+      }
+      bool fresh = false;
+      {
+        std::lock_guard<std::mutex> lock(warmed_mutex);
+        for (const std::string& k : keys) fresh = warmed->insert(k).second || fresh;
+      }
+      if (!fresh) continue;
+      std::vector<int64_t> key(c.symbols.size());
+      size_t rest = i;
+      for (size_t y = c.symbols.size(); y-- > 0;) {
+        const size_t span = static_cast<size_t>(c.symbols[y].max - c.symbols[y].min + 1);
+        key[y] = c.symbols[y].min + static_cast<int64_t>(rest % span);
+        rest /= span;
+      }
+      KILN_TRY(use_shape(key).with_context("warming the libraries' kernels"));
+      KILN_TRY(enqueue(own_stream).with_context(what + ": warming the libraries' kernels at " + shape_text(key, " = ")));
+      ++runs;
+    }
+    KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
+    if (error_host) *error_host = 0;
+    if (!plan.error_layers.empty()) {
+      KILN_CUDA_TRY(cudaMemsetAsync(arena.bytes() + plan.error_offset, 0, 4, own_stream));
+      KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
+    }
+    KILN_TRY(use_shape(opt));
+    if (c.trace)
+      std::fprintf(stderr, "kiln: %s: the libraries' kernels warmed at %zu of %zu shapes in %.3f ms\n", what.c_str(),
+                   runs, count, ms_since(start));
+    return Status::ok();
+  }
+
   // "s0=7, s1=3": a shape's symbol values, for messages.
   std::string shape_text(const std::vector<int64_t>& key, const char* equals) const {
     std::string out;
@@ -784,7 +850,21 @@ struct CudaEngine {
       KILN_ASSIGN_OR_RETURN(next.constants, device_constants(c.weights, next.plan.constants, what));
     }
     const auto steps_start = std::chrono::steady_clock::now();
-    {
+    // Every algorithm from the table's, without the lock other contexts'
+    // calls would wait on; one missing (never, for a plan as built) is chosen.
+    bool all = true;
+    for (Step& st : next.plan.steps) {
+      if (st.kind == Step::Kind::kGemm) {
+        auto it = c.table_algos.gemms.find(st.gemm.shape.to_string());
+        if (it == c.table_algos.gemms.end()) all = false;
+        if (it != c.table_algos.gemms.end()) st.gemm.algo = it->second;
+      } else if (st.kind == Step::Kind::kConv) {
+        auto it = c.table_algos.convs.find(st.conv.shape.to_string());
+        if (it == c.table_algos.convs.end()) all = false;
+        if (it != c.table_algos.convs.end()) st.conv.algo = it->second;
+      }
+    }
+    if (!all) {
       std::lock_guard<std::mutex> learned(c.mutex);
       KILN_TRY(choose_algorithms(next.plan).with_context(what + ": a new shape"));
     }
@@ -1267,12 +1347,16 @@ class CudaBackend final : public engine::Backend {
         }
       }
       r->built = r->tuned;
-      r->trace = env_is("KILN_CUDA_TRACE", "1");
+      if (p.table) r->table_algos = r->tuned;
+      r->trace = env_is("KILN_CUDA_TRACE", "2") ? 2 : env_is("KILN_CUDA_TRACE", "1") ? 1 : 0;
       r->shapes_kept = *kept_setting;
       g->range = std::move(r);
     }
+    // The kernels every call launches around the engine's own (its copies in and out).
+    KILN_TRY(load_runtime_kernels().with_context(e.what));
     // The first context now: a plan the device cannot run fails the load.
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaEngine> first, g->open_context());
+    if (first->range) KILN_TRY(first->warm_libraries());
     g->contexts.push_back({std::move(first), false, nullptr});
     return g.release();
   }
@@ -1287,10 +1371,15 @@ class CudaBackend final : public engine::Backend {
   // One call on one context of an engine (see Backend::execute).
   static Status run_on(CudaEngine* e, std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream_arg,
                        const engine::RowPadding* padding) {
+    // KILN_CUDA_TRACE=2: the call's parts, each waited for, on stderr.
+    const bool timed = e->range && e->range->common->trace == 2;
+    const auto call_start = std::chrono::steady_clock::now();
+    std::vector<int64_t> shape;
     if (e->range) {
-      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, e->shape_of(inputs));
+      KILN_ASSIGN_OR_RETURN(shape, e->shape_of(inputs));
       KILN_TRY(e->use_shape(shape));
     }
+    const double shape_ms = ms_since(call_start);
     KILN_TRY(e->check_inputs(inputs, padding));
     // Memory the caller gave for the outputs, checked before anything runs.
     std::vector<Tensor> given = std::move(outputs);
@@ -1324,7 +1413,18 @@ class CudaBackend final : public engine::Backend {
     // A bad index an earlier asynchronous call met: reported now, this call not run.
     KILN_TRY(e->take_error(stream, true));
     KILN_TRY(e->place_inputs(inputs, padding, stream));
+    double inputs_ms = 0, enqueue_ms = 0, device_ms = 0;
+    if (timed) {
+      KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+      inputs_ms = ms_since(call_start) - shape_ms;
+    }
+    const auto launch_start = std::chrono::steady_clock::now();
     KILN_TRY(e->launch(stream).with_context(e->what));
+    if (timed) {
+      enqueue_ms = ms_since(launch_start);
+      KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+      device_ms = ms_since(launch_start) - enqueue_ms;
+    }
     // The outputs: device memory by one batched copy (with the error word, for
     // the host to see), host memory by copies waited for.
     bool wait = false;
@@ -1357,6 +1457,14 @@ class CudaBackend final : public engine::Backend {
     }
     KILN_TRY(copy_regions(device_copies, stream));
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
+    if (timed) {
+      KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+      std::fprintf(stderr,
+                   "kiln: %s: call at %s: %.3f ms: shape %.3f, inputs in %.3f, steps enqueued %.3f and run %.3f, "
+                   "outputs out %.3f\n",
+                   e->what.c_str(), e->shape_text(shape, "=").c_str(), ms_since(call_start), shape_ms, inputs_ms,
+                   enqueue_ms, device_ms, ms_since(launch_start) - enqueue_ms - device_ms);
+    }
     if (!wait) return Status::ok();
     // Before anything reaches the caller's host memory: this call's own error.
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));

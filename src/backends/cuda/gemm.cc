@@ -266,6 +266,26 @@ Expected<GemmOp> GemmOp::describe(cublasLtHandle_t lt, const GemmShape& s) {
   return op;
 }
 
+std::string gemm_kernel_class(const GemmShape& shape, const GemmAlgo* algo) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(shape.dtype));
+  auto alignment = [&](int64_t elements) {
+    int64_t a = 16;
+    while (a > 1 && (elements * elem) % a != 0) a /= 2;
+    return std::to_string(a);
+  };
+  std::string out = std::string(dtype_name(shape.dtype)) + (shape.allow_tf32 ? " tf32" : "") +
+                    (shape.trans_a ? " at" : " a") + alignment(shape.lda) + (shape.trans_b ? " bt" : " b") +
+                    alignment(shape.ldb) + " c" + alignment(shape.ldc) + " " +
+                    std::string(gemm_epilogue_name(shape.epilogue)) + " alpha " + std::to_string(shape.alpha) +
+                    " beta " + std::to_string(shape.beta);
+  if (shape.batch > 1)
+    out += " batched " + alignment(shape.batch_stride_a) + " " + alignment(shape.batch_stride_b) + " " +
+           alignment(shape.batch_stride_c);
+  if (algo)
+    for (uint64_t w : algo->data) out += " " + std::to_string(w);
+  return out;
+}
+
 Expected<GemmOp> GemmOp::create(cublasLtHandle_t lt, const GemmShape& shape, const GemmAlgo& algo) {
   const std::string where = "GEMM " + shape.to_string();
   auto described = describe(lt, shape);

@@ -56,6 +56,12 @@ struct GemmAlgo {
   int candidates = 0;          // how many heuristic candidates were timed
 };
 
+// What picks the library kernel a GEMM runs: its algorithm (null: none recorded), types, transposes,
+// epilogue, whether it is batched, alpha and beta, and how its leading dimensions and batch strides are
+// aligned (the largest power of two up to 16 bytes that divides each) — everything but its sizes. GEMMs of
+// one class run the same cuBLASLt kernel.
+std::string gemm_kernel_class(const GemmShape& shape, const GemmAlgo* algo);
+
 // The workspace limit the builder tunes with (and so the most any recorded algorithm asks of run()).
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 

@@ -67,6 +67,8 @@ Expected<const RuntimeKernels*> runtime_kernels() {
 
 }  // namespace
 
+Status load_runtime_kernels() { return runtime_kernels().status(); }
+
 const std::string& runtime_kernels_source() { return kernel_header("kiln/runtime_kernels.cuh"); }
 
 Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream) {

@@ -29,6 +29,10 @@ constexpr size_t kBatchedCopyMaxBytes = size_t{4} << 20;
 constexpr size_t kCopyBatch = 32;
 constexpr size_t kCopyChunk = 16384;
 
+// Compiles and loads the kernels now, where they were not yet: an engine's
+// load calls it, so that its first call does not wait for NVRTC.
+Status load_runtime_kernels();
+
 // Enqueues every copy on `stream`, device memory to device memory (or
 // host memory mapped into the device's address space).
 Status copy_regions(std::span<const CopyRegion> regions, cudaStream_t stream);

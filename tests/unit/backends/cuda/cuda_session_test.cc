@@ -734,13 +734,9 @@ TEST(CudaSession, EightThreadsOnTheirOwnStreamsGiveTheBitsOfSerialCalls) {
 // Eight sessions of a program without buffers on eight threads, host tensors
 // in and out, no stream given: each session's calls run on a stream of its
 // own, on an engine context of their own, beside the others'. Every output
-// has the bits of one session's serial calls, and the weights stay one copy.
-// Disabled: on an H200 at 4904ea2 it crashed once (SIGSEGV) and hung once
-// past 60 s, while the same eight threads on their own device streams
-// (EightThreadsOnTheirOwnStreams...) and eight threads on one engine's
-// contexts (CudaRangeContexts) pass; the cause is not found yet. Run it with
-// --gtest_also_run_disabled_tests.
-TEST(CudaSession, DISABLED_EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSerialCalls) {
+// has the bits of one session's serial calls (a range engine's at each of
+// its recorded lengths in turn), and the weights stay one copy.
+TEST(CudaSession, EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSerialCalls) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (const char* model : {"bert.pt2", "bert_dynseq.pt2"}) {
     SCOPED_TRACE(model);
@@ -750,11 +746,23 @@ TEST(CudaSession, DISABLED_EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSer
     io_name.replace(io_name.find(".pt2"), 4, ".io.safetensors");
     auto io = read_safetensors(fixture(io_name));
     ASSERT_TRUE(io.has_value()) << io.status().message();
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < program->inputs().size(); ++i) inputs.push_back(*io->find("input." + std::to_string(i)));
+    // The recorded calls: "input.k" once, or "stepN.input.k" for each N.
+    std::vector<std::vector<Tensor>> calls;
+    for (int step = -1; step < 16; ++step) {
+      const std::string prefix = step < 0 ? "" : "step" + std::to_string(step) + ".";
+      std::vector<Tensor> inputs;
+      for (size_t i = 0; i < program->inputs().size(); ++i)
+        if (const Tensor* t = io->find(prefix + "input." + std::to_string(i))) inputs.push_back(*t);
+      if (inputs.size() == program->inputs().size()) calls.push_back(std::move(inputs));
+    }
+    ASSERT_FALSE(calls.empty()) << "no recorded inputs in " << io_name;
     Session serial(program);
-    auto want = serial.run(inputs);
-    ASSERT_TRUE(want.has_value()) << want.status().message();
+    std::vector<std::vector<Tensor>> want;
+    for (const std::vector<Tensor>& inputs : calls) {
+      auto r = serial.run(inputs);
+      ASSERT_TRUE(r.has_value()) << r.status().message();
+      want.push_back(std::move(*r));
+    }
     const auto copies = cuda::device_weight_copies();
     constexpr int kThreads = 8;
     std::vector<std::string> errors(kThreads);
@@ -762,14 +770,15 @@ TEST(CudaSession, DISABLED_EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSer
     for (int t = 0; t < kThreads; ++t)
       threads.emplace_back([&, t] {
         Session session(program);
-        for (int i = 0; i < 30; ++i) {
-          auto r = session.run(inputs);
+        for (size_t i = 0; i < 30; ++i) {
+          const size_t c = (i + static_cast<size_t>(t)) % calls.size();
+          auto r = session.run(calls[c]);
           if (!r) {
             errors[t] = r.status().message();
             return;
           }
           for (size_t o = 0; o < r->size(); ++o)
-            if (!(*r)[o].same_bytes((*want)[o])) {
+            if (!(*r)[o].same_bytes(want[c][o])) {
               errors[t] = "call " + std::to_string(i) + ": output " + std::to_string(o) + " differs";
               return;
             }
