@@ -32,9 +32,9 @@ namespace {
 // How many shapes a range engine keeps ready when nothing says otherwise.
 constexpr size_t kDefaultShapesKept = 16;
 // How many calls of one engine run side by side at most (each on a context
-// of its own: arena, stream, prepared shapes) when nothing says otherwise:
-// one, calls taking turns, until several are proven on the GPU.
-constexpr size_t kDefaultContexts = 1;
+// of its own: arena, workspace, stream, prepared shapes) when nothing says
+// otherwise. Contexts open only as concurrent calls need them.
+constexpr size_t kDefaultContexts = 8;
 
 Expected<std::shared_ptr<const DeviceBuffer>> shared_device_constant(const Tensor& w, const DeviceConstant& c);
 

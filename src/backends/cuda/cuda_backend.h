@@ -24,7 +24,7 @@ struct CudaBackendOptions {
   // execution context of its own (arena, stream, library handles, prepared
   // shapes, graphs) over the engine's one copy of its weights and kernels;
   // contexts open as concurrent calls need them. 0: the environment's
-  // KILN_CUDA_CONTEXTS, or 1 without it (calls take turns).
+  // KILN_CUDA_CONTEXTS, or 8 without it (opened as concurrent calls need them).
   size_t contexts = 0;
 };
 

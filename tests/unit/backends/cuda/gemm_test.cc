@@ -109,6 +109,32 @@ TEST(GemmShape, ToStringIsOneLineWithEveryField) {
   }
 }
 
+// GEMMs that differ only in their sizes are one kernel class; a different
+// algorithm, dtype, transpose, epilogue or operand alignment is another.
+TEST(GemmShape, KernelClassLeavesOutTheSizesAndNothingElse) {
+  GemmAlgo algo;
+  algo.data = {21, 1, 2, 3, 0, 0, 0, 0};
+  const GemmShape base = packed_shape(DType::Float16, 128, 768, 768, false, true);
+  const std::string klass = gemm_kernel_class(base, &algo);
+  GemmShape other = packed_shape(DType::Float16, 37, 768, 768, false, true);
+  EXPECT_EQ(gemm_kernel_class(other, &algo), klass);
+  other = packed_shape(DType::Float16, 512, 1536, 3072, false, true);  // leading dimensions still 16-byte multiples
+  EXPECT_EQ(gemm_kernel_class(other, &algo), klass);
+  std::vector<GemmShape> differ;
+  differ.push_back(packed_shape(DType::BFloat16, 128, 768, 768, false, true));
+  differ.push_back(packed_shape(DType::Float16, 128, 768, 768, false, false));
+  differ.push_back(packed_shape(DType::Float16, 128, 768, 765, false, true));  // lda of 765 halves: 2-byte aligned
+  differ.push_back(base);
+  differ.back().epilogue = GemmEpilogue::kBiasRelu;
+  differ.push_back(base);
+  differ.back().beta = 1.0f;
+  for (const GemmShape& d : differ) EXPECT_NE(gemm_kernel_class(d, &algo), klass) << d.to_string();
+  GemmAlgo another = algo;
+  another.data[1] = 7;
+  EXPECT_NE(gemm_kernel_class(base, &another), klass);
+  EXPECT_NE(gemm_kernel_class(base, nullptr), klass);
+}
+
 TEST(GemmShape, CreateValidatesTheShapeFirst) {
   GemmShape s = packed_shape(DType::Float32, 4, 4, 4);
   s.ldc = 3;
