@@ -185,7 +185,6 @@ class Builder {
   void add_step(Step s, std::initializer_list<const TRef*> uses);
   Status plan_memory();
   void resolve(BufferRef& r) const;
-  Status compile_kernels();
 
   engine::Network& net_;
   BuildConfig config_;
