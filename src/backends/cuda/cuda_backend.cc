@@ -10,8 +10,8 @@
 #include <cstring>
 #include <list>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -785,8 +785,9 @@ struct CudaEngine {
       for (const Step& st : p.steps) {
         if (st.kind == Step::Kind::kGemm) {
           const std::string shape = st.gemm.shape.to_string();
-          auto a = c.tuned.gemms.find(shape);
-          keys.push_back(std::to_string(device) + " " + gemm_kernel_class(st.gemm.shape, a == c.tuned.gemms.end() ? nullptr : &a->second));
+          auto a = c.table_algos.gemms.find(shape);
+          keys.push_back(std::to_string(device) + " " +
+                         gemm_kernel_class(st.gemm.shape, a == c.table_algos.gemms.end() ? nullptr : &a->second));
         } else if (st.kind == Step::Kind::kConv) {
           keys.push_back(std::to_string(device) + " " + st.conv.shape.to_string());
         }
@@ -797,15 +798,10 @@ struct CudaEngine {
         for (const std::string& k : keys) fresh = warmed->insert(k).second || fresh;
       }
       if (!fresh) continue;
-      std::vector<int64_t> key(c.symbols.size());
-      size_t rest = i;
-      for (size_t y = c.symbols.size(); y-- > 0;) {
-        const size_t span = static_cast<size_t>(c.symbols[y].max - c.symbols[y].min + 1);
-        key[y] = c.symbols[y].min + static_cast<int64_t>(rest % span);
-        rest /= span;
-      }
+      const std::vector<int64_t> key = ShapeTable::values(c.symbols, i);
       KILN_TRY(use_shape(key).with_context("warming the libraries' kernels"));
-      KILN_TRY(enqueue(own_stream).with_context(what + ": warming the libraries' kernels at " + shape_text(key, " = ")));
+      KILN_TRY(
+          enqueue(own_stream).with_context(what + ": warming the libraries' kernels at " + shape_text(key, " = ")));
       ++runs;
     }
     KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
@@ -852,17 +848,17 @@ struct CudaEngine {
     const auto steps_start = std::chrono::steady_clock::now();
     // Every algorithm from the table's, without the lock other contexts'
     // calls would wait on; one missing (never, for a plan as built) is chosen.
+    auto recorded = [](const auto& algos, const std::string& shape, auto& algo) {
+      auto it = algos.find(shape);
+      if (it != algos.end()) algo = it->second;
+      return it != algos.end();
+    };
     bool all = true;
     for (Step& st : next.plan.steps) {
-      if (st.kind == Step::Kind::kGemm) {
-        auto it = c.table_algos.gemms.find(st.gemm.shape.to_string());
-        if (it == c.table_algos.gemms.end()) all = false;
-        if (it != c.table_algos.gemms.end()) st.gemm.algo = it->second;
-      } else if (st.kind == Step::Kind::kConv) {
-        auto it = c.table_algos.convs.find(st.conv.shape.to_string());
-        if (it == c.table_algos.convs.end()) all = false;
-        if (it != c.table_algos.convs.end()) st.conv.algo = it->second;
-      }
+      if (st.kind == Step::Kind::kGemm)
+        all = recorded(c.table_algos.gemms, st.gemm.shape.to_string(), st.gemm.algo) && all;
+      if (st.kind == Step::Kind::kConv)
+        all = recorded(c.table_algos.convs, st.conv.shape.to_string(), st.conv.algo) && all;
     }
     if (!all) {
       std::lock_guard<std::mutex> learned(c.mutex);

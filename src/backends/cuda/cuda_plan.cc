@@ -708,6 +708,16 @@ uint64_t ShapeTable::count(std::span<const PlanSymbol> symbols) {
   return n;
 }
 
+std::vector<int64_t> ShapeTable::values(std::span<const PlanSymbol> symbols, size_t index) {
+  std::vector<int64_t> out(symbols.size());
+  for (size_t y = symbols.size(); y-- > 0;) {
+    const size_t span = static_cast<size_t>(symbols[y].max - symbols[y].min + 1);
+    out[y] = symbols[y].min + static_cast<int64_t>(index % span);
+    index /= span;
+  }
+  return out;
+}
+
 size_t ShapeTable::index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values) {
   size_t at = 0;
   for (size_t i = 0; i < symbols.size(); ++i)

@@ -186,6 +186,8 @@ struct ShapeTable {
   // place among them (its symbol values in the plan's order, each in range).
   static uint64_t count(std::span<const PlanSymbol> symbols);
   static size_t index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values);
+  // The symbol values of the shape at `index` (index's inverse).
+  static std::vector<int64_t> values(std::span<const PlanSymbol> symbols, size_t index);
   // Appends the next shape's plan (the plans in index order); records stay
   // unencoded until finish().
   void add(CudaPlan plan);

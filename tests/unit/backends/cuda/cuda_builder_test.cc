@@ -444,6 +444,20 @@ std::pair<std::string, std::vector<int64_t>> launched(const Step& st, const std:
 // launches, though the kernels are chosen across the whole range. Rows 1..8
 // of the product are a GEMV kernel with its rows compiled in, 9..16 a
 // library GEMM: nine variants.
+// A table's index and a shape's symbol values map one to the other, the
+// last symbol fastest, over every shape of the ranges.
+TEST(RangePlan, TableIndexAndSymbolValuesAreInverses) {
+  const std::vector<PlanSymbol> symbols{{"a", 2, 3, 4}, {"b", 1, 1, 5}};
+  ASSERT_EQ(ShapeTable::count(symbols), 15u);
+  size_t at = 0;
+  for (int64_t a = 2; a <= 4; ++a)
+    for (int64_t b = 1; b <= 5; ++b, ++at) {
+      const std::vector<int64_t> want{a, b};
+      EXPECT_EQ(ShapeTable::index(symbols, want), at);
+      EXPECT_EQ(ShapeTable::values(symbols, at), want) << at;
+    }
+}
+
 TEST(RangePlan, EveryShapeOfASmallRangeIsPlannedAtBuildAsPlanningItAloneWould) {
   engine::Network net = testing::network_from(R"(graph(%x: float32[s0, 64], %w: float32[64, 64], %g: float32[64]) {
   %t: float32[64, 64] = aten.t.default(self=%w)
