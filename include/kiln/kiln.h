@@ -206,6 +206,14 @@ class Program {
   const std::vector<SegmentInfo>& segments() const;
   // Every segment with its ops, and each fallback node with its reason.
   std::string partition_report() const;
+  // The same partition as a Graphviz graph (`dot -Tsvg`): each segment a
+  // cluster (engines on a device blue, the host's fallback red), each node
+  // with its op and output type, fallback nodes with their reason; user
+  // inputs, buffers and outputs as ellipses (parameters and constants left
+  // out). Edges between segments carry the value, its type and its bytes
+  // (an expression of the sizes where they are dynamic); those between a
+  // device engine and the host are drawn red.
+  std::string partition_dot() const;
   const std::string& device() const;
 
   const std::vector<TensorSpec>& inputs() const;   // user inputs, in call order

@@ -358,6 +358,165 @@ std::string Program::partition_report() const {
   return partition::describe_partition(cp.module, part) + describe_crossings(cp);
 }
 
+namespace {
+
+// `s` inside a Graphviz double-quoted string.
+std::string dot_quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A tensor value's bytes: a number, or an expression of the sizes.
+std::string value_bytes(const ir::Value& v) {
+  int64_t known = static_cast<int64_t>(dtype_size(v.type.dtype));
+  std::string symbolic;
+  for (const ir::Dim& d : v.type.sizes) {
+    if (d.is_static()) {
+      known *= d.value;
+    } else {
+      symbolic += " * " + (d.expr->kind() == ir::SymExpr::Kind::kSymbol ? d.to_string() : "(" + d.to_string() + ")");
+    }
+  }
+  return std::to_string(known) + symbolic + " bytes";
+}
+
+}  // namespace
+
+std::string Program::partition_dot() const {
+  const program::CompiledProgram& cp = impl_->exec->program();
+  const ir::Graph& g = cp.module.graph;
+  std::map<const ir::Node*, size_t> index;
+  for (size_t i = 0; i < g.nodes().size(); ++i) index[g.nodes()[i].get()] = i;
+  // Where each node runs: an engine's on its backend's device or the host; a
+  // fallback node on the host, but the ones the runtime runs on the device
+  // (Executable: selections of device values) there, and size reads nowhere
+  // (they read no data).
+  enum Place { kHost, kDevice, kSizes };
+  std::vector<int> segment_of(g.nodes().size(), -1);
+  std::vector<Place> place(g.nodes().size(), kHost);
+  std::vector<bool> device_engine(cp.segments.size(), false);
+  for (size_t si = 0; si < cp.segments.size(); ++si) {
+    const program::SegmentRecord& r = cp.segments[si];
+    const engine::Backend* b =
+        r.kind == partition::SegmentKind::kEngine ? program::builtin_backends().find(r.backend) : nullptr;
+    device_engine[si] = b && b->device_memory();
+  }
+  const bool any_device = std::find(device_engine.begin(), device_engine.end(), true) != device_engine.end();
+  for (size_t si = 0; si < cp.segments.size(); ++si) {
+    const program::SegmentRecord& r = cp.segments[si];
+    for (int n : r.nodes) {
+      segment_of[static_cast<size_t>(n)] = static_cast<int>(si);
+      if (r.kind == partition::SegmentKind::kEngine) {
+        place[static_cast<size_t>(n)] = device_engine[si] ? kDevice : kHost;
+        continue;
+      }
+      const runtime::DeviceFallback how = runtime::device_fallback(*g.nodes()[static_cast<size_t>(n)]);
+      place[static_cast<size_t>(n)] = how == runtime::DeviceFallback::kSizes                  ? kSizes
+                                      : how == runtime::DeviceFallback::kSelect && any_device ? kDevice
+                                                                                              : kHost;
+    }
+  }
+  std::string out = "digraph " + dot_quoted(source()) + " {\n  label=" +
+                    dot_quoted(source() + " for " + device() + " (parameters and constants not drawn)") +
+                    ";\n  node [shape=box, style=filled, fillcolor=white, fontsize=10];\n";
+  // Graph inputs drawn: user inputs (host memory) and buffers (kept on the device by a device program).
+  std::vector<int> input_place(g.num_values(), -1);
+  for (size_t i = 0; i < g.inputs().size() && i < cp.module.input_specs.size(); ++i) {
+    const ir::InputSpec& s = cp.module.input_specs[i];
+    if (s.kind != ir::InputSpec::Kind::kUserInput && s.kind != ir::InputSpec::Kind::kBuffer) continue;
+    const ir::Value& v = *g.inputs()[i];
+    const bool buffer = s.kind == ir::InputSpec::Kind::kBuffer;
+    input_place[static_cast<size_t>(v.id)] = buffer && any_device ? kDevice : kHost;
+    out += "  v" + std::to_string(v.id) + " [shape=ellipse, label=" +
+           dot_quoted(std::string(buffer ? "buffer " : "input ") + "%" + v.name + "\n" + v.type.to_string()) + "];\n";
+  }
+  for (size_t si = 0; si < cp.segments.size(); ++si) {
+    const program::SegmentRecord& r = cp.segments[si];
+    const bool engine = r.kind == partition::SegmentKind::kEngine;
+    out += "  subgraph cluster_" + std::to_string(si) + " {\n    label=" +
+           dot_quoted("segment " + std::to_string(si) + ": " +
+                      (engine ? "engine (" + r.backend + ")" : std::string("fallback"))) +
+           ";\n    style=filled;\n    fillcolor=" +
+           (engine ? (device_engine[si] ? "\"#dbe8fb\"" : "\"#e3f1e3\"") : "\"#fbe0dd\"") + ";\n";
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      const ir::Node& n = *g.nodes()[static_cast<size_t>(r.nodes[k])];
+      std::string label = n.name + "\n" + std::string(ir::op_target(n.op));
+      for (const ir::Value* v : n.outputs)
+        if (v->kind == ir::ValueKind::kTensor) label += "\n" + v->type.to_string();
+      std::string attrs;
+      if (!engine && k < r.reasons.size() && !r.reasons[k].empty()) {
+        label += "\nwhy: " + r.reasons[k];
+        if (place[static_cast<size_t>(r.nodes[k])] == kDevice) label += "\n(runs on the device)";
+        attrs = ", fillcolor=\"#f4b6ae\", tooltip=" + dot_quoted(r.reasons[k]);
+      }
+      out += "    n" + std::to_string(r.nodes[k]) + " [label=" + dot_quoted(label) + attrs + "];\n";
+    }
+    out += "  }\n";
+  }
+  // An edge for value `v` from `from` (in segment `from_segment`, running at
+  // `from_place`) to `to`: between segments it carries the value, its type
+  // and bytes; red where the value moves between the device and the host.
+  auto edge = [&](const std::string& from, int from_segment, int from_place, const std::string& to, int to_segment,
+                  int to_place, const ir::Value& v) {
+    std::string attrs;
+    const bool moves = from_place != to_place && from_place != kSizes && to_place != kSizes;
+    if (v.kind == ir::ValueKind::kTensor && (from_segment != to_segment || moves)) {
+      attrs = " [label=" + dot_quoted("%" + v.name + " " + v.type.to_string() + "\n" + value_bytes(v));
+      if (moves) attrs += ", color=red, fontcolor=red, penwidth=2";
+      attrs += "]";
+    }
+    out += "  " + from + " -> " + to + attrs + ";\n";
+  };
+  auto source_of = [&](const ir::Value& v, std::string& name, int& segment, int& at) {
+    if (v.producer) {
+      const size_t p = index.at(v.producer);
+      name = "n" + std::to_string(p);
+      segment = segment_of[p];
+      at = place[p];
+      return true;
+    }
+    if (input_place[static_cast<size_t>(v.id)] < 0) return false;  // a parameter or constant, not drawn
+    name = "v" + std::to_string(v.id);
+    segment = -1;
+    at = input_place[static_cast<size_t>(v.id)];
+    return true;
+  };
+  // Each value a node reads, once per reader.
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    std::set<const ir::Value*> seen;
+    for (const ir::Value* v : g.nodes()[i]->operands()) {
+      std::string from;
+      int from_segment = -1, from_place = kHost;
+      if (!seen.insert(v).second || !source_of(*v, from, from_segment, from_place)) continue;
+      edge(from, from_segment, from_place, "n" + std::to_string(i), segment_of[i], place[i], *v);
+    }
+  }
+  // Outputs, returned in host memory (new values of buffers stay where buffers are).
+  for (size_t i = 0; i < g.outputs().size() && i < cp.module.output_specs.size(); ++i) {
+    const ir::OutputSpec& s = cp.module.output_specs[i];
+    const ir::Value& v = *g.outputs()[i];
+    const bool buffer = s.kind == ir::OutputSpec::Kind::kBufferMutation;
+    const std::string what = s.kind == ir::OutputSpec::Kind::kUserOutput ? "output " + std::to_string(i)
+                             : buffer                                    ? "buffer " + s.target
+                                                                         : "input " + s.target;
+    out +=
+        "  o" + std::to_string(i) + " [shape=ellipse, label=" + dot_quoted(what + "\n" + v.type.to_string()) + "];\n";
+    std::string from;
+    int from_segment = -1, from_place = kHost;
+    if (source_of(v, from, from_segment, from_place))
+      edge(from, from_segment, from_place, "o" + std::to_string(i), -2, buffer && any_device ? kDevice : kHost, v);
+  }
+  return out + "}\n";
+}
+
 const std::vector<TensorSpec>& Program::inputs() const { return impl_->inputs; }
 const std::vector<TensorSpec>& Program::outputs() const { return impl_->outputs; }
 const std::vector<TensorSpec>& Program::buffers() const { return impl_->buffers; }

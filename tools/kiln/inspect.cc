@@ -1,6 +1,7 @@
 // kiln inspect MODEL: what the program takes, returns, keeps and computes.
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -54,7 +55,7 @@ int inspect_cache(const std::string& dir) {
 }
 
 int run_inspect(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, with({"print-after", "cache"}, kCompileValued),
+  auto args = parse_args(argc, argv, 2, with({"print-after", "cache", "dot"}, kCompileValued),
                          with({"print-ir", "partition"}, kCompileFlags));
   if (!args) return fail(args.status());
   if (auto dir = args->get("cache")) {
@@ -63,7 +64,7 @@ int run_inspect(int argc, char** argv) {
   }
   if (args->positional.size() != 1)
     return fail(invalid_argument(
-        "usage: kiln inspect MODEL [--partition] [--print-ir] [--print-after PASS] [compile options]"));
+        "usage: kiln inspect MODEL [--partition] [--dot FILE] [--print-ir] [--print-after PASS] [compile options]"));
   auto options = load_options(*args, false);
   if (!options) return fail(options.status());
   LoadOptions opts = *options;
@@ -71,7 +72,7 @@ int run_inspect(int argc, char** argv) {
   // Where the device cannot be used, --partition still shows the partition
   // its backend would make (capability needs no device), building nothing.
   std::string not_built;
-  if (args->flag("partition") && !is_program_file(args->positional[0]))
+  if ((args->flag("partition") || args->get("dot")) && !is_program_file(args->positional[0]))
     if (Status ready = device_ready(opts.compile.device); !ready && ready.code() != ErrorCode::kInvalidArgument) {
       opts.compile.build_engines = false;
       not_built = ready.message();
@@ -92,6 +93,14 @@ int run_inspect(int argc, char** argv) {
     std::printf("methods (%zu): %s (buffers are shared by name)\n", names.size(), list.c_str());
   }
   const bool each = names.size() > 1 && !args->get("method");
+  if (auto path = args->get("dot")) {  // every method drawn, one graph after another
+    std::string text;
+    for (const std::string& name : each ? names : std::vector<std::string>{names[0]})
+      text += (each ? whole.method(name) : &whole)->partition_dot();
+    std::ofstream f(*path, std::ios::binary);
+    f << text;
+    if (!f.flush()) return fail(io_error("cannot write " + *path));
+  }
   for (const std::string& name : each ? names : std::vector<std::string>{names[0]}) {
     const Program& p = each ? *whole.method(name) : whole;
     if (each) std::printf("\n== method %s\n", name.c_str());
