@@ -704,19 +704,25 @@ std::map<Site, SiteSizes> launch_sites(const std::vector<ShapePlan>& plans) {
   return sites;
 }
 
+// f(0) .. f(n - 1) on up to as many threads as the host has cores.
+template <typename F>
+void parallel_for(size_t n, F&& f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) f(i);
+  };
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
 // `shapes` emitted on up to as many threads as the host has cores.
 Expected<std::vector<ShapePlan>> emit_shapes(const engine::Network& net, const std::vector<ir::SymBindings>& shapes,
                                              const BuildConfig& config) {
   std::vector<std::optional<Expected<ShapePlan>>> out(shapes.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < shapes.size(); i = next++) out[i].emplace(emit_shape(net, shapes[i], config));
-  };
-  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(threads, shapes.size()); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  parallel_for(shapes.size(), [&](size_t i) { out[i].emplace(emit_shape(net, shapes[i], config)); });
   std::vector<ShapePlan> plans;
   plans.reserve(shapes.size());
   for (auto& p : out) {
@@ -864,8 +870,11 @@ Expected<RangeBuild> plan_range(const engine::Network& net, const BuildConfig& c
   out.plan.symbols = std::move(symbols);
   out.plan.arena_bytes = arena;
   if (table) {
+    // Structures once the steps name the engine's kernels (a variant's steps serve all its shapes).
+    std::vector<std::string> structures(plans.size());
+    parallel_for(plans.size() - 1, [&](size_t i) { structures[i + 1] = ShapeTable::structure(plans[i + 1].plan); });
     auto t = std::make_shared<ShapeTable>();
-    for (size_t i = 1; i < plans.size(); ++i) t->add(std::move(plans[i].plan));
+    for (size_t i = 1; i < plans.size(); ++i) t->add(std::move(plans[i].plan), std::move(structures[i]));
     t->finish();
     if (config.progress)
       config.progress("planned each of " + std::to_string(plans.size() - 1) + " shapes in " +

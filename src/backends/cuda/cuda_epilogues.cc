@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "backends/cuda/cuda_builder.h"
 
@@ -22,21 +23,37 @@ namespace {
 
 using ir::OpKind;
 
+// Each value's users and use count (an engine output counts as a use),
+// indexed by a number given to every value once: folds remove nodes and
+// move operands but make no values, so counting again after a fold refills
+// the same vectors.
 struct Uses {
-  std::map<const ir::Value*, std::vector<ir::Node*>> users;
-  std::map<const ir::Value*, int> count;
-};
+  std::unordered_map<const ir::Value*, size_t> id;
+  std::vector<int> counts;
+  std::vector<std::vector<ir::Node*>> user_lists;
 
-Uses count_uses(engine::Network& net) {
-  Uses u;
-  for (auto& n : net.graph.nodes())
-    for (ir::Value* v : n->operands()) {
-      u.users[v].push_back(n.get());
-      ++u.count[v];
-    }
-  for (const ir::Value* v : net.graph.outputs()) ++u.count[v];
-  return u;
-}
+  explicit Uses(const engine::Network& net) {
+    for (const ir::Value* v : net.graph.inputs()) id.emplace(v, id.size());
+    for (const auto& n : net.graph.nodes())
+      for (const ir::Value* v : n->outputs) id.emplace(v, id.size());
+    counts.resize(id.size());
+    user_lists.resize(id.size());
+    recount(net);
+  }
+  void recount(const engine::Network& net) {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (auto& l : user_lists) l.clear();
+    for (const auto& n : net.graph.nodes())
+      for (ir::Value* v : n->operands()) {
+        const size_t i = id.at(v);
+        user_lists[i].push_back(n.get());
+        ++counts[i];
+      }
+    for (const ir::Value* v : net.graph.outputs()) ++counts[id.at(v)];
+  }
+  int count(const ir::Value* v) const { return counts[id.at(v)]; }
+  const std::vector<ir::Node*>& users(const ir::Value* v) const { return user_lists[id.at(v)]; }
+};
 
 bool unit_alpha(const ir::Node& n) {
   const ir::Arg* a = n.find("alpha");
@@ -63,9 +80,9 @@ bool same_static_type(const ir::Value* a, const ir::Value* b) {
 }
 
 // The single user of `n`'s only output, when it is an op of `kinds`.
-ir::Node* sole_user(Uses& u, const ir::Node& n, std::initializer_list<OpKind> kinds) {
-  if (n.outputs.size() != 1 || u.count[n.outputs[0]] != 1) return nullptr;
-  auto& us = u.users[n.outputs[0]];
+ir::Node* sole_user(const Uses& u, const ir::Node& n, std::initializer_list<OpKind> kinds) {
+  if (n.outputs.size() != 1 || u.count(n.outputs[0]) != 1) return nullptr;
+  const auto& us = u.users(n.outputs[0]);
   if (us.size() != 1) return nullptr;
   ir::Node* user = us[0];
   return std::find(kinds.begin(), kinds.end(), user->op) != kinds.end() ? user : nullptr;
@@ -107,7 +124,7 @@ bool is_cast(const ir::Node& n) { return n.op == OpKind::kTo || n.op == OpKind::
 // the norm takes x in T, computes in float32, rounds to T and multiplies by
 // the weight (rounding again), as the four ops do, in one row kernel. The
 // norm gets `kiln_cast_weight`; the casts and the multiply go.
-bool fold_rms_norm_casts(engine::Network& net, Uses& u, ir::Node& n) {
+bool fold_rms_norm_casts(engine::Network& net, const Uses& u, ir::Node& n) {
   if (n.op != OpKind::kRmsNorm || n.outputs.size() != 1 || tensor_arg(n, "weight") || n.find("kiln_cast_weight") ||
       n.find("kiln_residual"))
     return false;
@@ -147,7 +164,7 @@ bool fold_rms_norm_casts(engine::Network& net, Uses& u, ir::Node& n) {
   absorb(net, n, down);
   absorb(net, n, mul);
   // The up-cast goes when the norm was its only user.
-  if (u.count[x32] == 1) {
+  if (u.count(x32) == 1) {
     auto& nodes = net.graph.nodes();
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == up; }), nodes.end());
   }
@@ -197,7 +214,7 @@ std::optional<std::tuple<ir::Value*, int64_t, int64_t>> last_dim_slice(const ir:
 // the halves of x's last dim: one kiln.rotary layer instead of a negation, a
 // concatenation (two copies) and the products and sum. The add becomes the
 // rotary layer and keeps its output value.
-bool fold_rotary(engine::Network& net, Uses& u, ir::Node& o) {
+bool fold_rotary(engine::Network& net, const Uses& u, ir::Node& o) {
   if (o.op != OpKind::kAddTensor || o.outputs.size() != 1 || !unit_alpha(o)) return false;
   ir::Value* p = tensor_arg(o, "self");
   ir::Value* q = tensor_arg(o, "other");
@@ -207,22 +224,22 @@ bool fold_rotary(engine::Network& net, Uses& u, ir::Node& o) {
     ir::Value* m2v = swap ? p : q;
     ir::Node* m1 = m1v->producer;
     ir::Node* m2 = m2v->producer;
-    if (m1->op != OpKind::kMulTensor || m2->op != OpKind::kMulTensor || u.count[m1v] != 1 || u.count[m2v] != 1)
+    if (m1->op != OpKind::kMulTensor || m2->op != OpKind::kMulTensor || u.count(m1v) != 1 || u.count(m2v) != 1)
       continue;
     ir::Value* a = tensor_arg(*m2, "self");
     ir::Value* b = tensor_arg(*m2, "other");
     if (!a || !b) continue;
     ir::Value* catv = a->producer && a->producer->op == OpKind::kCat ? a : b;
     ir::Value* sinv = catv == a ? b : a;
-    if (!catv->producer || catv->producer->op != OpKind::kCat || u.count[catv] != 1) continue;
+    if (!catv->producer || catv->producer->op != OpKind::kCat || u.count(catv) != 1) continue;
     ir::Node* cat = catv->producer;
     const auto* parts = std::get_if<std::vector<ir::Value*>>(cat->find("tensors"));
     if (!parts || parts->size() != 2) continue;
     ir::Value* negv = (*parts)[0];
     ir::Value* lo = (*parts)[1];
-    if (!negv->producer || negv->producer->op != OpKind::kNeg || u.count[negv] != 1 || u.count[lo] != 1) continue;
+    if (!negv->producer || negv->producer->op != OpKind::kNeg || u.count(negv) != 1 || u.count(lo) != 1) continue;
     ir::Value* hi = tensor_arg(*negv->producer, "self");
-    if (!hi || u.count[hi] != 1) continue;
+    if (!hi || u.count(hi) != 1) continue;
     const auto hs = last_dim_slice(hi);
     const auto ls = last_dim_slice(lo);
     if (!hs || !ls || std::get<0>(*hs) != std::get<0>(*ls)) continue;
@@ -270,7 +287,7 @@ bool fold_rotary(engine::Network& net, Uses& u, ir::Node& o) {
 // the add does). When the sum has other users (a pre-norm transformer's
 // residual stream), the norm also writes it, as its second output; those
 // users must come after the norm, where the sum is now defined.
-bool fold_residual_norm(engine::Network& net, Uses& u, ir::Node& n) {
+bool fold_residual_norm(engine::Network& net, const Uses& u, ir::Node& n) {
   if ((n.op != OpKind::kLayerNorm && n.op != OpKind::kRmsNorm) || n.outputs.size() != 1 ||
       n.find("kiln_residual") || n.find("kiln_cast_weight"))
     return false;
@@ -284,12 +301,12 @@ bool fold_residual_norm(engine::Network& net, Uses& u, ir::Node& n) {
       !same_static_type(b, x))
     return false;
   const size_t at = position(net, &n);
-  for (const ir::Node* user : u.users[x])
+  for (const ir::Node* user : u.users(x))
     if (user != &n && position(net, user) < at) return false;
   for (ir::NamedArg& arg : n.args)
     if (arg.name == "input") arg.value = a;
   n.args.push_back({"kiln_residual", b});
-  if (u.count[x] > 1) {  // other users, or an engine output
+  if (u.count(x) > 1) {  // other users, or an engine output
     x->producer = &n;
     x->output_index = 1;
     n.outputs.push_back(x);
@@ -302,70 +319,78 @@ bool fold_residual_norm(engine::Network& net, Uses& u, ir::Node& n) {
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
+  Uses u(net);
   // `n` takes `operand` as argument `arg` and `add`'s output, then a ReLU that is the only user.
-  auto fold = [&net](ir::Node& n, const char* arg, ir::Value* operand, ir::Node* add) {
+  auto fold = [&net, &u](ir::Node& n, const char* arg, ir::Value* operand, ir::Node* add) {
     n.args.push_back({arg, operand});
-    absorb(net, n, add);
-    Uses u = count_uses(net);
+    absorb(net, n, add);  // the add's output, now n's, keeps its users: the counts still hold for it
     if (ir::Node* relu = sole_user(u, n, {OpKind::kRelu})) {
       n.args.push_back({"kiln_act", std::string("relu")});
       absorb(net, n, relu);
     }
   };
-  bool changed = true;
-  while (changed) {
+  // One node's folds; true when it folded (the graph changed).
+  auto fold_at = [&](ir::Node& n) {
+    if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n) || fold_residual_norm(net, u, n)) return true;
+    const bool gemm =
+        n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
+    const bool conv = (n.op == OpKind::kConv2d || n.op == OpKind::kConvolution || n.op == OpKind::kConvAct);
+    if (gemm && !n.find("kiln_bias") && !n.find("kiln_act")) {
+      ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});
+      if (!add || !unit_alpha(*add)) return false;
+      ir::Value* self = tensor_arg(*add, "self");
+      ir::Value* other = tensor_arg(*add, "other");
+      ir::Value* bias = self == n.outputs[0] ? other : self;
+      if (!bias || !is_constant(net, bias) || bias->type.dtype != n.outputs[0]->type.dtype) return false;
+      const auto& os = n.outputs[0]->type.sizes;
+      int64_t numel = 1;
+      bool ok = !os.empty() && os.back().is_static() && bias->type.sizes.size() <= os.size();
+      for (const ir::Dim& d : bias->type.sizes) {
+        ok = ok && d.is_static();
+        numel *= d.value;
+      }
+      if (!ok || bias->type.sizes.empty() || bias->type.sizes.back().value != os.back().value ||
+          numel != os.back().value || !same_static_type(add->outputs[0], n.outputs[0]))
+        return false;
+      fold(n, "kiln_bias", bias, add);
+      return true;
+    }
+    if (conv && !n.find("kiln_residual")) {
+      if (n.op == OpKind::kConvAct) {  // the residual comes before the activation: only "none" folds
+        const ir::Arg* act = n.find("activation");
+        const auto* s = act ? std::get_if<std::string>(act) : nullptr;
+        if (!s || *s != "none") return false;
+      }
+      if (const ir::Arg* tr = n.find("transposed"); tr && std::get_if<bool>(tr) && *std::get_if<bool>(tr)) return false;
+      if (n.find("kiln_act")) return false;
+      ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});
+      if (!add || !unit_alpha(*add)) return false;
+      ir::Value* self = tensor_arg(*add, "self");
+      ir::Value* other = tensor_arg(*add, "other");
+      ir::Value* z = self == n.outputs[0] ? other : self;
+      if (!z || z == n.outputs[0] || !same_static_type(z, n.outputs[0]) ||
+          !same_static_type(add->outputs[0], n.outputs[0]) || !defined_before(net, z, &n))
+        return false;
+      fold(n, "kiln_residual", z, add);
+      return true;
+    }
+    return false;
+  };
+  // Passes over the nodes until one folds nothing. After a fold the counts
+  // are taken again and the pass goes on at the node that folded (it may
+  // fold again: a norm that took its casts can take its residual).
+  for (bool changed = true; changed;) {
     changed = false;
-    Uses u = count_uses(net);
-    for (auto& np : net.graph.nodes()) {
-      ir::Node& n = *np;
-      if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n) || fold_residual_norm(net, u, n)) {
-        changed = true;
-        break;
+    auto& nodes = net.graph.nodes();
+    for (size_t i = 0; i < nodes.size();) {
+      ir::Node* n = nodes[i].get();
+      if (!fold_at(*n)) {
+        ++i;
+        continue;
       }
-      const bool gemm =
-          n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
-      const bool conv = (n.op == OpKind::kConv2d || n.op == OpKind::kConvolution || n.op == OpKind::kConvAct);
-      if (gemm && !n.find("kiln_bias") && !n.find("kiln_act")) {
-        ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});
-        if (!add || !unit_alpha(*add)) continue;
-        ir::Value* self = tensor_arg(*add, "self");
-        ir::Value* other = tensor_arg(*add, "other");
-        ir::Value* bias = self == n.outputs[0] ? other : self;
-        if (!bias || !is_constant(net, bias) || bias->type.dtype != n.outputs[0]->type.dtype) continue;
-        const auto& os = n.outputs[0]->type.sizes;
-        int64_t numel = 1;
-        bool ok = !os.empty() && os.back().is_static() && bias->type.sizes.size() <= os.size();
-        for (const ir::Dim& d : bias->type.sizes) {
-          ok = ok && d.is_static();
-          numel *= d.value;
-        }
-        if (!ok || bias->type.sizes.empty() || bias->type.sizes.back().value != os.back().value ||
-            numel != os.back().value || !same_static_type(add->outputs[0], n.outputs[0]))
-          continue;
-        fold(n, "kiln_bias", bias, add);
-        changed = true;
-        break;
-      }
-      if (conv && !n.find("kiln_residual")) {
-        if (n.op == OpKind::kConvAct) {  // the residual comes before the activation: only "none" folds
-          const ir::Arg* act = n.find("activation");
-          const auto* s = act ? std::get_if<std::string>(act) : nullptr;
-          if (!s || *s != "none") continue;
-        }
-        if (const ir::Arg* tr = n.find("transposed"); tr && std::get_if<bool>(tr) && *std::get_if<bool>(tr)) continue;
-        if (n.find("kiln_act")) continue;
-        ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});
-        if (!add || !unit_alpha(*add)) continue;
-        ir::Value* self = tensor_arg(*add, "self");
-        ir::Value* other = tensor_arg(*add, "other");
-        ir::Value* z = self == n.outputs[0] ? other : self;
-        if (!z || z == n.outputs[0] || !same_static_type(z, n.outputs[0]) ||
-            !same_static_type(add->outputs[0], n.outputs[0]) || !defined_before(net, z, &n))
-          continue;
-        fold(n, "kiln_residual", z, add);
-        changed = true;
-        break;
-      }
+      changed = true;
+      u.recount(net);
+      i = position(net, n);
     }
   }
   return net.verify();

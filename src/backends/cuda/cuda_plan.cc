@@ -662,8 +662,9 @@ std::vector<int64_t> plan_numbers(const CudaPlan& plan) {
   return out;
 }
 
-// What makes two plans one variant: everything but their numbers and algorithms.
-std::string plan_structure(const CudaPlan& plan) {
+}  // namespace
+
+std::string ShapeTable::structure(const CudaPlan& plan) {
   CudaPlan p = plan;
   visit_plan_numbers(p, [](int64_t& x) { x = 0; });
   for (Step& s : p.steps) {
@@ -672,6 +673,8 @@ std::string plan_structure(const CudaPlan& plan) {
   }
   return body_json(p).dump();
 }
+
+namespace {
 
 void put_varint(std::vector<uint8_t>& out, uint64_t v) {
   while (v >= 0x80) {
@@ -727,8 +730,13 @@ size_t ShapeTable::index(std::span<const PlanSymbol> symbols, std::span<const in
 }
 
 void ShapeTable::add(CudaPlan plan) {
+  std::string s = structure(plan);
+  add(std::move(plan), std::move(s));
+}
+
+void ShapeTable::add(CudaPlan plan, std::string structure) {
   std::vector<int64_t> nums = plan_numbers(plan);
-  auto [it, fresh] = variant_of_.try_emplace(plan_structure(plan), static_cast<uint32_t>(variants.size()));
+  auto [it, fresh] = variant_of_.try_emplace(std::move(structure), static_cast<uint32_t>(variants.size()));
   if (fresh) {
     numbers.push_back(nums);
     variants.push_back(std::move(plan));

@@ -188,9 +188,13 @@ struct ShapeTable {
   static size_t index(std::span<const PlanSymbol> symbols, std::span<const int64_t> values);
   // The symbol values of the shape at `index` (index's inverse).
   static std::vector<int64_t> values(std::span<const PlanSymbol> symbols, size_t index);
-  // Appends the next shape's plan (the plans in index order); records stay
-  // unencoded until finish().
+  // What makes two plans one variant: everything but their numbers and
+  // algorithms, as text.
+  static std::string structure(const CudaPlan& plan);
+  // Appends the next shape's plan (the plans in index order), given its
+  // structure() when known already; records stay unencoded until finish().
   void add(CudaPlan plan);
+  void add(CudaPlan plan, std::string structure);
   void finish();
   // Reads records (set with the variants and varying positions) into starts,
   // checking every record's variant and its numbers: kFormat otherwise.

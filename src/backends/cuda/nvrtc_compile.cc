@@ -62,7 +62,9 @@ Expected<CompiledModule> compile_cuda_source(const std::string& source, const st
     KILN_TRY(nvrtc_status(nvrtcAddNameExpression(prog.p, e.c_str()), "nvrtcAddNameExpression"));
   const std::string arch_opt = "--gpu-architecture=" + arch;
   const std::string include_opt = std::string("--include-path=") + KILN_CUDA_INCLUDE_DIR;
-  const char* opts[] = {arch_opt.c_str(), "--std=c++17", include_opt.c_str(), "--fmad=true", "-default-device"};
+  // --split-compile=0: NVVM and ptxas optimize the kernels on every core of the host.
+  const char* opts[] = {arch_opt.c_str(), "--std=c++17",     include_opt.c_str(),
+                        "--fmad=true",    "-default-device", "--split-compile=0"};
   const nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(std::size(opts)), opts);
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog.p, &log_size);
