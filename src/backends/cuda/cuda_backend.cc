@@ -208,8 +208,26 @@ struct CudaEngine {
   // Whether the active shape's steps have run once: its first call launches
   // them one by one, a graph is captured when it comes again.
   bool launched = false;
-  // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1.
-  bool use_graphs = true, debug = false, profile = false, profile_all = false;
+  // Page-locked host memory the context's calls stage host inputs and
+  // outputs through: a copy from or to pageable memory goes through the
+  // driver's own staging, which calls of all contexts share (one at a time);
+  // from page-locked memory it is the copy engine's alone, so contexts'
+  // calls overlap. Grown to a call's host bytes (up to kMaxStagingBytes;
+  // larger calls copy directly); `staging_free` is recorded after a call's
+  // last copy through it, and the next call waits for it before writing.
+  static constexpr size_t kMaxStagingBytes = size_t{64} << 20;
+  uint8_t* staging = nullptr;
+  size_t staging_bytes = 0;
+  size_t staging_used = 0;             // this call's, or SIZE_MAX when it copies directly
+  cudaEvent_t staging_free = nullptr;  // null until a call first stages
+  struct StagedOutput {
+    void* dst;
+    const uint8_t* src;
+    size_t bytes;
+  };
+  std::vector<StagedOutput> staged_outputs;  // this call's host outputs, copied out once it is done
+  // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1, KILN_CUDA_STAGING=0.
+  bool use_graphs = true, debug = false, profile = false, profile_all = false, use_staging = true;
   bool profiled = false;  // KILN_CUDA_PROFILE: the steps are timed at the first launch
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
 
@@ -223,6 +241,9 @@ struct CudaEngine {
     if (dnn) cudnnDestroy(dnn);
     if (lt) cublasLtDestroy(lt);
     if (error_host) cudaFreeHost(const_cast<int32_t*>(error_host));
+    if (staging_free) cudaEventSynchronize(staging_free);
+    if (staging) cudaFreeHost(staging);
+    if (staging_free) cudaEventDestroy(staging_free);
     if (engine_done) cudaEventDestroy(engine_done);
     if (own_stream) cudaStreamDestroy(own_stream);
   }
@@ -439,6 +460,51 @@ struct CudaEngine {
            reinterpret_cast<uintptr_t>(t.raw_data()) % 256 == 0;
   }
 
+  // Makes staging ready for a call whose host copies move `bytes` (each
+  // rounded up to 256): the last call's copies through it done, grown if
+  // needed; past kMaxStagingBytes (or with KILN_CUDA_STAGING=0) the call
+  // copies directly.
+  Status begin_staging(size_t bytes) {
+    staged_outputs.clear();
+    staging_used = SIZE_MAX;
+    if (!use_staging || bytes == 0 || bytes > kMaxStagingBytes) return Status::ok();
+    if (staging_free) KILN_CUDA_TRY(cudaEventSynchronize(staging_free));
+    if (bytes > staging_bytes) {
+      const size_t grown = std::min(kMaxStagingBytes, std::max(bytes, 2 * staging_bytes));
+      if (staging) KILN_CUDA_TRY(cudaFreeHost(staging));
+      staging = nullptr;
+      staging_bytes = 0;
+      void* h = nullptr;
+      if (cudaHostAlloc(&h, grown, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();  // no page-locked memory to spare: copy directly
+        return Status::ok();
+      }
+      staging = static_cast<uint8_t*>(h);
+      staging_bytes = grown;
+    }
+    if (!staging_free) KILN_CUDA_TRY(cudaEventCreateWithFlags(&staging_free, cudaEventDisableTiming));
+    staging_used = 0;
+    return Status::ok();
+  }
+
+  // `bytes` of this call's staging, or null when the call copies directly.
+  uint8_t* stage(size_t bytes) {
+    const size_t need = (bytes + 255) / 256 * 256;
+    if (staging_used == SIZE_MAX || staging_used + need > staging_bytes) return nullptr;
+    uint8_t* p = staging + staging_used;
+    staging_used += need;
+    return p;
+  }
+
+  // Host memory a call copies between the host and the device through:
+  // staged, else `host` itself.
+  const void* staged_input(const void* host, size_t bytes) {
+    uint8_t* p = stage(bytes);
+    if (!p) return host;
+    std::memcpy(p, host, bytes);
+    return p;
+  }
+
   // Large read-only inputs are bound (read where they lie) once the same
   // memory came twice in a row; smaller ones are copied into their slots, so
   // that a caller's fresh tensors each call never need a new graph.
@@ -492,7 +558,8 @@ struct CudaEngine {
         continue;
       }
       uint8_t* dst = arena.bytes() + slot.offset;
-      KILN_CUDA_TRY(cudaMemcpyAsync(dst, t.raw_data(), given, cudaMemcpyDefault, stream));
+      const void* src = t.is_cpu() ? staged_input(t.raw_data(), given) : t.raw_data();
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst, src, given, cudaMemcpyDefault, stream));
       if (!padded(i)) continue;
       // The rows past the caller's: its last row, then copies of what is filled
       // so far (doubling), so a bucket of any size costs a few copies.
@@ -1047,6 +1114,7 @@ struct CudaEngineGroup final : engine::EngineState {
     e->constants = base.constants;
     e->kernels = base.kernels;
     e->use_graphs = base.use_graphs;
+    e->use_staging = base.use_staging;
     e->debug = base.debug;
     e->profile = base.profile;
     e->profile_all = base.profile_all;
@@ -1247,6 +1315,7 @@ class CudaBackend final : public engine::Backend {
     if (!contexts_setting) return contexts_setting.status().with_context(e.what);
     g->max_contexts = *contexts_setting;
     e.use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+    e.use_staging = !env_is("KILN_CUDA_STAGING", "0");
     e.debug = env_is("KILN_CUDA_DEBUG", "1");
     e.profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
     e.profile_all = env_is("KILN_CUDA_PROFILE", "all");
@@ -1408,7 +1477,31 @@ class CudaBackend final : public engine::Backend {
     KILN_CUDA_TRY(cudaStreamWaitEvent(stream, e->engine_done, 0));  // the arena's last user, on any stream
     // A bad index an earlier asynchronous call met: reported now, this call not run.
     KILN_TRY(e->take_error(stream, true));
+    // Host bytes the call copies: host inputs, and outputs that may go to host memory.
+    size_t host_bytes = 0;
+    auto staged_size = [](size_t n) { return (n + 255) / 256 * 256; };
+    for (const Tensor& t : inputs)
+      if (t.defined() && t.is_cpu()) host_bytes += staged_size(static_cast<size_t>(t.nbytes()));
+    for (size_t o = 0; o < e->plan.outputs.size(); ++o)
+      if (given.empty() || !given[o].defined() || given[o].is_cpu())
+        host_bytes += staged_size(static_cast<size_t>(e->plan.outputs[o].nbytes()));
+    KILN_TRY(e->begin_staging(host_bytes));
+    // The next call may write staging once this call's copies through it are
+    // done: recorded after the inputs' copies, again after the outputs' (and
+    // on the way out of a call that failed between).
+    struct StagingDone {
+      CudaEngine* e;
+      cudaStream_t stream;
+      bool pending = false;
+      void record() {
+        if (pending) (void)cudaEventRecord(e->staging_free, stream);
+        pending = false;
+      }
+      ~StagingDone() { record(); }
+    } staging_done{e, stream};
+    staging_done.pending = e->staging_used != SIZE_MAX;
     KILN_TRY(e->place_inputs(inputs, padding, stream));
+    staging_done.record();
     double inputs_ms = 0, enqueue_ms = 0, device_ms = 0;
     if (timed) {
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -1444,14 +1537,18 @@ class CudaBackend final : public engine::Backend {
       const size_t bytes = static_cast<size_t>(t.nbytes());  // a padded call's cut outputs: the caller's rows
       if (t.is_cpu()) {
         wait = true;
-        KILN_CUDA_TRY(
-            cudaMemcpyAsync(t.raw_data(), e->arena.bytes() + s.offset, bytes, cudaMemcpyDeviceToHost, stream));
+        uint8_t* staged = e->stage(bytes);
+        if (staged) e->staged_outputs.push_back({t.raw_data(), staged, bytes});
+        staging_done.pending = staging_done.pending || staged;
+        KILN_CUDA_TRY(cudaMemcpyAsync(staged ? staged : t.raw_data(), e->arena.bytes() + s.offset, bytes,
+                                      cudaMemcpyDeviceToHost, stream));
       } else {
         device_copies.push_back({t.raw_data(), e->arena.bytes() + s.offset, bytes});
       }
       outputs.push_back(std::move(t));
     }
     KILN_TRY(copy_regions(device_copies, stream));
+    staging_done.record();
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
     if (timed) {
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -1464,7 +1561,10 @@ class CudaBackend final : public engine::Backend {
     if (!wait) return Status::ok();
     // Before anything reaches the caller's host memory: this call's own error.
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
-    return e->take_error(stream, false);
+    KILN_TRY(e->take_error(stream, false));
+    for (const CudaEngine::StagedOutput& o : e->staged_outputs) std::memcpy(o.dst, o.src, o.bytes);
+    e->staged_outputs.clear();
+    return Status::ok();
   }
 
   Status synchronize(engine::EngineHandle handle) const override {
