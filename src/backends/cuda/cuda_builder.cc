@@ -752,41 +752,61 @@ std::vector<ir::SymBindings> every_shape(const std::vector<PlanSymbol>& symbols)
 // convolution the algorithm timed for its layer where cuDNN runs it, else
 // the first of the library's heuristic (choose_algorithm), nothing timed.
 // Each shape's steps are read back from the table as a call will read them.
-Status choose_table_algorithms(CudaPlan& plan) {
-  TunedAlgos tuned;
+Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
+  const auto start = std::chrono::steady_clock::now();
+  TunedAlgos seed;
   std::map<std::string, int> by_layer;
   for (const Step& st : plan.steps) {
-    if (st.kind == Step::Kind::kGemm) tuned.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
+    if (st.kind == Step::Kind::kGemm) seed.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
     if (st.kind == Step::Kind::kConv) {
-      tuned.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+      seed.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
       by_layer.emplace(st.layer, st.conv.algo.algo);
     }
   }
   auto table = std::make_shared<ShapeTable>(*plan.table);
-  cublasLtHandle_t lt = nullptr;
-  cudnnHandle_t dnn = nullptr;
-  Status status = cublas_status(cublasLtCreate(&lt), "cublasLtCreate");
-  if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
-  for (size_t i = 0; status && i < table->starts.size(); ++i) {
-    Expected<CudaPlan> p = table->shape_plan(plan, i);
-    if (!p) {
-      status = p.status();
-      break;
-    }
-    for (Step& st : p->steps) {
-      if (st.kind == Step::Kind::kKernel) continue;
-      Expected<bool> chosen = choose_algorithm(st, lt, dnn, by_layer, tuned, plan.workspace_bytes);
-      if (!chosen) {
-        status = chosen.status();
+  // The shapes in slices, one per thread, each with its own library handles
+  // and what it chose; the library's heuristic gives a shape one answer, so
+  // the slices' choices merge without conflict.
+  const size_t shapes = table->starts.size();
+  const size_t slices = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  std::vector<TunedAlgos> chosen(slices, seed);
+  std::vector<Status> failed(slices);
+  parallel_for(slices, [&](size_t k) {
+    cublasLtHandle_t lt = nullptr;
+    cudnnHandle_t dnn = nullptr;
+    Status status = cublas_status(cublasLtCreate(&lt), "cublasLtCreate");
+    if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
+    for (size_t i = k; status && i < shapes; i += slices) {
+      Expected<CudaPlan> p = table->shape_plan(plan, i);
+      if (!p) {
+        status = p.status();
         break;
       }
+      for (Step& st : p->steps) {
+        if (st.kind == Step::Kind::kKernel) continue;
+        Expected<bool> fresh = choose_algorithm(st, lt, dnn, by_layer, chosen[k], plan.workspace_bytes);
+        if (!fresh) {
+          status = fresh.status();
+          break;
+        }
+      }
     }
+    if (dnn) cudnnDestroy(dnn);
+    if (lt) cublasLtDestroy(lt);
+    failed[k] = std::move(status);
+  });
+  for (Status& st : failed) KILN_TRY(st);
+  for (TunedAlgos& t : chosen) {
+    table->gemm_algos.merge(t.gemms);
+    table->conv_algos.merge(t.convs);
   }
-  if (dnn) cudnnDestroy(dnn);
-  if (lt) cublasLtDestroy(lt);
-  KILN_TRY(status);
-  table->gemm_algos = std::move(tuned.gemms);
-  table->conv_algos = std::move(tuned.convs);
+  if (config.progress)
+    config.progress("chose the library algorithms of " + std::to_string(shapes) + " shapes (" +
+                    std::to_string(table->gemm_algos.size()) + " GEMM and " + std::to_string(table->conv_algos.size()) +
+                    " convolution shapes) in " +
+                    std::to_string(static_cast<int>(
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1000)) +
+                    " ms");
   plan.table = std::move(table);
   return Status::ok();
 }
@@ -899,7 +919,7 @@ Expected<CudaPlan> build_range_plan(const engine::Network& net, const BuildConfi
   bool convs = false;
   for (const Step& st : plan.steps) convs = convs || st.kind == Step::Kind::kConv;
   plan.workspace_bytes = std::max({plan.workspace_bytes, kGemmWorkspaceBytes, convs ? kConvWorkspaceBytes : 0});
-  if (plan.table) KILN_TRY(choose_table_algorithms(plan));
+  if (plan.table) KILN_TRY(choose_table_algorithms(plan, config));
   KILN_TRY(plan.validate());
   return plan;
 }

@@ -975,8 +975,10 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   GeneratedKernel g;
   g.header = "kiln/gemv.cuh";
   g.templ = s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
-  g.targs = {T, std::to_string(s.m), std::to_string(split), std::to_string(act)};
-  g.dims = {s.n, s.ldw, kv, s.lda, s.ldc, static_cast<int64_t>(std::bit_cast<uint32_t>(s.alpha))};
+  // Row counts share instances by the power of two at or above them (the count itself a size).
+  const int64_t most = s.m <= 1 ? 1 : s.m <= 2 ? 2 : s.m <= 4 ? 4 : 8;
+  g.targs = {T, std::to_string(most), std::to_string(split), std::to_string(act)};
+  g.dims = {s.n, s.ldw, kv, s.lda, s.ldc, static_cast<int64_t>(std::bit_cast<uint32_t>(s.alpha)), s.m};
   g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
   g.block = {kWarps * 32, 1, 1};
   return g;

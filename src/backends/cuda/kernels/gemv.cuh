@@ -7,8 +7,11 @@
 // columns. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
 // a, w 16-byte aligned (gemv_fits on the host).
 //
+// M is the most rows an instance takes (1, 2, 4 or 8): a call's rows, up to
+// M, are a size, so that one kernel serves 5 to 8 rows alike.
+//
 // Sizes (kiln::Sizes): 0 n, 1 ldw, 2 k / (16 / sizeof(T)) (16-byte vectors
-// per row), 3 lda, 4 ldc, 5 alpha's float32 bits.
+// per row), 3 lda, 4 ldc, 5 alpha's float32 bits, 6 rows (1 to M).
 #pragma once
 
 #include "kiln/prelude.cuh"
@@ -26,6 +29,7 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
   const long long n = D::at(0, kd...), ldw = D::at(1, kd...), kv = D::at(2, kd...);
   const long long lda = D::at(3, kd...), ldc = D::at(4, kd...);
   const float alpha = __int_as_float(static_cast<int>(D::at(5, kd...)));
+  const int rows = static_cast<int>(D::at(6, kd...));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % Split;
   const long long col = static_cast<long long>(blockIdx.x) * kCols + warp / Split;
   float acc[M];
@@ -39,6 +43,7 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
       const T* wp = reinterpret_cast<const T*>(&wv);
 #pragma unroll
       for (int r = 0; r < M; ++r) {
+        if (r >= rows) break;
         const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
         const T* xp = reinterpret_cast<const T*>(&xv);
 #pragma unroll
@@ -68,6 +73,7 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
   if (part != 0 || lane != 0 || col >= n) return;
 #pragma unroll
   for (int r = 0; r < M; ++r) {
+    if (r >= rows) break;
     float v = alpha * acc[r];
     if (bias != nullptr) v += kiln_ld(bias[col]);
     if constexpr (Act == kGemvRelu) v = v > 0.0f ? v : 0.0f;

@@ -409,11 +409,13 @@ TEST(KernelTemplates, AnInstanceNamesItsSizesAndWhichAreReadAtRunTime) {
   EXPECT_TRUE(k->source.empty());
   auto fixed = kernel_instance(*k, {});
   ASSERT_TRUE(fixed.has_value());
-  EXPECT_EQ(*fixed, "kiln::gemv<__half, 2, 1, 0, kiln::Sizes<0x0ULL, 64LL, 128LL, 16LL, 128LL, 64LL, 1065353216LL>>");
+  EXPECT_EQ(*fixed,
+            "kiln::gemv<__half, 2, 1, 0, kiln::Sizes<0x0ULL, 64LL, 128LL, 16LL, 128LL, 64LL, 1065353216LL, 2LL>>");
   auto some = kernel_instance(*k, {true, false, false, false, true});
   ASSERT_TRUE(some.has_value());
   EXPECT_EQ(*some,
-            "kiln::gemv<__half, 2, 1, 0, kiln::Sizes<0x11ULL, 0LL, 128LL, 16LL, 128LL, 0LL, 1065353216LL>, KilnDims>");
+            "kiln::gemv<__half, 2, 1, 0, kiln::Sizes<0x11ULL, 0LL, 128LL, 16LL, 128LL, 0LL, 1065353216LL, 2LL>, "
+            "KilnDims>");
   EXPECT_FALSE(kernel_definition(*k, "k0", {}).has_value());  // not text
   EXPECT_NE(k->identity().find("kiln/gemv.cuh:kiln::gemv<__half, 2, 1, 0>"), std::string::npos) << k->identity();
 }
