@@ -215,7 +215,13 @@ struct CudaEngine {
   // calls overlap. Grown to a call's host bytes (up to kMaxStagingBytes;
   // larger calls copy directly); `staging_free` is recorded after a call's
   // last copy through it, and the next call waits for it before writing.
-  static constexpr size_t kMaxStagingBytes = size_t{64} << 20;
+  static constexpr size_t kMaxStagingBytes = size_t{16} << 20;
+  // Copies larger than this go directly: the driver's pageable path
+  // overlaps its own staging with the transfer, which a copy into staging
+  // followed by the transfer does not (a batch of images costs more staged).
+  static constexpr size_t kMaxStagedCopy = size_t{1} << 20;
+  // The staging a copy of `bytes` takes (256-byte granules), 0 for one that goes directly.
+  static size_t staged_size(size_t bytes) { return bytes > kMaxStagedCopy ? 0 : (bytes + 255) / 256 * 256; }
   uint8_t* staging = nullptr;
   size_t staging_bytes = 0;
   size_t staging_used = 0;             // this call's, or SIZE_MAX when it copies directly
@@ -487,22 +493,21 @@ struct CudaEngine {
     return Status::ok();
   }
 
-  // `bytes` of this call's staging, or null when the call copies directly.
+  // `bytes` of this call's staging, or null when the copy goes directly.
   uint8_t* stage(size_t bytes) {
-    const size_t need = (bytes + 255) / 256 * 256;
-    if (staging_used == SIZE_MAX || staging_used + need > staging_bytes) return nullptr;
+    const size_t need = staged_size(bytes);
+    if (need == 0 || staging_used == SIZE_MAX || staging_used + need > staging_bytes) return nullptr;
     uint8_t* p = staging + staging_used;
     staging_used += need;
     return p;
   }
 
-  // Host memory a call copies between the host and the device through:
-  // staged, else `host` itself.
-  const void* staged_input(const void* host, size_t bytes) {
+  // Copies `bytes` of host memory to `dst` on the device, through staging
+  // when the call stages and the copy is small enough.
+  Status copy_in(uint8_t* dst, const void* host, size_t bytes, cudaStream_t stream) {
     uint8_t* p = stage(bytes);
-    if (!p) return host;
-    std::memcpy(p, host, bytes);
-    return p;
+    if (p) std::memcpy(p, host, bytes);
+    return cuda_status(cudaMemcpyAsync(dst, p ? p : host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
   }
 
   // Large read-only inputs are bound (read where they lie) once the same
@@ -558,8 +563,10 @@ struct CudaEngine {
         continue;
       }
       uint8_t* dst = arena.bytes() + slot.offset;
-      const void* src = t.is_cpu() ? staged_input(t.raw_data(), given) : t.raw_data();
-      KILN_CUDA_TRY(cudaMemcpyAsync(dst, src, given, cudaMemcpyDefault, stream));
+      if (t.is_cpu())
+        KILN_TRY(copy_in(dst, t.raw_data(), given, stream));
+      else
+        KILN_CUDA_TRY(cudaMemcpyAsync(dst, t.raw_data(), given, cudaMemcpyDefault, stream));
       if (!padded(i)) continue;
       // The rows past the caller's: its last row, then copies of what is filled
       // so far (doubling), so a bucket of any size costs a few copies.
@@ -1479,12 +1486,11 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(e->take_error(stream, true));
     // Host bytes the call copies: host inputs, and outputs that may go to host memory.
     size_t host_bytes = 0;
-    auto staged_size = [](size_t n) { return (n + 255) / 256 * 256; };
     for (const Tensor& t : inputs)
-      if (t.defined() && t.is_cpu()) host_bytes += staged_size(static_cast<size_t>(t.nbytes()));
+      if (t.defined() && t.is_cpu()) host_bytes += CudaEngine::staged_size(static_cast<size_t>(t.nbytes()));
     for (size_t o = 0; o < e->plan.outputs.size(); ++o)
       if (given.empty() || !given[o].defined() || given[o].is_cpu())
-        host_bytes += staged_size(static_cast<size_t>(e->plan.outputs[o].nbytes()));
+        host_bytes += CudaEngine::staged_size(static_cast<size_t>(e->plan.outputs[o].nbytes()));
     KILN_TRY(e->begin_staging(host_bytes));
     // The next call may write staging once this call's copies through it are
     // done: recorded after the inputs' copies, again after the outputs' (and
