@@ -336,7 +336,8 @@ Status ConvOp::run(const void* x, const void* w, const void* bias, const void* z
 }
 
 Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void* x, const void* w, const void* bias,
-                             const void* z, void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                             const void* z, void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                             int quick) {
   KILN_TRY(shape.validate());
   const std::string where = "tuning " + shape.to_string();
   if (!h) return invalid_argument(where + ": null cuDNN handle");
@@ -355,11 +356,19 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
                 "cudnnGetConvolutionForwardAlgorithmMaxCount");
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
-  KILN_TRY_CTX(conv_status(cudnnFindConvolutionForwardAlgorithmEx(h, d.x.get(), x, d.w.get(), w, d.conv.get(),
-                                                                  d.y.get(), y, static_cast<int>(perfs.size()),
-                                                                  &returned, perfs.data(), workspace, workspace_bytes),
-                           "cudnnFindConvolutionForwardAlgorithmEx"),
-               where);
+  if (quick > 0) {
+    KILN_TRY_CTX(
+        conv_status(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                           static_cast<int>(perfs.size()), &returned, perfs.data()),
+                    "cudnnGetConvolutionForwardAlgorithm_v7"),
+        where);
+  } else {
+    KILN_TRY_CTX(conv_status(cudnnFindConvolutionForwardAlgorithmEx(
+                                 h, d.x.get(), x, d.w.get(), w, d.conv.get(), d.y.get(), y,
+                                 static_cast<int>(perfs.size()), &returned, perfs.data(), workspace, workspace_bytes),
+                             "cudnnFindConvolutionForwardAlgorithmEx"),
+                 where);
+  }
 
   // cuDNN timed the bare convolution; time what run() will enqueue (fused or followed by bias, residual and
   // ReLU) for every algorithm that ran, since the fused call does not support every algorithm and form.
@@ -373,6 +382,7 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
     const cudnnConvolutionFwdAlgoPerf_t& p = perfs[static_cast<size_t>(i)];
     const int algo = static_cast<int>(p.algo);
     if (tried.count(algo) != 0) continue;  // cuDNN may list an algorithm once per math type
+    if (quick > 0 && static_cast<int>(tried.size()) >= quick) break;
     if (p.status != CUDNN_STATUS_SUCCESS) {
       skip(algo, cudnnGetErrorString(p.status));
       continue;
@@ -390,7 +400,7 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
       skip(algo, op.status().message());
       continue;
     }
-    Expected<float> ms = time_on_stream(stream, /*warmup=*/2, /*reps=*/10,
+    Expected<float> ms = time_on_stream(stream, /*warmup=*/quick > 0 ? 1 : 2, /*reps=*/quick > 0 ? 3 : 10,
                                         [&] { return op->run(x, w, bias, z, y, workspace, workspace_bytes); });
     if (!ms) {
       if (ms.status().code() == ErrorCode::kInvalidArgument) return std::move(ms).status().with_context(where);

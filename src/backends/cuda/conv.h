@@ -66,8 +66,12 @@ struct ConvAlgo {
 //   stream:    where the timed work runs; the call synchronizes it.
 // The measured time is that of ConvOp::run for the chosen algorithm, bias, residual and activation included.
 // kUnsupported when no algorithm cuDNN offers runs this convolution (e.g. a layout cuDNN lacks for the dtype).
+// With `quick` > 0, only the first `quick` algorithms of cuDNN's heuristic
+// are timed (briefly), not every algorithm cuDNN finds: a range build's
+// timing at the ends of its range.
 Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void* x, const void* w, const void* bias,
-                             const void* z, void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                             const void* z, void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                             int quick = 0);
 
 // Run time, for a convolution shape no build timed (a new size of an engine
 // built for a range): `preferred` (the algorithm the build timed for the same

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <future>
@@ -368,9 +369,10 @@ Status compile_and_tune(const std::vector<KernelChoice>& kernels, const BuildCon
 
 }  // namespace
 
-Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
+Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates, bool convs_only) {
   bool any = false;
-  for (const Step& s : plan_.steps) any = any || s.kind != Step::Kind::kKernel;
+  for (const Step& s : plan_.steps)
+    any = any || (convs_only ? s.kind == Step::Kind::kConv : s.kind != Step::Kind::kKernel);
   if (!any) return Status::ok();
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(DeviceBuffer arena, DeviceBuffer::allocate(static_cast<size_t>(plan_.arena_bytes)));
@@ -398,7 +400,7 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
   TunedAlgos tuned;  // one timing per distinct shape
   for (Step& s : plan_.steps) {
     if (!status) break;
-    if (s.kind == Step::Kind::kGemm) {
+    if (s.kind == Step::Kind::kGemm && !convs_only) {
       GemmLaunch& g = s.gemm;
       auto algo = tuned_once(tuned.gemms, g.shape.to_string(), [&] {
         return tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
@@ -414,7 +416,8 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates) {
       ConvLaunch& c = s.conv;
       auto algo = tuned_once(tuned.convs, c.shape.to_string(), [&] {
         return tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
-                         c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream);
+                         c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream,
+                         convs_only ? 4 : 0);
       });
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + c.shape.to_string() + ")");
@@ -752,17 +755,63 @@ std::vector<ir::SymBindings> every_shape(const std::vector<PlanSymbol>& symbols)
 // convolution the algorithm timed for its layer where cuDNN runs it, else
 // the first of the library's heuristic (choose_algorithm), nothing timed.
 // Each shape's steps are read back from the table as a call will read them.
+// The convolutions of one shape of a range as timed at build: its size (the
+// product of its symbols' values) and each layer's algorithm.
+struct TimedShape {
+  double size = 1;
+  std::map<std::string, int> by_layer;
+};
+
+TimedShape timed_convs(const CudaPlan& p, std::span<const int64_t> values, TunedAlgos& seed) {
+  TimedShape t;
+  for (int64_t v : values) t.size *= static_cast<double>(v);
+  for (const Step& st : p.steps)
+    if (st.kind == Step::Kind::kConv) {
+      seed.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
+      t.by_layer.emplace(st.layer, st.conv.algo.algo);
+    }
+  return t;
+}
+
+// The range's shapes at which convolutions are timed besides opt: every
+// symbol at its min, and every symbol at its max (each timed briefly, among
+// cuDNN's first few algorithms). A convolution of another shape runs the
+// algorithm its layer was timed with at the nearest of these (by the
+// product of the symbols, on a log scale), where cuDNN runs it: an algorithm
+// timed at batch 16 ran a batch of 59 at 1.5-2x the time of one timed there.
+Status time_range_ends(const CudaPlan& plan, const BuildConfig& config, TunedAlgos& seed,
+                       std::vector<TimedShape>& timed) {
+  std::vector<int64_t> opt;
+  for (const PlanSymbol& y : plan.symbols) opt.push_back(y.opt);
+  timed.push_back(timed_convs(plan, opt, seed));
+  if (!plan.table || timed.back().by_layer.empty()) return Status::ok();
+  for (int end = 0; end < 2; ++end) {
+    std::vector<int64_t> values;
+    for (const PlanSymbol& y : plan.symbols) values.push_back(end == 0 ? y.min : y.max);
+    if (values == opt) continue;
+    KILN_ASSIGN_OR_RETURN(CudaPlan p, plan.table->shape_plan(plan, ShapeTable::index(plan.symbols, values)));
+    KILN_TRY(tune_plan(p, config, 8, /*convs_only=*/true));
+    timed.push_back(timed_convs(p, values, seed));
+  }
+  return Status::ok();
+}
+
 Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
   const auto start = std::chrono::steady_clock::now();
   TunedAlgos seed;
-  std::map<std::string, int> by_layer;
-  for (const Step& st : plan.steps) {
+  for (const Step& st : plan.steps)
     if (st.kind == Step::Kind::kGemm) seed.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
-    if (st.kind == Step::Kind::kConv) {
-      seed.convs.emplace(st.conv.shape.to_string(), st.conv.algo);
-      by_layer.emplace(st.layer, st.conv.algo.algo);
-    }
-  }
+  std::vector<TimedShape> timed;
+  KILN_TRY(time_range_ends(plan, config, seed, timed));
+  // The timed shape nearest shape `i`'s.
+  auto nearest = [&](size_t i) -> const TimedShape& {
+    double size = 1;
+    for (int64_t v : ShapeTable::values(plan.symbols, i)) size *= static_cast<double>(v);
+    size_t best = 0;
+    for (size_t t = 1; t < timed.size(); ++t)
+      if (std::abs(std::log(size / timed[t].size)) < std::abs(std::log(size / timed[best].size))) best = t;
+    return timed[best];
+  };
   auto table = std::make_shared<ShapeTable>(*plan.table);
   // The shapes in slices, one per thread, each with its own library handles
   // and what it chose; the library's heuristic gives a shape one answer, so
@@ -784,7 +833,7 @@ Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
       }
       for (Step& st : p->steps) {
         if (st.kind == Step::Kind::kKernel) continue;
-        Expected<bool> fresh = choose_algorithm(st, lt, dnn, by_layer, chosen[k], plan.workspace_bytes);
+        Expected<bool> fresh = choose_algorithm(st, lt, dnn, nearest(i).by_layer, chosen[k], plan.workspace_bytes);
         if (!fresh) {
           status = fresh.status();
           break;

@@ -120,7 +120,9 @@ Expected<RangeBuild> plan_range(const engine::Network& net, const BuildConfig& c
 
 // Times every GEMM and convolution of `plan` among up to `candidates` of the
 // library's algorithms on scratch device memory, recording the fastest.
-Status tune_plan(CudaPlan& plan, const BuildConfig& config, int candidates = 8);
+// `convs_only`: only the convolutions, each among the first 4 algorithms of
+// cuDNN's heuristic, briefly (a range build's timing at its ends).
+Status tune_plan(CudaPlan& plan, const BuildConfig& config, int candidates = 8, bool convs_only = false);
 
 // Whether the CUDA builder has an implementation for `op` at all.
 bool cuda_implements(ir::OpKind op);
