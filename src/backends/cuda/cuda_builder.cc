@@ -750,11 +750,6 @@ std::vector<ir::SymBindings> every_shape(const std::vector<PlanSymbol>& symbols)
   return out;
 }
 
-// The GEMM and convolution algorithms of every shape in `plan`'s table
-// other than those `plan` (tuned at opt) times: per distinct shape, a
-// convolution the algorithm timed for its layer where cuDNN runs it, else
-// the first of the library's heuristic (choose_algorithm), nothing timed.
-// Each shape's steps are read back from the table as a call will read them.
 // The convolutions of one shape of a range as timed at build: its size (the
 // product of its symbols' values) and each layer's algorithm.
 struct TimedShape {
@@ -796,6 +791,12 @@ Status time_range_ends(const CudaPlan& plan, const BuildConfig& config, TunedAlg
   return Status::ok();
 }
 
+// The GEMM and convolution algorithms of every shape in `plan`'s table
+// other than those `plan` (tuned at opt) times: per distinct shape, a
+// convolution the algorithm its layer was timed with at the nearest timed
+// shape (time_range_ends) where cuDNN runs it, else
+// the first of the library's heuristic (choose_algorithm), nothing timed.
+// Each shape's steps are read back from the table as a call will read them.
 Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
   const auto start = std::chrono::steady_clock::now();
   TunedAlgos seed;
@@ -831,9 +832,10 @@ Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
         status = p.status();
         break;
       }
+      const TimedShape& near = nearest(i);
       for (Step& st : p->steps) {
         if (st.kind == Step::Kind::kKernel) continue;
-        Expected<bool> fresh = choose_algorithm(st, lt, dnn, nearest(i).by_layer, chosen[k], plan.workspace_bytes);
+        Expected<bool> fresh = choose_algorithm(st, lt, dnn, near.by_layer, chosen[k], plan.workspace_bytes);
         if (!fresh) {
           status = fresh.status();
           break;
