@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -277,8 +278,9 @@ struct RunOptions {
   // the memory it allocates for its results; null: the device's default
   // stream, on which every call without a stream of its own runs in one
   // order (a call with every input and output in host memory, of a session
-  // holding no buffers on the device, returns complete and runs on a stream
-  // of the session's own instead, beside other sessions' calls);
+  // none of whose buffers is device memory the caller bound, returns complete,
+  // its buffers' updates included, and runs on a stream of the session's own
+  // instead, beside other sessions' calls);
   // cudaStreamLegacy (0x1) for CUDA's legacy default stream. Memory
   // kiln allocates on a caller's stream is freed on it: keep the stream
   // alive while the call's results live.
@@ -383,6 +385,7 @@ class Session {
   std::shared_ptr<void> own_stream_;
   std::shared_ptr<const Program> program_;
   std::map<std::string, Tensor, std::less<>> buffers_;
+  std::set<std::string, std::less<>> bound_;  // buffers whose memory the caller gave (bind_buffer)
   Device state_device_;
   void* last_stream_ = nullptr;  // the stream of the last call with device work
   bool pending_ = false;         // a call's device work may still be running

@@ -156,6 +156,7 @@ Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
       return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor shares memory with buffer '" + name +
                               "'");
   it->second = memory;
+  bound_.insert(std::string(kept));
   return Status::ok();
 }
 
@@ -490,15 +491,22 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
   if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
   void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
-  // A call that waits for its results anyway (host tensors in and out) of a
-  // session with no buffers on the device runs on the session's own stream,
-  // beside other sessions' calls.
+  // A call that waits for its results anyway (host tensors in and out) runs
+  // on the session's own stream, beside other sessions' calls, unless the
+  // caller bound device memory as a buffer (work on that memory keeps the
+  // default stream's order). It returns complete: the buffers the session
+  // keeps on the device are up to date for any stream that reads them next.
+  bool own = false;
   if (device && !options.stream && outputs_on.is_cpu() &&
       std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.defined() || t.is_cpu(); }) &&
       std::all_of(given.begin(), given.end(), [](const Tensor& t) { return t.is_cpu(); }) &&
-      std::all_of(buffers_.begin(), buffers_.end(), [](const auto& b) { return b.second.is_cpu(); })) {
+      std::all_of(buffers_.begin(), buffers_.end(),
+                  [&](const auto& b) { return b.second.is_cpu() || !bound_.count(b.first); })) {
     if (!own_stream_) own_stream_ = device->new_stream();
-    if (own_stream_) stream = own_stream_.get();
+    if (own_stream_) {
+      stream = own_stream_.get();
+      own = true;
+    }
   }
   // The session's calls in order when they change streams.
   if (device && pending_ && stream != last_stream_) KILN_TRY(device->synchronize(last_stream_));
@@ -615,6 +623,10 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     KILN_TRY(copy_tensor(b, t).with_context("buffer '" + name + "'"));
   }
   if (!to.empty()) KILN_TRY(device->copy_all(to, from, stream).with_context("copying back buffers"));
+  if (own && pending_) {
+    pending_ = false;
+    KILN_TRY(device->synchronize(stream));
+  }
   return user_outputs;
 }
 

@@ -29,8 +29,12 @@ namespace kiln::cuda {
 
 namespace {
 
-// How many shapes a range engine keeps ready when nothing says otherwise.
+// How many shapes a range engine keeps ready when nothing says otherwise:
+// every shape of its plan's table when the table has at most
+// kMaxPreparedShapes (each prepared, its graph captured, when a context
+// opens), else kDefaultShapesKept, prepared as calls meet them.
 constexpr size_t kDefaultShapesKept = 16;
+constexpr size_t kMaxPreparedShapes = 1024;
 // How many calls of one engine run side by side at most (each on a context
 // of its own: arena, workspace, stream, prepared shapes) when nothing says
 // otherwise. Contexts open only as concurrent calls need them.
@@ -428,33 +432,40 @@ struct CudaEngine {
       return enqueue(stream);
     }
     if (it == graphs.end()) {
-      run_time_work_counters().graphs_captured.fetch_add(1, std::memory_order_relaxed);
-      // Captured on the context's own stream, never the caller's: another
-      // thread may be enqueueing on that one (sessions sharing the default
-      // stream), and its work must neither land in this graph nor fail
-      // because the stream is capturing.
-      cudaStream_t capture = own_stream;
-      KILN_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-      Status st = enqueue(capture);
-      cudaGraph_t g = nullptr;
-      const cudaError_t e = cudaStreamEndCapture(capture, &g);
-      KILN_TRY(st);
-      KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
-      cudaGraphDestroy(g);
-      KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
-      if (graphs.size() == kMaxGraphs) {
-        cudaGraphExecDestroy(graphs.back().second);
-        graphs.pop_back();
-      }
-      graphs.insert(graphs.begin(), {bound, exec});
+      KILN_TRY(capture_graph());
       it = graphs.begin();
     } else if (it != graphs.begin()) {
       std::rotate(graphs.begin(), it, it + 1);
       it = graphs.begin();
     }
     KILN_CUDA_TRY(cudaGraphLaunch(it->second, stream));
+    return Status::ok();
+  }
+
+  // Captures the active shape's steps with the current bindings as a graph
+  // (nothing runs) and keeps it first among the shape's graphs. Captured on
+  // the context's own stream, never a caller's: another thread may be
+  // enqueueing on that one (sessions sharing the default stream), and its
+  // work must neither land in this graph nor fail because the stream is
+  // capturing.
+  Status capture_graph() {
+    run_time_work_counters().graphs_captured.fetch_add(1, std::memory_order_relaxed);
+    cudaStream_t capture = own_stream;
+    KILN_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+    Status st = enqueue(capture);
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(capture, &g);
+    KILN_TRY(st);
+    KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
+    if (graphs.size() == kMaxGraphs) {
+      cudaGraphExecDestroy(graphs.back().second);
+      graphs.pop_back();
+    }
+    graphs.insert(graphs.begin(), {bound, exec});
     return Status::ok();
   }
 
@@ -891,6 +902,36 @@ struct CudaEngine {
     return Status::ok();
   }
 
+  // Makes every shape of a table engine's range ready on this context, when
+  // the context keeps them all (shapes_kept at least the table's size): its
+  // steps and descriptors, and a graph captured for calls whose inputs lie in
+  // the arena (host inputs), so that no call pays for a size's first use.
+  // Runs when the context opens (at load for the first); nothing runs on the
+  // device. The shape at opt is made active again.
+  Status prepare_table() {
+    RangeCommon& c = *range->common;
+    if (!c.table || !use_graphs || debug || profile || c.shapes_kept < c.table->starts.size()) return Status::ok();
+    const auto start = std::chrono::steady_clock::now();
+    size_t free_before = 0, total = 0;
+    if (c.trace) KILN_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
+    const std::vector<int64_t> opt = range->active;
+    const size_t count = c.table->starts.size();
+    for (size_t i = 0; i < count; ++i) {
+      KILN_TRY(use_shape(ShapeTable::values(c.symbols, i)).with_context("preparing the range's shapes"));
+      if (std::none_of(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; }))
+        KILN_TRY(capture_graph().with_context(what + ": preparing the range's shapes"));
+    }
+    KILN_TRY(use_shape(opt));
+    if (c.trace) {
+      size_t free_after = 0;
+      KILN_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
+      std::fprintf(stderr, "kiln: %s: %zu shapes prepared with their graphs in %.3f ms, %.1f MiB of device memory\n",
+                   what.c_str(), count, ms_since(start),
+                   (static_cast<double>(free_before) - static_cast<double>(free_after)) / (1 << 20));
+    }
+    return Status::ok();
+  }
+
   // "s0=7, s1=3": a shape's symbol values, for messages.
   std::string shape_text(const std::vector<int64_t>& key, const char* equals) const {
     std::string out;
@@ -1036,9 +1077,10 @@ struct CudaEngineGroup final : engine::EngineState {
     bool busy = false;
     void* last_stream = nullptr;
   };
-  std::mutex mutex;  // guards `contexts` (the vector and each slot's busy and last_stream)
+  std::mutex mutex;  // guards `contexts` (the vector and each slot's busy and last_stream) and `opening`
   std::condition_variable freed;
   std::vector<Slot> contexts;
+  size_t opening = 0;  // contexts being opened (outside the lock)
 
   ~CudaEngineGroup() override {
     contexts.clear();  // their graphs and descriptors before the kernels they launch
@@ -1084,14 +1126,24 @@ struct CudaEngineGroup final : engine::EngineState {
         if (!contexts[i].busy && contexts[i].last_stream == stream) pick = i;
       for (size_t i = 0; i < contexts.size() && pick == contexts.size(); ++i)
         if (!contexts[i].busy) pick = i;
-      if (pick == contexts.size() && contexts.size() < max_contexts) {
+      if (pick == contexts.size() && contexts.size() + opening < max_contexts) {
+        // Opened without the lock (preparing a range's shapes takes a while),
+        // and taken at once by this call.
+        ++opening;
+        lock.unlock();
         Expected<std::unique_ptr<CudaEngine>> c = open_context();
-        if (!c && contexts.empty()) return c.status();
+        if (c && (*c)->range)
+          if (Status st = (*c)->prepare_table(); !st) c = std::move(st);
+        lock.lock();
+        --opening;
         if (c) {
-          contexts.push_back({std::move(*c), false, nullptr});
-        } else {
-          max_contexts = contexts.size();  // the device holds no more: later calls wait for a free one
+          contexts.push_back({std::move(*c), true, stream});
+          return Lease(this, contexts.size() - 1);
         }
+        if (contexts.empty() && opening == 0) return c.status();
+        max_contexts = contexts.size() + opening;  // the device holds no more: later calls wait for a free one
+        if (contexts.empty()) return c.status();
+        continue;
       }
       if (pick < contexts.size()) {
         contexts[pick].busy = true;
@@ -1421,14 +1473,21 @@ class CudaBackend final : public engine::Backend {
       r->built = r->tuned;
       if (p.table) r->table_algos = r->tuned;
       r->trace = env_is("KILN_CUDA_TRACE", "2") ? 2 : env_is("KILN_CUDA_TRACE", "1") ? 1 : 0;
-      r->shapes_kept = *kept_setting;
+      // Unless set: every shape of a table of at most kMaxPreparedShapes, else kDefaultShapesKept.
+      r->shapes_kept = *kept_setting ? *kept_setting
+                       : p.table && p.table->starts.size() <= kMaxPreparedShapes
+                           ? std::max(p.table->starts.size(), kDefaultShapesKept)
+                           : kDefaultShapesKept;
       g->range = std::move(r);
     }
     // The kernels every call launches around the engine's own (its copies in and out).
     KILN_TRY(load_runtime_kernels().with_context(e.what));
     // The first context now: a plan the device cannot run fails the load.
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaEngine> first, g->open_context());
-    if (first->range) KILN_TRY(first->warm_libraries());
+    if (first->range) {
+      KILN_TRY(first->warm_libraries());
+      KILN_TRY(first->prepare_table());
+    }
     g->contexts.push_back({std::move(first), false, nullptr});
     return g.release();
   }
@@ -1590,9 +1649,9 @@ class CudaBackend final : public engine::Backend {
 
  private:
   // How many shapes a range engine keeps ready: the backend's option, else
-  // KILN_CUDA_SHAPES, else kDefaultShapesKept.
+  // KILN_CUDA_SHAPES, else 0 (load() then picks; see kDefaultShapesKept).
   Expected<size_t> shapes_kept() const {
-    return count_setting(options_.shapes_kept, "KILN_CUDA_SHAPES", kDefaultShapesKept, 4096,
+    return count_setting(options_.shapes_kept, "KILN_CUDA_SHAPES", 0, 4096,
                          "the number of shapes a range engine keeps ready");
   }
 

@@ -18,7 +18,9 @@ struct CudaBackendOptions {
   // descriptors and captured CUDA graphs, least recently used dropped first.
   // A shape not kept is made again from the engine's plan when it next comes
   // (no build: its kernels and algorithms are remembered). 0: the
-  // environment's KILN_CUDA_SHAPES, or 16 without it.
+  // environment's KILN_CUDA_SHAPES, or without it every shape of an engine
+  // whose plan holds a table of at most 1024 shapes (each prepared, its
+  // graph captured, when a context opens), else 16.
   size_t shapes_kept = 0;
   // How many calls of one engine run side by side at most, each on an
   // execution context of its own (arena, stream, library handles, prepared

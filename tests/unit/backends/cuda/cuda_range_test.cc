@@ -171,41 +171,52 @@ TEST_P(CudaRange, EveryLengthOfTheRangeRunsOnOneEngineFromOneBuild) {
 }
 
 // A server's stream: a seeded draw of lengths across the whole range, each
-// against the reference and each run a second time (its graph captured and
-// replayed) with the same bits. The build planned every length into the
-// plan's table, compiled every kernel and chose every algorithm: serving
-// plans, compiles and chooses nothing (the counters say so).
+// against the reference and each run a second time with the same bits. The
+// build planned every length into the plan's table, compiled every kernel and
+// chose every algorithm: serving plans, compiles and chooses nothing (the
+// counters say so). By default the engine keeps every length of its table,
+// each prepared with its graph at load, so the stream prepares and captures
+// nothing either; with 16 kept, a length's first call launches its steps
+// directly and its second replays a graph captured then, with the same bits.
 TEST_P(CudaRange, ASeededStreamOfRandomLengthsComputesRightWithoutCompilingAnything) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::string precision = GetParam();
   const double tol = precision == "fp32" ? 2e-4 : 3e-2;
-  auto backend = cuda::make_cuda_backend();
-  const engine::Network net = block_network();
-  const std::map<std::string, Tensor> weights = block_weights(net);
-  auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
-  ASSERT_TRUE(plan.has_value()) << plan.status().message();
-  auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
-  ASSERT_TRUE(handle.has_value()) << handle.status().message();
-  engine::Engine engine(backend.get(), *handle);
-  std::mt19937 rng(20261204);
-  std::uniform_int_distribution<int64_t> length(1, 80);
-  const cuda::RunTimeWork before = cuda::run_time_work();
-  std::set<int64_t> seen;
-  for (int i = 0; i < 24; ++i) {
-    const int64_t n = length(rng);
-    seen.insert(n);
-    ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, n, tol, "stream"));
-    std::vector<Tensor> first, again;
-    ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, first).is_ok());
-    ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, again).is_ok());
-    EXPECT_TRUE(first[0].same_bytes(again[0])) << "length " << n << ": a replayed graph changed the result";
+  for (size_t kept : {0u, 16u}) {
+    SCOPED_TRACE(kept ? "16 shapes kept" : "every shape kept");
+    auto backend = cuda::make_cuda_backend({.shapes_kept = kept});
+    const engine::Network net = block_network();
+    const std::map<std::string, Tensor> weights = block_weights(net);
+    auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
+    ASSERT_TRUE(plan.has_value()) << plan.status().message();
+    auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
+    ASSERT_TRUE(handle.has_value()) << handle.status().message();
+    engine::Engine engine(backend.get(), *handle);
+    std::mt19937 rng(20261204);
+    std::uniform_int_distribution<int64_t> length(1, 80);
+    const cuda::RunTimeWork before = cuda::run_time_work();
+    std::set<int64_t> seen;
+    for (int i = 0; i < 24; ++i) {
+      const int64_t n = length(rng);
+      const bool fresh = seen.insert(n).second;
+      std::vector<Tensor> first, again;
+      ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, first).is_ok());
+      ASSERT_TRUE(engine.execute(std::vector<Tensor>{ids_of_length(n)}, again).is_ok());
+      EXPECT_TRUE(first[0].same_bytes(again[0])) << "length " << n << ": a replayed graph changed the result";
+      if (fresh) ASSERT_NO_FATAL_FAILURE(expect_length(engine, net, weights, n, tol, "stream"));
+    }
+    const cuda::RunTimeWork after = cuda::run_time_work();
+    EXPECT_EQ(after.kernels_compiled, before.kernels_compiled) << "kernels compiled while serving";
+    EXPECT_EQ(after.shapes_planned, before.shapes_planned) << "lengths planned while serving";
+    EXPECT_EQ(after.algorithms_chosen, before.algorithms_chosen) << "algorithms chosen while serving";
+    if (kept == 0) {
+      EXPECT_EQ(after.shapes_prepared, before.shapes_prepared) << "every length was prepared at load";
+      EXPECT_EQ(after.graphs_captured, before.graphs_captured) << "every length's graph was captured at load";
+    } else {
+      EXPECT_GE(after.shapes_prepared - before.shapes_prepared, seen.size() - 1);  // opt was ready at load
+      EXPECT_GT(after.graphs_captured, before.graphs_captured);
+    }
   }
-  const cuda::RunTimeWork after = cuda::run_time_work();
-  EXPECT_EQ(after.kernels_compiled, before.kernels_compiled) << "kernels compiled while serving";
-  EXPECT_EQ(after.shapes_planned, before.shapes_planned) << "lengths planned while serving";
-  EXPECT_EQ(after.algorithms_chosen, before.algorithms_chosen) << "algorithms chosen while serving";
-  EXPECT_GE(after.shapes_prepared - before.shapes_prepared, seen.size() - 1);  // opt was ready at load
-  EXPECT_GT(after.graphs_captured, before.graphs_captured);
 }
 
 // A range past KILN_CUDA_SHAPE_TABLE shapes (here 0) gets no table: its

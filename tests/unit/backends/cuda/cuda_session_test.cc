@@ -790,6 +790,54 @@ TEST(CudaSession, EightSessionsOfHostCallsRunSideBySideWithTheBitsOfSerialCalls)
   }
 }
 
+// Eight sessions of a program whose state lives on the device (a decoder's
+// KV caches, written in place, and its counters) on eight threads, host
+// tensors in and out, no stream given: each session's calls run on a stream
+// of its own, and return with their buffers' updates done. Every thread's
+// logits, and its buffers read after the steps, have the bits of a serial
+// session's.
+TEST(CudaSession, EightSessionsWithStateOnTheDeviceOnHostCallsGiveTheBitsOfSerialCalls) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto io = read_safetensors(fixture("llama_generate.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  auto program = compiled("llama_generate.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  const std::vector<std::pair<Tensor, Tensor>> steps = recorded_steps(*io);
+  ASSERT_GE(steps.size(), 20u);
+  Session serial(program);
+  ASSERT_FALSE(serial.state_device().is_cpu());
+  std::vector<Tensor> want;
+  for (const auto& [ids, pos] : steps) {
+    auto r = serial.run({ids, pos});
+    ASSERT_TRUE(r.has_value()) << r.status().message();
+    want.push_back((*r)[0]);
+  }
+  constexpr int kThreads = 8;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int t = 0; t < kThreads; ++t) sessions.push_back(std::make_unique<Session>(program));
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 2 && errors[t].empty(); ++round) {
+        if (round > 0 && !sessions[t]->reset().is_ok()) errors[t] = "reset failed";
+        for (size_t k = 0; k < steps.size() && errors[t].empty(); ++k) {
+          auto r = sessions[t]->run({steps[k].first, steps[k].second});
+          if (!r) {
+            errors[t] = r.status().message();
+          } else if (!(*r)[0].is_cpu() || !(*r)[0].same_bytes(want[k])) {
+            errors[t] = "round " + std::to_string(round) + " step " + std::to_string(k) + ": logits differ";
+          }
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+    expect_same_buffers(*program, serial, *sessions[t], "thread " + std::to_string(t));
+  }
+}
+
 // Asking the device for more memory than it has is an error that says so,
 // and the process goes on: the next allocation and a session's call work.
 TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
