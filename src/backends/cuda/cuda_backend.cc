@@ -461,6 +461,14 @@ struct CudaEngine {
     const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
     cudaGraphDestroy(g);
     KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
+    // Its work put on the device now, not at its first launch, and waited
+    // for (the launch may come on another stream).
+    cudaError_t ue = cudaGraphUpload(exec, capture);
+    if (ue == cudaSuccess) ue = cudaStreamSynchronize(capture);
+    if (ue != cudaSuccess) {
+      cudaGraphExecDestroy(exec);
+      return cuda_status(ue, "cudaGraphUpload");
+    }
     if (graphs.size() == kMaxGraphs) {
       cudaGraphExecDestroy(graphs.back().second);
       graphs.pop_back();
