@@ -914,8 +914,8 @@ struct CudaEngine {
   // the context keeps them all (shapes_kept at least the table's size): its
   // steps and descriptors, and a graph captured for calls whose inputs lie in
   // the arena (host inputs), so that no call pays for a size's first use.
-  // Runs when the context opens (at load for the first); nothing runs on the
-  // device. The shape at opt is made active again.
+  // Runs when the context opens (at load for the first); no step runs (the
+  // graphs are only uploaded). The shape at opt is made active again.
   Status prepare_table() {
     RangeCommon& c = *range->common;
     if (!c.table || !use_graphs || debug || profile || c.shapes_kept < c.table->starts.size()) return Status::ok();
@@ -1148,9 +1148,8 @@ struct CudaEngineGroup final : engine::EngineState {
           contexts.push_back({std::move(*c), true, stream});
           return Lease(this, contexts.size() - 1);
         }
-        if (contexts.empty() && opening == 0) return c.status();
-        max_contexts = contexts.size() + opening;  // the device holds no more: later calls wait for a free one
         if (contexts.empty()) return c.status();
+        max_contexts = contexts.size() + opening;  // the device holds no more: later calls wait for a free one
         continue;
       }
       if (pick < contexts.size()) {
