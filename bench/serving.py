@@ -20,6 +20,9 @@ Systems, each over the same sizes in the same order:
   torch-compile-dynamic  torch.compile(model, dynamic=True), the same host-to-host timing
   eager                  the module itself
 
+Each `kiln compile` writes its progress (lowering, planning, timing, with times) to
+WORKDIR/<case>_dyn.compile.log and <case>_fixed.compile.log.
+
 With --threads T the kiln row also gives calls per second of T sessions on T
 threads beside one (`kiln bench --stream --threads T`).
 
@@ -132,6 +135,7 @@ def run_case(name: str, args, work: Path) -> list[dict]:
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     build_s = time.perf_counter() - t
+    (work / f"{name}_dyn.compile.log").write_text(p.stderr)
     if p.returncode != 0:
         raise SystemExit(f"kiln compile failed: {p.stderr[-2000:]}")
     # The same model exported at the example size alone, built the same way: what the range's build is held to.
@@ -144,6 +148,7 @@ def run_case(name: str, args, work: Path) -> list[dict]:
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     fixed_build_s = time.perf_counter() - t
+    (work / f"{name}_fixed.compile.log").write_text(p.stderr)
     if p.returncode != 0:
         raise SystemExit(f"kiln compile (fixed size) failed: {p.stderr[-2000:]}")
     log(f"{name}: range build {build_s:.1f} s, fixed build at {example} {fixed_build_s:.1f} s")

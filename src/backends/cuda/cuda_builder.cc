@@ -343,8 +343,10 @@ namespace {
 
 // compile_kernel_list and tune_plan side by side: NVRTC compiles on another
 // thread (it needs no device) while the GEMMs and convolutions are timed on
-// this one. Progress is reported from this thread.
-Status compile_and_tune(const std::vector<KernelChoice>& kernels, const BuildConfig& config, CudaPlan& plan) {
+// this one, then `more_timing` (a range's other timed shapes), if given.
+// Progress is reported from this thread.
+Status compile_and_tune(const std::vector<KernelChoice>& kernels, const BuildConfig& config, CudaPlan& plan,
+                        const std::function<Status()>& more_timing = {}) {
   BuildConfig quiet = config;
   quiet.progress = nullptr;
   CudaPlan compiled;  // its kernel names and cubin
@@ -356,6 +358,7 @@ Status compile_and_tune(const std::vector<KernelChoice>& kernels, const BuildCon
     return st;
   });
   Status tuned = tune_plan(plan, config);
+  if (tuned && more_timing) tuned = more_timing();
   Status built = compiling.get();
   KILN_TRY(built);
   KILN_TRY(tuned);
@@ -794,16 +797,15 @@ Status time_range_ends(const CudaPlan& plan, const BuildConfig& config, TunedAlg
 // The GEMM and convolution algorithms of every shape in `plan`'s table
 // other than those `plan` (tuned at opt) times: per distinct shape, a
 // convolution the algorithm its layer was timed with at the nearest timed
-// shape (time_range_ends) where cuDNN runs it, else
-// the first of the library's heuristic (choose_algorithm), nothing timed.
-// Each shape's steps are read back from the table as a call will read them.
-Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config) {
+// shape (`timed`, from time_range_ends, whose choices are in `seed`) where
+// cuDNN runs it, else the first of the library's heuristic
+// (choose_algorithm), nothing timed. Each shape's steps are read back from
+// the table as a call will read them.
+Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config, TunedAlgos seed,
+                               const std::vector<TimedShape>& timed) {
   const auto start = std::chrono::steady_clock::now();
-  TunedAlgos seed;
   for (const Step& st : plan.steps)
     if (st.kind == Step::Kind::kGemm) seed.gemms.emplace(st.gemm.shape.to_string(), st.gemm.algo);
-  std::vector<TimedShape> timed;
-  KILN_TRY(time_range_ends(plan, config, seed, timed));
   // The timed shape nearest shape `i`'s.
   auto nearest = [&](size_t i) -> const TimedShape& {
     double size = 1;
@@ -964,13 +966,20 @@ namespace {
 Expected<CudaPlan> build_range_plan(const engine::Network& net, const BuildConfig& config) {
   KILN_ASSIGN_OR_RETURN(RangeBuild r, plan_range(net, config));
   CudaPlan plan = std::move(r.plan);
-  KILN_TRY(compile_and_tune(r.kernels, config, plan));
+  // A table's convolutions are also timed at the range's ends, while NVRTC
+  // is still compiling.
+  TunedAlgos seed;
+  std::vector<TimedShape> timed;
+  KILN_TRY(compile_and_tune(r.kernels, config, plan, [&]() -> Status {
+    if (!plan.table) return Status::ok();
+    return time_range_ends(plan, config, seed, timed);
+  }));
   // Other shapes choose their algorithms within the same workspace limit:
   // here for a table, else when first run.
   bool convs = false;
   for (const Step& st : plan.steps) convs = convs || st.kind == Step::Kind::kConv;
   plan.workspace_bytes = std::max({plan.workspace_bytes, kGemmWorkspaceBytes, convs ? kConvWorkspaceBytes : 0});
-  if (plan.table) KILN_TRY(choose_table_algorithms(plan, config));
+  if (plan.table) KILN_TRY(choose_table_algorithms(plan, config, std::move(seed), timed));
   KILN_TRY(plan.validate());
   return plan;
 }
