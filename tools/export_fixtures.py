@@ -1097,6 +1097,40 @@ def build_conv_state():
     )
 
 
+class InplaceOps(nn.Module):
+    """In-place elementwise ops and NumPy-named transposes as a training-dialect export keeps them."""
+
+    def forward(self, x, y, mask):
+        a = x.clone()
+        a.div_(2.0).sub_(y).mul_(1.5).add_(0.25)
+        a.clamp_(-1.0, 1.0)
+        b = a.swapaxes(0, 1).contiguous()
+        b.pow_(2).sqrt_().neg_().exp_()
+        c = torch.swapdims(b, 0, 1).clone()
+        c.masked_fill_(mask, 0.5)
+        c.sigmoid_().tanh_().abs_()
+        d = y.clone()
+        d.div_(x.abs() + 1.0, rounding_mode="floor").clamp_min_(-2.0).add_(2.5).reciprocal_()
+        return c, d, a.swapdims(1, 0)
+
+
+@fixture("inplace_ops")
+def build_inplace_ops():
+    g = torch.Generator().manual_seed(11)
+    x, y = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g)
+    mask = torch.rand(4, 6, generator=g) > 0.5
+    return Fixture(
+        "inplace_ops",
+        "in-place ops a training-dialect export keeps (div_, sub_, mul_, add_, clamp_, pow_, sqrt_, neg_, exp_, "
+        "masked_fill_, sigmoid_, tanh_, abs_, div_ with rounding, clamp_min_, reciprocal_) and swapaxes / "
+        "swapdims; inputs 4x6 float32 twice and a 4x6 mask",
+        "custom nn.Module (tools/export_fixtures.py: InplaceOps)",
+        InplaceOps(),
+        (x, y, mask),
+        keep_debug_metadata=True,
+    )
+
+
 class NonzeroModel(nn.Module):
     def forward(self, x):
         mask = x > 0.25

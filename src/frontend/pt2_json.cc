@@ -24,6 +24,7 @@ constexpr int kSchemaMajor = 8;
 struct Respelling {
   std::string_view from, to;
   std::vector<std::pair<const char*, int64_t>> extra;
+  std::vector<std::pair<std::string_view, const char*>> renamed = {};  // argument names that differ
 };
 
 const Respelling* respelling_of(std::string_view target) {
@@ -35,6 +36,9 @@ const Respelling* respelling_of(std::string_view target) {
       {"torch.ops.aten.broadcast_to.default", "torch.ops.aten.expand.default", {}},
       // x.mT: the last two dims swapped.
       {"torch.ops.aten.mT.default", "torch.ops.aten.transpose.int", {{"dim0", -2}, {"dim1", -1}}},
+      // swapaxes / swapdims (NumPy's names): transpose of the two dims.
+      {"torch.ops.aten.swapaxes.default", "torch.ops.aten.transpose.int", {}, {{"axis0", "dim0"}, {"axis1", "dim1"}}},
+      {"torch.ops.aten.swapdims.default", "torch.ops.aten.transpose.int", {}},
       // torch.max(a, b) / torch.min(a, b): elementwise, a NaN in either wins.
       {"torch.ops.aten.max.other", "torch.ops.aten.maximum.default", {}},
       {"torch.ops.aten.min.other", "torch.ops.aten.minimum.default", {}},
@@ -410,6 +414,9 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
     const json& jin = field(jn, "inputs");
     for (size_t ai = 0; jin.is_array() && ai < jin.size(); ++ai) {
       std::string an = field(jin[ai], "name").is_string() ? field(jin[ai], "name").get<std::string>() : "";
+      if (respelled)
+        for (const auto& [from, to] : respelled->renamed)
+          if (an == from) an = to;
       KILN_ASSIGN_OR_RETURN(ir::Arg a, b.argument(field(jin[ai], "arg"), where + " argument '" + an + "'"));
       args.push_back({an, std::move(a)});
     }
