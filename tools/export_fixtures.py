@@ -1131,6 +1131,40 @@ def build_inplace_ops():
     )
 
 
+class AutocastRegions(nn.Module):
+    """Autocast and grad-mode regions, which a training-dialect export keeps as higher-order ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 8)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = self.a(x)
+            w = torch.softmax(h, -1)
+            with torch.autocast("cpu", enabled=False):
+                z = self.b(w.to(self.b.weight.dtype)) * 2
+            y = h.sum(-1, keepdim=True) + z.mean()
+        with torch.set_grad_enabled(False):
+            y = y + 1
+        return y, h, z
+
+
+@fixture("autocast_regions")
+def build_autocast_regions():
+    return Fixture(
+        "autocast_regions",
+        "torch.autocast (CPU, bfloat16) around a linear layer and softmax, a nested region with autocast off, "
+        "and a set_grad_enabled region (wrap_with_autocast / wrap_with_set_grad_enabled in the training "
+        "dialect); input 3x8 float32",
+        "custom nn.Module (tools/export_fixtures.py: AutocastRegions)",
+        AutocastRegions(),
+        (torch.randn(3, 8, generator=torch.Generator().manual_seed(5)),),
+        keep_debug_metadata=True,
+    )
+
+
 class NonzeroModel(nn.Module):
     def forward(self, x):
         mask = x > 0.25

@@ -27,6 +27,10 @@ struct Respelling {
   std::vector<std::pair<std::string_view, const char*>> renamed = {};  // argument names that differ
 };
 
+// Higher-order ops whose graph argument is a region of the program, inlined at load.
+constexpr std::string_view kAutocastRegion = "torch.ops.higher_order.wrap_with_autocast";
+constexpr std::string_view kGradRegion = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+
 const Respelling* respelling_of(std::string_view target) {
   static const Respelling kTable[] = {
       // In-place detach only drops autograd history: the value is its input's.
@@ -167,14 +171,22 @@ struct GraphBuilder {
   std::map<std::string, ir::TensorType, std::less<>> tensor_meta;
   std::map<std::string, ir::SymExprPtr, std::less<>> sym_meta;
 
+  // Names inside an inlined region's graph are the region node's name and
+  // two underscores before the exporter's (regions nest).
+  std::string scope;
+  // Inside an autocast region that is on: its dtype (floating arguments are
+  // cast to each op's recorded result dtype, as autocast casts them).
+  std::optional<DType> autocast;
+
   Expected<ir::Value*> lookup(const std::string& name, const std::string& where) const {
-    auto it = values.find(name);
+    auto it = values.find(scope + name);
     if (it == values.end()) return r.error(FileFault::kDanglingReference, where, "reference to undefined value '" + name + "'");
     return it->second;
   }
 
-  Expected<ir::Value*> define(const std::string& name, ir::ValueKind kind, ir::Node* producer, int index,
+  Expected<ir::Value*> define(const std::string& exported, ir::ValueKind kind, ir::Node* producer, int index,
                               const std::string& where) {
+    const std::string name = scope + exported;
     if (values.count(name)) return r.error(FileFault::kDuplicateName, where, "value '" + name + "' is defined twice");
     ir::TensorType t;
     if (auto it = tensor_meta.find(name); it != tensor_meta.end()) t = it->second;
@@ -319,6 +331,259 @@ struct GraphBuilder {
     }
     return unsupported(r.source() + ": " + where + ": argument kind '" + k + "' is not supported");
   }
+
+  // The nodes of `nodes` (a graph's, or an inlined region's), in order.
+  Status add_nodes(const json& nodes) {
+    for (size_t ni = 0; ni < nodes.size(); ++ni) {
+      const json& jn = nodes[ni];
+      std::string name =
+          field(jn, "name").is_string() ? field(jn, "name").get<std::string>() : "node" + std::to_string(ni);
+      std::string where = "node '" + name + "'";
+      if (!field(jn, "target").is_string()) return r.error(where, "missing target");
+      std::string target = field(jn, "target").get<std::string>();
+      if (target == kAutocastRegion || target == kGradRegion) {
+        KILN_TRY(inline_region(jn, name, target == kAutocastRegion));
+        continue;
+      }
+      auto op = ir::op_from_target(target);
+      const Respelling* respelled = op ? nullptr : respelling_of(target);
+      if (respelled) op = ir::op_from_target(respelled->to);
+      if (!op) return unsupported(r.source() + ": " + where + ": unknown op '" + target + "'");
+      std::vector<ir::NamedArg> args;
+      const json& jin = field(jn, "inputs");
+      for (size_t ai = 0; jin.is_array() && ai < jin.size(); ++ai) {
+        std::string an = field(jin[ai], "name").is_string() ? field(jin[ai], "name").get<std::string>() : "";
+        if (respelled)
+          for (const auto& [from, to] : respelled->renamed)
+            if (an == from) an = to;
+        KILN_ASSIGN_OR_RETURN(ir::Arg a, argument(field(jin[ai], "arg"), where + " argument '" + an + "'"));
+        args.push_back({an, std::move(a)});
+      }
+      if (respelled)
+        for (const auto& [an, value] : respelled->extra) args.push_back({an, value});
+      if (autocast) KILN_TRY(cast_for_autocast(jn, name, args));
+      ir::Node* node = g.add_node(*op, scope + name, std::move(args), {});
+      const json& meta = field(jn, "metadata");
+      if (meta.is_object()) {
+        for (auto it = meta.begin(); it != meta.end(); ++it)
+          if (it.key() == "nn_module_stack" && it.value().is_string())
+            node->metadata[it.key()] = it.value().get<std::string>();
+      }
+      const json& jout = field(jn, "outputs");
+      int idx = 0;
+      for (size_t oi = 0; jout.is_array() && oi < jout.size(); ++oi) {
+        std::string ow = where + " output " + std::to_string(oi);
+        KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[oi], ow));
+        if (u.first == "as_tensor") {
+          KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, *u.second, ow));
+          KILN_TRY(define(n, ir::ValueKind::kTensor, node, idx++, ow).status());
+        } else if (u.first == "as_tensors") {
+          for (const json& e : *u.second) {
+            KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, e, ow));
+            KILN_TRY(define(n, ir::ValueKind::kTensor, node, idx++, ow).status());
+          }
+        } else if (u.first == "as_sym_int" || u.first == "as_sym_bool" || u.first == "as_sym_float") {
+          KILN_ASSIGN_OR_RETURN(auto su, union_of(r, *u.second, ow));
+          if (su.first != "as_name") return r.error(ow, "constant symbolic output");
+          ir::ValueKind kind = u.first == "as_sym_int"    ? ir::ValueKind::kSymInt
+                               : u.first == "as_sym_bool" ? ir::ValueKind::kSymBool
+                                                          : ir::ValueKind::kSymFloat;
+          KILN_TRY(define(su.second->get<std::string>(), kind, node, idx++, ow).status());
+        } else if (u.first == "as_none") {
+          // An op result that is None (e.g. unused optional); gets an unnamed placeholder value.
+          KILN_TRY(define(name + "_none_" + std::to_string(idx), ir::ValueKind::kTensor, node, idx, ow).status());
+          ++idx;
+        } else {
+          return unsupported(r.source() + ": " + ow + ": output of kind '" + u.first + "' is not supported");
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  // The tensor and symbol metadata of `graph` (a region's under the scope).
+  Status read_meta(const json& graph) {
+    const json& tv = field(graph, "tensor_values");
+    if (tv.is_object()) {
+      for (auto it = tv.begin(); it != tv.end(); ++it) {
+        KILN_ASSIGN_OR_RETURN(ir::TensorType t, parse_tensor_meta(r, it.value(), "tensor_values." + it.key()));
+        tensor_meta.emplace(scope + it.key(), std::move(t));
+      }
+    }
+    const json& siv = field(graph, "sym_int_values");
+    if (siv.is_object()) {
+      for (auto it = siv.begin(); it != siv.end(); ++it) {
+        auto d = parse_sym_dim(r, it.value(), "sym_int_values." + it.key());
+        if (d.has_value()) sym_meta.emplace(scope + it.key(), d->expr ? d->expr : ir::SymExpr::constant(d->value));
+      }
+    }
+    return Status::ok();
+  }
+
+  // A region higher-order op (wrap_with_autocast(device_type, dtype, enabled,
+  // cache_enabled, graph, *operands) or wrap_with_set_grad_enabled(enabled,
+  // graph, *operands)) inlined: its graph's nodes join this graph, its inputs
+  // are the operands, the node's results are its graph's outputs. Gradient
+  // mode changes nothing at inference; an autocast region that is on casts
+  // as autocast does (cast_for_autocast).
+  Status inline_region(const json& jn, const std::string& name, bool is_autocast) {
+    const std::string where = "node '" + scope + name + "'";
+    const json& jin = field(jn, "inputs");
+    if (!jin.is_array()) return r.error(where, "missing inputs");
+    size_t at = jin.size();
+    for (size_t i = 0; i < jin.size(); ++i)
+      if (field(field(jin[i], "arg"), "as_graph").is_object()) {
+        at = i;
+        break;
+      }
+    if (at == jin.size()) return r.error(where, "region without a graph argument");
+    if (at != (is_autocast ? 4u : 1u)) return r.error(where, "region graph at argument " + std::to_string(at));
+    std::vector<ir::Arg> flags;
+    for (size_t i = 0; i < at; ++i) {
+      KILN_ASSIGN_OR_RETURN(ir::Arg a, argument(field(jin[i], "arg"), where + " argument " + std::to_string(i)));
+      flags.push_back(std::move(a));
+    }
+    std::optional<DType> region_dtype = autocast;
+    if (is_autocast) {
+      const bool* enabled = std::get_if<bool>(&flags[2]);
+      if (!enabled) return r.error(where, "autocast region whose 'enabled' is not a constant bool");
+      if (*enabled) {
+        const DType* dt = std::get_if<DType>(&flags[1]);
+        if (!dt) return r.error(where, "autocast region without a dtype");
+        region_dtype = *dt;
+      } else {
+        region_dtype.reset();
+      }
+    }
+    std::vector<ir::Arg> operands;
+    for (size_t i = at + 1; i < jin.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(ir::Arg a,
+                            argument(field(jin[i], "arg"), where + " operand " + std::to_string(i - at - 1)));
+      operands.push_back(std::move(a));
+    }
+    const json& sub = field(field(field(jin[at], "arg"), "as_graph"), "graph");
+    if (!sub.is_object()) return r.error(where, "region graph is not an object");
+    const json& sub_inputs = field(sub, "inputs");
+    if (!sub_inputs.is_array() || sub_inputs.size() != operands.size())
+      return r.error(where, "region graph takes " + std::to_string(sub_inputs.is_array() ? sub_inputs.size() : 0) +
+                                " inputs for " + std::to_string(operands.size()) + " operands");
+    const std::string outer = scope;
+    const std::optional<DType> outer_autocast = autocast;
+    scope = outer + name + "__";
+    autocast = region_dtype;
+    Status st = [&]() -> Status {
+      KILN_TRY(read_meta(sub));
+      for (size_t i = 0; i < operands.size(); ++i) {
+        const std::string iw = where + " region input " + std::to_string(i);
+        KILN_ASSIGN_OR_RETURN(auto u, union_of(r, sub_inputs[i], iw));
+        std::string in;
+        if (u.first == "as_tensor") {
+          KILN_ASSIGN_OR_RETURN(in, get_name(r, *u.second, iw));
+        } else if (u.first == "as_sym_int") {
+          KILN_ASSIGN_OR_RETURN(auto su, union_of(r, *u.second, iw));
+          if (su.first != "as_name") return r.error(iw, "constant symbolic input");
+          in = su.second->get<std::string>();
+        } else {
+          return unsupported(r.source() + ": " + iw + ": region input of kind '" + u.first + "' is not supported");
+        }
+        ir::Value* const* v = std::get_if<ir::Value*>(&operands[i]);
+        if (!v) return unsupported(r.source() + ": " + iw + ": an operand that is not a tensor or symbol");
+        if (!values.emplace(scope + in, *v).second)
+          return r.error(FileFault::kDuplicateName, iw, "value '" + in + "' is defined twice");
+      }
+      return add_nodes(field(sub, "nodes"));
+    }();
+    std::vector<ir::Value*> results;
+    if (st) {
+      const json& outs = field(sub, "outputs");
+      for (size_t i = 0; outs.is_array() && i < outs.size(); ++i) {
+        Expected<ir::Arg> a = argument(outs[i], where + " region output " + std::to_string(i));
+        if (!a) {
+          st = a.status();
+          break;
+        }
+        ir::Value* const* v = std::get_if<ir::Value*>(&*a);
+        if (!v) {
+          st = unsupported(r.source() + ": " + where + ": region output " + std::to_string(i) + " is not a tensor");
+          break;
+        }
+        results.push_back(*v);
+      }
+    }
+    scope = outer;
+    autocast = outer_autocast;
+    KILN_TRY(st);
+    // The node's results, by the names the graph around it reads them by.
+    const json& jout = field(jn, "outputs");
+    std::vector<std::string> names;
+    for (size_t oi = 0; jout.is_array() && oi < jout.size(); ++oi) {
+      const std::string ow = where + " output " + std::to_string(oi);
+      KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[oi], ow));
+      if (u.first == "as_tensor") {
+        KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, *u.second, ow));
+        names.push_back(std::move(n));
+      } else if (u.first == "as_tensors") {
+        for (const json& e : *u.second) {
+          KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, e, ow));
+          names.push_back(std::move(n));
+        }
+      } else {
+        return unsupported(r.source() + ": " + ow + ": region output of kind '" + u.first + "' is not supported");
+      }
+    }
+    if (names.size() != results.size())
+      return r.error(where, std::to_string(names.size()) + " results for a region graph of " +
+                                std::to_string(results.size()) + " outputs");
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!values.emplace(scope + names[i], results[i]).second)
+        return r.error(FileFault::kDuplicateName, where, "value '" + names[i] + "' is defined twice");
+      // A result the region computed goes by the name the graph around it gives it.
+      if (results[i]->producer && results[i]->name.starts_with(scope + name + "__"))
+        results[i]->name = scope + names[i];
+    }
+    return Status::ok();
+  }
+
+  // Inside an autocast region that is on, an op's floating tensor arguments
+  // take the dtype export recorded for its first result when that is
+  // floating and differs: autocast's lower-precision ops (matmul, linear,
+  // convolution, ...) run in its dtype, its float32 ops in float32, and
+  // everything else promotes, which a cast to the result dtype computes alike.
+  Status cast_for_autocast(const json& jn, const std::string& name, std::vector<ir::NamedArg>& args) {
+    const json& jout = field(jn, "outputs");
+    if (!jout.is_array() || jout.empty()) return Status::ok();
+    KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[0], "node '" + scope + name + "' output 0"));
+    std::string first;
+    if (u.first == "as_tensor") {
+      KILN_ASSIGN_OR_RETURN(first, get_name(r, *u.second, "node '" + scope + name + "'"));
+    } else if (u.first == "as_tensors" && u.second->is_array() && !u.second->empty()) {
+      KILN_ASSIGN_OR_RETURN(first, get_name(r, (*u.second)[0], "node '" + scope + name + "'"));
+    } else {
+      return Status::ok();
+    }
+    auto meta = tensor_meta.find(scope + first);
+    if (meta == tensor_meta.end() || !is_floating(meta->second.dtype)) return Status::ok();
+    const DType to = meta->second.dtype;
+    auto cast = [&](ir::Value* v) -> ir::Value* {
+      if (v->kind != ir::ValueKind::kTensor || !is_floating(v->type.dtype) || v->type.dtype == to) return v;
+      ir::TensorType t = v->type;
+      t.dtype = to;
+      ir::Node* c =
+          g.add_node(ir::OpKind::kToCopy, scope + name + "_autocast_" + std::to_string(casts),
+                     {{"self", v}, {"dtype", to}}, {{scope + name + "_autocast_" + std::to_string(casts), t}});
+      ++casts;
+      return c->outputs[0];
+    };
+    for (ir::NamedArg& a : args) {
+      if (auto* v = std::get_if<ir::Value*>(&a.value)) {
+        *v = cast(*v);
+      } else if (auto* vs = std::get_if<std::vector<ir::Value*>>(&a.value)) {
+        for (ir::Value*& e : *vs) e = cast(e);
+      }
+    }
+    return Status::ok();
+  }
+  int casts = 0;
 };
 
 Expected<ir::Module> build_module(const json& root, const std::string& source) {
@@ -358,20 +623,7 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
   if (!graph.is_object()) return r.error("graph_module", "missing graph");
 
   GraphBuilder b{r, m.graph, {}, {}, {}};
-  const json& tv = field(graph, "tensor_values");
-  if (tv.is_object()) {
-    for (auto it = tv.begin(); it != tv.end(); ++it) {
-      KILN_ASSIGN_OR_RETURN(ir::TensorType t, parse_tensor_meta(r, it.value(), "tensor_values." + it.key()));
-      b.tensor_meta.emplace(it.key(), std::move(t));
-    }
-  }
-  const json& siv = field(graph, "sym_int_values");
-  if (siv.is_object()) {
-    for (auto it = siv.begin(); it != siv.end(); ++it) {
-      auto d = parse_sym_dim(r, it.value(), "sym_int_values." + it.key());
-      if (d.has_value()) b.sym_meta.emplace(it.key(), d->expr ? d->expr : ir::SymExpr::constant(d->value));
-    }
-  }
+  KILN_TRY(b.read_meta(graph));
 
   // Placeholders.
   const json& inputs = field(graph, "inputs");
@@ -400,63 +652,7 @@ Expected<ir::Module> build_module(const json& root, const std::string& source) {
   // Nodes, in order.
   const json& nodes = field(graph, "nodes");
   if (!nodes.is_array()) return r.error("graph", "missing nodes");
-  for (size_t ni = 0; ni < nodes.size(); ++ni) {
-    const json& jn = nodes[ni];
-    std::string name = field(jn, "name").is_string() ? field(jn, "name").get<std::string>() : "node" + std::to_string(ni);
-    std::string where = "node '" + name + "'";
-    if (!field(jn, "target").is_string()) return r.error(where, "missing target");
-    std::string target = field(jn, "target").get<std::string>();
-    auto op = ir::op_from_target(target);
-    const Respelling* respelled = op ? nullptr : respelling_of(target);
-    if (respelled) op = ir::op_from_target(respelled->to);
-    if (!op) return unsupported(source + ": " + where + ": unknown op '" + target + "'");
-    std::vector<ir::NamedArg> args;
-    const json& jin = field(jn, "inputs");
-    for (size_t ai = 0; jin.is_array() && ai < jin.size(); ++ai) {
-      std::string an = field(jin[ai], "name").is_string() ? field(jin[ai], "name").get<std::string>() : "";
-      if (respelled)
-        for (const auto& [from, to] : respelled->renamed)
-          if (an == from) an = to;
-      KILN_ASSIGN_OR_RETURN(ir::Arg a, b.argument(field(jin[ai], "arg"), where + " argument '" + an + "'"));
-      args.push_back({an, std::move(a)});
-    }
-    if (respelled)
-      for (const auto& [an, value] : respelled->extra) args.push_back({an, value});
-    ir::Node* node = m.graph.add_node(*op, name, std::move(args), {});
-    const json& meta = field(jn, "metadata");
-    if (meta.is_object()) {
-      for (auto it = meta.begin(); it != meta.end(); ++it)
-        if (it.key() == "nn_module_stack" && it.value().is_string()) node->metadata[it.key()] = it.value().get<std::string>();
-    }
-    const json& jout = field(jn, "outputs");
-    int idx = 0;
-    for (size_t oi = 0; jout.is_array() && oi < jout.size(); ++oi) {
-      std::string ow = where + " output " + std::to_string(oi);
-      KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[oi], ow));
-      if (u.first == "as_tensor") {
-        KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, *u.second, ow));
-        KILN_TRY(b.define(n, ir::ValueKind::kTensor, node, idx++, ow).status());
-      } else if (u.first == "as_tensors") {
-        for (const json& e : *u.second) {
-          KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, e, ow));
-          KILN_TRY(b.define(n, ir::ValueKind::kTensor, node, idx++, ow).status());
-        }
-      } else if (u.first == "as_sym_int" || u.first == "as_sym_bool" || u.first == "as_sym_float") {
-        KILN_ASSIGN_OR_RETURN(auto su, union_of(r, *u.second, ow));
-        if (su.first != "as_name") return r.error(ow, "constant symbolic output");
-        ir::ValueKind kind = u.first == "as_sym_int"    ? ir::ValueKind::kSymInt
-                             : u.first == "as_sym_bool" ? ir::ValueKind::kSymBool
-                                                        : ir::ValueKind::kSymFloat;
-        KILN_TRY(b.define(su.second->get<std::string>(), kind, node, idx++, ow).status());
-      } else if (u.first == "as_none") {
-        // An op result that is None (e.g. unused optional); gets an unnamed placeholder value.
-        KILN_TRY(b.define(name + "_none_" + std::to_string(idx), ir::ValueKind::kTensor, node, idx, ow).status());
-        ++idx;
-      } else {
-        return unsupported(source + ": " + ow + ": output of kind '" + u.first + "' is not supported");
-      }
-    }
-  }
+  KILN_TRY(b.add_nodes(nodes));
 
   // Outputs.
   const json& outputs = field(graph, "outputs");
