@@ -17,6 +17,10 @@ namespace {
 constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 
 bool foldable_op(ir::OpKind op) {
+  // A random op draws new values at every call.
+  if (op == ir::OpKind::kRand || op == ir::OpKind::kRandn || op == ir::OpKind::kRandLike ||
+      op == ir::OpKind::kRandnLike)
+    return false;
   ir::OpCategory c = ir::op_category(op);
   return c == ir::OpCategory::kCompute || c == ir::OpCategory::kView;
 }

@@ -1,12 +1,18 @@
 // Creation kernels: arange, full/zeros/ones (and their _like/new_ forms),
 // empty (zero-filled here), scalar_tensor, fill and zero. Device, layout,
 // pin_memory and memory_format arguments are accepted and ignored.
+#include <array>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/philox.h"
 
 namespace kiln::cpu {
 
@@ -203,10 +209,88 @@ Status spaced(KernelArgs& a, bool log) {
 Status linspace(KernelArgs& a) { return spaced(a, false); }
 Status logspace(KernelArgs& a) { return spaced(a, true); }
 
+// The process's random stream: its key is KILN_SEED (default 0); each draw
+// takes the next blocks of the counter, so calls get new values.
+uint64_t random_seed() {
+  static const uint64_t seed = [] {
+    const char* v = std::getenv("KILN_SEED");
+    return v && *v ? std::strtoull(v, nullptr, 0) : uint64_t{0};
+  }();
+  return seed;
+}
+std::atomic<uint64_t> random_blocks{0};
+
+// `n` words of the stream, for one draw.
+std::vector<uint32_t> random_words(int64_t n) {
+  const uint64_t blocks = static_cast<uint64_t>((n + 3) / 4);
+  const uint64_t first = random_blocks.fetch_add(blocks);
+  const uint64_t seed = random_seed();
+  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  std::vector<uint32_t> words(blocks * 4);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint64_t at = first + b;
+    const auto w = philox4x32_10({static_cast<uint32_t>(at), static_cast<uint32_t>(at >> 32), 0, 0}, key);
+    std::copy(w.begin(), w.end(), words.begin() + static_cast<ptrdiff_t>(b * 4));
+  }
+  return words;
+}
+
+// Values uniform on [0, 1) (normal: standard normal, by Box-Muller) in a
+// floating dtype; uniform values carry as many random bits as the dtype's
+// significand holds, so none rounds up to 1.
+Expected<Tensor> random_tensor(const KernelArgs& a, DType dtype, const Shape& sizes, bool normal) {
+  if (!is_floating(dtype)) return a.error("random values need a floating dtype, got " + std::string(dtype_name(dtype)));
+  Tensor out = Tensor::zeros(dtype, sizes);
+  const int64_t n = out.numel();
+  const int bits = dtype == DType::Float16 ? 11 : dtype == DType::BFloat16 ? 8 : 24;
+  const std::vector<uint32_t> w = random_words(normal ? 2 * n : n);
+  auto uniform = [&](int64_t i) {
+    return static_cast<double>(w[static_cast<size_t>(i)] >> (32 - bits)) / double(1u << bits);
+  };
+  visit_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = uniform(i);
+      if (normal) {
+        // 1 - u is in (0, 1]: its log is finite.
+        const double u1 = 1.0 - static_cast<double>(w[static_cast<size_t>(2 * i)]) / 4294967296.0;
+        const double u2 = static_cast<double>(w[static_cast<size_t>(2 * i + 1)]) / 4294967296.0;
+        v = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+      }
+      p[i] = T(static_cast<float>(v));
+      if constexpr (std::is_same_v<T, double>) p[i] = v;
+    }
+  });
+  return out;
+}
+
+// rand / randn(size, dtype=float32); rand_like / randn_like(self, dtype=self.dtype).
+template <bool kNormal, bool kLike>
+Status random_op(KernelArgs& a) {
+  Shape sizes;
+  DType dtype = DType::Float32;
+  if constexpr (kLike) {
+    KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+    sizes = self.sizes();
+    dtype = self.dtype();
+  } else {
+    KILN_ASSIGN_OR_RETURN(sizes, read_size(a, "size"));
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<DType> given, a.dtype_arg("dtype"));
+  KILN_ASSIGN_OR_RETURN(Tensor out, random_tensor(a, given.value_or(dtype), sizes, kNormal));
+  a.set_output(0, out);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_creation_kernels(KernelRegistry& r) {
   using ir::OpKind;
+  r.add(OpKind::kRand, &random_op<false, false>);
+  r.add(OpKind::kRandn, &random_op<true, false>);
+  r.add(OpKind::kRandLike, &random_op<false, true>);
+  r.add(OpKind::kRandnLike, &random_op<true, true>);
   for (OpKind k :
        {OpKind::kLinspace, OpKind::kLinspaceTensorTensor, OpKind::kLinspaceTensorScalar, OpKind::kLinspaceScalarTensor})
     r.add(k, &linspace);

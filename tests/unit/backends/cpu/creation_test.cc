@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/philox.h"
 #include "unit/backends/cpu/op_test_helpers.h"
 
 namespace kiln::cpu {
@@ -127,6 +128,62 @@ TEST(CreationKernels, ScalarTensorFillAndZero) {
   Tensor z = run_op_tensor(OpKind::kZero, {{"self", x}});
   EXPECT_EQ(values(z), (std::vector<double>(4, 0)));
   expect_error(OpKind::kFillScalar, {{"self", x}}, "value");
+}
+
+// The known-answer vectors Random123 publishes for Philox4x32-10.
+TEST(CreationKernels, PhiloxGivesTheReferenceImplementationsKnownAnswers) {
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu}),
+            (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+}
+
+TEST(CreationKernels, RandIsUniformOnZeroToOneAndNewAtEveryCall) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor a = run_op_tensor(OpKind::kRand, {{"size", Ints({200, 100})}, {"dtype", D(dt)}});
+    ASSERT_EQ(a.dtype(), dt);
+    ASSERT_EQ(a.numel(), 20000);
+    std::vector<double> v = values(a);
+    double sum = 0, sq = 0;
+    int below_tenth = 0;
+    for (double x : v) {
+      ASSERT_GE(x, 0.0);
+      ASSERT_LT(x, 1.0);
+      sum += x;
+      sq += x * x;
+      below_tenth += x < 0.1;
+    }
+    const double mean = sum / 20000, var = sq / 20000 - mean * mean;
+    EXPECT_NEAR(mean, 0.5, 0.01);         // sd of the mean: 0.002
+    EXPECT_NEAR(var, 1.0 / 12.0, 0.004);  // sd of the variance: about 0.0005
+    EXPECT_NEAR(below_tenth, 2000, 200);  // sd: 42
+    Tensor b = run_op_tensor(OpKind::kRand, {{"size", Ints({200, 100})}, {"dtype", D(dt)}});
+    EXPECT_NE(values(b), v) << "a second draw repeats the first";
+  }
+}
+
+TEST(CreationKernels, RandnIsStandardNormalAndTheLikeFormsTakeTheirOperandsSizeAndDtype) {
+  Tensor n = run_op_tensor(OpKind::kRandn, {{"size", Ints({40000})}});
+  ASSERT_EQ(n.dtype(), DType::Float32);
+  double sum = 0, sq = 0;
+  int beyond_two = 0;
+  for (double x : values(n)) {
+    ASSERT_TRUE(std::isfinite(x));
+    sum += x;
+    sq += x * x;
+    beyond_two += std::abs(x) > 2;
+  }
+  EXPECT_NEAR(sum / 40000, 0.0, 0.02);  // sd: 0.005
+  EXPECT_NEAR(sq / 40000, 1.0, 0.04);   // sd: 0.007
+  EXPECT_NEAR(beyond_two, 1820, 180);   // P(|x| > 2) = 0.0455; sd: 42
+  Tensor like = run_op_tensor(OpKind::kRandnLike, {{"self", Tensor::zeros(DType::Float16, Shape({3, 5}))}});
+  EXPECT_EQ(like.dtype(), DType::Float16);
+  EXPECT_EQ(like.sizes(), Shape({3, 5}));
+  Tensor u = run_op_tensor(OpKind::kRandLike,
+                           {{"self", Tensor::zeros(DType::Float32, Shape({4}))}, {"dtype", D(DType::Float64)}});
+  EXPECT_EQ(u.dtype(), DType::Float64);
+  expect_error(OpKind::kRand, {{"size", Ints({2})}, {"dtype", D(DType::Int64)}}, "floating dtype");
 }
 
 }  // namespace
