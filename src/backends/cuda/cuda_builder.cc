@@ -972,7 +972,11 @@ Expected<CudaPlan> build_range_plan(const engine::Network& net, const BuildConfi
   std::vector<TimedShape> timed;
   KILN_TRY(compile_and_tune(r.kernels, config, plan, [&]() -> Status {
     if (!plan.table) return Status::ok();
-    return time_range_ends(plan, config, seed, timed);
+    // The kernels' names are not known yet: a shape's plan read from the
+    // table is checked against placeholders (only its convolutions run).
+    CudaPlan named = plan;
+    named.kernel_names.assign(plan.kernel_keys.size(), "");
+    return time_range_ends(named, config, seed, timed);
   }));
   // Other shapes choose their algorithms within the same workspace limit:
   // here for a table, else when first run.
