@@ -1,4 +1,4 @@
-// Cumulative kernels along one dim: cumsum, cumprod and logcumsumexp, and
+// Cumulative kernels along one dim: cumsum, cumprod, logcumsumexp, cummax and cummin, and
 // gradient (finite differences along each dim). Each scan
 // accumulates as ATen's CPU kernels do (double for float32 and float64,
 // float for 16-bit floats, int64 with wrap-around for integers and bool,
@@ -59,6 +59,51 @@ void scan_along(Tensor& out, int64_t d, Scan kind) {
       }
   });
 }
+
+// cummax / cummin(self, dim) -> (values, indices), as ATen's CPU kernel: an
+// element equal to the running extreme takes its place (the later index
+// wins), and a NaN, once met, stays, each later NaN taking the index.
+Status cumulative_extreme(KernelArgs& a, bool want_max) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
+  auto d = wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (!d) return a.error(dim_out_of_range(dim, self.dim()) + " (argument 'dim')");
+  Tensor values = cast_copy(self, self.dtype());
+  Tensor indices = Tensor::zeros(DType::Int64, self.sizes());
+  const int64_t axis = self.dim() == 0 ? 0 : *d;
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= values.size(k);
+  for (int64_t k = axis + 1; k < values.dim(); ++k) inner *= values.size(k);
+  const int64_t len = values.dim() == 0 ? 1 : values.size(axis);
+  int64_t* ix = indices.data<int64_t>();
+  visit_dtype(values.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = values.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        if (len == 0) continue;
+        auto best = load(p[o * len * inner + i]);
+        int64_t at = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t k = (o * len + j) * inner + i;
+          const auto x = load(p[k]);
+          const bool x_nan = x != x, best_nan = best != best;  // NaN only for floating types
+          if (x_nan || (!best_nan && (want_max ? x >= best : x <= best))) {
+            best = x;
+            at = j;
+          }
+          p[k] = convert<T>(best);
+          ix[k] = at;
+        }
+      }
+  });
+  a.set_output(0, values);
+  a.set_output(1, indices);
+  return Status::ok();
+}
+
+Status cummax(KernelArgs& a) { return cumulative_extreme(a, true); }
+Status cummin(KernelArgs& a) { return cumulative_extreme(a, false); }
 
 Status scan_kernel(KernelArgs& a, Scan kind) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
@@ -137,6 +182,8 @@ Status gradient(KernelArgs& a) {
 void register_cumulative_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kGradientScalarInt, &gradient);
   r.add(ir::OpKind::kCumsum, &cumsum);
+  r.add(ir::OpKind::kCummax, &cummax);
+  r.add(ir::OpKind::kCummin, &cummin);
   r.add(ir::OpKind::kCumprod, &cumprod);
   r.add(ir::OpKind::kLogcumsumexp, &logcumsumexp);
 }

@@ -569,6 +569,36 @@ Status signbit_kernel(KernelArgs& a) {
   return Status::ok();
 }
 
+// frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
+// |mantissa| in [0.5, 1) (0 for 0), exponent int32; floating tensors only.
+// The mantissa of a 16-bit float is exact in its own dtype.
+Status frexp_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
+  if (!is_floating(self.dtype()))
+    return a.error("frexp is only supported for floating tensors, got " + self.type_string());
+  Tensor in = self.contiguous();
+  Tensor mantissa = Tensor::zeros(self.dtype(), self.sizes());
+  Tensor exponent = Tensor::zeros(DType::Int32, self.sizes());
+  int32_t* e = exponent.data<int32_t>();
+  visit_floating(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = in.data<T>();
+    T* m = mantissa.data<T>();
+    for (int64_t i = 0; i < in.numel(); ++i) {
+      int ex = 0;
+      if constexpr (std::is_same_v<T, double>) {
+        m[i] = std::frexp(x[i], &ex);
+      } else {
+        m[i] = T(std::frexp(static_cast<float>(x[i]), &ex));
+      }
+      e[i] = ex;
+    }
+  });
+  a.set_output(0, mantissa);
+  a.set_output(1, exponent);
+  return Status::ok();
+}
+
 // isnan / isinf: bool results; integers are never either.
 template <bool kInf>
 Status float_class_kernel(KernelArgs& a) {
@@ -973,6 +1003,7 @@ Status bitwise_not_kernel(KernelArgs& a) {
 }  // namespace
 
 void register_elementwise_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kFrexpTensor, &frexp_kernel);
   using ir::OpKind;
   r.add(OpKind::kAddTensor, &add);
   r.add(OpKind::kAddScalar, &add);

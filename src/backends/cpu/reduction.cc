@@ -196,18 +196,41 @@ Status amax_amin(KernelArgs& a, bool want_max) {
 Status amax(KernelArgs& a) { return amax_amin(a, true); }
 Status amin(KernelArgs& a) { return amax_amin(a, false); }
 
-Status max_dim(KernelArgs& a) {
+// max.dim / min.dim(self, dim, keepdim) -> (values, indices).
+Status extreme_dim(KernelArgs& a, bool want_max) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, std::vector<int64_t>{dim}, keepdim));
-  KILN_TRY(require_nonempty(a, x, p, "max"));
+  KILN_TRY(require_nonempty(a, x, p, want_max ? "max" : "min"));
   const DType wide = wide_type(x.dtype());
   Tensor values = Tensor::zeros(wide, p.out_shape);
   Tensor indices = Tensor::zeros(DType::Int64, p.out_shape);
-  reduce_extreme(arrange(x, p, wide), p, true, &values, &indices);
+  reduce_extreme(arrange(x, p, wide), p, want_max, &values, &indices);
   a.set_output(0, values.to(x.dtype()));
   a.set_output(1, indices);
+  return Status::ok();
+}
+
+Status max_dim(KernelArgs& a) { return extreme_dim(a, true); }
+Status min_dim(KernelArgs& a) { return extreme_dim(a, false); }
+
+// aminmax(self, dim=None, keepdim=False) -> (min, max); without a dim over every element.
+Status aminmax(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(auto dim, a.optional_int("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  std::optional<std::vector<int64_t>> dims;
+  if (dim) dims = std::vector<int64_t>{*dim};
+  KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
+  KILN_TRY(require_nonempty(a, x, p, "aminmax"));
+  const DType wide = wide_type(x.dtype());
+  const Tensor arranged = arrange(x, p, wide);
+  for (int k = 0; k < 2; ++k) {
+    Tensor values = Tensor::zeros(wide, p.out_shape);
+    reduce_extreme(arranged, p, k == 1, &values, nullptr);
+    a.set_output(k, values.to(x.dtype()));
+  }
   return Status::ok();
 }
 
@@ -517,6 +540,8 @@ void register_reduction_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kAmax, &amax);
   r.add(ir::OpKind::kAmin, &amin);
   r.add(ir::OpKind::kMaxDim, &max_dim);
+  r.add(ir::OpKind::kMinDim, &min_dim);
+  r.add(ir::OpKind::kAminmax, &aminmax);
   r.add(ir::OpKind::kArgmax, &argmax);
   r.add(ir::OpKind::kArgmin, &argmin);
   r.add(ir::OpKind::kVarCorrection, &var_correction);

@@ -65,5 +65,31 @@ TEST(CumulativeKernels, MaskedSelectTakesBroadcastElementsInOrder) {
   expect_error(OpKind::kMaskedSelect, {{"self", x}, {"mask", make_tensor(DType::Float32, {3}, {1, 0, 1})}}, "bool");
 }
 
+// Values by hand: a tie takes the later index, a NaN stays and each later
+// NaN takes the index (ATen's CPU kernel).
+TEST(CumulativeKernels, CummaxAndCumminKeepTheRunningExtremeAndItsLastIndex) {
+  const double nan = std::nan("");
+  Tensor x = make_tensor(DType::Float32, {2, 5}, {1, 3, 3, 2, 4, 2, nan, 1, nan, 5});
+  auto mx = run_op(OpKind::kCummax, {{"self", x}, {"dim", I(1)}}, 2);
+  ASSERT_TRUE(mx.has_value()) << mx.status().message();
+  std::vector<double> v = values(output(*mx, 0));
+  EXPECT_EQ((std::vector<double>(v.begin(), v.begin() + 5)), (std::vector<double>{1, 3, 3, 3, 4}));
+  EXPECT_EQ(v[5], 2);
+  for (int j = 6; j < 10; ++j) EXPECT_TRUE(std::isnan(v[static_cast<size_t>(j)])) << j;
+  EXPECT_EQ(values(output(*mx, 1)), (std::vector<double>{0, 1, 2, 2, 4, 0, 1, 1, 3, 3}));
+  auto mn = run_op(OpKind::kCummin, {{"self", x}, {"dim", I(0)}}, 2);
+  ASSERT_TRUE(mn.has_value()) << mn.status().message();
+  std::vector<double> w = values(output(*mn, 0));
+  EXPECT_EQ((std::vector<double>{w[0], w[1], w[2], w[3], w[4], w[5], w[7], w[9]}),
+            (std::vector<double>{1, 3, 3, 2, 4, 1, 1, 4}));
+  EXPECT_TRUE(std::isnan(w[6]) && std::isnan(w[8]));
+  EXPECT_EQ(values(output(*mn, 1)), (std::vector<double>{0, 0, 0, 0, 0, 0, 1, 1, 1, 0}));
+  Tensor i = make_tensor(DType::Int64, {4}, {2, 2, 1, 7});
+  auto ix = run_op(OpKind::kCummin, {{"self", i}, {"dim", I(0)}}, 2);
+  ASSERT_TRUE(ix.has_value());
+  EXPECT_EQ(values(output(*ix, 0)), (std::vector<double>{2, 2, 1, 1}));
+  EXPECT_EQ(values(output(*ix, 1)), (std::vector<double>{0, 1, 2, 2}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -667,5 +667,25 @@ TEST(ElementwiseKernels, RoundDecimalsAndSignbit) {
             (std::vector<double>{1, 0, 0}));
 }
 
+// x = mantissa * 2^exponent, |mantissa| in [0.5, 1): by hand.
+TEST(ElementwiseKernels, FrexpSplitsIntoMantissaAndInt32Exponent) {
+  Tensor x = make_tensor(DType::Float32, {5}, {8, -3, 0.375, 0, 1e-40});
+  auto r = run_op(OpKind::kFrexpTensor, {{"self", x}}, 2);
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_EQ(output(*r, 1).dtype(), DType::Int32);
+  std::vector<double> m = values(output(*r, 0)), e = values(output(*r, 1));
+  EXPECT_EQ((std::vector<double>(m.begin(), m.begin() + 4)), (std::vector<double>{0.5, -0.75, 0.75, 0}));
+  EXPECT_EQ((std::vector<double>(e.begin(), e.begin() + 4)), (std::vector<double>{4, 2, -1, 0}));
+  EXPECT_DOUBLE_EQ(std::ldexp(m[4], static_cast<int>(e[4])), static_cast<double>(1e-40f));  // a subnormal
+  EXPECT_GE(std::abs(m[4]), 0.5);
+  Tensor h = make_tensor(DType::Float16, {2}, {96, -0.0625});
+  auto hr = run_op(OpKind::kFrexpTensor, {{"self", h}}, 2);
+  ASSERT_TRUE(hr.has_value());
+  EXPECT_EQ(output(*hr, 0).dtype(), DType::Float16);
+  EXPECT_EQ(values(output(*hr, 0)), (std::vector<double>{0.75, -0.5}));
+  EXPECT_EQ(values(output(*hr, 1)), (std::vector<double>{7, -3}));
+  expect_error(OpKind::kFrexpTensor, {{"self", make_tensor(DType::Int64, {1}, {4})}}, "floating");
+}
+
 }  // namespace
 }  // namespace kiln::cpu

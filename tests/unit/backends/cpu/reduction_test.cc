@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "unit/backends/cpu/op_test_helpers.h"
 #include "unit/backends/cpu/run_op.h"
 
 namespace kiln::cpu {
@@ -313,6 +314,31 @@ TEST(ReductionKernels, NonContiguousInput) {
   Tensor t = base.as_strided({3, 2}, {1, 3}, 0);
   Tensor out = run_op_tensor(OpKind::kSumDimIntList, {{"self", t}, {"dim", Is({1})}});
   expect_close_equal_nan(out, {5, 7, 9}, 1e-6);
+}
+
+TEST(ReductionKernels, MinDimAndAminmaxTakeTheFirstExtremeAndNaNWins) {
+  const double nan = std::nan("");
+  Tensor x = make_tensor(DType::Float32, {2, 4}, {3, 1, 1, 2, 5, nan, -1, 9});
+  auto m = run_op(OpKind::kMinDim, {{"self", x}, {"dim", I(1)}, {"keepdim", B(true)}}, 2);
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  EXPECT_EQ(testing::output(*m, 0).sizes(), Shape({2, 1}));
+  std::vector<double> v = testing::values(testing::output(*m, 0));
+  EXPECT_EQ(v[0], 1);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_EQ(testing::values(testing::output(*m, 1)), (std::vector<double>{1, 1}));
+  auto mm = run_op(OpKind::kAminmax, {{"self", x}, {"dim", I(0)}}, 2);
+  ASSERT_TRUE(mm.has_value()) << mm.status().message();
+  std::vector<double> lo = testing::values(testing::output(*mm, 0)), hi = testing::values(testing::output(*mm, 1));
+  EXPECT_EQ((std::vector<double>{lo[0], lo[2], lo[3]}), (std::vector<double>{3, -1, 2}));
+  EXPECT_EQ((std::vector<double>{hi[0], hi[2], hi[3]}), (std::vector<double>{5, 1, 9}));
+  EXPECT_TRUE(std::isnan(lo[1]) && std::isnan(hi[1]));
+  Tensor i = make_tensor(DType::Int32, {3}, {4, -7, 6});
+  auto all = run_op(OpKind::kAminmax, {{"self", i}}, 2);
+  ASSERT_TRUE(all.has_value()) << all.status().message();
+  EXPECT_EQ(testing::output(*all, 0).dim(), 0);
+  EXPECT_EQ(testing::output(*all, 0).dtype(), DType::Int32);
+  EXPECT_EQ(testing::values(testing::output(*all, 0)), (std::vector<double>{-7}));
+  EXPECT_EQ(testing::values(testing::output(*all, 1)), (std::vector<double>{6}));
 }
 
 }  // namespace
