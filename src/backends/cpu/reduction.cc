@@ -234,6 +234,51 @@ Status aminmax(KernelArgs& a) {
   return Status::ok();
 }
 
+// mode(self, dim=-1, keepdim=False) -> (values, indices): the most frequent
+// value of each slice, the smallest among equally frequent ones, and the
+// index ATen's CPU kernel gives it: the slice's (value, index) pairs sorted
+// by value alone (std::sort, as ATen), the index of the last pair of the run.
+Status mode(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim", -1));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  const std::vector<int64_t> dims = x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim};
+  KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
+  KILN_TRY(require_nonempty(a, x, p, "mode"));
+  const DType wide = wide_type(x.dtype());
+  const Tensor v = arrange(x, p, wide);
+  Tensor values = Tensor::zeros(wide, p.out_shape);
+  Tensor indices = Tensor::zeros(DType::Int64, p.out_shape);
+  auto run = [&](auto tag) {
+    using W = decltype(tag);
+    const W* src = v.data<W>();
+    std::vector<std::pair<W, int64_t>> run_of(static_cast<size_t>(p.inner));
+    for (int64_t o = 0; o < p.outer; ++o) {
+      for (int64_t i = 0; i < p.inner; ++i) run_of[static_cast<size_t>(i)] = {src[o * p.inner + i], i};
+      std::sort(run_of.begin(), run_of.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+      int64_t freq = 0, best_freq = 0;
+      for (size_t i = 0; i < run_of.size(); ++i) {
+        ++freq;
+        if (i + 1 == run_of.size() || run_of[i].first != run_of[i + 1].first) {
+          if (freq > best_freq) {
+            values.data<W>()[o] = run_of[i].first;
+            indices.data<int64_t>()[o] = run_of[i].second;
+            best_freq = freq;
+          }
+          freq = 0;
+        }
+      }
+    }
+  };
+  if (wide == DType::Float64)
+    run(double{});
+  else
+    run(int64_t{});
+  a.set_output(0, values.to(x.dtype()));
+  a.set_output(1, indices);
+  return Status::ok();
+}
+
 Status arg_extreme(KernelArgs& a, bool want_max) {
   const char* name = want_max ? "argmax" : "argmin";
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
@@ -542,6 +587,7 @@ void register_reduction_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kMaxDim, &max_dim);
   r.add(ir::OpKind::kMinDim, &min_dim);
   r.add(ir::OpKind::kAminmax, &aminmax);
+  r.add(ir::OpKind::kMode, &mode);
   r.add(ir::OpKind::kArgmax, &argmax);
   r.add(ir::OpKind::kArgmin, &argmin);
   r.add(ir::OpKind::kVarCorrection, &var_correction);

@@ -341,5 +341,20 @@ TEST(ReductionKernels, MinDimAndAminmaxTakeTheFirstExtremeAndNaNWins) {
   EXPECT_EQ(testing::values(testing::output(*all, 1)), (std::vector<double>{6}));
 }
 
+// By hand: 1 and 2 both twice in the first slice, the smaller wins, with the
+// index of its last occurrence (small slices sort stably).
+TEST(ReductionKernels, ModeIsTheSmallestMostFrequentValue) {
+  Tensor x = make_tensor(DType::Float32, {2, 5}, {2, 1, 2, 1, 3, 5, 5, 4, 5, 0});
+  auto m = run_op(OpKind::kMode, {{"self", x}, {"dim", I(1)}}, 2);
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  EXPECT_EQ(testing::values(testing::output(*m, 0)), (std::vector<double>{1, 5}));
+  EXPECT_EQ(testing::values(testing::output(*m, 1)), (std::vector<double>{3, 3}));
+  Tensor i = make_tensor(DType::Int64, {4}, {7, -2, 7, 0});
+  auto mi = run_op(OpKind::kMode, {{"self", i}}, 2);
+  ASSERT_TRUE(mi.has_value()) << mi.status().message();
+  EXPECT_EQ(testing::values(testing::output(*mi, 0)), (std::vector<double>{7}));
+  EXPECT_EQ(testing::values(testing::output(*mi, 1)), (std::vector<double>{2}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu
