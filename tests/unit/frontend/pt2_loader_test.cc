@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "frontend/zip_reader.h"
+
 namespace kiln::frontend {
 namespace {
 
@@ -87,4 +91,54 @@ TEST(Pt2Loader, NotAnArchive) {
 }
 
 }  // namespace
+
+// autocast_regions.pt2 (training dialect) holds wrap_with_autocast and
+// wrap_with_set_grad_enabled regions: they load inlined, the autocast
+// region's matrix products reading bfloat16 casts of their float32 operands,
+// the results under the names the graph around the region gives them.
+TEST(Pt2Loader, RegionsAreInlinedWithAutocastsCasts) {
+  auto m = load_pt2(kDir + "autocast_regions.pt2");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  int casts_to_bf16 = 0, linears = 0;
+  for (const auto& n : m->graph.nodes()) {
+    EXPECT_EQ(ir::op_target(n->op).find("higher_order"), std::string_view::npos);
+    if (n->op == ir::OpKind::kToCopy && n->outputs[0]->type.dtype == DType::BFloat16) ++casts_to_bf16;
+    if (n->op == ir::OpKind::kLinear) {
+      ++linears;
+      for (const ir::NamedArg& a : n->args)
+        if (auto* v = std::get_if<ir::Value*>(&a.value))
+          EXPECT_EQ((*v)->type.dtype, n->outputs[0]->type.dtype) << n->name;
+    }
+  }
+  EXPECT_EQ(linears, 2);
+  // The first linear's input, weight and bias, and the 0-d float32 mean added to a bfloat16 sum (a
+  // bfloat16 result); the second linear runs in a nested region with autocast off.
+  EXPECT_EQ(casts_to_bf16, 4);
+  std::vector<std::string> outputs;
+  for (const ir::Value* v : m->graph.outputs()) outputs.push_back(v->name);
+  EXPECT_EQ(outputs, (std::vector<std::string>{"add_1", "linear", "mul"}));
+}
+
+TEST(Pt2Loader, ARegionWhoseGraphDoesNotTakeItsOperandsIsAnErrorNamingTheNode) {
+  auto zip = ZipArchive::open(kDir + "autocast_regions.pt2");
+  ASSERT_TRUE(zip.has_value()) << zip.status().message();
+  const ZipEntry* model = zip->find("autocast_regions/models/model.json");
+  ASSERT_NE(model, nullptr);
+  auto bytes = zip->read(*model);
+  ASSERT_TRUE(bytes.has_value());
+  nlohmann::json j = nlohmann::json::parse(std::string(bytes->begin(), bytes->end()));
+  bool dropped = false;
+  for (nlohmann::json& n : j["graph_module"]["graph"]["nodes"])
+    if (n["target"] == "torch.ops.higher_order.wrap_with_autocast" && !dropped) {
+      n["inputs"].erase(n["inputs"].size() - 1);  // one operand fewer than the region's graph takes
+      dropped = true;
+    }
+  ASSERT_TRUE(dropped);
+  auto bad = parse_exported_program_json(j.dump(), "regions.json");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("region graph takes 5 inputs for 4 operands"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("node 'wrap_with_autocast'"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace kiln::frontend
