@@ -515,11 +515,11 @@ ir::Value* taps(Nodes& b, ir::Value* x, int64_t dim, const std::vector<std::vect
 // upsample_* and _upsample_nearest_exact*: each spatial dim (the last 1, 2 or
 // 3) resampled from the last, to the output's static sizes.
 Expected<bool> upsample(PatternContext& ctx, ir::Node& n) {
-  ir::Value* x = PatternContext::tensor_arg(n, "input");
+  ir::Value* x = PatternContext::tensor_arg(n, n.op == OpKind::kUpsampleBilinear2dAaDefault ? "self" : "input");
   if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
     return false;
   int spatial = 0;
-  enum class Mode { kNearest, kNearestExact, kLinear, kCubic } mode = Mode::kNearest;
+  enum class Mode { kNearest, kNearestExact, kLinear, kCubic, kLinearAntialiased } mode = Mode::kNearest;
   switch (n.op) {
     case OpKind::kUpsampleNearest1d: spatial = 1; break;
     case OpKind::kUpsampleNearest2d: spatial = 2; break;
@@ -531,19 +531,34 @@ Expected<bool> upsample(PatternContext& ctx, ir::Node& n) {
     case OpKind::kUpsampleBilinear2d: spatial = 2, mode = Mode::kLinear; break;
     case OpKind::kUpsampleTrilinear3d: spatial = 3, mode = Mode::kLinear; break;
     case OpKind::kUpsampleBicubic2d: spatial = 2, mode = Mode::kCubic; break;
+    case OpKind::kUpsampleBilinear2dAa:
+    case OpKind::kUpsampleBilinear2dAaDefault: spatial = 2, mode = Mode::kLinearAntialiased; break;
     default: return false;
   }
   const auto in = static_sizes(x->type);
   const auto out = static_sizes(n.outputs[0]->type);
   if (!in || !out || in->size() != out->size() || in->size() != static_cast<size_t>(spatial) + 2) return false;
   bool align_corners = false;
-  if (mode == Mode::kLinear || mode == Mode::kCubic) {
+  if (mode == Mode::kLinear || mode == Mode::kCubic || mode == Mode::kLinearAntialiased) {
     const auto a = bool_value(n, "align_corners");
     if (!a) return false;
     align_corners = *a;
   }
   std::optional<std::vector<double>> factors;
-  if (!absent(n, "scale_factors")) {
+  if (n.op == OpKind::kUpsampleBilinear2dAaDefault) {
+    // scales_h / scales_w: each optional (0: from the sizes).
+    std::vector<double> f;
+    for (const char* name : {"scales_h", "scales_w"}) {
+      if (absent(n, name)) {
+        f.push_back(0.0);
+        continue;
+      }
+      const double* v = std::get_if<double>(n.find(name));
+      if (!v) return false;
+      f.push_back(*v);
+    }
+    if (f[0] > 0 || f[1] > 0) factors = f;
+  } else if (!absent(n, "scale_factors")) {
     const auto* f = std::get_if<std::vector<double>>(n.find("scale_factors"));
     if (!f || f->size() != static_cast<size_t>(spatial)) return false;
     factors = *f;
@@ -553,7 +568,9 @@ Expected<bool> upsample(PatternContext& ctx, ir::Node& n) {
   for (int s = spatial - 1; s >= 0; --s) {
     const size_t dim = 2 + static_cast<size_t>(s);
     const int64_t isz = (*in)[dim], osz = (*out)[dim];
-    if (isz == osz && mode != Mode::kCubic && !(mode == Mode::kLinear && !align_corners && factors)) continue;
+    if (isz == osz && mode != Mode::kCubic && mode != Mode::kLinearAntialiased &&
+        !(mode == Mode::kLinear && !align_corners && factors))
+      continue;
     if (isz <= 0 || osz <= 0) return false;
     const double factor = factors ? (*factors)[static_cast<size_t>(s)] : 0.0;
     std::vector<std::vector<int64_t>> idx;
@@ -579,6 +596,34 @@ Expected<bool> upsample(PatternContext& ctx, ir::Node& n) {
         idx[1][static_cast<size_t>(o)] = i1;
         w[0][static_cast<size_t>(o)] = 1.0f - l1;
         w[1][static_cast<size_t>(o)] = l1;
+      }
+    } else if (mode == Mode::kLinearAntialiased) {
+      // ATen's antialiased bilinear (as Pillow's resampling): output o reads the
+      // inputs within `support` of its center scale * (o + 0.5), each weighted
+      // by the triangle filter stretched by the scale when shrinking, the
+      // weights normalized to sum to 1; align_corners only changes the scale.
+      const float scale = resample_scale(isz, osz, factor, align_corners);
+      const float support = scale >= 1.0f ? scale : 1.0f;
+      const float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+      const int64_t most = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+      idx.assign(static_cast<size_t>(most), std::vector<int64_t>(static_cast<size_t>(osz)));
+      w.assign(static_cast<size_t>(most), std::vector<float>(static_cast<size_t>(osz), 0.0f));
+      for (int64_t o = 0; o < osz; ++o) {
+        const float center = scale * (static_cast<float>(o) + 0.5f);
+        const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5f), 0);
+        const int64_t size =
+            std::clamp<int64_t>(std::min<int64_t>(static_cast<int64_t>(center + support + 0.5f), isz) - lo, 0, most);
+        float total = 0.0f;
+        for (int64_t j = 0; j < most; ++j) {
+          idx[static_cast<size_t>(j)][static_cast<size_t>(o)] = std::min(lo + j, isz - 1);
+          if (j >= size) continue;
+          const float t = std::abs((static_cast<float>(j + lo) - center + 0.5f) * invscale);
+          const float v = t < 1.0f ? 1.0f - t : 0.0f;
+          w[static_cast<size_t>(j)][static_cast<size_t>(o)] = v;
+          total += v;
+        }
+        if (total != 0.0f)
+          for (int64_t j = 0; j < size; ++j) w[static_cast<size_t>(j)][static_cast<size_t>(o)] /= total;
       }
     } else {
       // Keys' cubic convolution with A = -0.75, taps clamped to the edge.
@@ -1898,6 +1943,8 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kUpsampleNearestExact3d, &upsample},
     {OpKind::kUpsampleLinear1d, &upsample},
     {OpKind::kUpsampleBilinear2d, &upsample},
+    {OpKind::kUpsampleBilinear2dAa, &upsample},
+    {OpKind::kUpsampleBilinear2dAaDefault, &upsample},
     {OpKind::kUpsampleTrilinear3d, &upsample},
     {OpKind::kUpsampleBicubic2d, &upsample},
     {OpKind::kAdaptiveAvgPool1d, &pool1d},

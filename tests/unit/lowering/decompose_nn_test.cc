@@ -79,6 +79,28 @@ TEST(DecomposeNn, LossesFollowTheirDefinitions) {
 }
 
 // Nearest and bilinear resampling against ATen's index rules worked out here.
+// Antialiased bilinear, by hand: 4 inputs to 2 (scale 2) reads, for output 0
+// (center 1), inputs 0..2 weighted by the triangle filter stretched twice,
+// 0.75 / 0.75 / 0.25 normalized to 3/7, 3/7, 1/7; output 1 (center 3) inputs
+// 1..3 at 1/7, 3/7, 3/7. The height (1 to 1) passes through.
+TEST(DecomposeNn, AntialiasedBilinearWeighsEveryInputUnderTheStretchedFilter) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[1, 1, 1, 4]) {
+  %v: float32[1, 1, 1, 2] = aten._upsample_bilinear2d_aa.vec(input=%x, output_size=[1, 2], align_corners=false, scale_factors=None)
+  %d: float32[1, 1, 1, 2] = aten._upsample_bilinear2d_aa.default(self=%x, output_size=[1, 2], align_corners=false, scales_h=None, scales_w=None)
+  return (%v, %d)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  auto out = run(m, {filled(DType::Float32, {1, 1, 1, 4}, {1, 2, 4, 8})});
+  ASSERT_EQ(out.size(), 2u);
+  for (const Tensor& t : out) {
+    EXPECT_NEAR(t.value_at(0), (3 * 1 + 3 * 2 + 1 * 4) / 7.0, 1e-6);
+    EXPECT_NEAR(t.value_at(1), (1 * 2 + 3 * 4 + 3 * 8) / 7.0, 1e-6);
+  }
+}
+
 TEST(DecomposeNn, UpsamplingPicksAndWeighsTheSourcesATenPicks) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[1, 1, 2, 3]) {
