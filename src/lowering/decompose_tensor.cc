@@ -8,7 +8,8 @@
 //     (a 0-d base), empty_permuted (empty: kiln's tensors are contiguous)
 //   products: tensordot (permutes, one mm), kron (interleaved broadcast
 //     product), bilinear (one mm, then a product with input2 and a sum),
-//     _weight_norm (v * g / |v| over every dim but `dim`)
+//     _weight_norm (v * g / |v| over every dim but `dim`), triangular_solve
+//     (linalg_solve_triangular of A or A^T, and a copy of A)
 //   positions known at compile time: block_diag (padded blocks, cat),
 //     combinations (an index table), diagonal_scatter (index_copy into the
 //     flattened tensor), pdist and _pdist_forward (row pairs by index tables)
@@ -308,6 +309,39 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
   ir::Value* g = b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", int64_t{0}}, {"index", b.constant(index_table(table))}},
                        static_type(x->type.dtype, {count * *r}));
   return b.done(b.reshape(g, {count, *r}));
+}
+
+// triangular_solve(self=B, A, upper, transpose, unitriangular): the legacy
+// form of linalg_solve_triangular(A or A^T, B, left) (transposing A flips
+// which triangle it holds); the second result is a copy of A, broadcast to
+// the batch of the first as PyTorch returns it.
+Expected<bool> triangular_solve(PatternContext& ctx, ir::Node& n) {
+  ir::Value* rhs = PatternContext::tensor_arg(n, "self");
+  ir::Value* a = PatternContext::tensor_arg(n, "A");
+  const auto upper = bool_value(n, "upper", true);
+  const auto transpose = bool_value(n, "transpose", false);
+  const auto unit = bool_value(n, "unitriangular", false);
+  if (!rhs || !a || !upper || !transpose || !unit || n.outputs.size() != 2 || a->type.sizes.size() < 2) return false;
+  Nodes b(ctx, n);
+  ir::Value* coefficient = a;
+  if (*transpose) {
+    ir::TensorType t = a->type;
+    std::swap(t.sizes[t.sizes.size() - 1], t.sizes[t.sizes.size() - 2]);
+    const int64_t rank = static_cast<int64_t>(t.sizes.size());
+    coefficient = b.add(OpKind::kTranspose, {{"self", a}, {"dim0", rank - 2}, {"dim1", rank - 1}}, t);
+  }
+  ir::Value* solution = b.add(
+      OpKind::kLinalgSolveTriangular,
+      {{"self", coefficient}, {"B", rhs}, {"upper", *upper != *transpose}, {"left", true}, {"unitriangular", *unit}},
+      n.outputs[0]->type);
+  ir::Value* copy = a;
+  if (!same_sizes(a->type.sizes, n.outputs[1]->type.sizes)) {
+    const auto sizes = static_sizes(n.outputs[1]->type);
+    if (!sizes) return false;
+    copy = b.add(OpKind::kExpand, {{"self", a}, {"size", *sizes}}, n.outputs[1]->type);
+  }
+  ctx.replace_uses(n.outputs[1], b.add(OpKind::kClone, {{"self", copy}}, n.outputs[1]->type));
+  return b.done(solution);
 }
 
 // The row-major linear offsets of `sizes`' diagonal (offset, d1, d2) in the
@@ -699,6 +733,7 @@ constexpr Decomposition kTensorDecompositions[] = {
     {OpKind::kWeightNorm, &weight_norm},
     {OpKind::kBlockDiag, &block_diag},
     {OpKind::kCombinations, &combinations},
+    {OpKind::kTriangularSolve, &triangular_solve},
     {OpKind::kDiagonalScatter, &diagonal_scatter},
     {OpKind::kPdist, &pdist},
     {OpKind::kPdistForward, &pdist},

@@ -114,6 +114,29 @@ TEST(DecomposeTensor, ProductsFollowTheirDefinitions) {
   }
 }
 
+// By hand: A = [[2, 1], [0, 4]], B = [4, 8]^T. Upper: x2 = 2, x1 = (4 - 2) / 2 = 1.
+// Transposed (A^T lower): x1 = 2, x2 = (8 - 2) / 4 = 1.5. The second result is A.
+TEST(DecomposeTensor, TriangularSolveIsSolveTriangularOfAOrItsTranspose) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%b: float32[2, 1], %a: float32[2, 2]) {
+  %s: float32[2, 1], %c: float32[2, 2] = aten.triangular_solve.default(self=%b, A=%a)
+  %st: float32[2, 1], %ct: float32[2, 2] = aten.triangular_solve.default(self=%b, A=%a, upper=true, transpose=true)
+  return (%s, %c, %st, %ct)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  auto out = run(m, {float_tensor({2, 1}, {4, 8}), float_tensor({2, 2}, {2, 1, 0, 4})});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].value_at(0), 1);
+  EXPECT_EQ(out[0].value_at(1), 2);
+  EXPECT_EQ(out[2].value_at(0), 2);
+  EXPECT_EQ(out[2].value_at(1), 1.5);
+  for (int i : {1, 3})
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(out[static_cast<size_t>(i)].value_at(k), (std::vector<double>{2, 1, 0, 4})[static_cast<size_t>(k)]);
+}
+
 TEST(DecomposeTensor, FixedPositionsAreIndexTables) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%a: float32[2, 2], %b: float32[3], %c: float32[], %v: float32[4], %x: float32[2, 3, 4], %src: float32[3, 1], %p: float32[4, 3]) {
