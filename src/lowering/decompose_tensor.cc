@@ -305,7 +305,11 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
   const int64_t count = static_cast<int64_t>(table.size()) / *r;
   Nodes b(ctx, n);
   if (count == 0) return b.done(empty_result(b));
-  if (!same_sizes(static_type(x->type.dtype, {count, *r}).sizes, n.outputs[0]->type.sizes)) return false;
+  // Export may give the count an unbacked size (u0): its value is this table's.
+  const auto& want = n.outputs[0]->type.sizes;
+  if (want.size() != 2 || (want[0].is_static() && want[0].value != count) ||
+      (want[1].is_static() && want[1].value != *r))
+    return false;
   ir::Value* g = b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", int64_t{0}}, {"index", b.constant(index_table(table))}},
                        static_type(x->type.dtype, {count * *r}));
   return b.done(b.reshape(g, {count, *r}));
