@@ -177,6 +177,7 @@ struct GraphBuilder {
   // Inside an autocast region that is on: its dtype (floating arguments are
   // cast to each op's recorded result dtype, as autocast casts them).
   std::optional<DType> autocast;
+  int casts = 0;  // autocast casts made, for their nodes' names
 
   Expected<ir::Value*> lookup(const std::string& name, const std::string& where) const {
     auto it = values.find(scope + name);
@@ -338,7 +339,7 @@ struct GraphBuilder {
       const json& jn = nodes[ni];
       std::string name =
           field(jn, "name").is_string() ? field(jn, "name").get<std::string>() : "node" + std::to_string(ni);
-      std::string where = "node '" + name + "'";
+      std::string where = "node '" + scope + name + "'";
       if (!field(jn, "target").is_string()) return r.error(where, "missing target");
       std::string target = field(jn, "target").get<std::string>();
       if (target == kAutocastRegion || target == kGradRegion) {
@@ -399,6 +400,23 @@ struct GraphBuilder {
       }
     }
     return Status::ok();
+  }
+
+  // The value names of one output entry of a node: one for as_tensor, each
+  // of as_tensors, none for any other kind.
+  Expected<std::vector<std::string>> tensor_names(const json& entry, const std::string& where) const {
+    KILN_ASSIGN_OR_RETURN(auto u, union_of(r, entry, where));
+    std::vector<std::string> names;
+    if (u.first == "as_tensor") {
+      KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, *u.second, where));
+      names.push_back(std::move(n));
+    } else if (u.first == "as_tensors") {
+      for (const json& e : *u.second) {
+        KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, e, where));
+        names.push_back(std::move(n));
+      }
+    }
+    return names;
   }
 
   // The tensor and symbol metadata of `graph` (a region's under the scope).
@@ -518,18 +536,9 @@ struct GraphBuilder {
     std::vector<std::string> names;
     for (size_t oi = 0; jout.is_array() && oi < jout.size(); ++oi) {
       const std::string ow = where + " output " + std::to_string(oi);
-      KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[oi], ow));
-      if (u.first == "as_tensor") {
-        KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, *u.second, ow));
-        names.push_back(std::move(n));
-      } else if (u.first == "as_tensors") {
-        for (const json& e : *u.second) {
-          KILN_ASSIGN_OR_RETURN(std::string n, get_name(r, e, ow));
-          names.push_back(std::move(n));
-        }
-      } else {
-        return unsupported(r.source() + ": " + ow + ": region output of kind '" + u.first + "' is not supported");
-      }
+      KILN_ASSIGN_OR_RETURN(std::vector<std::string> more, tensor_names(jout[oi], ow));
+      if (more.empty()) return unsupported(r.source() + ": " + ow + ": a region result that is not a tensor");
+      names.insert(names.end(), more.begin(), more.end());
     }
     if (names.size() != results.size())
       return r.error(where, std::to_string(names.size()) + " results for a region graph of " +
@@ -552,15 +561,10 @@ struct GraphBuilder {
   Status cast_for_autocast(const json& jn, const std::string& name, std::vector<ir::NamedArg>& args) {
     const json& jout = field(jn, "outputs");
     if (!jout.is_array() || jout.empty()) return Status::ok();
-    KILN_ASSIGN_OR_RETURN(auto u, union_of(r, jout[0], "node '" + scope + name + "' output 0"));
-    std::string first;
-    if (u.first == "as_tensor") {
-      KILN_ASSIGN_OR_RETURN(first, get_name(r, *u.second, "node '" + scope + name + "'"));
-    } else if (u.first == "as_tensors" && u.second->is_array() && !u.second->empty()) {
-      KILN_ASSIGN_OR_RETURN(first, get_name(r, (*u.second)[0], "node '" + scope + name + "'"));
-    } else {
-      return Status::ok();
-    }
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                          tensor_names(jout[0], "node '" + scope + name + "' output 0"));
+    if (results.empty()) return Status::ok();
+    const std::string& first = results[0];
     auto meta = tensor_meta.find(scope + first);
     if (meta == tensor_meta.end() || !is_floating(meta->second.dtype)) return Status::ok();
     const DType to = meta->second.dtype;
@@ -568,11 +572,8 @@ struct GraphBuilder {
       if (v->kind != ir::ValueKind::kTensor || !is_floating(v->type.dtype) || v->type.dtype == to) return v;
       ir::TensorType t = v->type;
       t.dtype = to;
-      ir::Node* c =
-          g.add_node(ir::OpKind::kToCopy, scope + name + "_autocast_" + std::to_string(casts),
-                     {{"self", v}, {"dtype", to}}, {{scope + name + "_autocast_" + std::to_string(casts), t}});
-      ++casts;
-      return c->outputs[0];
+      const std::string cast_name = scope + name + "_autocast_" + std::to_string(casts++);
+      return g.add_node(ir::OpKind::kToCopy, cast_name, {{"self", v}, {"dtype", to}}, {{cast_name, t}})->outputs[0];
     };
     for (ir::NamedArg& a : args) {
       if (auto* v = std::get_if<ir::Value*>(&a.value)) {
@@ -583,7 +584,6 @@ struct GraphBuilder {
     }
     return Status::ok();
   }
-  int casts = 0;
 };
 
 Expected<ir::Module> build_module(const json& root, const std::string& source) {

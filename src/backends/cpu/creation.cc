@@ -258,8 +258,11 @@ Expected<Tensor> random_tensor(const KernelArgs& a, DType dtype, const Shape& si
         const double u2 = static_cast<double>(w[static_cast<size_t>(2 * i + 1)]) / 4294967296.0;
         v = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
       }
-      p[i] = T(static_cast<float>(v));
-      if constexpr (std::is_same_v<T, double>) p[i] = v;
+      if constexpr (std::is_same_v<T, double>) {
+        p[i] = v;
+      } else {
+        p[i] = T(static_cast<float>(v));
+      }
     }
   });
   return out;
