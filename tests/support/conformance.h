@@ -413,6 +413,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
               half},
              1, 48, 100),
       ranged(
+          {"attention_float16_key_padding_mask_many_heads",  // 32 or 64 query rows per block across the range
+           R"(graph(%q: float16[4, 12, s0, 64], %k: float16[4, 12, s0, 64], %v: float16[4, 12, s0, 64], %m: bool[4, 1, 1, s0]) {
+  %o: float16[4, 12, s0, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m)
+  return (%o)
+}
+)",
+           {0, 0, 0, 2},
+           half,
+           half},
+          200, 300, 400),
+      ranged(
           {"residual_norms_float16",  // post-norm (the sum used once) and pre-norm (the sum kept): the norm adds
            R"(graph(%x: float16[s0, 768], %y: float16[s0, 768], %z: float16[s0, 40], %u: float16[s0, 40], %w: float16[768], %b: float16[768]) {
   %a: float16[s0, 768] = aten.add.Tensor(self=%x, other=%y)

@@ -1,7 +1,9 @@
 #include "backends/cuda/conv.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <initializer_list>
 #include <optional>
 #include <set>
@@ -27,6 +29,10 @@ Status conv_status(cudnnStatus_t s, const char* what) {
 }
 
 #define KILN_CONV_TRY(expr, what) KILN_TRY(conv_status((expr), what))
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
 
 // One cuDNN descriptor, created on init() and destroyed with its owner.
 template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
@@ -356,6 +362,8 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
                 "cudnnGetConvolutionForwardAlgorithmMaxCount");
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
+  const bool trace = tuning_traced();
+  const auto find_start = std::chrono::steady_clock::now();
   if (quick > 0) {
     KILN_TRY_CTX(
         conv_status(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
@@ -370,6 +378,9 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
                  where);
   }
 
+  if (trace)
+    std::fprintf(stderr, "kiln: tuning %s: %s gave %d algorithms in %.1f ms\n", shape.to_string().c_str(),
+                 quick > 0 ? "heuristic" : "find", returned, ms_since(find_start));
   // cuDNN timed the bare convolution; time what run() will enqueue (fused or followed by bias, residual and
   // ReLU) for every algorithm that ran, since the fused call does not support every algorithm and form.
   std::optional<ConvAlgo> best;
@@ -392,6 +403,7 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
       continue;
     }
     tried.insert(algo);
+    const auto candidate_start = std::chrono::steady_clock::now();
     // A candidate cuDNN refuses (kUnsupported, or an internal error that left CUDA healthy: cuDNN's fused
     // call is not uniform across algorithms) is skipped; bad arguments or a broken CUDA context end tuning.
     Expected<ConvOp> op = ConvOp::create(h, shape, ConvAlgo{algo, workspace_bytes, 0});
@@ -411,6 +423,9 @@ Expected<ConvAlgo> tune_conv(cudnnHandle_t h, const ConvShape& shape, const void
       skip(algo, ms.status().message());
       continue;
     }
+    if (trace)
+      std::fprintf(stderr, "kiln:   algorithm %d: %.3f ms a run, %.1f ms to create and time\n", algo, *ms,
+                   ms_since(candidate_start));
     if (!best || *ms < best->measured_ms) best = ConvAlgo{algo, op->workspace_bytes(), *ms};
   }
   if (!best) {

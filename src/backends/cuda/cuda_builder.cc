@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <future>
@@ -400,14 +401,20 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates, bo
   if (status) status = cudnn_status(cudnnCreate(&dnn), "cudnnCreate");
   if (status) status = cudnn_status(cudnnSetStream(dnn, stream), "cudnnSetStream");
   int gemms = 0, convs = 0;
+  const bool trace = tuning_traced();
   TunedAlgos tuned;  // one timing per distinct shape
   for (Step& s : plan_.steps) {
     if (!status) break;
     if (s.kind == Step::Kind::kGemm && !convs_only) {
       GemmLaunch& g = s.gemm;
       auto algo = tuned_once(tuned.gemms, g.shape.to_string(), [&] {
-        return tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
-                         kGemmWorkspaceBytes, stream, candidates);
+        const auto t = std::chrono::steady_clock::now();
+        auto a = tune_gemm(lt, g.shape, ptr(g.a), ptr(g.b), ptr(g.c), g.has_bias ? ptr(g.bias) : nullptr, ws.get(),
+                           kGemmWorkspaceBytes, stream, candidates);
+        if (trace)
+          std::fprintf(stderr, "kiln: tuning %s: %.1f ms\n", g.shape.to_string().c_str(),
+                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+        return a;
       });
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + g.shape.to_string() + ")");

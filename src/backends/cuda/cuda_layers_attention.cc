@@ -135,7 +135,7 @@ Status emit_attention(Builder& b, const ir::Node& n) {
     TRef fo = b.new_tensor(dt, {os[0], os[2], os[1], os[3]});
     fo.sizes = os;
     fo.strides = {os[2] * os[1] * os[3], os[3], os[1] * os[3], 1};
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel kern, flash_attention_kernel(p, fo.layout()));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel kern, flash_attention_kernel(p, fo.layout(), b.config().device.sm_count));
     std::vector<BufferRef> fargs{fo.buf, q.buf, k.buf, v.buf};
     if (mask) fargs.push_back(mask->buf);
     KILN_TRY(b.launch(n.name, std::move(kern), fargs));

@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_support.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace kiln::cuda {
@@ -44,6 +46,11 @@ Expected<DeviceInfo> current_device() {
   info.sm_count = p.multiProcessorCount;
   info.global_memory = p.totalGlobalMem;
   return info;
+}
+
+bool tuning_traced() {
+  const char* v = std::getenv("KILN_CUDA_TRACE");
+  return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "2") == 0);
 }
 
 bool cuda_available() {

@@ -46,6 +46,10 @@ Expected<DeviceInfo> current_device();
 // Whether a CUDA device can be used here (cheap; caches the answer).
 bool cuda_available();
 
+// KILN_CUDA_TRACE is 1 or 2: builds print each GEMM and convolution shape's
+// tuning, timed, on stderr.
+bool tuning_traced();
+
 // cuBLASLt is opened on first use (cublaslt_loader.cc): ok once it is,
 // kUnsupported naming the library and the loader's reason when it cannot be.
 Status cublaslt_loaded();

@@ -173,7 +173,7 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p);
 // strides, 4-byte-aligned pointers. `out` may have any such strides (e.g.
 // [B, L, H, E] storage seen as [B, H, L, E]). Params: out, q, k, v, then mask.
 bool flash_attention_fits(const AttentionParams& p, const StridedLayout& out);
-Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const StridedLayout& out);
+Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const StridedLayout& out, int sm_count = 0);
 
 // Rows of a table picked by indices: out[i, :] = table[index[i], :] with `rows`
 // indices (int64 or int32, contiguous) into a contiguous [table_rows, cols]

@@ -119,34 +119,54 @@ __global__ void __launch_bounds__(256)
 
 // ---- on tensor cores, FlashAttention-style (16-bit types)
 
-// A block of 4 warps takes 64 query rows of one (batch, head); each warp
-// holds 16 rows of q as mma fragments in registers. Keys and values stream
-// through shared memory 64 at a time; S = q k^T and O += P v run on the
-// tensor cores (m16n8k16, float32 accumulators), and the row maximum and sum
-// of the softmax are kept online in the registers that hold S
-// (FlashAttention's rescaling), so nothing of S leaves the SM. Head size E a
-// multiple of 16 up to 128 for keys and values alike; unit last strides and
-// even others. Sizes: 0 L, 1 S, 2 G, 3..5 q's strides (batch, head, row),
-// 6..8 k's, 9..11 v's, 12..14 out's, 15 the scale's float32 bits, 16..19 the
-// mask's strides.
-template <typename T, typename M, bool Masked, bool Causal, int E, class D, class... P>
+// A block of 4 warps takes 16 * RW query rows of one (batch, head): RW row
+// groups of 16, each held by KS warps (RW * KS = 4) as mma fragments in
+// registers. Keys and values stream through shared memory 64 at a time; of
+// each tile, warp s of a row group takes keys [s * 64 / KS, (s + 1) * 64 / KS)
+// (KS > 1 splits the keys when there are too few query rows to fill the GPU
+// with whole tiles). S = q k^T and O += P v run on the tensor cores
+// (m16n8k16, float32 accumulators), and the row maximum and sum of the
+// softmax are kept online in the registers that hold S (FlashAttention's
+// rescaling), so nothing of S leaves the SM; a row group's KS partial results
+// merge through shared memory at the end. A mask that is the same for every
+// query row (a key-padding mask) is read once per tile into shared memory.
+// Head size E a multiple of 16 up to 128 for keys and values alike; unit
+// last strides and even others. Sizes: 0 L, 1 S, 2 G, 3..5 q's strides
+// (batch, head, row), 6..8 k's, 9..11 v's, 12..14 out's, 15 the scale's
+// float32 bits, 16..19 the mask's strides.
+template <typename T, typename M, bool Masked, bool Causal, int E, int RW, int KS, class D, class... P>
 __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const T* __restrict__ q,
                                                      const T* __restrict__ k, const T* __restrict__ v,
                                                      const M* __restrict__ mask, const P&... kd) {
-  constexpr int kRows = 64, kKeys = 64, kThreads = 128, kPitch = E + 8;  // rows padded: fragment reads hit distinct banks
+  static_assert(RW * KS == 4, "a block is 4 warps");
+  constexpr int kRows = 16 * RW, kKeys = 64, kSplit = kKeys / KS, kThreads = 128;
+  constexpr int kPitch = E + 8;  // rows padded: fragment reads hit distinct banks, 16-byte aligned
   const int L = static_cast<int>(D::at(0, kd...)), S = static_cast<int>(D::at(1, kd...));
   const float scale = __int_as_float(static_cast<int>(D::at(15, kd...)));
   __shared__ __align__(16) T ks[kKeys][kPitch];
   __shared__ __align__(16) T vs[kKeys][kPitch];
+  __shared__ float mk[kKeys];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int group = warp / KS, split = warp % KS;
   const long long h = blockIdx.y, b = blockIdx.z, hk = h / D::at(2, kd...);
-  const int r0 = blockIdx.x * kRows + warp * 16 + g, r1 = r0 + 8;
+  const int r0 = blockIdx.x * kRows + group * 16 + g, r1 = r0 + 8;
   const T* qb = q + b * D::at(3, kd...) + h * D::at(4, kd...);
   const T* kb = k + b * D::at(6, kd...) + hk * D::at(7, kd...);
   const T* vb = v + b * D::at(9, kd...) + hk * D::at(10, kd...);
+  const long long ksr = D::at(8, kd...), vsr = D::at(11, kd...);
   auto pair_at = [](const T* base, int row, long long stride, int col) -> unsigned {
     return *reinterpret_cast<const unsigned*>(base + row * stride + col);
   };
+  // 16-byte loads of the key and value rows where their addresses allow.
+  const bool wide = ((reinterpret_cast<unsigned long long>(kb) | reinterpret_cast<unsigned long long>(vb)) & 15) == 0 &&
+                    ksr % 8 == 0 && vsr % 8 == 0;
+  // A mask whose value does not depend on the query row.
+  bool key_mask = false;
+  long long mask_base = 0;
+  if constexpr (Masked) {
+    key_mask = D::at(18, kd...) == 0;
+    mask_base = b * D::at(16, kd...) + h * D::at(17, kd...);
+  }
   const long long qs = D::at(5, kd...);
   unsigned qf[E / 16][4];
 #pragma unroll
@@ -165,34 +185,62 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
   if constexpr (Causal) kend = min(S, static_cast<int>(blockIdx.x) * kRows + kRows);
   for (int j0 = 0; j0 < kend; j0 += kKeys) {
     __syncthreads();
-    for (int i = threadIdx.x; i < kKeys * E / 2; i += kThreads) {
-      const int r = i / (E / 2), c = (i % (E / 2)) * 2, j = j0 + r;
-      const bool in = j < S;
-      *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, D::at(8, kd...), c) : 0u;
-      *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, D::at(11, kd...), c) : 0u;
+    if (wide) {
+      for (int i = threadIdx.x; i < kKeys * E / 8; i += kThreads) {
+        const int r = i / (E / 8), c = (i % (E / 8)) * 8, j = j0 + r;
+        const bool in = j < S;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(&ks[r][c]) = in ? *reinterpret_cast<const uint4*>(kb + j * ksr + c) : zero;
+        *reinterpret_cast<uint4*>(&vs[r][c]) = in ? *reinterpret_cast<const uint4*>(vb + j * vsr + c) : zero;
+      }
+    } else {
+      for (int i = threadIdx.x; i < kKeys * E / 2; i += kThreads) {
+        const int r = i / (E / 2), c = (i % (E / 2)) * 2, j = j0 + r;
+        const bool in = j < S;
+        *reinterpret_cast<unsigned*>(&ks[r][c]) = in ? pair_at(kb, j, ksr, c) : 0u;
+        *reinterpret_cast<unsigned*>(&vs[r][c]) = in ? pair_at(vb, j, vsr, c) : 0u;
+      }
+    }
+    if constexpr (Masked) {
+      if (key_mask && threadIdx.x < kKeys) {
+        const int j = j0 + threadIdx.x;
+        float add = -INFINITY;
+        if (j < S) {
+          const M mv = mask[mask_base + static_cast<long long>(j) * D::at(19, kd...)];
+          if constexpr (same_type<M, bool>::value) {
+            add = mv ? 0.0f : -INFINITY;
+          } else {
+            add = kiln_ld(mv);
+          }
+        }
+        mk[threadIdx.x] = add;
+      }
     }
     __syncthreads();
-    float sc[kKeys / 8][4];
+    float sc[kSplit / 8][4];
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int n = 0; n < kSplit / 8; ++n) {
       sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+      const int key = split * kSplit + n * 8 + g;
 #pragma unroll
       for (int c = 0; c < E / 16; ++c)
-        kiln_mma16816(sc[n], qf[c], *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 2 * t]),
-                      *reinterpret_cast<const unsigned*>(&ks[n * 8 + g][c * 16 + 8 + 2 * t]), T());
+        kiln_mma16816(sc[n], qf[c], *reinterpret_cast<const unsigned*>(&ks[key][c * 16 + 2 * t]),
+                      *reinterpret_cast<const unsigned*>(&ks[key][c * 16 + 8 + 2 * t]), T());
     }
     // Scale and mask, in the log2 domain from here on (exp2f).
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n)
+    for (int n = 0; n < kSplit / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = e < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t + (e & 1);
+        const int i = e < 2 ? r0 : r1, jt = split * kSplit + n * 8 + 2 * t + (e & 1), j = j0 + jt;
         float x = sc[n][e] * scale;
         bool keep = j < S;
         if constexpr (Causal) keep = keep && j <= i;
         if constexpr (Masked) {
-          if (keep && i < L) {
-            const M mv = mask[b * D::at(16, kd...) + h * D::at(17, kd...) + static_cast<long long>(i) * D::at(18, kd...) +
+          if (key_mask) {
+            x += mk[jt];
+          } else if (keep && i < L) {
+            const M mv = mask[mask_base + static_cast<long long>(i) * D::at(18, kd...) +
                               static_cast<long long>(j) * D::at(19, kd...)];
             if constexpr (same_type<M, bool>::value) {
               keep = mv;
@@ -206,7 +254,7 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
       }
     float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int n = 0; n < kSplit / 8; ++n) {
       x0 = fmaxf(x0, fmaxf(sc[n][0], sc[n][1]));
       x1 = fmaxf(x1, fmaxf(sc[n][2], sc[n][3]));
     }
@@ -222,7 +270,7 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
     m1 = n1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int n = 0; n < kSplit / 8; ++n) {
       sc[n][0] = exp2f(sc[n][0] - base0);
       sc[n][1] = exp2f(sc[n][1] - base0);
       sc[n][2] = exp2f(sc[n][2] - base1);
@@ -241,11 +289,11 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
     }
     // P's accumulators are the A fragments of P v, 16 keys at a time.
 #pragma unroll
-    for (int c = 0; c < kKeys / 16; ++c) {
+    for (int c = 0; c < kSplit / 16; ++c) {
       const unsigned pa[4] = {kiln_pack2(sc[2 * c][0], sc[2 * c][1], T()), kiln_pack2(sc[2 * c][2], sc[2 * c][3], T()),
                               kiln_pack2(sc[2 * c + 1][0], sc[2 * c + 1][1], T()),
                               kiln_pack2(sc[2 * c + 1][2], sc[2 * c + 1][3], T())};
-      const int key = c * 16 + 2 * t;
+      const int key = split * kSplit + c * 16 + 2 * t;
 #pragma unroll
       for (int e = 0; e < E / 8; ++e) {
         const int col = e * 8 + g;
@@ -258,6 +306,69 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if constexpr (KS > 1) {
+    // The row group's splits merge in the tiles' shared memory: each writes
+    // its maximum, sum and unnormalized output, and split 0 rescales them to
+    // the largest maximum (a split that kept nothing has -inf and weighs 0).
+    static_assert(sizeof(ks) + sizeof(vs) >= 4 * 16 * (E + 2) * sizeof(float), "room to merge the splits");
+    float* part = reinterpret_cast<float*>(&ks[0][0]) + warp * 16 * (E + 2);  // [16][E] then 16 maxima, 16 sums
+    __syncthreads();
+    if (split > 0) {
+#pragma unroll
+      for (int e = 0; e < E / 8; ++e) {
+        const int col = e * 8 + 2 * t;
+        part[g * E + col] = o[e][0];
+        part[g * E + col + 1] = o[e][1];
+        part[(g + 8) * E + col] = o[e][2];
+        part[(g + 8) * E + col + 1] = o[e][3];
+      }
+      if (t == 0) {
+        part[16 * E + g] = m0;
+        part[16 * E + g + 8] = m1;
+        part[16 * E + 16 + g] = l0;
+        part[16 * E + 16 + g + 8] = l1;
+      }
+    }
+    __syncthreads();
+    if (split > 0) return;
+    float w0[KS], w1[KS];
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int s2 = 1; s2 < KS; ++s2) {
+      const float* pp = part + s2 * 16 * (E + 2);
+      mx0 = fmaxf(mx0, pp[16 * E + g]);
+      mx1 = fmaxf(mx1, pp[16 * E + g + 8]);
+    }
+    const float base0 = mx0 == -INFINITY ? 0.0f : mx0, base1 = mx1 == -INFINITY ? 0.0f : mx1;
+    w0[0] = exp2f(m0 - base0);
+    w1[0] = exp2f(m1 - base1);
+    l0 *= w0[0];
+    l1 *= w1[0];
+#pragma unroll
+    for (int s2 = 1; s2 < KS; ++s2) {
+      const float* pp = part + s2 * 16 * (E + 2);
+      w0[s2] = exp2f(pp[16 * E + g] - base0);
+      w1[s2] = exp2f(pp[16 * E + g + 8] - base1);
+      l0 += pp[16 * E + 16 + g] * w0[s2];
+      l1 += pp[16 * E + 16 + g + 8] * w1[s2];
+    }
+#pragma unroll
+    for (int e = 0; e < E / 8; ++e) {
+      const int col = e * 8 + 2 * t;
+      o[e][0] *= w0[0];
+      o[e][1] *= w0[0];
+      o[e][2] *= w1[0];
+      o[e][3] *= w1[0];
+#pragma unroll
+      for (int s2 = 1; s2 < KS; ++s2) {
+        const float* pp = part + s2 * 16 * (E + 2);
+        o[e][0] += pp[g * E + col] * w0[s2];
+        o[e][1] += pp[g * E + col + 1] * w0[s2];
+        o[e][2] += pp[(g + 8) * E + col] * w1[s2];
+        o[e][3] += pp[(g + 8) * E + col + 1] * w1[s2];
+      }
+    }
+  }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   T* ob = out + b * D::at(12, kd...) + h * D::at(13, kd...);
   const long long os = D::at(14, kd...);
@@ -270,18 +381,18 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
 }
 
 // Params: out, q, k, v.
-template <typename T, bool Causal, int E, class D, class... P>
+template <typename T, bool Causal, int E, int RW, int KS, class D, class... P>
 __global__ void __launch_bounds__(128) flash_attention(T* __restrict__ out, const T* __restrict__ q,
                                                        const T* __restrict__ k, const T* __restrict__ v, P... kd) {
-  flash_attention_body<T, bool, false, Causal, E, D>(out, q, k, v, nullptr, kd...);
+  flash_attention_body<T, bool, false, Causal, E, RW, KS, D>(out, q, k, v, nullptr, kd...);
 }
 
 // Params: out, q, k, v, mask.
-template <typename T, typename M, bool Causal, int E, class D, class... P>
+template <typename T, typename M, bool Causal, int E, int RW, int KS, class D, class... P>
 __global__ void __launch_bounds__(128)
     flash_attention_masked(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k,
                            const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
-  flash_attention_body<T, M, true, Causal, E, D>(out, q, k, v, mask, kd...);
+  flash_attention_body<T, M, true, Causal, E, RW, KS, D>(out, q, k, v, mask, kd...);
 }
 
 }  // namespace kiln

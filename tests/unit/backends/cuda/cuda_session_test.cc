@@ -859,56 +859,93 @@ TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
   EXPECT_EQ((*r)[0].sizes(), io->find("step0.output.0")->sizes());
 }
 
+// resnet_basic_dynbatch built for CUDA with batches 1..max (opt 4), and a
+// check that a session's call on its step2 batch gives PyTorch's outputs.
+Expected<std::shared_ptr<const Program>> dynbatch_range(int64_t max) {
+  LoadOptions o;
+  o.compile.device = "cuda";
+  o.compile.batch_buckets = "off";
+  o.compile.shapes.push_back({"x", {1, 3, 32, 32}, {4, 3, 32, 32}, {max, 3, 32, 32}});
+  return Program::load(fixture("resnet_basic_dynbatch.pt2"), o);
+}
+
+void expect_dynbatch_call(Session& session, const std::string& when) {
+  auto io = read_safetensors(fixture("resnet_basic_dynbatch.io.safetensors"));
+  ASSERT_TRUE(io.has_value());
+  const Tensor* x = io->find("step2.input.0");
+  const Tensor* want = io->find("step2.output.0");
+  ASSERT_TRUE(x && want);
+  auto r = session.run({*x});
+  ASSERT_TRUE(r.has_value()) << when << ": " << r.status().message();
+  const Tensor got = (*r)[0].contiguous();
+  ASSERT_EQ(got.sizes(), want->sizes()) << when;
+  for (int64_t i = 0; i < want->numel(); ++i)
+    EXPECT_NEAR(got.value_at(i), want->value_at(i), 1e-3 + 1e-3 * std::abs(want->value_at(i))) << when << " " << i;
+}
+
+// Everything but 256 MB of the device's free memory, held until destroyed.
+Expected<cuda::DeviceBuffer> take_device_memory() {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess || free_bytes <= (size_t{1} << 30))
+    return invalid_argument("less than 1 GB of device memory free");
+  return cuda::DeviceBuffer::allocate(free_bytes - (size_t{256} << 20));
+}
+
 // With the device's memory nearly all taken, a range engine whose
 // activations need more is refused while it is built, within seconds, naming
 // the bytes needed and free; a session made before runs on, and once the
 // memory is back the same compile succeeds.
 TEST(CudaSession, AnEngineTheFreeDeviceMemoryCannotHoldIsRefusedNamingTheBytesAndTheProcessGoesOn) {
   if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  auto range = [](int64_t max) {
-    LoadOptions o;
-    o.compile.device = "cuda";
-    o.compile.batch_buckets = "off";
-    o.compile.shapes.push_back({"x", {1, 3, 32, 32}, {4, 3, 32, 32}, {max, 3, 32, 32}});
-    return Program::load(fixture("resnet_basic_dynbatch.pt2"), o);
-  };
-  auto io = read_safetensors(fixture("resnet_basic_dynbatch.io.safetensors"));
-  ASSERT_TRUE(io.has_value());
-  const Tensor* x = io->find("step2.input.0");
-  const Tensor* want = io->find("step2.output.0");
-  ASSERT_TRUE(x && want);
-  auto expect_call = [&](Session& session, const std::string& when) {
-    auto r = session.run({*x});
-    ASSERT_TRUE(r.has_value()) << when << ": " << r.status().message();
-    const Tensor got = (*r)[0].contiguous();
-    ASSERT_EQ(got.sizes(), want->sizes()) << when;
-    for (int64_t i = 0; i < want->numel(); ++i)
-      EXPECT_NEAR(got.value_at(i), want->value_at(i), 1e-3 + 1e-3 * std::abs(want->value_at(i))) << when << " " << i;
-  };
-  auto small = range(16);
+  auto small = dynbatch_range(16);
   ASSERT_TRUE(small.has_value()) << small.status().message();
   Session session(*small);
-  expect_call(session, "before");
+  expect_dynbatch_call(session, "before");
 
-  // Everything but 256 MB taken; 50000 images need about 1 GB of activations.
-  size_t free_bytes = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
-  ASSERT_GT(free_bytes, size_t{1} << 30);
-  auto ballast = cuda::DeviceBuffer::allocate(free_bytes - (size_t{256} << 20));
+  // 50000 images need about 1 GB of activations.
+  auto ballast = take_device_memory();
   ASSERT_TRUE(ballast.has_value()) << ballast.status().message();
-  auto refused = range(50000);
+  auto refused = dynbatch_range(50000);
   ASSERT_FALSE(refused.has_value());
   const std::string m = refused.status().message();
   EXPECT_NE(m.find("out of device memory"), std::string::npos) << m;
   EXPECT_NE(m.find("bytes needed"), std::string::npos) << m;
   EXPECT_NE(m.find("free of"), std::string::npos) << m;
-  expect_call(session, "with the device full");
+  expect_dynbatch_call(session, "with the device full");
 
   *ballast = cuda::DeviceBuffer();
-  auto large = range(50000);
+  auto large = dynbatch_range(50000);
   ASSERT_TRUE(large.has_value()) << large.status().message();
   Session again(*large);
-  expect_call(again, "after");
+  expect_dynbatch_call(again, "after");
+}
+
+// A range too large for a shape table plans each batch when first called:
+// a call whose batch the device's free memory cannot hold fails naming the
+// bytes needed and free, and the same session then runs a call that fits,
+// with the device still full and after.
+TEST(CudaSession, ACallTooLargeForTheDeviceIsAClearErrorAndTheSameSessionRunsTheNext) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ::setenv("KILN_CUDA_SHAPE_TABLE", "0", 1);
+  auto program = dynbatch_range(100000);
+  ::unsetenv("KILN_CUDA_SHAPE_TABLE");
+  ASSERT_TRUE(program.has_value()) << program.status().message();
+  Session session(*program);
+  expect_dynbatch_call(session, "before");
+
+  auto ballast = take_device_memory();
+  ASSERT_TRUE(ballast.has_value()) << ballast.status().message();
+  const Tensor big = Tensor::zeros(DType::Float32, {50000, 3, 32, 32});
+  auto r = session.run({big});
+  ASSERT_FALSE(r.has_value());
+  const std::string m = r.status().message();
+  EXPECT_NE(m.find("out of device memory"), std::string::npos) << m;
+  EXPECT_NE(m.find("bytes needed"), std::string::npos) << m;
+  EXPECT_NE(m.find("free of"), std::string::npos) << m;
+  expect_dynbatch_call(session, "after the refused call, the device still full");
+
+  *ballast = cuda::DeviceBuffer();
+  expect_dynbatch_call(session, "after");
 }
 
 }  // namespace

@@ -125,6 +125,19 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     auto bk = flash_attention_kernel(f, bo);
     ASSERT_TRUE(bk.has_value()) << bk.status().message();
     ks.push_back(*bk);
+    // Too few blocks of 64 rows (32) for 132 multiprocessors: blocks of 16
+    // rows, each row group's keys split between the block's 4 warps.
+    auto sk = flash_attention_kernel(f, bo, 132);
+    ASSERT_TRUE(sk.has_value()) << sk.status().message();
+    EXPECT_EQ(sk->grid[0], 5u);
+    EXPECT_EQ(sk->block[0], 128u);
+    EXPECT_NE(sk->targs, bk->targs);
+    ks.push_back(*sk);
+    // As many blocks as multiprocessors: 64 rows a block, as without a count.
+    auto hk = flash_attention_kernel(f, bo, 32);
+    ASSERT_TRUE(hk.has_value()) << hk.status().message();
+    EXPECT_EQ(hk->grid[0], 2u);
+    EXPECT_EQ(hk->targs, bk->targs);
     // What it does not take: float32, a value head size of its own, head sizes off 16, odd strides.
     AttentionParams w = f;
     w.v = contiguous(DType::BFloat16, {2, 2, 90, 32});
