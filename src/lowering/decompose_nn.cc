@@ -18,13 +18,17 @@
 //     max_pool1d_with_indices and adaptive_max_pool1d as their 2-d forms over
 //     a unit height; max_pool2d_with_indices with
 //     unread indices as max_pool2d; instance_norm from the input's statistics
-//   shape composites: roll, rot90, new_full, atleast_{1,2,3}d, hstack,
-//     vstack, dstack, column_stack, meshgrid, repeat_interleave of an int,
+//   shape composites: roll, rot90, new_full, atleast_{1,2,3}d, stack
+//     (unsqueezes and a cat), hstack, vstack, dstack, column_stack, repeat of
+//     static sizes (an expand between reshapes), diff (slices and
+//     subtractions, prepend and append joined by a cat), softmax and
+//     log_softmax over a dim other than the last (between two transposes),
+//     meshgrid, repeat_interleave of an int,
 //     pixel_unshuffle, channel_shuffle, mH, matrix_H, numpy_T, real,
 //     resolve_conj, resolve_neg, conj_physical (of real tensors), diag,
 //     diag_embed, diagflat, diagonal_copy, unsafe_chunk, unsafe_split, take
 //   arithmetic: count_nonzero, nansum, nanmean, prelu, isclose, isreal,
-//     float_power (in float64), linalg_vecdot, addr, addmv, addbmm, cross,
+//     float_power (in float64), linalg_vecdot, addr, addmv, addbmm, baddbmm, cross,
 //     linalg_cross, renorm, trapezoid and trapz, subtract, sgn, angle,
 //     sum_to_size, cdist, rrelu outside training, _safe_softmax
 //   more shape composites: tensor_split, hsplit, vsplit, dsplit,
@@ -889,6 +893,128 @@ Expected<bool> stack_like(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kCat, {{"tensors", parts}, {"dim", dim}}, b.out()));
 }
 
+// stack(tensors, dim): each tensor with a unit dim inserted at dim, joined
+// along it (sizes may be symbolic).
+Expected<bool> stack(PatternContext& ctx, ir::Node& n) {
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  const auto dim = int_value(n, "dim", 0);
+  if (!ins || ins->empty() || !dim || n.outputs.size() != 1) return false;
+  const int64_t d = norm_dim(*dim, (*ins)[0]->type.sizes.size() + 1);
+  if (d < 0) return false;
+  Nodes b(ctx, n);
+  std::vector<ir::Value*> parts;
+  for (ir::Value* v : *ins) {
+    if (v->type.dtype != b.out().dtype || v->type.sizes.size() != (*ins)[0]->type.sizes.size()) return false;
+    parts.push_back(b.unsqueezed(v, {d}));
+  }
+  return b.done(b.add(OpKind::kCat, {{"tensors", parts}, {"dim", d}}, b.out()));
+}
+
+// repeat(x, repeats) of static sizes: x viewed with leading unit dims to
+// len(repeats) dims and a unit dim before each repeated one, expanded there
+// to its count, and the pairs merged.
+Expected<bool> repeat(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto reps = int_list(n, "repeats");
+  const auto sx = x ? static_sizes(x->type) : std::nullopt;
+  if (!sx || !reps || reps->size() < sx->size() || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype)
+    return false;
+  std::vector<int64_t> padded(reps->size() - sx->size(), 1);
+  padded.insert(padded.end(), sx->begin(), sx->end());
+  std::vector<int64_t> viewed, wide, merged;
+  bool repeated = false;
+  for (size_t i = 0; i < reps->size(); ++i) {
+    const int64_t r = (*reps)[i];
+    if (r < 0) return false;
+    if (r != 1) {
+      viewed.push_back(1);
+      wide.push_back(r);
+      repeated = true;
+    }
+    viewed.push_back(padded[i]);
+    wide.push_back(padded[i]);
+    merged.push_back(r * padded[i]);
+  }
+  const DType dt = x->type.dtype;
+  if (!same_sizes(static_type(dt, merged).sizes, n.outputs[0]->type.sizes)) return false;
+  Nodes b(ctx, n);
+  ir::Value* v = b.reshape(x, viewed);
+  if (!repeated) return b.done(b.add(OpKind::kClone, {{"self", v}}, b.out()));
+  ir::Value* e = b.add(OpKind::kExpand, {{"self", v}, {"size", wide}}, static_type(dt, wide));
+  return b.done(b.reshape(e, merged));
+}
+
+// diff(x, n, dim, prepend, append): prepend, x and append joined along dim
+// (of static size), then n times the later entries minus the earlier ones.
+// Bool tensors (whose diff is an exclusive or) and n reaching the length
+// (an empty result) are left as they are.
+Expected<bool> diff(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto order = int_value(n, "n", 1);
+  const auto dim = int_value(n, "dim", -1);
+  if (!x || !order || *order < 0 || !dim || n.outputs.size() != 1 || x->type.dtype == DType::Bool ||
+      n.outputs[0]->type.dtype != x->type.dtype)
+    return false;
+  const size_t rank = x->type.sizes.size();
+  const int64_t d = norm_dim(*dim, rank);
+  if (d < 0) return false;
+  std::vector<ir::Value*> parts;
+  int64_t length = 0;
+  for (const char* arg : {"prepend", "self", "append"}) {
+    if (absent(n, arg)) continue;
+    ir::Value* v = PatternContext::tensor_arg(n, arg);
+    if (!v || v->type.dtype != x->type.dtype || v->type.sizes.size() != rank) return false;
+    const ir::Dim& len = v->type.sizes[static_cast<size_t>(d)];
+    if (!len.is_static()) return false;
+    for (size_t k = 0; k < rank; ++k)
+      if (static_cast<int64_t>(k) != d && !same_dim(v->type.sizes[k], x->type.sizes[k])) return false;
+    parts.push_back(v);
+    length += len.value;
+  }
+  if (*order >= length) return false;
+  Nodes b(ctx, n);
+  ir::Value* v = parts[0];
+  if (parts.size() > 1) {
+    ir::TensorType joined = x->type;
+    joined.sizes[static_cast<size_t>(d)] = ir::Dim::of(length);
+    v = b.add(OpKind::kCat, {{"tensors", parts}, {"dim", d}}, joined);
+  }
+  for (int64_t k = 0; k < *order; ++k, --length)
+    v = b.binary(OpKind::kSubTensor, b.slice(v, d, 1, length), b.slice(v, d, 0, length - 1), x->type.dtype);
+  if (!same_sizes(v->type.sizes, b.out().sizes)) return false;
+  if (*order == 0) v = b.add(OpKind::kClone, {{"self", v}}, b.out());
+  return b.done(v);
+}
+
+// softmax / log_softmax over a dim other than the last: that dim swapped with
+// the last, the op over the last, swapped back (each row holds the same
+// numbers, so the result is the same; engines take softmax over the last dim).
+Expected<bool> softmax_other_dim(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto dim = int_value(n, "dim");
+  if (!x || !dim || n.outputs.size() != 1 || !is_floating(x->type.dtype) ||
+      bool_value(n, "half_to_float", false) != false)
+    return false;
+  const size_t rank = x->type.sizes.size();
+  const int64_t d = norm_dim(*dim, rank), last = static_cast<int64_t>(rank) - 1;
+  if (d < 0 || d == last) return false;
+  Nodes b(ctx, n);
+  auto swapped = [&](ir::Value* v, DType dt) {
+    ir::TensorType t{dt, v->type.sizes};
+    std::swap(t.sizes[static_cast<size_t>(d)], t.sizes[static_cast<size_t>(last)]);
+    return b.add(OpKind::kTranspose, {{"self", v}, {"dim0", d}, {"dim1", last}}, t);
+  };
+  std::vector<ir::NamedArg> args = n.args;
+  for (ir::NamedArg& a : args) {
+    if (a.name == "self") a.value = swapped(x, x->type.dtype);
+    if (a.name == "dim") a.value = last;
+  }
+  ir::TensorType rows = x->type;
+  std::swap(rows.sizes[static_cast<size_t>(d)], rows.sizes[static_cast<size_t>(last)]);
+  rows.dtype = b.out().dtype;
+  return b.done(swapped(b.add(n.op, std::move(args), rows), b.out().dtype));
+}
+
 // meshgrid(tensors, indexing): each 0- or 1-d tensor viewed along its own dim
 // (the first two swapped for "xy") and expanded to the grid.
 Expected<bool> meshgrid(PatternContext& ctx, ir::Node& n) {
@@ -1269,7 +1395,11 @@ ir::Value* scaled_sum(Nodes& b, ir::Value* self, ir::Value* product, double beta
   const DType dt = b.out().dtype;
   if (!product) return nullptr;
   if (alpha != 1) product = b.binary(OpKind::kMulTensor, product, alpha, dt);
-  if (beta == 0) return b.add(OpKind::kExpand, {{"self", product}, {"size", *static_sizes(b.out())}}, b.out());
+  if (beta == 0) {
+    if (same_sizes(product->type.sizes, b.out().sizes)) return product;
+    const auto sizes = static_sizes(b.out());
+    return sizes ? b.add(OpKind::kExpand, {{"self", product}, {"size", *sizes}}, b.out()) : nullptr;
+  }
   ir::Value* s = beta == 1 ? self : b.binary(OpKind::kMulTensor, self, beta, dt);
   return b.binary(OpKind::kAddTensor, s, product, dt);
 }
@@ -1305,6 +1435,25 @@ Expected<bool> add_product(PatternContext& ctx, ir::Node& n) {
     product = b.add(OpKind::kSumDimIntList, {{"self", bmm}, {"dim", std::vector<int64_t>{0}}, {"keepdim", false}},
                     {dt, {b1->type.sizes[1], b2->type.sizes[2]}});
   }
+  return b.done(scaled_sum(b, self, product, *beta, *alpha));
+}
+
+// baddbmm(self, b1, b2) = beta self + alpha bmm(b1, b2), as ATen's
+// decomposition writes it (beta 0: self ignored, NaN included); sizes may be
+// symbolic.
+Expected<bool> baddbmm(PatternContext& ctx, ir::Node& n) {
+  ir::Value* self = PatternContext::tensor_arg(n, "self");
+  ir::Value* b1 = PatternContext::tensor_arg(n, "batch1");
+  ir::Value* b2 = PatternContext::tensor_arg(n, "batch2");
+  const auto beta = number_or(ctx, n, "beta", 1.0);
+  const auto alpha = number_or(ctx, n, "alpha", 1.0);
+  if (!self || !floating_pair(n, b1, b2) || self->type.dtype != b1->type.dtype || !beta || !alpha ||
+      b1->type.sizes.size() != 3 || b2->type.sizes.size() != 3)
+    return false;
+  const ir::TensorType product_type{b1->type.dtype, {b1->type.sizes[0], b1->type.sizes[1], b2->type.sizes[2]}};
+  if (!same_sizes(product_type.sizes, n.outputs[0]->type.sizes)) return false;
+  Nodes b(ctx, n);
+  ir::Value* product = b.add(OpKind::kBmm, {{"self", b1}, {"mat2", b2}}, product_type);
   return b.done(scaled_sum(b, self, product, *beta, *alpha));
 }
 
@@ -1964,6 +2113,13 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kVstack, &stack_like},
     {OpKind::kDstack, &stack_like},
     {OpKind::kColumnStack, &stack_like},
+    {OpKind::kStack, &stack},
+    {OpKind::kRepeat, &repeat},
+    {OpKind::kDiff, &diff},
+    {OpKind::kSoftmax, &softmax_other_dim},
+    {OpKind::kSoftmaxInternal, &softmax_other_dim},
+    {OpKind::kLogSoftmax, &softmax_other_dim},
+    {OpKind::kLogSoftmaxInternal, &softmax_other_dim},
     {OpKind::kMeshgridIndexing, &meshgrid},
     {OpKind::kMeshgrid, &meshgrid},
     {OpKind::kRepeatInterleaveSelfInt, &repeat_interleave},
@@ -1989,6 +2145,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kAddr, &add_product},
     {OpKind::kAddmv, &add_product},
     {OpKind::kAddbmm, &add_product},
+    {OpKind::kBaddbmm, &baddbmm},
     {OpKind::kCross, &cross},
     {OpKind::kLinalgCross, &cross},
     {OpKind::kRenorm, &renorm},

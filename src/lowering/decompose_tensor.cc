@@ -5,7 +5,12 @@
 //   scalar overloads: where.ScalarOther / ScalarSelf / Scalar (the number as
 //     a 0-d constant of the result's dtype), min.other and max.other
 //     (minimum, maximum), fill.Tensor (the 0-d value expanded), pow.Scalar
-//     (a 0-d base), empty_permuted (empty: kiln's tensors are contiguous)
+//     (a 0-d base), empty_permuted (empty: kiln's tensors are contiguous),
+//     masked_fill.Scalar / .Tensor (where with the value as a 0-d constant),
+//     full_like (where(true, value, self): computed, never stored at self's
+//     size); in the forms engines take: bitwise_not of bool, int32 and int64
+//     tensors (where, or -1 - x), minimum / maximum and abs of int32 and
+//     int64 tensors (a comparison and where)
 //   products: tensordot (permutes, one mm), kron (interleaved broadcast
 //     product), bilinear (one mm, then a product with input2 and a sum),
 //     _weight_norm (v * g / |v| over every dim but `dim`), triangular_solve
@@ -109,6 +114,98 @@ Expected<bool> empty_permuted(PatternContext& ctx, ir::Node& n) {
   if (!size || n.outputs.size() != 1) return false;
   Nodes b(ctx, n);
   return b.done(b.add(OpKind::kEmpty, {{"size", *size}, {"dtype", b.out().dtype}}, b.out()));
+}
+
+// A 0-d constant of `dt` holding number argument `arg` (an int kept exact for
+// int64), or null when `arg` is not a number known at compile time.
+ir::Value* number_constant(Nodes& b, const PatternContext& ctx, const ir::Node& n, std::string_view arg, DType dt) {
+  const ir::Arg* a = n.find(arg);
+  if (const auto* flag = a ? std::get_if<bool>(a) : nullptr) return b.constant(Tensor::scalar(dt, *flag ? 1.0 : 0.0));
+  if (const auto* i = a ? std::get_if<int64_t>(a) : nullptr; i && dt == DType::Int64) {
+    Tensor t = Tensor::zeros(DType::Int64, {});
+    *t.data<int64_t>() = *i;
+    return b.constant(t);
+  }
+  const auto x = ctx.number(n, arg);
+  return x ? b.constant(Tensor::scalar(dt, *x)) : nullptr;
+}
+
+// masked_fill.Scalar / .Tensor(self, mask, value) = where(mask, value in
+// self's dtype, self).
+Expected<bool> masked_fill(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* mask = PatternContext::tensor_arg(n, "mask");
+  if (!x || !mask || mask->type.dtype != DType::Bool || n.outputs.size() != 1 ||
+      n.outputs[0]->type.dtype != x->type.dtype || !same_sizes(x->type.sizes, n.outputs[0]->type.sizes))
+    return false;
+  const auto wide = broadcast_sizes(mask->type.sizes, x->type.sizes);
+  if (!wide || !same_sizes(*wide, x->type.sizes)) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* v = nullptr;
+  if (n.op == OpKind::kMaskedFillScalar) {
+    v = number_constant(b, ctx, n, "value", dt);
+  } else if (ir::Value* t = PatternContext::tensor_arg(n, "value"); t && t->type.sizes.empty()) {
+    v = as_tensor_of(b, ctx, n, "value", dt);
+  }
+  if (!v) return false;
+  return b.done(b.select(mask, v, x));
+}
+
+// full_like(self, value, dtype) = where(true, value, self) in the result's
+// dtype: every entry is the value, at self's sizes (symbolic ones too),
+// computed where self is rather than stored as a constant of its size.
+Expected<bool> full_like(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || !same_sizes(x->type.sizes, n.outputs[0]->type.sizes)) return false;
+  Nodes b(ctx, n);
+  const DType dt = b.out().dtype;
+  ir::Value* v = number_constant(b, ctx, n, "fill_value", dt);
+  if (!v) return false;
+  // where's operands have the result's dtype; self's values are never read.
+  ir::Value* y = x->type.dtype == dt ? x : b.add(OpKind::kToCopy, {{"self", x}, {"dtype", dt}}, {dt, x->type.sizes});
+  return b.done(b.select(b.constant(Tensor::scalar(DType::Bool, 1.0)), v, y));
+}
+
+bool int32_or_64(DType dt) { return dt == DType::Int32 || dt == DType::Int64; }
+
+// bitwise_not of a bool tensor = where(x, false, true); of an int32 or int64
+// tensor = -1 - x (two's complement).
+Expected<bool> bitwise_not(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  const DType dt = x->type.dtype;
+  Nodes b(ctx, n);
+  if (dt == DType::Bool)
+    return b.done(b.select(x, b.constant(Tensor::scalar(dt, 0.0)), b.constant(Tensor::scalar(dt, 1.0))));
+  if (!int32_or_64(dt)) return false;
+  return b.done(b.binary(OpKind::kSubTensor, b.constant(Tensor::scalar(dt, -1.0)), x, dt));
+}
+
+// minimum / maximum of int32 or int64 tensors of one dtype = where(a <= b, a, b)
+// / where(a >= b, a, b) (no NaN to propagate).
+Expected<bool> integer_min_max(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = PatternContext::tensor_arg(n, "self");
+  ir::Value* c = PatternContext::tensor_arg(n, "other");
+  if (!a || !c || n.outputs.size() != 1 || !int32_or_64(a->type.dtype) || c->type.dtype != a->type.dtype ||
+      n.outputs[0]->type.dtype != a->type.dtype)
+    return false;
+  Nodes b(ctx, n);
+  ir::Value* keep_a = b.binary(n.op == OpKind::kMinimum ? OpKind::kLeTensor : OpKind::kGeTensor, a, c, DType::Bool);
+  if (!keep_a || !same_sizes(keep_a->type.sizes, b.out().sizes)) return false;
+  return b.done(b.select(keep_a, a, c));
+}
+
+// abs of an int32 or int64 tensor = where(x < 0, x * -1, x) (the most
+// negative value stays itself, as in ATen).
+Expected<bool> integer_abs(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || !int32_or_64(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+    return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* negative = b.binary(OpKind::kLtScalar, x, int64_t{0}, DType::Bool);
+  return b.done(b.select(negative, b.binary(OpKind::kMulTensor, x, int64_t{-1}, dt), x));
 }
 
 // ---- products
@@ -731,6 +828,13 @@ constexpr Decomposition kTensorDecompositions[] = {
     {OpKind::kFillTensor, &fill_tensor},
     {OpKind::kPowScalar, &pow_scalar},
     {OpKind::kEmptyPermuted, &empty_permuted},
+    {OpKind::kMaskedFillScalar, &masked_fill},
+    {OpKind::kMaskedFillTensor, &masked_fill},
+    {OpKind::kFullLike, &full_like},
+    {OpKind::kBitwiseNot, &bitwise_not},
+    {OpKind::kMinimum, &integer_min_max},
+    {OpKind::kMaximum, &integer_min_max},
+    {OpKind::kAbs, &integer_abs},
     {OpKind::kTensordot, &tensordot},
     {OpKind::kKron, &kron},
     {OpKind::kBilinear, &bilinear},

@@ -201,6 +201,22 @@ bool used_only_by(const PatternContext& ctx, const Value* v, std::initializer_li
   return true;
 }
 
+// The node making `zeros` when it is full_like(sm, 0), or that as the
+// decompose pass writes it, where(true, 0, sm); null otherwise.
+ir::Node* zeros_like_node(const PatternContext& ctx, Value* zeros, Value* sm) {
+  if (ir::Node* full = ctx.producer_if(zeros, OpKind::kFullLike))
+    return PatternContext::tensor_arg(*full, "self") == sm && ctx.number(*full, "fill_value") == 0.0 ? full : nullptr;
+  ir::Node* w = ctx.producer_if(zeros, OpKind::kWhere);
+  if (!w || PatternContext::tensor_arg(*w, "other") != sm) return nullptr;
+  const Value* c = PatternContext::tensor_arg(*w, "condition");
+  const Tensor* always = c ? ctx.constant(c) : nullptr;
+  const Value* z = PatternContext::tensor_arg(*w, "self");
+  const Tensor* zero = z ? ctx.constant(z) : nullptr;
+  const bool fill = always && always->dim() == 0 && always->dtype() == DType::Bool && always->item() != 0 && zero &&
+                    zero->dim() == 0 && zero->item() == 0;
+  return fill ? w : nullptr;
+}
+
 // `p` is softmax(scores) over the last dim, possibly behind eval-mode dropout
 // and SDPA's guard for rows with no finite score. Returns scores.
 Value* match_softmax(const PatternContext& ctx, Value* p) {
@@ -221,11 +237,9 @@ Value* match_softmax(const PatternContext& ctx, Value* p) {
   Value* cond = PatternContext::tensor_arg(*n, "condition");
   Value* zeros = PatternContext::tensor_arg(*n, "self");
   Value* sm = PatternContext::tensor_arg(*n, "other");
-  ir::Node* full = zeros ? ctx.producer_if(zeros, OpKind::kFullLike) : nullptr;
+  ir::Node* full = zeros ? zeros_like_node(ctx, zeros, sm) : nullptr;
   if (!cond || !sm || !full || !sm->producer || !is_softmax_last_dim(*sm->producer)) return nullptr;
-  if (PatternContext::tensor_arg(*full, "self") != sm || ctx.number(*full, "fill_value") != 0.0 ||
-      !ctx.single_use(zeros) || !used_only_by(ctx, sm, {full, n}))
-    return nullptr;
+  if (!ctx.single_use(zeros) || !used_only_by(ctx, sm, {full, n})) return nullptr;
   Value* s = PatternContext::tensor_arg(*sm->producer, "self");
   // cond = logical_not(any(logical_not(eq(s, -inf)), dim=-1, keepdim=True))
   ir::Node* not_any = ctx.producer_if(cond, OpKind::kLogicalNot);

@@ -38,7 +38,7 @@ TEST(DecomposeNn, LossesFollowTheirDefinitions) {
 }
 )",
                             &ops);
-  expect_only_core_ops(ops);
+  expect_only_core_ops(ops, {"aten.abs.default", "aten.log_softmax.int"});  // of floats, over the last dim: core ops
   const std::vector<double> xs{-1.5, 0.2, 0.9, 2.5, -0.1, 0.4}, ts{0.5, 0.3, 0.1, 0.25, 0.9, 1.0};
   const std::vector<double> zs{1.0, -2.0, 0.5, 0.25, 3.0, -1.0}, ws{0.5, 2.0, 1.5};
   const std::vector<int64_t> cls{1, 2};
@@ -186,6 +186,102 @@ TEST(DecomposeNn, ShapeCompositesMoveTheRightElements) {
   }
 }
 
+// baddbmm as bmm, scaled and added (beta 0 ignores a NaN in self); stack as
+// unsqueezes and a cat; repeat as an expand between reshapes; diff as slices
+// and subtractions; softmax over another dim between transposes.
+TEST(DecomposeNn, BaddbmmStackRepeatDiffAndSoftmaxOverAnotherDim) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(
+      R"(graph(%s: float32[2, 2, 3], %b1: float32[2, 2, 4], %b2: float32[2, 4, 3], %r: float32[3], %x: float32[2, 3], %y: float32[2, 3], %i: int64[3, 2], %p: float32[2, 1]) {
+  %bad: float32[2, 2, 3] = aten.baddbmm.default(self=%s, batch1=%b1, batch2=%b2, beta=0.5, alpha=2)
+  %bad0: float32[2, 2, 3] = aten.baddbmm.default(self=%s, batch1=%b1, batch2=%b2, beta=0)
+  %bad_row: float32[2, 2, 3] = aten.baddbmm.default(self=%r, batch1=%b1, batch2=%b2)
+  %st0: float32[2, 2, 3] = aten.stack.default(tensors=[%x, %y])
+  %st2: float32[2, 3, 2] = aten.stack.default(tensors=[%x, %y], dim=-1)
+  %rep: float32[2, 2, 9] = aten.repeat.default(self=%x, repeats=[2, 1, 3])
+  %rep1: float32[1, 2, 3] = aten.repeat.default(self=%x, repeats=[1, 1, 1])
+  %d1: float32[2, 2] = aten.diff.default(self=%x)
+  %d2: float32[2, 3] = aten.diff.default(self=%x, n=2, dim=-1, prepend=%p, append=%p)
+  %di: int64[2, 2] = aten.diff.default(self=%i, n=1, dim=0)
+  %sm: float32[2, 2, 3] = aten._softmax.default(self=%s, dim=0, half_to_float=false)
+  %lsm: float32[2, 2, 3] = aten.log_softmax.int(self=%s, dim=1)
+  %sm_last: float32[2, 2, 3] = aten.softmax.int(self=%s, dim=-1)
+  return (%bad, %bad0, %bad_row, %st0, %st2, %rep, %rep1, %d1, %d2, %di, %sm, %lsm, %sm_last)
+}
+)",
+      &ops);
+  expect_only_core_ops(ops,
+                       {"aten._softmax.default", "aten.log_softmax.int", "aten.softmax.int"});  // over the last dim
+  EXPECT_EQ(ops["aten.bmm.default"], 3);
+  EXPECT_EQ(ops["aten.transpose.int"], 4);  // two around each softmax over another dim
+  EXPECT_EQ(ops["aten._softmax.default"] + ops["aten.log_softmax.int"] + ops["aten.softmax.int"], 3);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> ss(12), b1s(16), b2s(24), rs{0.5, -1.5, 2.25}, xs{1, -2.5, 4, 0.5, 3, -7}, ys(6), ps{10, -10};
+  for (int k = 0; k < 12; ++k) ss[k] = 0.25 * (k - 5);
+  ss[4] = nan;  // baddbmm with beta 0 never reads it
+  for (int k = 0; k < 16; ++k) b1s[k] = 0.5 * ((k * 7) % 5 - 2);
+  for (int k = 0; k < 24; ++k) b2s[k] = 0.25 * ((k * 3) % 7 - 3);
+  for (int k = 0; k < 6; ++k) ys[k] = 100 + k;
+  Tensor is = Tensor::zeros(DType::Int64, {3, 2});
+  const std::vector<int64_t> ivs{5, -3, 9, 40, -2, 7};
+  std::copy(ivs.begin(), ivs.end(), is.data<int64_t>());
+  auto out = run(
+      m, {filled(DType::Float32, {2, 2, 3}, ss), filled(DType::Float32, {2, 2, 4}, b1s),
+          filled(DType::Float32, {2, 4, 3}, b2s), filled(DType::Float32, {3}, rs), filled(DType::Float32, {2, 3}, xs),
+          filled(DType::Float32, {2, 3}, ys), is, filled(DType::Float32, {2, 1}, ps)});
+  ASSERT_EQ(out.size(), 13u);
+  // Inputs are multiples of 1/4 with few terms: every product and sum is exact in float.
+  for (int bt = 0; bt < 2; ++bt)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) {
+        double prod = 0;
+        for (int k = 0; k < 4; ++k) prod += b1s[bt * 8 + r * 4 + k] * b2s[bt * 12 + k * 3 + c];
+        const int o = bt * 6 + r * 3 + c;
+        if (o == 4) {
+          EXPECT_TRUE(std::isnan(out[0].value_at(o)));
+        } else {
+          EXPECT_EQ(out[0].value_at(o), 0.5 * ss[o] + 2 * prod) << o;
+        }
+        EXPECT_EQ(out[1].value_at(o), prod) << o;
+        EXPECT_EQ(out[2].value_at(o), rs[c] + prod) << o;
+      }
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(out[3].value_at(r * 3 + c), xs[r * 3 + c]);
+      EXPECT_EQ(out[3].value_at(6 + r * 3 + c), ys[r * 3 + c]);
+      EXPECT_EQ(out[4].value_at(r * 6 + c * 2), xs[r * 3 + c]);
+      EXPECT_EQ(out[4].value_at(r * 6 + c * 2 + 1), ys[r * 3 + c]);
+      EXPECT_EQ(out[6].value_at(r * 3 + c), xs[r * 3 + c]);
+    }
+  for (int a = 0; a < 2; ++a)  // rep[a][r][c] = x[r % 2][c % 3]
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 9; ++c) EXPECT_EQ(out[5].value_at(a * 18 + r * 9 + c), xs[r * 3 + c % 3]);
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 2; ++c) EXPECT_EQ(out[7].value_at(r * 2 + c), xs[r * 3 + c + 1] - xs[r * 3 + c]);
+    // [p, x0, x1, x2, p]: second differences
+    const std::vector<double> row{ps[r], xs[r * 3], xs[r * 3 + 1], xs[r * 3 + 2], ps[r]};
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(out[8].value_at(r * 3 + c), row[c + 2] - 2 * row[c + 1] + row[c]);
+  }
+  EXPECT_EQ(out[9].dtype(), DType::Int64);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[9].value_at(k), static_cast<double>(ivs[k + 2] - ivs[k]));
+  // Softmax over dim 0 (pairs 6 apart), log_softmax over dim 1 (pairs 3 apart), of finite entries.
+  std::vector<double> fs = ss;
+  fs[4] = 0.75;
+  Tensor sf = filled(DType::Float32, {2, 2, 3}, fs);
+  auto out2 = run(m, {sf, filled(DType::Float32, {2, 2, 4}, b1s), filled(DType::Float32, {2, 4, 3}, b2s),
+                      filled(DType::Float32, {3}, rs), filled(DType::Float32, {2, 3}, xs),
+                      filled(DType::Float32, {2, 3}, ys), is, filled(DType::Float32, {2, 1}, ps)});
+  ASSERT_EQ(out2.size(), 13u);
+  for (int k = 0; k < 12; ++k) {
+    const double v = static_cast<float>(fs[k]);
+    const double a = static_cast<float>(fs[k % 6]), b = static_cast<float>(fs[k % 6 + 6]);
+    EXPECT_NEAR(out2[10].value_at(k), std::exp(v) / (std::exp(a) + std::exp(b)), 1e-6);
+    const int base = (k / 6) * 6 + k % 3;
+    const double p = static_cast<float>(fs[base]), q = static_cast<float>(fs[base + 3]);
+    EXPECT_NEAR(out2[11].value_at(k), v - std::log(std::exp(p) + std::exp(q)), 1e-6);
+  }
+}
+
 TEST(DecomposeNn, NanReductionsCountsAndClosenessFollowTheirDefinitions) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[2, 3], %y: float32[2, 3]) {
@@ -198,7 +294,7 @@ TEST(DecomposeNn, NanReductionsCountsAndClosenessFollowTheirDefinitions) {
 }
 )",
                             &ops);
-  expect_only_core_ops(ops);
+  expect_only_core_ops(ops, {"aten.abs.default"});  // of floats: a core op
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> xs{1, nan, 3, 0, 0, 6}, ys{1.05, nan, 4, 0, 1, 5.5};
   auto out = run(m, {filled(DType::Float32, {2, 3}, xs), filled(DType::Float32, {2, 3}, ys)});

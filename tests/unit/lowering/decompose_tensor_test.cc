@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "decompose_helpers.h"
@@ -52,7 +53,7 @@ TEST(DecomposeTensor, ScalarOverloadsTakeTheirNumbersAsTensors) {
 }
 )",
                             &ops);
-  expect_only_core_ops(ops);
+  expect_only_core_ops(ops, {"aten.maximum.default"});  // of floats: a core op
   const std::vector<bool> cs{true, false, false, true, true, false};
   const std::vector<double> xs = ramp(6), x2s{0.5, 0.5, 0.5, -0.5, -0.5, -0.5}, es{-1.0, 0.5, 3.0};
   const std::vector<int64_t> is{4, -2, 7, 0, 9, -5}, i2s{3, 3, 3, 3, 3, 3};
@@ -68,6 +69,67 @@ TEST(DecomposeTensor, ScalarOverloadsTakeTheirNumbersAsTensors) {
     EXPECT_EQ(out[5].value_at(k), 0.75);
   }
   for (int k = 0; k < 3; ++k) EXPECT_NEAR(out[6].value_at(k), std::pow(2.0, es[k]), 1e-6);
+}
+
+// masked_fill and full_like as where with a 0-d constant (an int64 value kept
+// exact), bitwise_not, and integer minimum, maximum and abs as comparisons and
+// where.
+TEST(DecomposeTensor, MaskedFillFullLikeAndIntegerOpsAreWhere) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(
+      R"(graph(%x: float32[2, 3], %m: bool[3], %i: int64[2, 3], %v: float32[], %j: int32[2, 3], %k: int32[3], %b: bool[2, 3]) {
+  %mf: float32[2, 3] = aten.masked_fill.Scalar(self=%x, mask=%m, value=-inf)
+  %mfi: int64[2, 3] = aten.masked_fill.Scalar(self=%i, mask=%m, value=-9223372036854775807)
+  %mft: float32[2, 3] = aten.masked_fill.Tensor(self=%x, mask=%m, value=%v)
+  %fl: float32[2, 3] = aten.full_like.default(self=%x, fill_value=2.5)
+  %fli: int32[2, 3] = aten.full_like.default(self=%x, fill_value=-2.7, dtype=dtype.int32)
+  %flb: bool[2, 3] = aten.full_like.default(self=%i, fill_value=true, dtype=dtype.bool)
+  %nb: bool[2, 3] = aten.bitwise_not.default(self=%b)
+  %ni: int64[2, 3] = aten.bitwise_not.default(self=%i)
+  %mn: int32[2, 3] = aten.minimum.default(self=%j, other=%k)
+  %mx: int64[2, 3] = aten.maximum.default(self=%i, other=%i)
+  %ab: int64[2, 3] = aten.abs.default(self=%i)
+  %abf: float32[2, 3] = aten.abs.default(self=%x)
+  return (%mf, %mfi, %mft, %fl, %fli, %flb, %nb, %ni, %mn, %mx, %ab, %abf)
+}
+)",
+      &ops);
+  expect_only_core_ops(ops, {"aten.abs.default"});  // of floats: a core op
+  EXPECT_EQ(ops["aten.abs.default"], 1);
+  EXPECT_EQ(ops["aten.where.self"], 10);  // bitwise_not of an int64 tensor is a subtraction
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> xs{1.5, nan, -inf, 0.25, -3, 7};
+  const std::vector<bool> ms{true, false, true}, bs{true, false, false, true, true, false};
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> is{lowest, -5, 0, 9, std::numeric_limits<int64_t>::max(), -1};
+  const std::vector<int64_t> js{-4, 2, 8, 3, -7, 0}, ks{1, 1, -1};
+  Tensor j = Tensor::zeros(DType::Int32, {2, 3}), k = Tensor::zeros(DType::Int32, {3});
+  for (int e = 0; e < 6; ++e) j.data<int32_t>()[e] = static_cast<int32_t>(js[e]);
+  for (int e = 0; e < 3; ++e) k.data<int32_t>()[e] = static_cast<int32_t>(ks[e]);
+  auto out = run(m, {float_tensor({2, 3}, xs), bool_tensor({3}, ms), int_tensor({2, 3}, is), float_tensor({}, {-0.5}),
+                     j, k, bool_tensor({2, 3}, bs)});
+  ASSERT_EQ(out.size(), 12u);
+  const std::vector<DType> dts{DType::Float32, DType::Int64, DType::Float32, DType::Float32,
+                               DType::Int32,   DType::Bool,  DType::Bool,    DType::Int64,
+                               DType::Int32,   DType::Int64, DType::Int64,   DType::Float32};
+  for (size_t o = 0; o < dts.size(); ++o) EXPECT_EQ(out[o].dtype(), dts[o]) << o;
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  for (int e = 0; e < 6; ++e) {
+    const bool m_e = ms[e % 3];
+    EXPECT_TRUE(same(out[0].value_at(e), m_e ? -inf : f32(xs[e]))) << e;
+    EXPECT_EQ(out[1].data<int64_t>()[e], m_e ? -9223372036854775807 : is[e]) << e;
+    EXPECT_TRUE(same(out[2].value_at(e), m_e ? -0.5 : f32(xs[e]))) << e;
+    EXPECT_EQ(out[3].value_at(e), 2.5);
+    EXPECT_EQ(out[4].value_at(e), -2.0);  // truncated toward zero, as torch converts
+    EXPECT_EQ(out[5].value_at(e), 1.0);
+    EXPECT_EQ(out[6].value_at(e), bs[e] ? 0.0 : 1.0);
+    EXPECT_EQ(out[7].data<int64_t>()[e], ~is[e]);
+    EXPECT_EQ(out[8].value_at(e), static_cast<double>(std::min(js[e], ks[e % 3])));
+    EXPECT_EQ(out[9].data<int64_t>()[e], is[e]);
+    // abs of the lowest int64 is itself in two's complement, as in ATen.
+    EXPECT_EQ(out[10].data<int64_t>()[e], is[e] == lowest ? lowest : (is[e] < 0 ? -is[e] : is[e])) << e;
+    EXPECT_TRUE(same(out[11].value_at(e), std::fabs(f32(xs[e])))) << e;
+  }
 }
 
 TEST(DecomposeTensor, ProductsFollowTheirDefinitions) {
@@ -150,7 +212,7 @@ TEST(DecomposeTensor, FixedPositionsAreIndexTables) {
 }
 )",
                             &ops);
-  expect_only_core_ops(ops);
+  expect_only_core_ops(ops, {"aten.abs.default"});  // of floats: a core op
   const auto as = ramp(4), bs = ramp(3, 1.0), vs = ramp(4), xs = ramp(24), srcs = ramp(3, 10.0), ps = ramp(12);
   auto out = run(m, {float_tensor({2, 2}, as), float_tensor({3}, bs), float_tensor({}, {7.0}), float_tensor({4}, vs),
                      float_tensor({2, 3, 4}, xs), float_tensor({3, 1}, srcs), float_tensor({4, 3}, ps)});

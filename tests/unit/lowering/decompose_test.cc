@@ -149,10 +149,7 @@ TEST(Decompose, ElementwiseCompositesFollowTheirDefinitions) {
 }
 )",
                             &ops);
-  for (const auto& [op, count] : ops) {
-    const ir::OpKind k = ir::op_from_target(op).value_or(ir::OpKind::kUnknown);
-    for (ir::OpKind d : decomposed_ops()) EXPECT_NE(k, d) << op << " is left after the pass";
-  }
+  expect_only_core_ops(ops, {"aten.abs.default"});  // of floating tensors: a core op
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> xs{-3.5, -1, -0.25, 0, 0.3, 0.75, 2, 25, -inf, inf, nan, -0.5, 0.5, 1e-3, -21, 6.5};
   const std::vector<double> ys{0.5, 2, 3, 1, 0.25, 4, 1.5, 0.1, 2, 0.5, 1, nan, 3, 0, 2, 5};

@@ -7,7 +7,10 @@
 namespace kiln::lowering {
 namespace {
 
+using testing::clone_module;
 using testing::expect_rewrite;
+using testing::expect_same_outputs;
+using testing::module_from;
 
 TEST(FuseAttention, ScaledDotProductAttentionBecomesKilnAttention) {
   expect_rewrite(
@@ -183,6 +186,26 @@ TEST(FuseAttention, AtenDialectBmmFormWithSafeSoftmax) {
   auto out = testing::run_module(m, testing::random_user_inputs(m, 5));
   ASSERT_TRUE(out.has_value());
   for (int i = 0; i < 4; ++i) EXPECT_EQ((*out)[0].value_at(i), 0.0);  // the fully masked row
+}
+
+// The decompose pass writes the guard's full_like(sm, 0) as where(true, 0, sm):
+// the guard is still found.
+TEST(FuseAttention, SafeSoftmaxGuardAfterDecomposition) {
+  ir::Module m = module_from(kAtenAttention, {{"mask", causal_mask_with_empty_row()}});
+  const ir::Module original = clone_module(m);
+  ASSERT_TRUE(decompose_composites(m).is_ok());
+  auto count = [&](ir::OpKind op) {
+    int c = 0;
+    for (const auto& n : m.graph.nodes()) c += n->op == op;
+    return c;
+  };
+  EXPECT_EQ(count(ir::OpKind::kFullLike), 0);
+  EXPECT_EQ(count(ir::OpKind::kWhere), 2);
+  ASSERT_TRUE(fuse_attention(m).is_ok());
+  ASSERT_TRUE(eliminate_dead_code(m).is_ok());
+  EXPECT_EQ(count(ir::OpKind::kAttention), 1);
+  EXPECT_EQ(count(ir::OpKind::kWhere), 0);
+  expect_same_outputs(original, m);
 }
 
 TEST(FuseAttention, SoftmaxOverAnotherDimOrSharedScoresIsLeftAlone) {
