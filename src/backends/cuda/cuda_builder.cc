@@ -427,7 +427,7 @@ Status tune_plan(CudaPlan& plan_, const BuildConfig& config_, int candidates, bo
       auto algo = tuned_once(tuned.convs, c.shape.to_string(), [&] {
         return tune_conv(dnn, c.shape, ptr(c.x), ptr(c.w), c.shape.has_bias ? ptr(c.bias) : nullptr,
                          c.shape.has_residual ? ptr(c.z) : nullptr, ptr(c.y), ws.get(), kConvWorkspaceBytes, stream,
-                         convs_only ? 4 : 0);
+                         convs_only ? 2 : 0);
       });
       if (!algo) {
         status = algo.status().with_context("layer '" + s.layer + "' (" + c.shape.to_string() + ")");

@@ -120,7 +120,7 @@ Expected<RangeBuild> plan_range(const engine::Network& net, const BuildConfig& c
 
 // Times every GEMM and convolution of `plan` among up to `candidates` of the
 // library's algorithms on scratch device memory, recording the fastest.
-// `convs_only`: only the convolutions, each among the first 4 algorithms of
+// `convs_only`: only the convolutions, each among the first 2 algorithms of
 // cuDNN's heuristic, briefly (a range build's timing at its ends).
 Status tune_plan(CudaPlan& plan, const BuildConfig& config, int candidates = 8, bool convs_only = false);
 
