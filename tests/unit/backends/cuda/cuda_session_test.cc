@@ -920,33 +920,5 @@ TEST(CudaSession, AnEngineTheFreeDeviceMemoryCannotHoldIsRefusedNamingTheBytesAn
   expect_dynbatch_call(again, "after");
 }
 
-// A range too large for a shape table plans each batch when first called:
-// a call whose batch the device's free memory cannot hold fails naming the
-// bytes needed and free, and the same session then runs a call that fits,
-// with the device still full and after.
-TEST(CudaSession, ACallTooLargeForTheDeviceIsAClearErrorAndTheSameSessionRunsTheNext) {
-  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  ::setenv("KILN_CUDA_SHAPE_TABLE", "0", 1);
-  auto program = dynbatch_range(100000);
-  ::unsetenv("KILN_CUDA_SHAPE_TABLE");
-  ASSERT_TRUE(program.has_value()) << program.status().message();
-  Session session(*program);
-  expect_dynbatch_call(session, "before");
-
-  auto ballast = take_device_memory();
-  ASSERT_TRUE(ballast.has_value()) << ballast.status().message();
-  const Tensor big = Tensor::zeros(DType::Float32, {50000, 3, 32, 32});
-  auto r = session.run({big});
-  ASSERT_FALSE(r.has_value());
-  const std::string m = r.status().message();
-  EXPECT_NE(m.find("out of device memory"), std::string::npos) << m;
-  EXPECT_NE(m.find("bytes needed"), std::string::npos) << m;
-  EXPECT_NE(m.find("free of"), std::string::npos) << m;
-  expect_dynbatch_call(session, "after the refused call, the device still full");
-
-  *ballast = cuda::DeviceBuffer();
-  expect_dynbatch_call(session, "after");
-}
-
 }  // namespace
 }  // namespace kiln
