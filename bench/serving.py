@@ -10,7 +10,11 @@ Cases (--case, repeatable):
   resnet50  torchvision's resnet50 fp16, batch 1..64 at 224x224, 100 requests
   prefill   bench/llm_decode.py's Llama-3.2-1B-shaped decoder (bf16, random weights, static KV cache
             of 1024) as a prefill step over prompts 1..1024, 50 requests; kiln's inputs are its own
-            random token ids and cache positions, PyTorch's random ids at positions 0..n-1
+            random token ids and cache positions, PyTorch's random ids at positions 0..n-1. The step
+            returns the next token's logits (the head over the prompt's last position, [1, 1, vocab]),
+            as a server's prefill does (transformers' generate passes logits_to_keep=1): the logits
+            of every position, up to 1024 x 128256, would make each request a copy of up to 256 MB
+            to freshly allocated host memory, which times the host's page faults, not the prefill
 
 Systems, each over the same sizes in the same order:
   kiln                   `kiln bench MODEL.kiln --stream N --seed S` (the C++ runtime; it draws the
@@ -95,6 +99,15 @@ def case_spec(name: str):
 
         torch.manual_seed(0)
         lm = LlamaForCausalLM(config(SimpleNamespace(layers=16))).to(torch.bfloat16).eval()
+
+        class LastPosition(torch.nn.Module):
+            def __init__(self, head):
+                super().__init__()
+                self.head = head
+
+            def forward(self, h):
+                return self.head(h[:, -1:, :])
+        lm.lm_head = LastPosition(lm.lm_head)
 
         def prompt(n: int, g: torch.Generator) -> tuple:
             return (torch.randint(0, 128000, (1, n), generator=g), torch.arange(n))

@@ -402,6 +402,20 @@ inline std::vector<ConformanceCase> conformance_cases() {
            half,
            half},
           16, 150, 200),
+      ranged(
+          {"attention_bfloat16_cache_prefix_mask",  // a prompt's rows over a static cache (positions below 100 of
+                                                    // 256): key tiles past every row's position are not read
+           R"(graph(%q: bfloat16[1, 8, s0, 64], %k: bfloat16[1, 2, 256, 64], %v: bfloat16[1, 2, 256, 64], %p: int64[s0, 1]) {
+  %j: int64[256] = aten.arange.default(end=256)
+  %m: bool[s0, 256] = aten.le.Tensor(self=%j, other=%p)
+  %o: bfloat16[1, 8, s0, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true)
+  return (%o)
+}
+)",
+           {0, 0, 0, 100},
+           half,
+           half},
+          16, 70, 130),
       ranged({"attention_float16_causal_head128",
               R"(graph(%q: float16[2, 2, s0, 128], %k: float16[2, 2, s0, 128], %v: float16[2, 2, s0, 128]) {
   %o: float16[2, 2, s0, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)

@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(256)
 // softmax are kept online in the registers that hold S (FlashAttention's
 // rescaling), so nothing of S leaves the SM; a row group's KS partial results
 // merge through shared memory at the end. A mask that is the same for every
-// query row (a key-padding mask) is read once per tile into shared memory.
+// query row (a key-padding mask) is read once per tile into shared memory,
+// and a tile the mask hides from all the block's rows is skipped unread.
 // Head size E a multiple of 16 up to 128 for keys and values alike; unit
 // last strides and even others. Sizes: 0 L, 1 S, 2 G, 3..5 q's strides
 // (batch, head, row), 6..8 k's, 9..11 v's, 12..14 out's, 15 the scale's
@@ -184,7 +185,39 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
   int kend = S;
   if constexpr (Causal) kend = min(S, static_cast<int>(blockIdx.x) * kRows + kRows);
   for (int j0 = 0; j0 < kend; j0 += kKeys) {
-    __syncthreads();
+    // A tile the mask hides from every row of the block adds nothing (its
+    // weights are exp(-inf) = 0): its keys and values are not read. A prompt
+    // written into a static cache masks the cache's unwritten end this way.
+    bool any = true;
+    [[maybe_unused]] float key_add = -INFINITY;
+    if constexpr (Masked) {
+      any = false;
+      if (key_mask) {
+        if (threadIdx.x < kKeys && j0 + static_cast<int>(threadIdx.x) < S) {
+          const M mv = mask[mask_base + static_cast<long long>(j0 + threadIdx.x) * D::at(19, kd...)];
+          if constexpr (same_type<M, bool>::value) {
+            key_add = mv ? 0.0f : -INFINITY;
+          } else {
+            key_add = kiln_ld(mv);
+          }
+          any = key_add != -INFINITY;
+        }
+      } else {
+        for (int i = threadIdx.x; i < kRows * kKeys && !any; i += kThreads) {
+          const int row = static_cast<int>(blockIdx.x) * kRows + i / kKeys, j = j0 + i % kKeys;
+          if (row >= L || j >= S || (Causal && j > row)) continue;
+          const M mv = mask[mask_base + static_cast<long long>(row) * D::at(18, kd...) +
+                            static_cast<long long>(j) * D::at(19, kd...)];
+          if constexpr (same_type<M, bool>::value) {
+            any = mv;
+          } else {
+            any = kiln_ld(mv) != -INFINITY;
+          }
+        }
+      }
+    }
+    // (Also the barrier before the tiles are overwritten.)
+    if (!__syncthreads_or(any)) continue;
     if (wide) {
       for (int i = threadIdx.x; i < kKeys * E / 8; i += kThreads) {
         const int r = i / (E / 8), c = (i % (E / 8)) * 8, j = j0 + r;
@@ -202,19 +235,7 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
       }
     }
     if constexpr (Masked) {
-      if (key_mask && threadIdx.x < kKeys) {
-        const int j = j0 + threadIdx.x;
-        float add = -INFINITY;
-        if (j < S) {
-          const M mv = mask[mask_base + static_cast<long long>(j) * D::at(19, kd...)];
-          if constexpr (same_type<M, bool>::value) {
-            add = mv ? 0.0f : -INFINITY;
-          } else {
-            add = kiln_ld(mv);
-          }
-        }
-        mk[threadIdx.x] = add;
-      }
+      if (key_mask && threadIdx.x < kKeys) mk[threadIdx.x] = key_add;
     }
     __syncthreads();
     float sc[kSplit / 8][4];
