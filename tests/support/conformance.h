@@ -416,6 +416,20 @@ inline std::vector<ConformanceCase> conformance_cases() {
            half,
            half},
           16, 70, 130),
+      ranged(
+          {"attention_bfloat16_decode_cache_prefix_mask",  // 1-4 new tokens over a static cache of 300 (positions
+                                                           // below 150): chunks of keys no row reaches are not read
+           R"(graph(%q: bfloat16[1, 8, s0, 64], %k: bfloat16[1, 2, 300, 64], %v: bfloat16[1, 2, 300, 64], %p: int64[s0, 1]) {
+  %j: int64[300] = aten.arange.default(end=300)
+  %m: bool[s0, 300] = aten.le.Tensor(self=%j, other=%p)
+  %o: bfloat16[1, 8, s0, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, attn_mask=%m, enable_gqa=true)
+  return (%o)
+}
+)",
+           {0, 0, 0, 150},
+           half,
+           half},
+          1, 2, 4),
       ranged({"attention_float16_causal_head128",
               R"(graph(%q: float16[2, 2, s0, 128], %k: float16[2, 2, s0, 128], %v: float16[2, 2, s0, 128]) {
   %o: float16[2, 2, s0, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)

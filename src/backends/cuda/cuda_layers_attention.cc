@@ -1,4 +1,5 @@
-// The CUDA builder's layers, attention (flash, row-wise, or GEMMs and a softmax) and the rotary embedding.
+// The CUDA builder's layers, attention (flash, chunked for decoding, row-wise, or GEMMs and a softmax) and the
+// rotary embedding.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -128,8 +129,8 @@ Status emit_attention(Builder& b, const ir::Node& n) {
   const std::vector<int64_t> os = static_sizes(out);
   // 16-bit attention over several query rows runs on the tensor cores in one
   // kernel that reads q, k and v through their strides and writes [B, L, H, E]
-  // storage, so the usual transpose back to [B, L, H * E] is a view. (One row
-  // per head, a decode step, stays on the GEMMs below.)
+  // storage, so the usual transpose back to [B, L, H * E] is a view. (A few
+  // rows per head, a decode step, take the chunked kernels below.)
   if (os.size() == 4 && os[2] >= 16 && q.buf.offset % 4 == 0 && k.buf.offset % 4 == 0 && v.buf.offset % 4 == 0 &&
       flash_attention_fits(p, {dt, os, {os[2] * os[1] * os[3], os[3], os[1] * os[3], 1}})) {
     TRef fo = b.new_tensor(dt, {os[0], os[2], os[1], os[3]});
@@ -143,6 +144,18 @@ Status emit_attention(Builder& b, const ir::Node& n) {
     return Status::ok();
   }
   TRef o = b.new_tensor(dt, os);
+  // A few query rows per key head (a decode step): the keys in chunks spread
+  // over the GPU, then one merge; a chunk the mask hides is never read.
+  if (decode_attention_fits(p, o.layout())) {
+    TRef part = b.new_tensor(DType::Float32, {decode_attention_part_floats(p)});
+    KILN_ASSIGN_OR_RETURN(auto dk, decode_attention_kernels(p, o.layout()));
+    std::vector<BufferRef> dargs{part.buf, q.buf, k.buf, v.buf};
+    if (mask) dargs.push_back(mask->buf);
+    KILN_TRY(b.launch(n.name + " chunks", std::move(dk[0]), dargs));
+    KILN_TRY(b.launch(n.name + " merge", std::move(dk[1]), {o.buf, part.buf}));
+    b.bind(out, o);
+    return Status::ok();
+  }
   std::vector<BufferRef> args{o.buf, q.buf, k.buf, v.buf};
   if (mask) args.push_back(mask->buf);
   if (Expected<bool> done = attention_as_gemms(b, n.name, q, k, v, p, args.size() > 4 ? &args[4] : nullptr, o);

@@ -805,6 +805,70 @@ Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const
   return k;
 }
 
+bool decode_attention_fits(const AttentionParams& p, const StridedLayout& out) {
+  for (const StridedLayout* t : {&p.q, &p.k, &p.v, &out}) {
+    if (t->sizes.size() != 4 || t->strides.size() != 4 || t->dtype != p.q.dtype || t->strides[3] != 1) return false;
+  }
+  const DType dt = p.q.dtype;
+  if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) return false;
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
+  const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2], Ev = p.v.sizes[3];
+  if (p.k.sizes[0] != B || p.v.sizes[0] != B || p.k.sizes[3] != E || p.v.sizes[1] != Hk || p.v.sizes[2] != S ||
+      Hk < 1 || H % Hk != 0 || out.sizes != std::vector<int64_t>{B, H, L, Ev})
+    return false;
+  const int64_t most = dt == DType::Float32 ? 64 : 128;
+  if (E < 1 || Ev < 1 || E > most || Ev > most) return false;
+  if (p.has_mask && (p.mask.sizes.size() != 4 || p.mask.strides.size() != 4)) return false;
+  const int64_t rows = (H / Hk) * L;
+  return L >= 1 && L < 16 && rows <= 16 && S >= 1 && S <= (int64_t{1} << 30) && Hk <= 65535 && B <= 65535;
+}
+
+int64_t decode_attention_part_floats(const AttentionParams& p) {
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], Hk = p.k.sizes[1], S = p.k.sizes[2];
+  return B * Hk * ((S + 63) / 64) * (H / Hk) * L * (p.v.sizes[3] + 2);
+}
+
+Expected<std::array<GeneratedKernel, 2>> decode_attention_kernels(const AttentionParams& p, const StridedLayout& out) {
+  if (!decode_attention_fits(p, out))
+    return unsupported(
+        "attention a chunk of keys at a time takes fewer than 16 query rows, at most 16 per key head, "
+        "float32 (head sizes up to 64), float16 or bfloat16 (up to 128) with unit last strides");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(p.q.dtype));
+  const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
+  const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2], Ev = p.v.sizes[3], G = H / Hk, R = G * L;
+  const int64_t chunks = (S + 63) / 64;
+  const int64_t most = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : R <= 8 ? 8 : 16;
+  std::array<GeneratedKernel, 2> ks;
+  GeneratedKernel& k = ks[0];
+  k.header = "kiln/attention.cuh";
+  k.dims = {L, S, G, R, chunks};
+  for (const StridedLayout* t : {&p.q, &p.k, &p.v})
+    k.dims.insert(k.dims.end(), t->strides.begin(), t->strides.begin() + 3);
+  k.dims.push_back(number_bits(p.scale, DType::Float32));
+  const std::string causal = p.causal ? "true" : "false";
+  if (p.has_mask) {
+    KILN_ASSIGN_OR_RETURN(std::string M, device_type_name(p.mask.dtype));
+    k.templ = "kiln::decode_attention_masked";
+    k.targs = {T, M, causal, std::to_string(E), std::to_string(Ev), std::to_string(most)};
+    k.dims.insert(k.dims.end(), p.mask.strides.begin(), p.mask.strides.end());
+  } else {
+    k.templ = "kiln::decode_attention";
+    k.targs = {T, causal, std::to_string(E), std::to_string(Ev), std::to_string(most)};
+  }
+  k.grid = {static_cast<uint32_t>(chunks), static_cast<uint32_t>(Hk), static_cast<uint32_t>(B)};
+  k.block = {128, 1, 1};
+  GeneratedKernel& m = ks[1];
+  m.header = "kiln/attention.cuh";
+  m.templ = "kiln::decode_attention_merge";
+  m.targs = {T, std::to_string(Ev)};
+  const int64_t rows = B * Hk * R;
+  m.dims = {rows, Hk, R, L, G, chunks};
+  m.dims.insert(m.dims.end(), out.strides.begin(), out.strides.end());
+  m.grid = {static_cast<uint32_t>((rows + 3) / 4), 1, 1};
+  m.block = {128, 1, 1};
+  return ks;
+}
+
 Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int64_t rows, int64_t table_rows,
                                              int64_t cols, int error_code) {
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));

@@ -175,6 +175,18 @@ Expected<GeneratedKernel> attention_kernel(const AttentionParams& p);
 bool flash_attention_fits(const AttentionParams& p, const StridedLayout& out);
 Expected<GeneratedKernel> flash_attention_kernel(const AttentionParams& p, const StridedLayout& out, int sm_count = 0);
 
+// The same attention for a few query rows per key head (a decode step: L
+// below 16 and G * L at most 16 rows), FlashDecoding-style: the first kernel
+// splits the keys into chunks of 64, a block per (chunk, key head, batch)
+// writing partial softmax states to `part` (float32, decode_attention_part_floats
+// of them); the second merges them into out. A chunk the mask hides from every
+// row reads no keys or values. float32 (head sizes up to 64), float16 and
+// bfloat16 (up to 128); unit last strides. Params: part, q, k, v, then mask;
+// then out, part.
+bool decode_attention_fits(const AttentionParams& p, const StridedLayout& out);
+int64_t decode_attention_part_floats(const AttentionParams& p);
+Expected<std::array<GeneratedKernel, 2>> decode_attention_kernels(const AttentionParams& p, const StridedLayout& out);
+
 // Rows of a table picked by indices: out[i, :] = table[index[i], :] with `rows`
 // indices (int64 or int32, contiguous) into a contiguous [table_rows, cols]
 // table. An index outside [-table_rows, table_rows) sets *error to `error_code`

@@ -416,4 +416,194 @@ __global__ void __launch_bounds__(128)
   flash_attention_body<T, M, true, Causal, E, RW, KS, D>(out, q, k, v, mask, kd...);
 }
 
+// ---- few query rows over many keys (a decode step), FlashDecoding-style
+
+// The keys split into chunks of 64, a block per (chunk, key head, batch): the
+// block takes the R = G * L query rows that read its key head (row r = g * L
+// + l: query head hk * G + g, query row l; at most RM) and writes each row's
+// partial softmax state over its chunk, part[((b * Hk + hk) * chunks + c) * R
+// + r] = {max, sum, o[0..Ev)} (float32, the maximum in the log2 domain, o not
+// yet divided by the sum); decode_attention_merge combines the chunks. A chunk
+// the mask (or causality) hides from every row writes max -inf and reads no
+// keys or values, so a static cache costs the positions written so far.
+// Sizes: 0 L, 1 S, 2 G, 3 R, 4 chunks, 5..7 q's strides (batch, head, row),
+// 8..10 k's, 11..13 v's, 14 the scale's float32 bits, 15..18 the mask's.
+template <typename T, typename M, bool Masked, bool Causal, int E, int Ev, int RM, class D, class... P>
+__device__ __forceinline__ void decode_attention_body(float* __restrict__ part, const T* __restrict__ q,
+                                                      const T* __restrict__ k, const T* __restrict__ v,
+                                                      const M* __restrict__ mask, const P&... kd) {
+  constexpr int kKeys = 64, kThreads = 128, kVec = 16 / sizeof(T);
+  const long long L = D::at(0, kd...), S = D::at(1, kd...), G = D::at(2, kd...);
+  const int R = static_cast<int>(D::at(3, kd...));
+  const long long chunks = D::at(4, kd...);
+  const float scale = __int_as_float(static_cast<int>(D::at(14, kd...))) * 1.44269504088896341f;
+  __shared__ __align__(16) T ks[kKeys][E + kVec];
+  __shared__ __align__(16) T vs[kKeys][Ev];
+  __shared__ float qs[RM][E];
+  __shared__ float sc[RM][kKeys];
+  const long long c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const long long j0 = c * kKeys;
+  float* pb = part + ((b * gridDim.y + hk) * chunks + c) * R * (Ev + 2);
+  // Which scores the mask and causality keep (0 or the mask's addend), -inf for the rest.
+  bool any = false;
+  for (int i = threadIdx.x; i < R * kKeys; i += kThreads) {
+    const int r = i / kKeys, jt = i % kKeys;
+    const long long j = j0 + jt, l = r % L, h = hk * G + r / L;
+    float add = j < S ? 0.0f : -INFINITY;
+    if constexpr (Causal) {
+      if (j > l) add = -INFINITY;
+    }
+    if constexpr (Masked) {
+      if (add == 0.0f) {
+        const M mv = mask[b * D::at(15, kd...) + h * D::at(16, kd...) + l * D::at(17, kd...) + j * D::at(18, kd...)];
+        if constexpr (same_type<M, bool>::value) {
+          if (!mv) add = -INFINITY;
+        } else {
+          add = kiln_ld(mv);
+        }
+      }
+    }
+    sc[r][jt] = add;
+    any = any || add != -INFINITY;
+  }
+  if (!__syncthreads_or(any)) {
+    if (threadIdx.x < R) {
+      pb[threadIdx.x * (Ev + 2)] = -INFINITY;
+      pb[threadIdx.x * (Ev + 2) + 1] = 0.0f;
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < R * E; i += kThreads) {
+    const int r = i / E, e = i % E;
+    const long long l = r % L, h = hk * G + r / L;
+    qs[r][e] = kiln_ld(q[b * D::at(5, kd...) + h * D::at(6, kd...) + l * D::at(7, kd...) + e]) * scale;
+  }
+  const T* kb = k + b * D::at(8, kd...) + hk * D::at(9, kd...);
+  const T* vb = v + b * D::at(11, kd...) + hk * D::at(12, kd...);
+  const long long ksr = D::at(10, kd...), vsr = D::at(13, kd...);
+  const bool wide = ((reinterpret_cast<unsigned long long>(kb) | reinterpret_cast<unsigned long long>(vb)) & 15) == 0 &&
+                    ksr % kVec == 0 && vsr % kVec == 0 && E % kVec == 0 && Ev % kVec == 0;
+  if (wide) {
+    for (int i = threadIdx.x; i < kKeys * (E / kVec); i += kThreads) {
+      const int r = i / (E / kVec), e = (i % (E / kVec)) * kVec;
+      const long long j = j0 + r;
+      *reinterpret_cast<uint4*>(&ks[r][e]) =
+          j < S ? *reinterpret_cast<const uint4*>(kb + j * ksr + e) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    for (int i = threadIdx.x; i < kKeys * (Ev / kVec); i += kThreads) {
+      const int r = i / (Ev / kVec), e = (i % (Ev / kVec)) * kVec;
+      const long long j = j0 + r;
+      *reinterpret_cast<uint4*>(&vs[r][e]) =
+          j < S ? *reinterpret_cast<const uint4*>(vb + j * vsr + e) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  } else {
+    for (int i = threadIdx.x; i < kKeys * E; i += kThreads) {
+      const int r = i / E, e = i % E;
+      const long long j = j0 + r;
+      ks[r][e] = j < S ? kb[j * ksr + e] : kiln_st<T>(0.0f);
+    }
+    for (int i = threadIdx.x; i < kKeys * Ev; i += kThreads) {
+      const int r = i / Ev, e = i % Ev;
+      const long long j = j0 + r;
+      vs[r][e] = j < S ? vb[j * vsr + e] : kiln_st<T>(0.0f);
+    }
+  }
+  __syncthreads();
+  // Scores in the log2 domain.
+  for (int i = threadIdx.x; i < R * kKeys; i += kThreads) {
+    const int r = i / kKeys, jt = i % kKeys;
+    const float add = sc[r][jt];
+    if (add == -INFINITY) continue;
+    float d = 0.0f;
+#pragma unroll 8
+    for (int e = 0; e < E; ++e) d = fmaf(qs[r][e], kiln_ld(ks[jt][e]), d);
+    sc[r][jt] = d + add * 1.44269504088896341f;
+  }
+  __syncthreads();
+  // Each warp takes rows warp, warp + 4, ...: the chunk's maximum, weights and sum.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < R; r += kThreads / 32) {
+    const float x0 = sc[r][lane], x1 = sc[r][lane + 32];
+    const float mx = kiln_warp_max(fmaxf(x0, x1));
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    const float p0 = exp2f(x0 - base), p1 = exp2f(x1 - base);
+    sc[r][lane] = p0;
+    sc[r][lane + 32] = p1;
+    const float sum = kiln_warp_sum(p0 + p1);
+    if (lane == 0) {
+      pb[r * (Ev + 2)] = mx;
+      pb[r * (Ev + 2) + 1] = sum;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * Ev; i += kThreads) {
+    const int r = i / Ev, e = i % Ev;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < kKeys; ++j) acc = fmaf(sc[r][j], kiln_ld(vs[j][e]), acc);
+    pb[r * (Ev + 2) + 2 + e] = acc;
+  }
+}
+
+// Params: part, q, k, v.
+template <typename T, bool Causal, int E, int Ev, int RM, class D, class... P>
+__global__ void __launch_bounds__(128) decode_attention(float* __restrict__ part, const T* __restrict__ q,
+                                                        const T* __restrict__ k, const T* __restrict__ v, P... kd) {
+  decode_attention_body<T, bool, false, Causal, E, Ev, RM, D>(part, q, k, v, nullptr, kd...);
+}
+
+// Params: part, q, k, v, mask.
+template <typename T, typename M, bool Causal, int E, int Ev, int RM, class D, class... P>
+__global__ void __launch_bounds__(128)
+    decode_attention_masked(float* __restrict__ part, const T* __restrict__ q, const T* __restrict__ k,
+                            const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
+  decode_attention_body<T, M, true, Causal, E, Ev, RM, D>(part, q, k, v, mask, kd...);
+}
+
+// A warp per query row (b, hk, r), 4 rows a block: the chunks' partial states
+// rescaled to the largest maximum and summed; out[b, hk * G + r / L, r % L, :]
+// through its strides (a row no key reaches gives zeros, as PyTorch's safe
+// softmax). Sizes: 0 rows (B * Hk * R), 1 Hk, 2 R, 3 L, 4 G, 5 chunks,
+// 6..9 out's strides.
+template <typename T, int Ev, class D, class... P>
+__global__ void __launch_bounds__(128) decode_attention_merge(T* __restrict__ out, const float* __restrict__ part,
+                                                              P... kd) {
+  constexpr int EVP = (Ev + 31) / 32;
+  const long long rows = D::at(0, kd...), Hk = D::at(1, kd...), R = D::at(2, kd...), L = D::at(3, kd...);
+  const long long G = D::at(4, kd...), chunks = D::at(5, kd...);
+  const long long row = static_cast<long long>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const long long r = row % R, bhk = row / R, hk = bhk % Hk, b = bhk / Hk;
+  const float* p0 = part + bhk * chunks * R * (Ev + 2) + r * (Ev + 2);
+  const long long step = R * (Ev + 2);
+  float mx = -INFINITY;
+  for (long long c = lane; c < chunks; c += 32) mx = fmaxf(mx, p0[c * step]);
+  mx = kiln_warp_max(mx);
+  float sum = 0.0f, acc[EVP];
+#pragma unroll
+  for (int j = 0; j < EVP; ++j) acc[j] = 0.0f;
+  if (mx != -INFINITY) {
+    for (long long c = 0; c < chunks; ++c) {
+      const float* pc = p0 + c * step;
+      const float m = pc[0];
+      if (m == -INFINITY) continue;
+      const float w = exp2f(m - mx);
+      sum += w * pc[1];
+#pragma unroll
+      for (int j = 0; j < EVP; ++j) {
+        const int e = lane + 32 * j;
+        if (e < Ev) acc[j] = fmaf(w, pc[2 + e], acc[j]);
+      }
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  T* o = out + b * D::at(6, kd...) + (hk * G + r / L) * D::at(7, kd...) + (r % L) * D::at(8, kd...);
+#pragma unroll
+  for (int j = 0; j < EVP; ++j) {
+    const int e = lane + 32 * j;
+    if (e < Ev) o[e * D::at(9, kd...)] = kiln_st<T>(acc[j] * inv);
+  }
+}
+
 }  // namespace kiln

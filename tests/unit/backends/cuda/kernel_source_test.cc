@@ -156,6 +156,46 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
     EXPECT_FALSE(flash_attention_kernel(w, bo).has_value());
   }
   {
+    // Decode attention in chunks of 64 keys: one new token, 4 query heads per
+    // key head (bfloat16, a bool mask over a static cache of 1000), float32
+    // with two rows per head, causal and unmasked; then the merge.
+    AttentionParams d;
+    d.q = {DType::BFloat16, {1, 32, 1, 64}, {2048, 64, 2048, 1}};
+    d.k = contiguous(DType::BFloat16, {1, 8, 1000, 64});
+    d.v = contiguous(DType::BFloat16, {1, 8, 1000, 64});
+    d.has_mask = true;
+    d.mask = {DType::Bool, {1, 32, 1, 1000}, {0, 0, 0, 1}};
+    d.scale = 0.125;
+    const StridedLayout dout = contiguous(DType::BFloat16, {1, 32, 1, 64});
+    ASSERT_TRUE(decode_attention_fits(d, dout));
+    EXPECT_EQ(decode_attention_part_floats(d), 8 * 16 * 4 * 66);
+    auto dk = decode_attention_kernels(d, dout);
+    ASSERT_TRUE(dk.has_value()) << dk.status().message();
+    EXPECT_EQ((*dk)[0].grid, (std::array<uint32_t, 3>{16, 8, 1}));  // chunks x key heads x batch
+    EXPECT_EQ((*dk)[1].grid[0], 8u);                                // 32 rows, 4 a block
+    ks.push_back((*dk)[0]);
+    ks.push_back((*dk)[1]);
+    AttentionParams f = d;
+    for (StridedLayout* t : {&f.q, &f.k, &f.v})
+      *t = contiguous(DType::Float32, {1, t == &f.q ? 4 : 2, t == &f.q ? 2 : 70, 32});
+    f.has_mask = false;
+    f.causal = true;
+    const StridedLayout fout = contiguous(DType::Float32, {1, 4, 2, 32});
+    auto fk = decode_attention_kernels(f, fout);
+    ASSERT_TRUE(fk.has_value()) << fk.status().message();
+    ks.push_back((*fk)[0]);
+    ks.push_back((*fk)[1]);
+    // What it leaves to the other kernels: 16 query rows, more than 16 rows per key head, float32 heads above 64.
+    AttentionParams w = d;
+    w.q.sizes = {1, 32, 16, 64};
+    EXPECT_FALSE(decode_attention_fits(w, contiguous(DType::BFloat16, {1, 32, 16, 64})));
+    w.q.sizes = {1, 32, 5, 64};
+    EXPECT_FALSE(decode_attention_fits(w, contiguous(DType::BFloat16, {1, 32, 5, 64})));
+    w = f;
+    for (StridedLayout* t : {&w.q, &w.k, &w.v}) t->sizes[3] = 80;
+    EXPECT_FALSE(decode_attention_fits(w, contiguous(DType::Float32, {1, 4, 2, 80})));
+  }
+  {
     // Norms: a warp per row with 16-byte vectors, with and without a folded
     // residual add (and its sum written); a block per row where vectors do not fit.
     NormRows n;
