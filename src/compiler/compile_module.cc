@@ -156,7 +156,9 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
   const convert::ConverterRegistry& converters = convert::builtin_converters();
   const engine::TargetInfo& target = backend->target();
   auto capable = [&](const ir::Node& n) { return converters.check(n, target); };
-  KILN_ASSIGN_OR_RETURN(partition::Partition part, partition::partition_by_capability(m, capable, settings.partition));
+  partition::PartitionOptions po = settings.partition;
+  po.fallback_on_device = backend->loads_onto_device();
+  KILN_ASSIGN_OR_RETURN(partition::Partition part, partition::partition_by_capability(m, capable, po));
 
   std::map<const ir::Node*, int> node_index;
   for (size_t i = 0; i < m.graph.nodes().size(); ++i) node_index[m.graph.nodes()[i].get()] = static_cast<int>(i);

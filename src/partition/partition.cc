@@ -128,7 +128,32 @@ struct Layout {
   size_t fallback_nodes = 0;
 };
 
-Layout lay_out(std::vector<int> order, const std::vector<Placement>& placements, int min_block_size) {
+// Per node, for a device backend: whether it is a fallback node the device
+// runs (a data-dependent selection), and whether it reads only sizes.
+struct DeviceNodes {
+  std::vector<char> on_device, sizes_only;
+};
+
+// Whether run `r` of `order` passes data to or from a node that is in an
+// engine or is a fallback node the device runs (a node that reads only sizes
+// passes none).
+bool touches_device(const std::vector<int>& order, const Run& r, const Deps& deps,
+                    const std::vector<Placement>& placements, const DeviceNodes& dev) {
+  std::unordered_set<int> inside(order.begin() + static_cast<long>(r.begin), order.begin() + static_cast<long>(r.end));
+  for (size_t k = r.begin; k < r.end; ++k) {
+    const int i = order[k];
+    if (dev.sizes_only[static_cast<size_t>(i)]) continue;
+    for (const std::vector<int>* next : {&deps.preds[static_cast<size_t>(i)], &deps.succs[static_cast<size_t>(i)]})
+      for (int j : *next)
+        if (!inside.count(j) && !dev.sizes_only[static_cast<size_t>(j)] &&
+            (placements[static_cast<size_t>(j)].engine || dev.on_device[static_cast<size_t>(j)]))
+          return true;
+  }
+  return false;
+}
+
+Layout lay_out(std::vector<int> order, const std::vector<Placement>& placements, int min_block_size, const Deps& deps,
+               const DeviceNodes& dev) {
   Layout l;
   l.order = std::move(order);
   for (const Placement& p : placements) {
@@ -141,6 +166,10 @@ Layout lay_out(std::vector<int> order, const std::vector<Placement>& placements,
       int compute = 0;
       for (size_t k = r.begin; k < r.end; ++k) compute += placements[l.order[k]].compute ? 1 : 0;
       if (compute >= min_block_size) continue;
+      // On a device backend a small segment that computes something, next to
+      // device work, stays there (PartitionOptions::fallback_on_device); one
+      // that only reads sizes is no engine.
+      if (compute > 0 && !dev.on_device.empty() && touches_device(l.order, r, deps, placements, dev)) continue;
       std::string why = "engine segment of " + std::to_string(compute) + " compute node" + (compute == 1 ? "" : "s") +
                         " is below min_block_size " + std::to_string(min_block_size);
       for (size_t k = r.begin; k < r.end; ++k) {
@@ -289,10 +318,18 @@ Expected<Partition> partition_by_capability(const ir::Module& m, const Capabilit
   for (size_t i = 0; i < n; ++i) graph_order[i] = static_cast<int>(i);
   bool first_is_engine = n > 0 && engine[0];
   int min_block = options.require_full_compilation ? 0 : options.min_block_size;
+  // Fallback nodes a device backend runs on the device, and size reads (empty: not a device backend).
+  DeviceNodes dev;
+  if (options.fallback_on_device)
+    for (size_t i = 0; i < n; ++i) {
+      const DeviceFallback how = device_fallback(*g.nodes()[i]);
+      dev.on_device.push_back(!placements[i].engine && how == DeviceFallback::kSelect ? 1 : 0);
+      dev.sizes_only.push_back(how == DeviceFallback::kSizes ? 1 : 0);
+    }
   std::vector<Layout> candidates;
-  candidates.push_back(lay_out(std::move(graph_order), placements, min_block));
-  candidates.push_back(lay_out(order_by_kind(deps, engine, first_is_engine), placements, min_block));
-  candidates.push_back(lay_out(order_by_kind(deps, engine, !first_is_engine), placements, min_block));
+  candidates.push_back(lay_out(std::move(graph_order), placements, min_block, deps, dev));
+  candidates.push_back(lay_out(order_by_kind(deps, engine, first_is_engine), placements, min_block, deps, dev));
+  candidates.push_back(lay_out(order_by_kind(deps, engine, !first_is_engine), placements, min_block, deps, dev));
   size_t best = 0;
   for (size_t c = 1; c < candidates.size(); ++c) {
     const Layout& a = candidates[c];

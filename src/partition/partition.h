@@ -44,7 +44,27 @@ struct PartitionOptions {
   // When set, any node the capability check refuses (or fallback_ops forces
   // out) is an error, and min_block_size is ignored.
   bool require_full_compilation = false;
+  // The backend keeps tensors on its device between segments and runs some
+  // fallback nodes there (device_fallback). An engine segment below
+  // min_block_size then stays an engine when a node it reads from or writes
+  // to is in an engine or is such a fallback node: in fallback its values
+  // would cross to the host and back, which a kernel on the device spares.
+  bool fallback_on_device = false;
 };
+
+// How a fallback node runs in a call that keeps values on a device
+// (Executable::run, and the partition report's crossings): kHost on the
+// reference kernels (its operands cross to the host); kSizes reads only
+// sizes (device tensors stay where they are); kSelect is a data-dependent
+// selection the device makes (nonzero, boolean-mask indexing, masked_select
+// of operands of one size, unique and unique_consecutive of the flattened
+// tensor), its row count the one thing that crosses.
+enum class DeviceFallback { kHost, kSizes, kSelect };
+DeviceFallback device_fallback(const ir::Node& n);
+// x[mask]'s mask (an index.Tensor node with one bool index over self's leading dims), else null.
+const ir::Value* boolean_mask(const ir::Node& n);
+// unique (_unique2) or unique_consecutive of the flattened tensor (no dim): values, inverse and counts.
+bool unique_of_flattened(const ir::Node& n);
 
 enum class SegmentKind { kEngine, kFallback };
 

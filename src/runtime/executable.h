@@ -12,19 +12,15 @@
 
 #include "backends/cpu/kernel.h"
 #include "engine/backend.h"
+#include "partition/partition.h"
 #include "program/compiled_program.h"
 
 namespace kiln::runtime {
 
-// How a fallback node runs in a call that keeps values on a device
-// (Executable::run, and the partition report's crossings): kHost on the
-// reference kernels (its operands cross to the host); kSizes reads only
-// sizes (device tensors stay where they are); kSelect is a data-dependent
-// selection the device makes (nonzero, boolean-mask indexing, masked_select
-// of operands of one size, unique and unique_consecutive of the flattened
-// tensor), its row count the one thing that crosses.
-enum class DeviceFallback { kHost, kSizes, kSelect };
-DeviceFallback device_fallback(const ir::Node& n);
+// How a fallback node runs in a call that keeps values on a device: see
+// partition::device_fallback.
+using partition::device_fallback;
+using partition::DeviceFallback;
 
 class Executable {
  public:

@@ -198,6 +198,56 @@ TEST(Partition, ShortEngineRunsAreDemotedAndMergedWithNeighbours) {
   EXPECT_EQ(kinds_of(*all), (std::vector{kFallback, kEngine, kFallback, kEngine}));
 }
 
+// On a device backend (fallback_on_device) a short engine run stays an
+// engine when it reads from or feeds an engine node or a fallback node the
+// device runs (nonzero, boolean-mask indexing): in fallback its values would
+// cross to the host and back. Between host fallback nodes it is still
+// demoted.
+TEST(Partition, ShortRunsNextToDeviceWorkStayEnginesOnADeviceBackend) {
+  ir::Module m = parse_module(R"(graph(%x: float32[8]) {
+  %f1: float32[8] = aten.cumsum.default(self=%x, dim=0)
+  %e1: float32[8] = aten.relu.default(self=%f1)
+  %f2: float32[8] = aten.cumsum.default(self=%e1, dim=0)
+  %g1: bool[8] = aten.gt.Scalar(self=%f2, other=0.5)
+  %nz: int64[u0, 1] = aten.nonzero.default(self=%g1)
+  %n: symint = aten.sym_size.int(self=%nz, dim=0)
+  %h1: float32[8] = aten.mul.Tensor(self=%f2, other=%f2)
+  %h2: float32[8] = aten.exp.default(self=%h1)
+  %h3: float32[8] = aten.neg.default(self=%h2)
+  %h4: float32[8] = aten.abs.default(self=%h3)
+  %h5: float32[8] = aten.sin.default(self=%h4)
+  %c: float32[8] = aten.cumsum.default(self=%h5, dim=0)
+  %k1: float32[8] = aten.cos.default(self=%c)
+  return (%nz, %n, %k1)
+}
+)");
+  auto refuse = refuse_nodes({{"f1", "no kernel for cumsum"},
+                              {"f2", "no kernel for cumsum"},
+                              {"nz", kDataDependent},
+                              {"c", "no kernel for cumsum"}});
+  PartitionOptions device = min_block(5);
+  device.fallback_on_device = true;
+  auto p = partition_by_capability(m, refuse, device);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  std::vector<std::string> engine_nodes, fallback_nodes;
+  for (const Segment& s : p->segments)
+    for (const ir::Node* n : s.nodes) (s.kind == kEngine ? engine_nodes : fallback_nodes).push_back(n->name);
+  // e1 sits between two host cumsums: demoted. g1 feeds nonzero, which the
+  // device runs: kept. h1..h5 is five nodes; k1 reads only the host cumsum
+  // and is the graph's output: demoted.
+  EXPECT_NE(std::find(fallback_nodes.begin(), fallback_nodes.end(), "e1"), fallback_nodes.end());
+  EXPECT_NE(std::find(engine_nodes.begin(), engine_nodes.end(), "g1"), engine_nodes.end());
+  EXPECT_NE(std::find(engine_nodes.begin(), engine_nodes.end(), "h5"), engine_nodes.end());
+  EXPECT_NE(std::find(fallback_nodes.begin(), fallback_nodes.end(), "k1"), fallback_nodes.end());
+
+  // Without a device backend g1 is demoted as before.
+  auto host = partition_by_capability(m, refuse, min_block(5));
+  ASSERT_TRUE(host.has_value()) << host.status().message();
+  for (const Segment& s : host->segments)
+    for (const ir::Node* n : s.nodes)
+      if (n->name == "g1") EXPECT_EQ(s.kind, kFallback);
+}
+
 TEST(Partition, RunsOfViewsAloneCountAsEmpty) {
   ir::Module m = parse_module(R"(graph(%x: float32[8]) {
   %f1: float32[8] = aten.cumsum.default(self=%x, dim=0)
