@@ -834,4 +834,11 @@ const std::vector<ir::OpKind>& decomposed_ops() {
 
 Status decompose_composites(ir::Module& m) { return rewrite_to_fixed_point(m, decompose); }
 
+Status decompose_composites_keeping(ir::Module& m, const std::function<bool(ir::OpKind)>& kept) {
+  return rewrite_to_fixed_point(m, [&](PatternContext& ctx, ir::Node& n) -> Expected<bool> {
+    if (kept(n.op)) return false;
+    return decompose(ctx, n);
+  });
+}
+
 }  // namespace kiln::lowering

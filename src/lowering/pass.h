@@ -1,6 +1,8 @@
 // A lowering pass rewrites a module in place and returns a Status.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
 #include "kiln/status.h"
 
@@ -60,6 +62,8 @@ Status decompose_linear(ir::Module& m);
 // linalg_vector_norm) written in core ops; decomposed_ops() lists them.
 Status decompose_composites(ir::Module& m);
 const std::vector<ir::OpKind>& decomposed_ops();
+// The same, leaving the ops `kept` names as they are.
+Status decompose_composites_keeping(ir::Module& m, const std::function<bool(ir::OpKind)>& kept);
 
 // Batch norm in eval mode after a convolution with constant weights becomes
 // that convolution with folded weight and bias; any other eval batch norm with

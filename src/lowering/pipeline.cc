@@ -13,7 +13,8 @@ const std::vector<PassInfo>& default_pipeline() {
        "weights over one storage with one view become one input; their other names are aliases"},
       {"functionalize", &functionalize,
        "in-place ops and writes through views become functional; buffer writes become outputs"},
-      {"decompose", &decompose_composites, "composite ops of the default dialect become core ops", decomposed_ops()},
+      {"decompose", &decompose_composites, "composite ops of the default dialect become core ops", decomposed_ops(),
+       &decompose_composites_keeping},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
       {"fold-constants", &fold_constants, "evaluate nodes that depend only on weights and constants, once"},
       {"remove-static-asserts", &remove_static_asserts, "drop dtype checks the IR's types already decide"},
@@ -77,9 +78,10 @@ Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const Pi
       return std::any_of(options.keep_ops.begin(), options.keep_ops.end(),
                          [&](const std::string& entry) { return ir::op_matches_entry(entry, ir::op_target(op)); });
     };
-    if (std::any_of(p.absorbs.begin(), p.absorbs.end(), forced)) continue;
+    const bool keeps = std::any_of(p.absorbs.begin(), p.absorbs.end(), forced);
+    if (keeps && !p.run_keeping) continue;
     const auto start = std::chrono::steady_clock::now();
-    KILN_TRY_CTX(p.run(m), "pass '" + p.name + "'");
+    KILN_TRY_CTX(keeps ? p.run_keeping(m, forced) : p.run(m), "pass '" + p.name + "'");
     if (options.timed)
       options.timed(p.name,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

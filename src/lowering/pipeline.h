@@ -18,6 +18,9 @@ struct PassInfo {
   // the pass is skipped when one of them is forced out of engines, so that the
   // op stays a node of its own, for the partitioner to keep in fallback.
   std::vector<ir::OpKind> absorbs = {};
+  // For a pass that rewrites each op on its own (decompositions): the pass
+  // run leaving the ops forced out of engines alone, instead of skipped.
+  Status (*run_keeping)(ir::Module&, const std::function<bool(ir::OpKind)>& kept) = nullptr;
 };
 
 // The passes a program goes through before it runs, in order.

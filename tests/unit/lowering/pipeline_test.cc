@@ -96,6 +96,28 @@ TEST(Pipeline, ForcedFallbackOpsAreNotFusedAway) {
   }
 }
 
+// A decomposed op forced out of engines stays a node of its own, while the
+// other decompositions still run (the decompose pass is not skipped whole).
+TEST(Pipeline, ForcedFallbackOpIsNotDecomposedWhileOthersAre) {
+  const char* text =
+      R"(graph(%x: float32[2, 3], %y: float32[2, 3], %e: float32[2, 3, 5], %b: float32[2, 3, 4], %c: float32[2, 4, 5]) {
+  %s: float32[2, 2, 3] = aten.stack.default(tensors=[%x, %y])
+  %d: float32[2, 3, 5] = aten.baddbmm.default(self=%e, batch1=%b, batch2=%c)
+  return (%s, %d)
+}
+)";
+  ir::Module m = testing::module_from(text, {});
+  ir::Module before = testing::clone_module(m);
+  PipelineOptions opts;
+  opts.keep_ops = {"aten.stack"};
+  ASSERT_TRUE(run_pipeline(m, default_pipeline(), opts).is_ok());
+  std::map<std::string, int> ops;
+  for (const auto& n : m.graph.nodes()) ++ops[std::string(ir::op_target(n->op))];
+  EXPECT_EQ(ops["aten.stack.default"], 1) << ir::print_graph(m.graph);
+  EXPECT_EQ(ops["aten.baddbmm.default"], 0) << ir::print_graph(m.graph);
+  testing::expect_same_outputs(before, m, 1e-5);
+}
+
 TEST(Pipeline, TransformerBlock) {
   // Pre-norm block: native layer norm, q/k/v projections, SDPA, tanh-GELU MLP,
   // and an RMS-normed SiLU-gated branch.
