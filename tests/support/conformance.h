@@ -430,21 +430,6 @@ inline std::vector<ConformanceCase> conformance_cases() {
            half,
            half},
           1, 2, 4),
-      ranged({"swiglu_gate_read_by_few_rows",  // a decoder MLP of 1-4 tokens: the down product reads silu(g) * u
-              R"(graph(%x: bfloat16[s0, 64], %wgu: bfloat16[64, 256], %wd: bfloat16[128, 64]) {
-  %gu: bfloat16[s0, 256] = aten.matmul.default(self=%x, other=%wgu)
-  %g: bfloat16[s0, 128] = aten.slice.Tensor(self=%gu, dim=1, start=0, end=128)
-  %u: bfloat16[s0, 128] = aten.slice.Tensor(self=%gu, dim=1, start=128, end=256)
-  %s: bfloat16[s0, 128] = kiln.silu_mul(a=%g, b=%u)
-  %y: bfloat16[s0, 64] = aten.matmul.default(self=%s, other=%wd)
-  return (%y)
-}
-)",
-              {0, 0, 0},
-              half,
-              half,
-              1},
-             1, 2, 4),
       ranged({"attention_float16_causal_head128",
               R"(graph(%q: float16[2, 2, s0, 128], %k: float16[2, 2, s0, 128], %v: float16[2, 2, s0, 128]) {
   %o: float16[2, 2, s0, 128] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%v, is_causal=true)

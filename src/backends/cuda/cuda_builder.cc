@@ -482,25 +482,6 @@ Expected<CudaPlan> Builder::build() {
   return std::move(plan_);
 }
 
-const std::vector<const ir::Node*>& Builder::users(const ir::Value* v) {
-  if (!users_known_) {
-    for (const auto& n : net_.graph.nodes())
-      for (const ir::Value* o : n->operands()) {
-        auto& l = users_[o];
-        if (std::find(l.begin(), l.end(), n.get()) == l.end()) l.push_back(n.get());
-      }
-    users_known_ = true;
-  }
-  static const std::vector<const ir::Node*> none;
-  auto it = users_.find(v);
-  return it == users_.end() ? none : it->second;
-}
-
-bool Builder::is_engine_output(const ir::Value* v) const {
-  const auto& outs = net_.graph.outputs();
-  return std::find(outs.begin(), outs.end(), v) != outs.end();
-}
-
 Status Builder::emit() {
   plan_.device_name = config_.device.name;
   plan_.arch = config_.device.arch();

@@ -15,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_support.h"
@@ -175,18 +174,6 @@ class Builder {
   Expected<TRef> constant(const ir::Value* v, DType dtype, bool channels_last_filter = false,
                           bool transposed_matrix = false, int64_t pad_channels = 0);
   bool is_constant(const ir::Value* v) const;
-  // The nodes that read `v` (an engine output is not a node: is_engine_output).
-  const std::vector<const ir::Node*>& users(const ir::Value* v);
-  bool is_engine_output(const ir::Value* v) const;
-  // A layer left for its only user to compute as it reads it (a SwiGLU gate
-  // that a matrix-vector product reads, emit_matmul): `v`'s producer, until
-  // that user takes it or has it emitted after all.
-  void defer(const ir::Value* v, const ir::Node* producer) { deferred_[v] = producer; }
-  const ir::Node* deferred(const ir::Value* v) const {
-    auto it = deferred_.find(v);
-    return it == deferred_.end() ? nullptr : it->second;
-  }
-  void undefer(const ir::Value* v) { deferred_.erase(v); }
   BufferRef error_word() const { return {-2 - error_alloc_, 0}; }
   int add_error_layer(const std::string& layer);
 
@@ -211,9 +198,6 @@ class Builder {
   std::map<std::string, int> kernel_index_;
   std::map<std::tuple<std::string, DType, bool, bool, int64_t>, int> constant_index_;
   int error_alloc_ = -1;
-  std::unordered_map<const ir::Value*, std::vector<const ir::Node*>> users_;  // filled at the first users() call
-  bool users_known_ = false;
-  std::unordered_map<const ir::Value*, const ir::Node*> deferred_;
   ir::SymBindings bindings_;
 };
 

@@ -76,8 +76,6 @@ Status emit_pad(Builder& b, const ir::Node& n);
 // Elementwise programs and the like (cuda_layers_elementwise.cc).
 std::string elementwise_refusal(const ir::Node& n);
 Status emit_elementwise(Builder& b, const ir::Node& n);
-// emit_elementwise without leaving a SwiGLU gate to the product that reads it.
-Status emit_elementwise_now(Builder& b, const ir::Node& n);
 // `prog` over `operands` (each converted to the compute dtype and broadcast
 // to out's sizes) into a new tensor bound to `out`: one kernel.
 Status emit_program(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,

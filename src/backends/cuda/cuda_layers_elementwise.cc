@@ -227,39 +227,7 @@ Status emit_copy_into(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// A SwiGLU gate silu(a) * b read only by a product of few rows (a decoder's
-// one token through its down projection): the matrix-vector kernel computes
-// it as it reads its rows (emit_matmul), so it is not emitted here.
-bool gate_for_few_rows(Builder& b, const ir::Node& n) {
-  if (n.op != OpKind::kSiluMul || n.outputs.size() != 1) return false;
-  const ir::Value* out = n.outputs[0];
-  if (b.is_engine_output(out) || b.users(out).size() != 1) return false;
-  const ir::Node* user = b.users(out)[0];
-  if ((user->op != OpKind::kMatmul && user->op != OpKind::kMm) || value_arg(*user, "self") != out ||
-      user->find("kiln_bias") || user->outputs.size() != 1)
-    return false;
-  if (value_arg(*user, user->op == OpKind::kMm ? "mat2" : "other") == out) return false;
-  const ir::Value* product = user->outputs[0];
-  const DType dt = b.compute_dtype(product->type.dtype);
-  if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) return false;
-  if (out->type.dtype != product->type.dtype) return false;
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < product->type.sizes.size(); ++d) {
-    if (!product->type.sizes[d].is_static()) return false;
-    rows *= product->type.sizes[d].value;
-  }
-  return product->type.sizes.size() >= 2 && rows >= 1 && rows <= kGemvMaxRows;
-}
-
 Status emit_elementwise(Builder& b, const ir::Node& n) {
-  if (gate_for_few_rows(b, n)) {
-    b.defer(n.outputs[0], &n);
-    return Status::ok();
-  }
-  return emit_elementwise_now(b, n);
-}
-
-Status emit_elementwise_now(Builder& b, const ir::Node& n) {
   if (integer_binary(n)) return emit_integer_binary(b, n);
   if (where_select(n)) return emit_where(b, n);
   if (floating_compare(n)) return emit_floating_compare(b, n);

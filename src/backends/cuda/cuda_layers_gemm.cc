@@ -152,49 +152,6 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   return Status::ok();
 }
 
-// A product of few rows that reads silu(a) * up (a SwiGLU gate left to it,
-// Builder::defer) from a and up themselves, when the matrix-vector kernel
-// takes it: one batch, rows of unit stride, the weight stored as n rows of k.
-// Returns whether it emitted the layer.
-Expected<bool> emit_gated_gemv(Builder& b, const std::string& layer, TRef A, TRef U, const TRef& W,
-                               const ir::Value* out, float alpha) {
-  const std::vector<int64_t> sizes = static_sizes(out);
-  const DType dt = b.compute_dtype(out->type.dtype);
-  const size_t rank = sizes.size();
-  if (rank < 2 || A.dtype != dt || U.dtype != dt || W.dtype != dt || W.sizes.size() != 2 || b.allow_tf32())
-    return false;
-  const int64_t M = sizes[rank - 2], N = sizes[rank - 1], K = A.sizes.back();
-  if (prod(sizes) != M * N) return false;  // one batch
-  std::vector<int64_t> rows(rank - 2, 1);
-  rows.push_back(M);
-  rows.push_back(K);
-  KILN_ASSIGN_OR_RETURN(A, expanded(A, rows));
-  KILN_ASSIGN_OR_RETURN(U, expanded(U, rows));
-  const auto la = mat_layout(M, K, A.strides[rank - 2], A.strides[rank - 1]);
-  const auto lu = mat_layout(M, K, U.strides[rank - 2], U.strides[rank - 1]);
-  const auto lw = mat_layout(K, N, W.strides[0], W.strides[1]);
-  if (!la || la->trans || !lu || lu->trans || !lw || !lw->trans || W.sizes[0] != K || W.sizes[1] != N ||
-      A.buf.offset % 16 != 0 || U.buf.offset % 16 != 0 || W.buf.offset % 16 != 0)
-    return false;
-  GemvShape gv;
-  gv.dtype = dt;
-  gv.m = M;
-  gv.n = N;
-  gv.k = K;
-  gv.lda = la->ld;
-  gv.ld_up = lu->ld;
-  gv.ldw = lw->ld;
-  gv.ldc = N;
-  gv.alpha = alpha;
-  gv.gated = true;
-  if (!gemv_fits(gv)) return false;
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gemv_kernel(gv));
-  TRef C = b.new_tensor(dt, sizes);
-  KILN_TRY(b.launch(layer + " gemv", std::move(k), {C.buf, A.buf, U.buf, W.buf}));
-  b.bind(out, C);
-  return true;
-}
-
 }  // namespace
 
 Status emit_matmul(Builder& b, const ir::Node& n) {
@@ -229,12 +186,7 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
     default: return internal_error("not a GEMM layer");
   }
   if (!a || !w) return internal_error("GEMM layer without operands");
-  // A SwiGLU gate left to this product (gate_for_few_rows) has no device tensor yet.
-  const ir::Node* gate = b.deferred(a);
-  TRef A;
-  if (!gate) {
-    KILN_ASSIGN_OR_RETURN(A, b.ref(a));
-  }
+  KILN_ASSIGN_OR_RETURN(TRef A, b.ref(a));
   // A weight stored k x n (a linear layer's weight transposed while lowering)
   // feeding few rows: store it n x k on the device instead, so that the
   // matrix-vector kernel streams whole rows of it (emit_gemm). Asked for
@@ -262,17 +214,6 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
     KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name));
     bias = br;
     ep = string_arg(n, "kiln_act") == "relu" ? GemmEpilogue::kBiasRelu : GemmEpilogue::kBias;
-  }
-  if (gate) {
-    // The gate silu(x) * up this product reads: computed by the matrix-vector
-    // kernel as it reads it, else emitted here after all.
-    KILN_ASSIGN_OR_RETURN(TRef X, b.ref(value_arg(*gate, "a")));
-    KILN_ASSIGN_OR_RETURN(TRef U, b.ref(value_arg(*gate, "b")));
-    KILN_ASSIGN_OR_RETURN(bool done, emit_gated_gemv(b, n.name, X, U, W, out, alpha));
-    b.undefer(a);
-    if (done) return Status::ok();
-    KILN_TRY(emit_elementwise_now(b, *gate));
-    KILN_ASSIGN_OR_RETURN(A, b.ref(a));
   }
   return emit_gemm(b, n.name, A, W, out, bias ? &*bias : nullptr, ep, alpha);
 }

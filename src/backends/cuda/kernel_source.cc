@@ -1028,7 +1028,6 @@ bool gemv_fits(const GemvShape& s) {
   if (s.m < 1 || s.m > kGemvMaxRows || s.n < 1 || s.k < vec) return false;
   if (s.k % vec != 0 || s.lda % vec != 0 || s.ldw % vec != 0 || s.lda < s.k || s.ldw < s.k || s.ldc < s.n) return false;
   if (s.activation != "none" && s.activation != "relu" && s.activation != "gelu") return false;
-  if (s.gated && (s.has_bias || s.activation != "none" || s.ld_up % vec != 0 || s.ld_up < s.k)) return false;
   if (!std::isfinite(s.alpha)) return false;
   return s.n <= (int64_t{1} << 31) / 8 && s.k <= (int64_t{1} << 30);
 }
@@ -1047,12 +1046,11 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   const int act = s.activation == "relu" ? 1 : s.activation == "gelu" ? 2 : 0;
   GeneratedKernel g;
   g.header = "kiln/gemv.cuh";
-  g.templ = s.gated ? "kiln::gemv_gated" : s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
+  g.templ = s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
   // Row counts share instances by the power of two at or above them (the count itself a size).
   const int64_t most = s.m <= 1 ? 1 : s.m <= 2 ? 2 : s.m <= 4 ? 4 : 8;
   g.targs = {T, std::to_string(most), std::to_string(split), std::to_string(act)};
   g.dims = {s.n, s.ldw, kv, s.lda, s.ldc, static_cast<int64_t>(std::bit_cast<uint32_t>(s.alpha)), s.m};
-  if (s.gated) g.dims.push_back(s.ld_up);
   g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
   g.block = {kWarps * 32, 1, 1};
   return g;

@@ -300,10 +300,6 @@ struct GemvShape {
   float alpha = 1.0f;
   bool has_bias = false;
   std::string activation = "none";  // "none", "relu" or "gelu" (tanh approximation, as cuBLASLt's)
-  // The rows read are silu(a) * up (kiln.silu_mul), up a second operand of a's
-  // shape with row stride ld_up; no bias. Params: c, a, up, w.
-  bool gated = false;
-  int64_t ld_up = 0;
 };
 // The largest m gemv_kernel takes.
 constexpr int64_t kGemvMaxRows = 8;

@@ -13,8 +13,7 @@
 // M, are a size, so that one kernel serves 5 to 8 rows alike.
 //
 // Sizes (kiln::Sizes): 0 n, 1 ldw, 2 k / (16 / sizeof(T)) (16-byte vectors
-// per row), 3 lda, 4 ldc, 5 alpha's float32 bits, 6 rows (1 to M), and for
-// gemv_gated 7 up's row stride.
+// per row), 3 lda, 4 ldc, 5 alpha's float32 bits, 6 rows (1 to M).
 #pragma once
 
 #include "kiln/prelude.cuh"
@@ -23,9 +22,9 @@ namespace kiln {
 
 enum GemvActivation { kGemvNone = 0, kGemvRelu = 1, kGemvGelu = 2 };  // gelu: the tanh form, as cuBLASLt's
 
-template <typename T, int M, int Split, int Act, bool Gated, class D, class... P>
-__device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ up,
-                                          const T* __restrict__ w, const T* __restrict__ bias, const P&... kd) {
+template <typename T, int M, int Split, int Act, class D, class... P>
+__device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ w,
+                                          const T* __restrict__ bias, const P&... kd) {
   static_assert(M >= 1 && M <= 8, "at most 8 rows");
   static_assert(Split == 1 || Split == 2 || Split == 4 || Split == 8, "k split among 1, 2, 4 or 8 warps");
   constexpr int kWarps = 8, kCols = kWarps / Split, kVec = 16 / sizeof(T);
@@ -58,20 +57,8 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
       if (r >= rows) break;
       const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
       const T* xp = reinterpret_cast<const T*>(&xv);
-      if constexpr (Gated) {
-        // x = silu(a) * up, rounded as kiln.silu_mul rounds it.
-        const uint4 uv = __ldg(reinterpret_cast<const uint4*>(up + r * D::at(7, kd...)) + v);
-        const T* upp = reinterpret_cast<const T*>(&uv);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const float g = kiln_ld(xp[e]);
-          const float x = kiln_round<T>(kiln_round<T>(g / (float(1) + exp(-g))) * kiln_ld(upp[e]));
-          acc[r] = fmaf(kiln_ld(wp[e]), x, acc[r]);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);
-      }
+      for (int e = 0; e < kVec; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);
     }
   };
   if (col < n) {
@@ -116,22 +103,14 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
 template <typename T, int M, int Split, int Act, class D, class... P>
 __global__ void __launch_bounds__(256) gemv(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ w,
                                             P... kd) {
-  gemv_rows<T, M, Split, Act, false, D>(c, a, nullptr, w, nullptr, kd...);
+  gemv_rows<T, M, Split, Act, D>(c, a, w, nullptr, kd...);
 }
 
 // Params: c, a, w, bias (n elements).
 template <typename T, int M, int Split, int Act, class D, class... P>
 __global__ void __launch_bounds__(256) gemv_bias(T* __restrict__ c, const T* __restrict__ a,
                                                  const T* __restrict__ w, const T* __restrict__ bias, P... kd) {
-  gemv_rows<T, M, Split, Act, false, D>(c, a, nullptr, w, bias, kd...);
-}
-
-// The product of silu(a) * up (kiln.silu_mul, a SwiGLU gate) and w: the gate
-// is computed as the rows are read. Size 7: up's row stride. Params: c, a, up, w.
-template <typename T, int M, int Split, int Act, class D, class... P>
-__global__ void __launch_bounds__(256) gemv_gated(T* __restrict__ c, const T* __restrict__ a,
-                                                  const T* __restrict__ up, const T* __restrict__ w, P... kd) {
-  gemv_rows<T, M, Split, Act, true, D>(c, a, up, w, nullptr, kd...);
+  gemv_rows<T, M, Split, Act, D>(c, a, w, bias, kd...);
 }
 
 }  // namespace kiln

@@ -318,22 +318,6 @@ TEST(KernelSource, EveryGeneratorCompilesForSm90) {
       EXPECT_EQ(k->block[0], 256u);
       ks.push_back(*k);
     }
-    // A SwiGLU gate read with the rows: silu(a) * up, up a second operand (the other half of a fused product).
-    GemvShape g;
-    g.dtype = t;
-    g.m = 1;
-    g.n = 2048;
-    g.k = 8192;
-    g.lda = g.ld_up = 16384;
-    g.ldw = 8192;
-    g.ldc = g.n;
-    g.gated = true;
-    ASSERT_TRUE(gemv_fits(g));
-    auto k = gemv_kernel(g);
-    ASSERT_TRUE(k.has_value()) << k.status().message();
-    EXPECT_EQ(k->templ, "kiln::gemv_gated");
-    EXPECT_EQ(k->dims.back(), 16384);  // up's row stride
-    ks.push_back(*k);
   }
 
   auto m = compile_all(ks);
@@ -458,16 +442,6 @@ TEST(KernelSource, GemvTakesOnlyVectorAlignedFewRowShapes) {
   bad.activation = "silu";
   EXPECT_FALSE(gemv_fits(bad));
   EXPECT_FALSE(gemv_kernel(bad).has_value());
-  // A gated product takes no bias and needs up's rows in whole vectors too.
-  bad = g;
-  bad.gated = true;
-  bad.ld_up = 64;
-  EXPECT_TRUE(gemv_fits(bad));
-  bad.has_bias = true;
-  EXPECT_FALSE(gemv_fits(bad));
-  bad.has_bias = false;
-  bad.ld_up = 66;
-  EXPECT_FALSE(gemv_fits(bad));
   // One column per warp when n fills the device; k split among a block's warps when it does not.
   g.n = g.ldc = 100000;
   g.k = g.lda = g.ldw = 4096;
