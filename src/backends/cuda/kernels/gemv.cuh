@@ -4,9 +4,7 @@
 // (__ldcs: read once, not kept in L1/L2 ahead of what is reused), accumulate
 // in float32 and, with Split > 1, split k among Split warps of a block whose
 // partial sums meet in shared memory. One block of 8 warps covers 8 / Split
-// columns. The first weight vectors are loaded before the kernel waits for
-// the grid before it (kiln_wait_prior_grid), so that a launch made early
-// (programmatic dependent launch) overlaps that grid's tail. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
+// columns. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
 // a, w 16-byte aligned (gemv_fits on the host).
 //
 // M is the most rows an instance takes (1, 2, 4 or 8): a call's rows, up to
@@ -37,36 +35,21 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
   float acc[M];
 #pragma unroll
   for (int r = 0; r < M; ++r) acc[r] = 0.0f;
-  // The first vectors of the weight row are loaded before waiting for the
-  // grid before this one (weights are constants no kernel writes), so a
-  // launch made early streams weights while that grid finishes.
-  constexpr int kAhead = 4;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + (col < n ? col : 0) * ldw);
-  const long long v0 = part * 32 + lane, step = 32 * Split;
-  uint4 ahead[kAhead];
-#pragma unroll
-  for (int u = 0; u < kAhead; ++u) {
-    const long long v = v0 + u * step;
-    ahead[u] = col < n && v < kv ? __ldcs(wr + v) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  kiln_wait_prior_grid();
-  auto take = [&](const uint4& wv, long long v) {
-    const T* wp = reinterpret_cast<const T*>(&wv);
-#pragma unroll
-    for (int r = 0; r < M; ++r) {
-      if (r >= rows) break;
-      const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
-      const T* xp = reinterpret_cast<const T*>(&xv);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);
-    }
-  };
   if (col < n) {
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (v0 + u * step < kv) take(ahead[u], v0 + u * step);
+    const uint4* wr = reinterpret_cast<const uint4*>(w + col * ldw);
 #pragma unroll 4
-    for (long long v = v0 + kAhead * step; v < kv; v += step) take(__ldcs(wr + v), v);
+    for (long long v = part * 32 + lane; v < kv; v += 32 * Split) {
+      const uint4 wv = __ldcs(wr + v);
+      const T* wp = reinterpret_cast<const T*>(&wv);
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        if (r >= rows) break;
+        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
+        const T* xp = reinterpret_cast<const T*>(&xv);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);
+      }
+    }
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) acc[r] = kiln_warp_sum(acc[r]);

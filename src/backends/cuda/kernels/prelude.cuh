@@ -54,15 +54,6 @@ KILN_CVT_TO16(__half)
 KILN_CVT_TO16(__nv_bfloat16)
 template <> __device__ __forceinline__ __half kiln_cvt<__half, __nv_bfloat16>(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
 template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __half>(__half v) { return __float2bfloat16_rn(__half2float(v)); }
-// Waits until the grid launched before this one on the stream has finished
-// and its writes are visible: a kernel launched early (programmatic dependent
-// launch) reads nothing that grid writes before this. A no-op for a kernel
-// launched the usual way.
-__device__ __forceinline__ void kiln_wait_prior_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 __device__ __forceinline__ float kiln_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
