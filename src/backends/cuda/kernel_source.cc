@@ -823,9 +823,16 @@ bool decode_attention_fits(const AttentionParams& p, const StridedLayout& out) {
   return L >= 1 && L < 16 && rows <= 16 && S >= 1 && S <= (int64_t{1} << 30) && Hk <= 65535 && B <= 65535;
 }
 
+namespace {
+
+// The chunks of 64 keys (decode_attention_body's kKeys) the decode attention splits S keys into.
+int64_t decode_attention_chunks(int64_t S) { return (S + 63) / 64; }
+
+}  // namespace
+
 int64_t decode_attention_part_floats(const AttentionParams& p) {
   const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], Hk = p.k.sizes[1], S = p.k.sizes[2];
-  return B * Hk * ((S + 63) / 64) * (H / Hk) * L * (p.v.sizes[3] + 2);
+  return B * Hk * decode_attention_chunks(S) * (H / Hk) * L * (p.v.sizes[3] + 2);
 }
 
 Expected<std::array<GeneratedKernel, 2>> decode_attention_kernels(const AttentionParams& p, const StridedLayout& out) {
@@ -836,7 +843,7 @@ Expected<std::array<GeneratedKernel, 2>> decode_attention_kernels(const Attentio
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(p.q.dtype));
   const int64_t B = p.q.sizes[0], H = p.q.sizes[1], L = p.q.sizes[2], E = p.q.sizes[3];
   const int64_t Hk = p.k.sizes[1], S = p.k.sizes[2], Ev = p.v.sizes[3], G = H / Hk, R = G * L;
-  const int64_t chunks = (S + 63) / 64;
+  const int64_t chunks = decode_attention_chunks(S);
   const int64_t most = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : R <= 8 ? 8 : 16;
   std::array<GeneratedKernel, 2> ks;
   GeneratedKernel& k = ks[0];
