@@ -601,6 +601,77 @@ def build_bert_dynseq():
     )
 
 
+@fixture("roberta")
+def build_roberta():
+    """RoBERTa numbers positions from the input ids: a cumsum of the non-padding mask."""
+    from transformers import RobertaConfig, RobertaModel
+
+    config = RobertaConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=40, type_vocab_size=1, pad_token_id=1, initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    model = BertWrapper(RobertaModel(config).eval())
+    gen = torch.Generator().manual_seed(21)
+    ids = torch.randint(3, 100, (2, 12), generator=gen)
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    ids[1, 8:] = 1  # the second row's last 4 positions are padding (pad_token_id 1)
+    mask[1, 8:] = 0
+    return Fixture(
+        "roberta",
+        "RobertaModel (2 layers, hidden 32, 2 heads, vocab 100, sdpa attention): position ids from a cumsum "
+        "of the input ids' non-padding mask; input_ids and an attention_mask whose second row has 4 padded "
+        "positions; outputs last_hidden_state, pooler_output",
+        "transformers.RobertaModel(RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, "
+        "num_attention_heads=2, intermediate_size=64, max_position_embeddings=40, type_vocab_size=1, "
+        "pad_token_id=1), attn_implementation='sdpa')",
+        model,
+        (ids, mask),
+    )
+
+
+class ClipTextWrapper(nn.Module):
+    """Positional input_ids, tuple outputs (last_hidden_state, pooler_output)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids, return_dict=True)
+        return out.last_hidden_state, out.pooler_output
+
+
+@fixture("clip_text")
+def build_clip_text():
+    """CLIP's text tower pools the hidden state at the end-of-text token, found by an argmax."""
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    config = CLIPTextConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=16, eos_token_id=99, bos_token_id=98, pad_token_id=0, initializer_range=0.1,
+        attn_implementation="sdpa",
+    )
+    model = ClipTextWrapper(CLIPTextModel(config).eval())
+    gen = torch.Generator().manual_seed(22)
+    ids = torch.randint(1, 98, (3, 10), generator=gen)
+    ids[:, 0] = 98
+    for row, end in enumerate((9, 5, 2)):  # the end-of-text token at a different place in each row
+        ids[row, end] = 99
+        ids[row, end + 1 :] = 0
+    return Fixture(
+        "clip_text",
+        "CLIPTextModel (2 layers, hidden 32, 4 heads, vocab 100, causal sdpa attention): the pooled output "
+        "is the hidden state at each row's end-of-text token (id 99), found by argmax; input_ids 3x10 with "
+        "the token at positions 9, 5 and 2; outputs last_hidden_state, pooler_output",
+        "transformers.CLIPTextModel(CLIPTextConfig(vocab_size=100, hidden_size=32, intermediate_size=64, "
+        "num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16, eos_token_id=99), "
+        "attn_implementation='sdpa')",
+        model,
+        (ids,),
+    )
+
+
 class LogitsWrapper(nn.Module):
     def __init__(self, lm):
         super().__init__()

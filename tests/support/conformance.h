@@ -629,6 +629,23 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {5, 1000}},
              1, 3, 20),
+      ranged({"argmax_argmin_cumsum",  // x: integers 0..199 as floats (exact at every precision; ties take the first)
+              R"(graph(%x: float32[s0, 12], %i: int64[s0, 7]) {
+  %a: int64[s0] = aten.argmax.default(self=%x, dim=1)
+  %b: int64[1, 12] = aten.argmin.default(self=%x, dim=0, keepdim=true)
+  %c: int64[] = aten.argmax.default(self=%x)
+  %d: int64[s0] = aten.argmin.default(self=%i, dim=-1)
+  %e: float32[s0, 12] = aten.cumsum.default(self=%x, dim=1)
+  %f: int64[s0, 7] = aten.cumsum.default(self=%i, dim=0)
+  %g: bool[s0, 12] = aten.gt.Scalar(self=%x, other=100.0)
+  %h: int64[s0, 12] = aten.cumsum.default(self=%g, dim=-1)
+  %t: float32[12, s0] = aten.transpose.int(self=%x, dim0=0, dim1=1)
+  %u: int64[s0] = aten.argmax.default(self=%t, dim=0)
+  return (%a, %b, %c, %d, %e, %f, %h, %u)
+}
+)",
+              {200, 1000}},
+             1, 5, 40),
       ranged(
           {"group_norm",  // GroupNorm with and without an affine, over 2-D and 1-D positions
            R"(graph(%x: float32[s0, 6, 4, 5], %t: float32[3, 8, 7], %w: float32[6], %b: float32[6], %wt: float32[8]) {

@@ -236,8 +236,12 @@ struct CudaEngine {
     size_t bytes;
   };
   std::vector<StagedOutput> staged_outputs;  // this call's host outputs, copied out once it is done
-  // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1, KILN_CUDA_STAGING=0.
+  // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1, KILN_CUDA_STAGING=0,
+  // KILN_CUDA_PDL=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false, use_staging = true;
+  // Matrix-vector kernels launched early (programmatic dependent launch): they ask for their first weights
+  // while the kernel before them finishes (gemv.cuh).
+  bool early_gemv = false;
   bool profiled = false;  // KILN_CUDA_PROFILE: the steps are timed at the first launch
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
 
@@ -301,10 +305,20 @@ struct CudaEngine {
           std::vector<void*> params(args.size());
           for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
           if (!kernel_dims[i].empty()) params.push_back(kernel_dims[i].data());
-          const cudaError_t e =
-              cudaLaunchKernel(reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]),
-                               dim3(k.grid[0], k.grid[1], k.grid[2]), dim3(k.block[0], k.block[1], k.block[2]),
-                               params.data(), k.shared_bytes, stream);
+          cudaLaunchConfig_t config{};
+          config.gridDim = dim3(k.grid[0], k.grid[1], k.grid[2]);
+          config.blockDim = dim3(k.block[0], k.block[1], k.block[2]);
+          config.dynamicSmemBytes = k.shared_bytes;
+          config.stream = stream;
+          cudaLaunchAttribute early{};
+          early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+          early.val.programmaticStreamSerializationAllowed = 1;
+          if (early_gemv && s.layer.ends_with(" gemv")) {
+            config.attrs = &early;
+            config.numAttrs = 1;
+          }
+          const cudaError_t e = cudaLaunchKernelExC(
+              &config, reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]), params.data());
           KILN_TRY(cuda_status(e, "cudaLaunchKernel").with_context("layer '" + s.layer + "'"));
           break;
         }
@@ -1182,6 +1196,7 @@ struct CudaEngineGroup final : engine::EngineState {
     e->use_graphs = base.use_graphs;
     e->use_staging = base.use_staging;
     e->debug = base.debug;
+    e->early_gemv = base.early_gemv;
     e->profile = base.profile;
     e->profile_all = base.profile_all;
     const CudaPlan& p = e->plan;
@@ -1309,7 +1324,8 @@ class CudaBackend final : public engine::Backend {
   const engine::DeviceMemory* device_memory() const override { return &cuda_device_memory(); }
   std::string load_settings() const override {
     std::string text;
-    for (const char* name : {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE", "KILN_CUDA_SHAPES"}) {
+    for (const char* name :
+         {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE", "KILN_CUDA_SHAPES", "KILN_CUDA_PDL"}) {
       const char* v = std::getenv(name);
       text += std::string(name) + "=" + (v ? v : "") + ";";
     }
@@ -1382,6 +1398,7 @@ class CudaBackend final : public engine::Backend {
     g->max_contexts = *contexts_setting;
     e.use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
     e.use_staging = !env_is("KILN_CUDA_STAGING", "0");
+    e.early_gemv = env_is("KILN_CUDA_PDL", "1");
     e.debug = env_is("KILN_CUDA_DEBUG", "1");
     e.profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
     e.profile_all = env_is("KILN_CUDA_PROFILE", "all");

@@ -6,7 +6,9 @@
 // engine outputs need no rewiring. An RMSNorm between casts to and from
 // float32, followed by a weight multiply, becomes one norm (fold_rms_norm_casts);
 // a rotary embedding spelled out becomes one kiln.rotary layer (fold_rotary);
-// a residual add feeding a norm is done by the norm (fold_residual_norm).
+// a residual add feeding a norm is done by the norm (fold_residual_norm); a
+// gated MLP's silu(gate) * up over two halves of one product is done by the
+// product (fold_silu_gate).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -316,6 +318,51 @@ bool fold_residual_norm(engine::Network& net, const Uses& u, ir::Node& n) {
   return true;
 }
 
+bool is_gemm(const ir::Node& n) {
+  return n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
+}
+
+// kiln.silu_mul(a, b) with a and b slices of one width of the last dim of a
+// matrix product read by nothing else (the gate and up projections made one
+// product by lowering): the product takes `kiln_gate_up` = {a's start, b's
+// start} and the silu_mul's output. Its layer computes both halves and
+// silu(a) * b (emit_matmul); the slices and the silu_mul go.
+bool fold_silu_gate(engine::Network& net, const Uses& u, ir::Node& n) {
+  if (n.op != OpKind::kSiluMul || n.outputs.size() != 1) return false;
+  ir::Value* a = tensor_arg(n, "a");
+  ir::Value* b = tensor_arg(n, "b");
+  if (!a || !b || a == b || u.count(a) != 1 || u.count(b) != 1) return false;
+  const auto as = last_dim_slice(a);
+  const auto bs = last_dim_slice(b);
+  if (!as || !bs || std::get<0>(*as) != std::get<0>(*bs)) return false;
+  ir::Value* x = std::get<0>(*as);
+  ir::Node* mm = x->producer;
+  if (!mm || !is_gemm(*mm) || mm->outputs.size() != 1 || u.count(x) != 2 || mm->find("kiln_act") ||
+      mm->find("kiln_gate_up"))
+    return false;
+  ir::Value* out = n.outputs[0];
+  const auto os = static_sizes_of(out);
+  const auto xs = static_sizes_of(x);
+  const auto a_sizes = static_sizes_of(a);
+  const auto b_sizes = static_sizes_of(b);
+  const int64_t width = std::get<2>(*as) - std::get<1>(*as);
+  if (!os || !xs || !a_sizes || !b_sizes || os->empty() || os->size() != xs->size() || *a_sizes != *os ||
+      *b_sizes != *os || os->back() != width || std::get<2>(*bs) - std::get<1>(*bs) != width ||
+      !std::equal(os->begin(), os->end() - 1, xs->begin()))
+    return false;
+  const DType t = out->type.dtype;
+  if ((t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16) || x->type.dtype != t ||
+      a->type.dtype != t || b->type.dtype != t)
+    return false;
+  mm->args.push_back({"kiln_gate_up", std::vector<int64_t>{std::get<1>(*as), std::get<1>(*bs)}});
+  const std::set<const ir::Node*> gone{a->producer, b->producer};
+  absorb(net, *mm, &n);
+  auto& nodes = net.graph.nodes();
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [&](const auto& p) { return gone.count(p.get()) > 0; }),
+              nodes.end());
+  return true;
+}
+
 }  // namespace
 
 Status fold_epilogues(engine::Network& net) {
@@ -331,11 +378,12 @@ Status fold_epilogues(engine::Network& net) {
   };
   // One node's folds; true when it folded (the graph changed).
   auto fold_at = [&](ir::Node& n) {
-    if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n) || fold_residual_norm(net, u, n)) return true;
-    const bool gemm =
-        n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
+    if (fold_rms_norm_casts(net, u, n) || fold_rotary(net, u, n) || fold_residual_norm(net, u, n) ||
+        fold_silu_gate(net, u, n))
+      return true;
+    const bool gemm = is_gemm(n);
     const bool conv = (n.op == OpKind::kConv2d || n.op == OpKind::kConvolution || n.op == OpKind::kConvAct);
-    if (gemm && !n.find("kiln_bias") && !n.find("kiln_act")) {
+    if (gemm && !n.find("kiln_bias") && !n.find("kiln_act") && !n.find("kiln_gate_up")) {
       ir::Node* add = sole_user(u, n, {OpKind::kAddTensor});
       if (!add || !unit_alpha(*add)) return false;
       ir::Value* self = tensor_arg(*add, "self");

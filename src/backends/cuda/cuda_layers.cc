@@ -96,7 +96,10 @@ Family family(OpKind op) {
     case OpKind::kSumDimIntList:
     case OpKind::kSum:
     case OpKind::kAmax:
-    case OpKind::kAmin: return Family::kReduce;
+    case OpKind::kAmin:
+    case OpKind::kArgmax:
+    case OpKind::kArgmin:
+    case OpKind::kCumsum: return Family::kReduce;
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kAdaptiveAvgPool2d:

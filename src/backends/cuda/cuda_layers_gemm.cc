@@ -41,9 +41,23 @@ std::optional<int64_t> batch_stride(const TRef& t) {
   return stride;
 }
 
+// `gate_up` (a gated MLP's gate and up products made one, fold_silu_gate):
+// the first columns of the product's gate and up halves; `out` is then
+// silu(gate) * up, as wide as each half.
 Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir::Value* out, const TRef* bias,
-                 GemmEpilogue ep, float alpha) {
-  const std::vector<int64_t> sizes = static_sizes(out);
+                 GemmEpilogue ep, float alpha, const std::vector<int64_t>* gate_up) {
+  const std::vector<int64_t> out_sizes = static_sizes(out);
+  std::vector<int64_t> sizes = out_sizes;  // the product's
+  if (gate_up) {
+    if (gate_up->size() != 2 || sizes.empty() || B.sizes.size() < 2)
+      return internal_error("a gate and up product without its two halves");
+    sizes.back() = B.sizes.back();
+    for (int64_t start : *gate_up)
+      if (start < 0 || start + out_sizes.back() > sizes.back())
+        return invalid_argument("a gate or up half from column " + std::to_string(start) + " of " +
+                                std::to_string(out_sizes.back()) + " columns past the product's " +
+                                std::to_string(sizes.back()));
+  }
   const DType dt = b.compute_dtype(out->type.dtype);
   if (A.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(A, b.contiguous(A, layer, dt));
@@ -66,7 +80,6 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   };
   KILN_ASSIGN_OR_RETURN(A, full(A, M, K));
   KILN_ASSIGN_OR_RETURN(B, full(B, K, N));
-  TRef C = b.new_tensor(dt, sizes);
   GemmLaunch g;
   GemmShape& s = g.shape;
   s.dtype = dt;
@@ -114,7 +127,6 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   if (folded) s.batch_stride_b = 0;
   g.a = A.buf;
   g.b = B.buf;
-  g.c = C.buf;
   if (bias) {
     g.bias = bias->buf;
     g.has_bias = true;
@@ -136,6 +148,14 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
   if (s.batch == 1 && !s.trans_a && s.trans_b && s.beta == 0.0f && !s.allow_tf32 && A.buf.offset % 16 == 0 &&
       B.buf.offset % 16 == 0 && gemv_fits(gv)) {
+    if (gate_up) {  // both halves in one pass over the activations, silu(gate) * up written
+      gv.activation = "swiglu";
+      gv.n = out_sizes.back();
+      gv.ldc = gv.n;
+      gv.gate_row = (*gate_up)[0];
+      gv.up_row = (*gate_up)[1];
+    }
+    const TRef C = b.new_tensor(dt, gate_up ? out_sizes : sizes);
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gemv_kernel(gv));
     std::vector<BufferRef> args{C.buf, A.buf, B.buf};
     if (bias) args.push_back(bias->buf);
@@ -143,10 +163,21 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
     b.bind(out, C);
     return Status::ok();
   }
+  const TRef C = b.new_tensor(dt, sizes);
+  g.c = C.buf;
   if (bias) {
     b.add_gemm(layer, g, {&A, &B, &C, bias});
   } else {
     b.add_gemm(layer, g, {&A, &B, &C});
+  }
+  if (gate_up) {  // the product, then silu(gate) * up over its halves
+    const size_t last = sizes.size() - 1;
+    engine::ElementwiseProgram prog;
+    prog.num_inputs = 2;
+    prog.instrs.push_back({OpKind::kSiluMul, {0, 1}, {}, ""});
+    return emit_program_on(
+        b, layer + " silu_mul", prog,
+        {narrowed(C, last, (*gate_up)[0], out_sizes.back()), narrowed(C, last, (*gate_up)[1], out_sizes.back())}, out);
   }
   b.bind(out, C);
   return Status::ok();
@@ -191,9 +222,10 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
   // feeding few rows: store it n x k on the device instead, so that the
   // matrix-vector kernel streams whole rows of it (emit_gemm). Asked for
   // before any plain use, so the plain copy is never uploaded.
+  const std::vector<int64_t> out_sizes = static_sizes(out);
   const bool few_rows_of_constant = !w_transposed && b.is_constant(w) && w->type.sizes.size() == 2 &&
-                                    w->type.sizes[1].is_static() && w->type.sizes[1].value > 0 &&
-                                    prod(static_sizes(out)) / w->type.sizes[1].value <= kGemvMaxRows;
+                                    w->type.sizes[1].is_static() && w->type.sizes[1].value > 0 && !out_sizes.empty() &&
+                                    out_sizes.back() > 0 && prod(out_sizes) / out_sizes.back() <= kGemvMaxRows;
   TRef W;
   if (few_rows_of_constant) {
     KILN_ASSIGN_OR_RETURN(W, b.constant(w, b.compute_dtype(w->type.dtype), false, /*transposed_matrix=*/true));
@@ -215,7 +247,8 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
     bias = br;
     ep = string_arg(n, "kiln_act") == "relu" ? GemmEpilogue::kBiasRelu : GemmEpilogue::kBias;
   }
-  return emit_gemm(b, n.name, A, W, out, bias ? &*bias : nullptr, ep, alpha);
+  const std::optional<std::vector<int64_t>> gate_up = ints_arg(n, "kiln_gate_up");
+  return emit_gemm(b, n.name, A, W, out, bias ? &*bias : nullptr, ep, alpha, gate_up ? &*gate_up : nullptr);
 }
 
 // Matrix products of floating 2-D and batched operands.

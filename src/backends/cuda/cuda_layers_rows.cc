@@ -159,7 +159,68 @@ Status emit_group_norm(Builder& b, const ir::Node& n) {
   return emit_program_on(b, n.name + ".affine", prog, std::move(operands), out);
 }
 
+namespace {
+
+// argmax / argmin(self, dim=None, keepdim=False): over dim, or over every
+// element in row-major order, as int64.
+Status emit_arg_reduce(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  const size_t rank = x.sizes.size();
+  std::vector<bool> reduced(rank, is_none(n, "dim"));
+  if (!is_none(n, "dim") && rank > 0) {
+    const int64_t d = int_arg(n, "dim").value_or(0);
+    const int64_t nd = norm_dim(d, rank);
+    if (nd < 0 || nd >= static_cast<int64_t>(rank))
+      return invalid_argument("argmax or argmin over dim " + std::to_string(d) + " of a " + std::to_string(rank) +
+                              "-d tensor");
+    reduced[static_cast<size_t>(nd)] = true;
+  }
+  ReduceDims rd;
+  for (size_t d = 0; d < rank; ++d) {
+    (reduced[d] ? rd.reduced_sizes : rd.kept_sizes).push_back(x.sizes[d]);
+    (reduced[d] ? rd.reduced_strides : rd.kept_strides).push_back(x.strides[d]);
+  }
+  if (prod(rd.reduced_sizes) == 0) return invalid_argument("argmax or argmin over no elements");
+  TRef o = b.new_tensor(DType::Int64, static_sizes(out));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, arg_reduce_kernel(n.op == OpKind::kArgmax, x.dtype, rd));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+// cumsum(self, dim): floating tensors in their (compute) dtype, integers and bool to int64.
+Status emit_cumsum(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  const bool floating_in = floating(value_arg(n, "self")->type.dtype);
+  const DType dt = floating_in ? b.compute_dtype(out->type.dtype) : DType::Int64;
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, floating_in ? std::optional<DType>(dt) : std::nullopt));
+  const size_t rank = x.sizes.size();
+  const int64_t d = rank == 0 ? 0 : norm_dim(int_arg(n, "dim").value_or(0), rank);
+  if (rank > 0 && (d < 0 || d >= static_cast<int64_t>(rank)))
+    return invalid_argument("cumsum over dim " + std::to_string(int_arg(n, "dim").value_or(0)) + " of a " +
+                            std::to_string(rank) + "-d tensor");
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < d; ++k) outer *= x.sizes[static_cast<size_t>(k)];
+  for (int64_t k = d + 1; k < static_cast<int64_t>(rank); ++k) inner *= x.sizes[static_cast<size_t>(k)];
+  const int64_t len = rank == 0 ? 1 : x.sizes[static_cast<size_t>(d)];
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  if (prod(o.sizes) == 0) {
+    b.bind(out, o);
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, cumsum_kernel(dt, x.dtype, outer, len, inner));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status emit_reduce(Builder& b, const ir::Node& n) {
+  if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) return emit_arg_reduce(b, n);
+  if (n.op == OpKind::kCumsum) return emit_cumsum(b, n);
   const ir::Value* out = n.outputs[0];
   // Integer and bool tensors reduce exactly, in their own types (sums to int64).
   const bool exact = !floating(value_arg(n, "self")->type.dtype);
@@ -252,10 +313,22 @@ std::string row_refusal(const ir::Node& n) {
 }
 
 // Reductions over static dims: of floating tensors, and sums (to int64),
-// max and min of integer and bool tensors.
+// max and min of integer and bool tensors; argmax and argmin of any tensor;
+// cumsum of floating tensors in their dtype and of integers and bool to int64.
 std::string reduce_refusal(const ir::Node& n) {
   const ir::Value* x = value_arg(n, "self");
   if (!x || n.outputs.empty()) return "reductions of non-tensors";
+  if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) {
+    if (n.outputs[0]->type.dtype != DType::Int64) return "argmax or argmin to a dtype other than int64";
+    if (!is_none(n, "dim") && !int_arg(n, "dim")) return "argmax or argmin over a dim that is not a number";
+    return "";
+  }
+  if (n.op == OpKind::kCumsum) {
+    const DType want = floating(x->type.dtype) ? x->type.dtype : DType::Int64;
+    if (n.outputs[0]->type.dtype != want) return "cumsum to another dtype";
+    if (!int_arg(n, "dim")) return "cumsum over a dim that is not a number";
+    return "";
+  }
   if (!is_none(n, "dtype")) return "reductions with a dtype argument";
   if (!floating(x->type.dtype)) {
     if (n.op == OpKind::kMean || n.op == OpKind::kMeanDim) return "mean of a non-floating tensor";

@@ -688,6 +688,29 @@ Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, co
   return k;
 }
 
+Expected<GeneratedKernel> arg_reduce_kernel(bool is_max, DType in, const ReduceDims& dims) {
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(ReduceOp::kSum, DType::Float32, dims));
+  k.templ = "kiln::arg_reduce";
+  k.targs[0] = T;
+  k.targs[1] = is_max ? "true" : "false";
+  return k;
+}
+
+Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner) {
+  const bool floating_in = is_float_type(in);
+  if (floating_in ? out != in : out != DType::Int64)
+    return unsupported("cumsum on the GPU keeps a floating input's dtype and sums integers and bool to int64");
+  KILN_ASSIGN_OR_RETURN(std::string TO, device_type_name(out));
+  KILN_ASSIGN_OR_RETURN(std::string TI, device_type_name(in));
+  // As torch's CPU kernel accumulates: float for 16-bit floats, double for float32 and float64, wrapping 64 bits for
+  // integers.
+  const std::string acc = !floating_in                                    ? "unsigned long long"
+                          : in == DType::Float16 || in == DType::BFloat16 ? "float"
+                                                                          : "double";
+  return template_1d("kiln/reduce.cuh", "kiln::cumsum", {TO, TI, acc}, {outer * inner, len, inner}, outer * inner);
+}
+
 Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in) {
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(in, "input"));
@@ -1034,7 +1057,9 @@ bool gemv_fits(const GemvShape& s) {
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));
   if (s.m < 1 || s.m > kGemvMaxRows || s.n < 1 || s.k < vec) return false;
   if (s.k % vec != 0 || s.lda % vec != 0 || s.ldw % vec != 0 || s.lda < s.k || s.ldw < s.k || s.ldc < s.n) return false;
-  if (s.activation != "none" && s.activation != "relu" && s.activation != "gelu") return false;
+  const bool swiglu = s.activation == "swiglu";
+  if (s.activation != "none" && s.activation != "relu" && s.activation != "gelu" && !swiglu) return false;
+  if (swiglu && (s.gate_row < 0 || s.up_row < 0)) return false;
   if (!std::isfinite(s.alpha)) return false;
   return s.n <= (int64_t{1} << 31) / 8 && s.k <= (int64_t{1} << 30);
 }
@@ -1047,10 +1072,14 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   const int64_t kv = s.k / vec;  // 16-byte vectors per row
   // Split k among the warps of a block until there are blocks enough to fill
   // the device (about two per SM of a large GPU), keeping 32 vectors per warp.
+  // A SwiGLU column reads two rows of w and splits as the product of both
+  // halves would (the same sums in the same order as the unfused layers).
+  const bool swiglu = s.activation == "swiglu";
+  const int64_t rows_of_w = swiglu ? 2 * s.n : s.n;
   int split = 1;
-  while (split < kWarps && (s.n * split + kWarps - 1) / kWarps < 264 && kv >= 64 * split) split *= 2;
+  while (split < kWarps && (rows_of_w * split + kWarps - 1) / kWarps < 264 && kv >= 64 * split) split *= 2;
   const int cols = kWarps / split;
-  const int act = s.activation == "relu" ? 1 : s.activation == "gelu" ? 2 : 0;
+  const int act = s.activation == "relu" ? 1 : s.activation == "gelu" ? 2 : swiglu ? 3 : 0;
   GeneratedKernel g;
   g.header = "kiln/gemv.cuh";
   g.templ = s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
@@ -1058,6 +1087,10 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   const int64_t most = s.m <= 1 ? 1 : s.m <= 2 ? 2 : s.m <= 4 ? 4 : 8;
   g.targs = {T, std::to_string(most), std::to_string(split), std::to_string(act)};
   g.dims = {s.n, s.ldw, kv, s.lda, s.ldc, static_cast<int64_t>(std::bit_cast<uint32_t>(s.alpha)), s.m};
+  if (swiglu) {
+    g.dims.push_back(s.gate_row);
+    g.dims.push_back(s.up_row);
+  }
   g.grid = {static_cast<uint32_t>((s.n + cols - 1) / cols), 1, 1};
   g.block = {kWarps * 32, 1, 1};
   return g;

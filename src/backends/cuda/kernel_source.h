@@ -143,6 +143,16 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
 // in `in`'s type (`out`), exact. Params: out, in.
 Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims);
 
+// argmax (is_max) or argmin over the reduced dims of `in` (any dtype), as int64: the row-major index among the reduced
+// dims of the first extreme, a NaN counting as the extreme. Laid out as reduce_kernel's. Params: out (int64,
+// contiguous), in.
+Expected<GeneratedKernel> arg_reduce_kernel(bool is_max, DType in, const ReduceDims& dims);
+// Inclusive cumsum along the middle dim of contiguous [outer, len, inner]
+// tensors, accumulated as torch's CPU kernel does (float for 16-bit floats,
+// double for float32 and float64, wrapping int64 for integers and bool, which give int64).
+// Params: out, in.
+Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner);
+
 // 2-D pooling over NCHW-indexed tensors of any strides. Params: out, in.
 struct PoolParams {
   enum class Kind { kMax, kAvg, kAdaptiveAvg } kind = Kind::kMax;
@@ -293,13 +303,17 @@ Expected<GeneratedKernel> scalar_fill_kernel(int64_t value);
 // accumulate in float32 and, when n is small, split k among the warps of a
 // block. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
 // a, w 16-byte aligned (gemv_fits). Params: c, a, w, then bias (if has_bias).
+// Activation "swiglu": a gated MLP's gate and up products at once, c's column
+// j = silu(gate_j) * up_j with gate_j the product with w's row gate_row + j
+// (and its bias element) and up_j with row up_row + j; n is c's width.
 struct GemvShape {
   DType dtype = DType::BFloat16;  // float32, float16 or bfloat16: a, w, c and bias
   int64_t m = 1, n = 0, k = 0;
   int64_t lda = 0, ldw = 0, ldc = 0;  // in elements
   float alpha = 1.0f;
   bool has_bias = false;
-  std::string activation = "none";  // "none", "relu" or "gelu" (tanh approximation, as cuBLASLt's)
+  std::string activation = "none";   // "none", "relu", "gelu" (tanh approximation, as cuBLASLt's) or "swiglu"
+  int64_t gate_row = 0, up_row = 0;  // "swiglu": the first rows of w (and bias elements) of gate and up
 };
 // The largest m gemv_kernel takes.
 constexpr int64_t kGemvMaxRows = 8;

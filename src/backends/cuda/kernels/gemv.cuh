@@ -4,21 +4,31 @@
 // (__ldcs: read once, not kept in L1/L2 ahead of what is reused), accumulate
 // in float32 and, with Split > 1, split k among Split warps of a block whose
 // partial sums meet in shared memory. One block of 8 warps covers 8 / Split
-// columns. Needs k, lda and ldw multiples of 16 bytes' worth of elements and
-// a, w 16-byte aligned (gemv_fits on the host).
+// columns. Launched early, it asks for its first weights in L2 before it
+// waits for the grid before it (see below). Needs k, lda and ldw multiples
+// of 16 bytes' worth of elements and a, w 16-byte aligned (gemv_fits on the
+// host).
 //
 // M is the most rows an instance takes (1, 2, 4 or 8): a call's rows, up to
 // M, are a size, so that one kernel serves 5 to 8 rows alike.
 //
+// Act kGemvSwiglu is a gated MLP's gate and up products with silu(gate) * up
+// after them: output column j reads w's rows gate + j and up + j (one pass
+// over the activations for both) and writes silu(g) * u, rounded as the
+// unfused layers round: g and u to T (the product's output), silu(g) to T,
+// then the product.
+//
 // Sizes (kiln::Sizes): 0 n, 1 ldw, 2 k / (16 / sizeof(T)) (16-byte vectors
-// per row), 3 lda, 4 ldc, 5 alpha's float32 bits, 6 rows (1 to M).
+// per row), 3 lda, 4 ldc, 5 alpha's float32 bits, 6 rows (1 to M); with
+// kGemvSwiglu 7 the gate's first row of w, 8 the up's.
 #pragma once
 
 #include "kiln/prelude.cuh"
 
 namespace kiln {
 
-enum GemvActivation { kGemvNone = 0, kGemvRelu = 1, kGemvGelu = 2 };  // gelu: the tanh form, as cuBLASLt's
+// gelu: the tanh form, as cuBLASLt's; swiglu: silu(gate) * up (above).
+enum GemvActivation { kGemvNone = 0, kGemvRelu = 1, kGemvGelu = 2, kGemvSwiglu = 3 };
 
 template <typename T, int M, int Split, int Act, class D, class... P>
 __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ w,
@@ -26,59 +36,104 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
   static_assert(M >= 1 && M <= 8, "at most 8 rows");
   static_assert(Split == 1 || Split == 2 || Split == 4 || Split == 8, "k split among 1, 2, 4 or 8 warps");
   constexpr int kWarps = 8, kCols = kWarps / Split, kVec = 16 / sizeof(T);
+  constexpr int kRowsOfW = Act == kGemvSwiglu ? 2 : 1;  // rows of w a column reads
   const long long n = D::at(0, kd...), ldw = D::at(1, kd...), kv = D::at(2, kd...);
   const long long lda = D::at(3, kd...), ldc = D::at(4, kd...);
   const float alpha = __int_as_float(static_cast<int>(D::at(5, kd...)));
   const int rows = static_cast<int>(D::at(6, kd...));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % Split;
   const long long col = static_cast<long long>(blockIdx.x) * kCols + warp / Split;
-  float acc[M];
+  long long wrow[kRowsOfW];
+  if constexpr (Act == kGemvSwiglu) {
+    wrow[0] = D::at(7, kd...) + col;
+    wrow[1] = D::at(8, kd...) + col;
+  } else {
+    wrow[0] = col;
+  }
+  float acc[kRowsOfW][M];
 #pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+  for (int q = 0; q < kRowsOfW; ++q)
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[q][r] = 0.0f;
+  // Launched early (programmatic dependent launch), the kernel asks for the
+  // first 2 KB of each weight row part it reads while the grid before it
+  // finishes: weights are constants no kernel writes. Then it waits for that
+  // grid, whose output may be `a`.
+  kiln_launch_dependents();
+  const uint4* wr[kRowsOfW];
+#pragma unroll
+  for (int q = 0; q < kRowsOfW; ++q) wr[q] = reinterpret_cast<const uint4*>(w + wrow[q] * ldw);
+  if (col < n && lane < 16) {
+    // Lane l asks for line l % 4 (8 vectors) of the warp's chunk l / 4 (32 vectors).
+    const long long v = part * 32 + (lane >> 2) * 32 * Split + (lane & 3) * 8;
+    if (v < kv)
+#pragma unroll
+      for (int q = 0; q < kRowsOfW; ++q) kiln_prefetch_l2(wr[q] + v);
+  }
+  kiln_wait_prior_grid();
   if (col < n) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + col * ldw);
 #pragma unroll 4
     for (long long v = part * 32 + lane; v < kv; v += 32 * Split) {
-      const uint4 wv = __ldcs(wr + v);
-      const T* wp = reinterpret_cast<const T*>(&wv);
+      uint4 wv[kRowsOfW];
+#pragma unroll
+      for (int q = 0; q < kRowsOfW; ++q) wv[q] = __ldcs(wr[q] + v);
 #pragma unroll
       for (int r = 0; r < M; ++r) {
         if (r >= rows) break;
         const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
         const T* xp = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[r]);
+        for (int q = 0; q < kRowsOfW; ++q) {
+          const T* wp = reinterpret_cast<const T*>(&wv[q]);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[q][r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[q][r]);
+        }
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = kiln_warp_sum(acc[r]);
+  for (int q = 0; q < kRowsOfW; ++q)
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[q][r] = kiln_warp_sum(acc[q][r]);
   if constexpr (Split > 1) {
-    __shared__ float parts[kWarps][M];
+    __shared__ float parts[kWarps][kRowsOfW][M];
     if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < M; ++r) parts[warp][r] = acc[r];
+      for (int q = 0; q < kRowsOfW; ++q)
+#pragma unroll
+        for (int r = 0; r < M; ++r) parts[warp][q][r] = acc[q][r];
     }
     __syncthreads();
     if (part == 0 && lane == 0) {
 #pragma unroll
-      for (int r = 0; r < M; ++r) {
-        float t = 0.0f;
+      for (int q = 0; q < kRowsOfW; ++q)
 #pragma unroll
-        for (int p = 0; p < Split; ++p) t += parts[warp + p][r];
-        acc[r] = t;
-      }
+        for (int r = 0; r < M; ++r) {
+          float t = 0.0f;
+#pragma unroll
+          for (int p = 0; p < Split; ++p) t += parts[warp + p][q][r];
+          acc[q][r] = t;
+        }
     }
   }
   if (part != 0 || lane != 0 || col >= n) return;
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     if (r >= rows) break;
-    float v = alpha * acc[r];
-    if (bias != nullptr) v += kiln_ld(bias[col]);
-    if constexpr (Act == kGemvRelu) v = v > 0.0f ? v : 0.0f;
-    if constexpr (Act == kGemvGelu) v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    c[r * ldc + col] = kiln_st<T>(v);
+    float v[kRowsOfW];
+#pragma unroll
+    for (int q = 0; q < kRowsOfW; ++q) {
+      v[q] = alpha * acc[q][r];
+      if (bias != nullptr) v[q] += kiln_ld(bias[wrow[q]]);
+    }
+    if constexpr (Act == kGemvRelu) v[0] = v[0] > 0.0f ? v[0] : 0.0f;
+    if constexpr (Act == kGemvGelu)
+      v[0] = 0.5f * v[0] * (1.0f + tanhf(0.7978845608028654f * (v[0] + 0.044715f * v[0] * v[0] * v[0])));
+    if constexpr (Act == kGemvSwiglu) {
+      const float g = kiln_round<T>(v[0]), u = kiln_round<T>(v[kRowsOfW - 1]);
+      v[0] = kiln_round<T>(g / (1.0f + exp(-g))) * u;
+    }
+    c[r * ldc + col] = kiln_st<T>(v[0]);
   }
 }
 

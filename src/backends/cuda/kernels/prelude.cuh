@@ -54,6 +54,24 @@ KILN_CVT_TO16(__half)
 KILN_CVT_TO16(__nv_bfloat16)
 template <> __device__ __forceinline__ __half kiln_cvt<__half, __nv_bfloat16>(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
 template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __half>(__half v) { return __float2bfloat16_rn(__half2float(v)); }
+// Programmatic dependent launch (sm_90 and later; no-ops before). A kernel
+// launched with programmatic stream serialization may start once every block
+// of the grid before it has called kiln_launch_dependents (or exited); it
+// reads what that grid writes only after kiln_wait_prior_grid, which waits
+// for that grid to finish and its writes to be visible. For a kernel
+// launched the usual way both are no-ops.
+__device__ __forceinline__ void kiln_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void kiln_wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Asks for the 128-byte line at p in L2 (no register, no wait).
+__device__ __forceinline__ void kiln_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ float kiln_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

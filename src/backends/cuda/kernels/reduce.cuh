@@ -109,6 +109,108 @@ __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI
   if (lane == 0) out[o] = static_cast<TO>(acc);
 }
 
+// The type argmax/argmin compare in, and an element read into it.
+template <typename T> struct arg_compute {
+  using type = long long;  // integers and bool, exactly
+  static __device__ __forceinline__ long long ld(T v) { return static_cast<long long>(v); }
+};
+template <> struct arg_compute<float> {
+  using type = float;
+  static __device__ __forceinline__ float ld(float v) { return v; }
+};
+template <> struct arg_compute<double> {
+  using type = double;
+  static __device__ __forceinline__ double ld(double v) { return v; }
+};
+template <> struct arg_compute<__half> {
+  using type = float;
+  static __device__ __forceinline__ float ld(__half v) { return kiln_ld(v); }
+};
+template <> struct arg_compute<__nv_bfloat16> {
+  using type = float;
+  static __device__ __forceinline__ float ld(__nv_bfloat16 v) { return kiln_ld(v); }
+};
+
+// argmax (IsMax) or argmin over the reduced index space of in at each output
+// element, as int64: the row-major index among the reduced dims of the first
+// extreme; a NaN is the extreme, the first NaN winning, as torch has it.
+// Laid out, sized and launched as reduce. Params: out, in.
+template <typename T, bool IsMax, int K, int R, class D, class... P>
+__global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, const T* __restrict__ in, P... kd) {
+  using A = arg_compute<T>;
+  using C = typename A::type;
+  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (o >= D::at(0, kd...)) return;
+  const int lane = threadIdx.x & 31;
+  long long base = 0;
+  {
+    long long r = o;
+#pragma unroll
+    for (int d = K - 1; d >= 0; --d) {
+      const long long size = D::at(2 + d, kd...);
+      base += (r % size) * D::at(2 + K + d, kd...);
+      r /= size;
+    }
+  }
+  // Each lane's first extreme among its indices (j increasing: a later equal value does not take it).
+  C best = C(0);
+  long long at = -1;
+  bool best_nan = false;
+  const long long n_red = D::at(1, kd...);
+  for (long long j = lane; j < n_red; j += 32) {
+    long long off = base, r = j;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const long long size = D::at(2 + 2 * K + d, kd...);
+      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
+      r /= size;
+    }
+    const C v = A::ld(in[off]);
+    const bool nan = v != v;
+    if (at < 0 || (!best_nan && (nan || (IsMax ? v > best : v < best)))) {
+      best = v;
+      at = j;
+      best_nan = nan;
+    }
+  }
+  // The lanes' candidates met: the better value, or of equal ones (NaN equal to NaN) the lower index.
+  for (int s = 16; s > 0; s >>= 1) {
+    const C ob = __shfl_xor_sync(0xffffffffu, best, s);
+    const long long oat = __shfl_xor_sync(0xffffffffu, at, s);
+    const bool on = __shfl_xor_sync(0xffffffffu, best_nan ? 1 : 0, s) != 0;
+    if (oat < 0) continue;
+    const bool better = (on && !best_nan) || (!on && !best_nan && (IsMax ? ob > best : ob < best));
+    const bool equal = (on && best_nan) || (!on && !best_nan && ob == best);
+    if (at < 0 || better || (equal && oat < at)) {
+      best = ob;
+      at = oat;
+      best_nan = on;
+    }
+  }
+  if (lane == 0) out[o] = at < 0 ? 0 : at;
+}
+
+// Inclusive cumulative sum along one dim of a contiguous tensor viewed as
+// [outer, len, inner], one thread per line (o, i), in the order and the types
+// torch's CPU kernel accumulates in (Acc: float for 16-bit floats, double for
+// float32 and float64, wrapping 64-bit integers for integers and bool), each
+// element rounded to TO. Params: out, in. Sizes: 0 lines (outer * inner),
+// 1 len, 2 inner.
+template <typename TO, typename TI, typename Acc, class D, class... P>
+__global__ void __launch_bounds__(256) cumsum(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
+  const long long lines = D::at(0, kd...), len = D::at(1, kd...), inner = D::at(2, kd...);
+  for (long long t = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; t < lines;
+       t += static_cast<long long>(gridDim.x) * 256) {
+    const long long first = (t / inner) * len * inner + t % inner;
+    Acc acc = Acc(0);
+    for (long long j = 0; j < len; ++j) {
+      const long long k = first + j * inner;
+      acc = acc + kiln_cvt<Acc, TI>(in[k]);
+      out[k] = kiln_cvt<TO, Acc>(acc);
+    }
+  }
+}
+
 enum PoolKind { kPoolMax = 0, kPoolAvg = 1, kPoolAdaptiveAvg = 2 };
 
 // 2-D pooling over logical [N, C, H, W] tensors of any strides; with

@@ -6,16 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_support.h"
+#include "backends/cuda/kernel_source.h"
 #include "frontend/safetensors.h"
+#include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
-#include "kiln/check.h"
 #include "support/network_text.h"
 
 namespace kiln::cuda {
@@ -310,6 +312,81 @@ TEST(CudaBackend, FewRowLinearsRunAsGemvAndMatchTheCpuBackend) {
     // Both accumulate in float32 in different orders; the outputs round to the dtype.
     const double rel = c.dtype == DType::Float32 ? 1e-4 : (c.dtype == DType::Float16 ? 4e-3 : 2e-2);
     const double abs = c.dtype == DType::Float32 ? 1e-4 : 0.05;
+    for (int64_t i = 0; i < want[0].numel(); ++i)
+      ASSERT_NEAR(got[0].value_at(i), want[0].value_at(i), abs + rel * std::fabs(want[0].value_at(i)))
+          << at << ", element " << i;
+  }
+}
+
+// A gated MLP's silu(gate) * up over the two halves of one product (gate and
+// up made one by lowering): with few rows one matrix-vector kernel computes
+// both halves and writes silu(g) * u, giving the bits of the product and
+// silu_mul run apart (the same network with the product also an output,
+// which keeps them apart); with more rows the product and then silu_mul.
+// Both against the CPU backend, with and without a bias, up first or gate first.
+TEST(CudaBackend, GatedMlpHalvesFoldIntoTheProductAndKeepTheUnfusedBits) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    DType dtype;
+    const char* type;
+    int64_t m, n, k;
+    bool bias, up_first;
+  };
+  const Case cases[] = {
+      {DType::BFloat16, "bfloat16", 1, 1024, 512, false, false},  // the weight fills the device: k not split
+      {DType::BFloat16, "bfloat16", 1, 96, 2048, true, true},     // few columns: k split among warps
+      {DType::Float16, "float16", 5, 200, 320, true, false},     {DType::Float32, "float32", 2, 64, 256, false, true},
+      {DType::BFloat16, "bfloat16", 40, 256, 512, true, false},  // too many rows: the library GEMM, then silu_mul
+  };
+  for (const Case& c : cases) {
+    const std::string at =
+        std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+    const std::string T = c.type, M = std::to_string(c.m), N = std::to_string(c.n), N2 = std::to_string(2 * c.n),
+                      K = std::to_string(c.k);
+    auto text_of = [&](bool product_out) {
+      std::string t = "graph(%x: " + T + "[" + M + ", " + K + "], %w: " + T + "[" + K + ", " + N2 + "]" +
+                      (c.bias ? ", %b: " + T + "[" + N2 + "]" : "") + ") {\n";
+      t += "  %p: " + T + "[" + M + ", " + N2 + "] = aten.matmul.default(self=%x, other=%w)\n";
+      if (c.bias) t += "  %gu: " + T + "[" + M + ", " + N2 + "] = aten.add.Tensor(self=%p, other=%b)\n";
+      const std::string gu = c.bias ? "%gu" : "%p";
+      t += "  %lo: " + T + "[" + M + ", " + N + "] = aten.slice.Tensor(self=" + gu + ", dim=1, start=0, end=" + N +
+           ")\n";
+      t += "  %hi: " + T + "[" + M + ", " + N + "] = aten.slice.Tensor(self=" + gu + ", dim=1, start=" + N +
+           ", end=" + N2 + ")\n";
+      t += "  %s: " + T + "[" + M + ", " + N + "] = kiln.silu_mul(" + (c.up_first ? "a=%hi, b=%lo" : "a=%lo, b=%hi") +
+           ")\n";
+      return t + "  return (%s" + (product_out ? ", " + gu : "") + ")\n}\n";
+    };
+    std::map<std::string, Tensor> w{{"w", random_tensor(c.dtype, {c.k, 2 * c.n}, 11)}};
+    std::vector<std::string> names{"w"};
+    if (c.bias) {
+      w["b"] = random_tensor(c.dtype, {2 * c.n}, 12);
+      names.push_back("b");
+    }
+    const auto weights = lookup(w);
+    auto plan = make_cuda_backend()->build(network_from(text_of(false), 1, names), {});
+    ASSERT_TRUE(plan.has_value()) << at << ": " << plan.status().message();
+    const std::string plan_text(plan->begin(), plan->end());
+    const bool gemv = c.m <= kGemvMaxRows;
+    EXPECT_EQ(plan_text.find("silu_mul") == std::string::npos, gemv) << at << ": " << plan_text.substr(0, 2000);
+    Loaded fused, apart, cpu;
+    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text_of(false), weights, fused, names));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text_of(true), weights, apart, names));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), text_of(false), weights, cpu, names));
+    const std::vector<Tensor> in = {random_tensor(c.dtype, {c.m, c.k}, 13)};
+    std::vector<Tensor> got, sep, want;
+    Status s = fused.engine->execute(in, got);
+    ASSERT_TRUE(s.is_ok()) << at << ": " << s.message();
+    ASSERT_TRUE(apart.engine->execute(in, sep).is_ok()) << at;
+    ASSERT_TRUE(cpu.engine->execute(in, want).is_ok()) << at;
+    ASSERT_EQ(got[0].sizes(), want[0].sizes()) << at;
+    if (gemv) {
+      ASSERT_EQ(got[0].nbytes(), sep[0].nbytes()) << at;
+      EXPECT_EQ(std::memcmp(got[0].raw_data(), sep[0].raw_data(), got[0].nbytes()), 0)
+          << at << ": the fused kernel's bits differ from the product and silu_mul run apart";
+    }
+    const double rel = c.dtype == DType::Float32 ? 1e-4 : (c.dtype == DType::Float16 ? 8e-3 : 3e-2);
+    const double abs = c.dtype == DType::Float32 ? 1e-4 : 0.1;
     for (int64_t i = 0; i < want[0].numel(); ++i)
       ASSERT_NEAR(got[0].value_at(i), want[0].value_at(i), abs + rel * std::fabs(want[0].value_at(i)))
           << at << ", element " << i;

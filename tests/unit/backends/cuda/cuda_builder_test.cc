@@ -126,6 +126,54 @@ TEST(FoldEpilogues, RotaryEmbeddingBecomesOneLayer) {
   EXPECT_EQ(keep.graph.nodes().size(), before) << ir::print_graph(keep.graph);
 }
 
+TEST(FoldEpilogues, AGatedMlpsSiluTimesUpIsDoneByTheProductOfBothHalves) {
+  // Lowering made gate and up one product x @ [Wg Wu]; silu(gate) * up reads its halves.
+  const char* kGated = R"(graph(%x: bfloat16[1, 1, 64], %w: bfloat16[64, 96]) {
+  %gu: bfloat16[1, 1, 96] = aten.matmul.default(self=%x, other=%w)
+  %g: bfloat16[1, 1, 48] = aten.slice.Tensor(self=%gu, dim=2, start=0, end=48)
+  %u: bfloat16[1, 1, 48] = aten.slice.Tensor(self=%gu, dim=-1, start=48, end=9223372036854775807)
+  %s: bfloat16[1, 1, 48] = kiln.silu_mul(a=%g, b=%u)
+  return (%s)
+}
+)";
+  engine::Network net = network_from(kGated, 1, {"w"});
+  const ir::Value* out = net.graph.outputs()[0];
+  ASSERT_TRUE(fold_epilogues(net).is_ok());
+  ASSERT_EQ(net.graph.nodes().size(), 1u) << ir::print_graph(net.graph);
+  const ir::Node* mm = only_node(net, ir::OpKind::kMatmul);
+  ASSERT_NE(mm, nullptr);
+  const ir::Arg* halves = mm->find("kiln_gate_up");
+  ASSERT_NE(halves, nullptr);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*halves), (std::vector<int64_t>{0, 48}));
+  EXPECT_EQ(mm->outputs[0], out);
+
+  // Up first in the product (operands named the other way round) folds with the starts swapped.
+  std::string swapped = kGated;
+  swapped.replace(swapped.find("a=%g, b=%u"), 10, "a=%u, b=%g");
+  engine::Network other = network_from(swapped, 1, {"w"});
+  ASSERT_TRUE(fold_epilogues(other).is_ok());
+  const ir::Node* mm2 = only_node(other, ir::OpKind::kMatmul);
+  ASSERT_NE(mm2, nullptr) << ir::print_graph(other.graph);
+  ASSERT_NE(mm2->find("kiln_gate_up"), nullptr) << ir::print_graph(other.graph);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*mm2->find("kiln_gate_up")), (std::vector<int64_t>{48, 0}));
+
+  // Nothing folds when the product is also an engine output, when a half is
+  // read by something else, or when the halves differ in width.
+  std::string product_out = kGated;
+  product_out.replace(product_out.find("return (%s)"), 11, "return (%s, %gu)");
+  std::string half_read = kGated;
+  half_read.replace(half_read.find("return (%s)"), 11, "return (%s, %g)");
+  std::string uneven = kGated;
+  uneven.replace(uneven.find("%g: bfloat16[1, 1, 48] = aten.slice.Tensor(self=%gu, dim=2, start=0, end=48)"), 76,
+                 "%g: bfloat16[1, 1, 48] = aten.slice.Tensor(self=%gu, dim=2, start=0, end=47)");
+  for (const std::string& text : {product_out, half_read, uneven}) {
+    engine::Network keep = network_from(text, 1, {"w"});
+    const size_t before = keep.graph.nodes().size();
+    ASSERT_TRUE(fold_epilogues(keep).is_ok());
+    EXPECT_EQ(keep.graph.nodes().size(), before) << ir::print_graph(keep.graph);
+  }
+}
+
 TEST(FoldEpilogues, AResidualAddFeedingANormIsDoneByTheNorm) {
   // Post-norm (BERT): the sum's only user is the norm, which takes both operands.
   {

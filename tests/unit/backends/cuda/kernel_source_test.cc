@@ -454,6 +454,28 @@ TEST(KernelSource, GemvTakesOnlyVectorAlignedFewRowShapes) {
   EXPECT_GT(narrow->grid[0], 64u);
   ASSERT_EQ(narrow->targs.size(), 4u);  // T, M, Split, Act
   EXPECT_NE(narrow->targs[2], "1");     // k split among warps
+  // silu(gate) * up over two halves of w: each column reads two rows, so k
+  // splits as it would for the product of both halves, and the halves' first
+  // rows follow the other sizes.
+  GemvShape both = g;
+  both.n = both.ldc = 1024;
+  GemvShape gated = g;
+  gated.n = gated.ldc = 512;
+  gated.activation = "swiglu";
+  gated.gate_row = 512;
+  gated.up_row = 0;
+  ASSERT_TRUE(gemv_fits(gated));
+  auto product = gemv_kernel(both);
+  auto swiglu = gemv_kernel(gated);
+  ASSERT_TRUE(product.has_value() && swiglu.has_value());
+  EXPECT_EQ(swiglu->targs[2], product->targs[2]);
+  EXPECT_EQ(swiglu->targs[3], "3");
+  ASSERT_EQ(swiglu->dims.size(), product->dims.size() + 2);
+  EXPECT_EQ(swiglu->dims[swiglu->dims.size() - 2], 512);
+  EXPECT_EQ(swiglu->dims.back(), 0);
+  EXPECT_EQ(swiglu->dims[0], 512);  // output columns
+  gated.gate_row = -1;
+  EXPECT_FALSE(gemv_fits(gated));
 }
 
 TEST(KernelSourceErrors, NvrtcErrorsShowTheSource) {

@@ -79,6 +79,7 @@ TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
     g.activation = act;
     g.has_bias = bias;
     g.alpha = 0.5f;
+    if (g.activation == "swiglu") g.up_row = n;  // w holds 2n rows: gate, then up
     auto kern = gemv_kernel(g);
     ASSERT_TRUE(kern.has_value()) << kern.status().message();
     ks.push_back(*kern);
@@ -90,6 +91,10 @@ TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
         add(t, m, n, k, "none", false);
     for (const char* act : {"none", "relu", "gelu"})
       for (bool bias : {false, true}) add(t, 1, 100000, 4096, act, bias);
+    // A gated MLP's gate and up at once, k split or not, one row and several.
+    for (int64_t m : {1, 3, 8})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 2048}, {256, 8192}})
+        for (bool bias : {false, true}) add(t, m, n, k, "swiglu", bias);
   }
   if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> splits;
@@ -339,12 +344,29 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
       }
   EXPECT_FALSE(reduce_int_kernel(ReduceOp::kMean, DType::Int64, DType::Int64, {}).has_value());
   EXPECT_FALSE(reduce_int_kernel(ReduceOp::kSum, DType::Int32, DType::Int32, {}).has_value());
+  // argmax / argmin of every dtype, over one dim or all; cumsum keeping a
+  // floating dtype, integers and bool to int64.
+  for (DType in : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Bool, DType::UInt8,
+                   DType::Int32, DType::Int64}) {
+    for (bool is_max : {true, false})
+      for (size_t kept : {0, 2}) {
+        ReduceDims d;
+        d.kept_sizes.assign(kept, 2);
+        d.kept_strides.assign(kept, 5);
+        d.reduced_sizes.assign(kept == 0 ? 2 : 1, 3);
+        d.reduced_strides.assign(kept == 0 ? 2 : 1, 1);
+        add(arg_reduce_kernel(is_max, in, d));
+      }
+    add(cumsum_kernel(is_floating(in) ? in : DType::Int64, in, 2, 7, 3));
+  }
+  EXPECT_FALSE(cumsum_kernel(DType::Float32, DType::Int32, 1, 4, 1).has_value());
+  EXPECT_FALSE(cumsum_kernel(DType::Float16, DType::Float32, 1, 4, 1).has_value());
   if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> templates;
   for (const GeneratedKernel& k : ks) templates.insert(k.templ);
-  EXPECT_EQ(templates,
-            (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3", "kiln::index4",
-                                   "kiln::rotary", "kiln::reduce", "kiln::reduce_int", "kiln::pool2d"}));
+  EXPECT_EQ(templates, (std::set<std::string>{"kiln::gather", "kiln::index1", "kiln::index2", "kiln::index3",
+                                              "kiln::index4", "kiln::rotary", "kiln::reduce", "kiln::reduce_int",
+                                              "kiln::pool2d", "kiln::arg_reduce", "kiln::cumsum"}));
   expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
