@@ -239,9 +239,10 @@ struct CudaEngine {
   // Read once at load from KILN_CUDA_GRAPHS=0, KILN_CUDA_DEBUG=1, KILN_CUDA_PROFILE=1, KILN_CUDA_STAGING=0,
   // KILN_CUDA_PDL=1.
   bool use_graphs = true, debug = false, profile = false, profile_all = false, use_staging = true;
-  // Matrix-vector kernels launched early (programmatic dependent launch): they ask for their first weights
-  // while the kernel before them finishes (gemv.cuh).
-  bool early_gemv = false;
+  // Kernels launched early (programmatic dependent launch): each lets the next one launch and waits for the one
+  // before it as it starts (kiln_enter_after_prior_grid), so launches overlap the kernel before; a matrix-vector
+  // kernel asks for its first weights in L2 before it waits (gemv.cuh).
+  bool early_launch = false;
   bool profiled = false;  // KILN_CUDA_PROFILE: the steps are timed at the first launch
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
 
@@ -313,7 +314,7 @@ struct CudaEngine {
           cudaLaunchAttribute early{};
           early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
           early.val.programmaticStreamSerializationAllowed = 1;
-          if (early_gemv && s.layer.ends_with(" gemv")) {
+          if (early_launch) {
             config.attrs = &early;
             config.numAttrs = 1;
           }
@@ -1196,7 +1197,7 @@ struct CudaEngineGroup final : engine::EngineState {
     e->use_graphs = base.use_graphs;
     e->use_staging = base.use_staging;
     e->debug = base.debug;
-    e->early_gemv = base.early_gemv;
+    e->early_launch = base.early_launch;
     e->profile = base.profile;
     e->profile_all = base.profile_all;
     const CudaPlan& p = e->plan;
@@ -1398,7 +1399,7 @@ class CudaBackend final : public engine::Backend {
     g->max_contexts = *contexts_setting;
     e.use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
     e.use_staging = !env_is("KILN_CUDA_STAGING", "0");
-    e.early_gemv = env_is("KILN_CUDA_PDL", "1");
+    e.early_launch = env_is("KILN_CUDA_PDL", "1");
     e.debug = env_is("KILN_CUDA_DEBUG", "1");
     e.profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
     e.profile_all = env_is("KILN_CUDA_PROFILE", "all");

@@ -419,7 +419,7 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << T << "* __restrict__ out";
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << T << "* __restrict__ in" << k;
-  s << " KILN_DIMS) {\n  typedef " << T << " T;\n";
+  s << " KILN_DIMS) {\n  typedef " << T << " T;\n  kiln_enter_after_prior_grid();\n";
   // The program on registers v0.. (the inputs), leaving its result in the last one.
   std::ostringstream body;
   int reg = program.num_inputs;

@@ -106,7 +106,7 @@ __device__ __forceinline__ void attention_rows_body(T* __restrict__ out, const T
 template <typename T, bool Causal, int E, int Ev, class D, class... P>
 __global__ void __launch_bounds__(256) attention_rows(T* __restrict__ out, const T* __restrict__ q,
                                                       const T* __restrict__ k, const T* __restrict__ v, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   attention_rows_body<T, bool, false, Causal, E, Ev, D>(out, q, k, v, nullptr, kd...);
 }
 
@@ -115,7 +115,7 @@ template <typename T, typename M, bool Causal, int E, int Ev, class D, class... 
 __global__ void __launch_bounds__(256)
     attention_rows_masked(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k,
                           const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   attention_rows_body<T, M, true, Causal, E, Ev, D>(out, q, k, v, mask, kd...);
 }
 
@@ -407,7 +407,7 @@ __device__ __forceinline__ void flash_attention_body(T* __restrict__ out, const 
 template <typename T, bool Causal, int E, int RW, int KS, class D, class... P>
 __global__ void __launch_bounds__(128) flash_attention(T* __restrict__ out, const T* __restrict__ q,
                                                        const T* __restrict__ k, const T* __restrict__ v, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   flash_attention_body<T, bool, false, Causal, E, RW, KS, D>(out, q, k, v, nullptr, kd...);
 }
 
@@ -416,7 +416,7 @@ template <typename T, typename M, bool Causal, int E, int RW, int KS, class D, c
 __global__ void __launch_bounds__(128)
     flash_attention_masked(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k,
                            const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   flash_attention_body<T, M, true, Causal, E, RW, KS, D>(out, q, k, v, mask, kd...);
 }
 
@@ -553,7 +553,7 @@ __device__ __forceinline__ void decode_attention_body(float* __restrict__ part, 
 template <typename T, bool Causal, int E, int Ev, int RM, class D, class... P>
 __global__ void __launch_bounds__(128) decode_attention(float* __restrict__ part, const T* __restrict__ q,
                                                         const T* __restrict__ k, const T* __restrict__ v, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   decode_attention_body<T, bool, false, Causal, E, Ev, RM, D>(part, q, k, v, nullptr, kd...);
 }
 
@@ -562,7 +562,7 @@ template <typename T, typename M, bool Causal, int E, int Ev, int RM, class D, c
 __global__ void __launch_bounds__(128)
     decode_attention_masked(float* __restrict__ part, const T* __restrict__ q, const T* __restrict__ k,
                             const T* __restrict__ v, const M* __restrict__ mask, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   decode_attention_body<T, M, true, Causal, E, Ev, RM, D>(part, q, k, v, mask, kd...);
 }
 
@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(128)
 template <typename T, int Ev, class D, class... P>
 __global__ void __launch_bounds__(128) decode_attention_merge(T* __restrict__ out, const float* __restrict__ part,
                                                               P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   constexpr int EVP = (Ev + 31) / 32;
   const long long rows = D::at(0, kd...), Hk = D::at(1, kd...), R = D::at(2, kd...), L = D::at(3, kd...);
   const long long G = D::at(4, kd...), chunks = D::at(5, kd...);

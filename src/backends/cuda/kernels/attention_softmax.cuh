@@ -49,6 +49,7 @@ __device__ __forceinline__ void attention_softmax_row(T* __restrict__ out, const
 // Params: out, scores.
 template <typename T, bool Causal, int Threads, class D, class... P>
 __global__ void __launch_bounds__(Threads) attention_softmax(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   attention_softmax_row<T, bool, false, Causal, D>(out, in, nullptr, kd...);
 }
 
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(Threads) attention_softmax(T* __restrict__ out
 template <typename T, typename M, bool Causal, int Threads, class D, class... P>
 __global__ void __launch_bounds__(Threads)
     attention_softmax_masked(T* __restrict__ out, const T* __restrict__ in, const M* __restrict__ mask, P... kd) {
+  kiln_enter_after_prior_grid();
   attention_softmax_row<T, M, true, Causal, D>(out, in, mask, kd...);
 }
 

@@ -10,6 +10,7 @@ namespace kiln {
 // Params: out. Sizes: 0 start, 1 step, 2 n.
 template <typename T, class D, class... P>
 __global__ void __launch_bounds__(256) arange(T* __restrict__ out, P... kd) {
+  kiln_enter_after_prior_grid();
   const unsigned long long start = static_cast<unsigned long long>(D::at(0, kd...));
   const unsigned long long step = static_cast<unsigned long long>(D::at(1, kd...));
   const long long n = D::at(2, kd...);
@@ -21,6 +22,7 @@ __global__ void __launch_bounds__(256) arange(T* __restrict__ out, P... kd) {
 // out[0] = the value. Params: out. Sizes: 0 the value.
 template <class D, class... P>
 __global__ void __launch_bounds__(32) scalar_fill(long long* __restrict__ out, P... kd) {
+  kiln_enter_after_prior_grid();
   if (threadIdx.x == 0) out[0] = D::at(0, kd...);
 }
 

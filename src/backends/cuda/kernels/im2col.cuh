@@ -12,6 +12,7 @@ namespace kiln {
 // Params: out, in. Sizes: 0 P, 1 W, 2 H, 3 C, 4 N * H * W * P, 5..8 in's strides (N, C, H, W).
 template <typename T, class D, class... P>
 __global__ void __launch_bounds__(256) pad_channels(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long Pc = D::at(0, kd...), W = D::at(1, kd...), H = D::at(2, kd...), C = D::at(3, kd...);
   const long long n = D::at(4, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
@@ -28,6 +29,7 @@ __global__ void __launch_bounds__(256) pad_channels(T* __restrict__ out, const T
 // Sizes: 0 cols (R*S*C), 1 C, 2 OW, 3 OH, 4 H, 5 W, 6 rows * cols, 7..10 in's strides (N, C, H, W).
 template <typename T, int S, int SH, int SW, int PH, int PW, int DH, int DW, class D, class... P>
 __global__ void __launch_bounds__(256) im2col(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long cols = D::at(0, kd...), C = D::at(1, kd...), OW = D::at(2, kd...), OH = D::at(3, kd...);
   const long long H = D::at(4, kd...), W = D::at(5, kd...), n = D::at(6, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;

@@ -16,6 +16,7 @@ namespace kiln {
 template <typename T, typename I, int ErrorCode, class D, class... P>
 __global__ void __launch_bounds__(256)
     gather_rows(T* __restrict__ out, const T* __restrict__ table, const I* __restrict__ index, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long cols = D::at(0, kd...), table_rows = D::at(1, kd...), n = D::at(2, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * 256) {
@@ -39,6 +40,7 @@ __global__ void __launch_bounds__(256)
 template <typename T, typename I, int ErrorCode, class D, class... P>
 __global__ void __launch_bounds__(256)
     index_select(T* __restrict__ out, const T* __restrict__ table, const I* __restrict__ index, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long cols = D::at(0, kd...), table_rows = D::at(1, kd...), count = D::at(2, kd...), n = D::at(3, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * 256) {
@@ -61,6 +63,7 @@ __global__ void __launch_bounds__(256)
 template <typename T, typename I, int ErrorCode, class D, class... P>
 __global__ void __launch_bounds__(256)
     index_copy(T* __restrict__ out, const T* __restrict__ src, const I* __restrict__ index, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long inner = D::at(0, kd...), count = D::at(1, kd...), out_dim = D::at(2, kd...), n = D::at(3, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * 256) {
@@ -87,6 +90,7 @@ namespace kiln {
 template <typename T, typename I, int Rank, int Dim, int ErrorCode, class D, class... P>
 __global__ void __launch_bounds__(256)
     gather(T* __restrict__ out, const T* __restrict__ in, const I* __restrict__ index, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long extent = D::at(0, kd...), n = D::at(1, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * 256) {
@@ -169,6 +173,7 @@ __device__ __forceinline__ void index_body(T* __restrict__ out, const T* __restr
 template <typename T, typename I0, int Rank, int First, int IndexRank, int ErrorCode, class D, class... P>
 __global__ void __launch_bounds__(256)
     index1(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const void* idx[1] = {x0};
   index_body<T, I0, I0, I0, I0, 1, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
 }
@@ -178,6 +183,7 @@ template <typename T, typename I0, typename I1, int Rank, int First, int IndexRa
           class... P>
 __global__ void __launch_bounds__(256) index2(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0,
                                               const I1* __restrict__ x1, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const void* idx[2] = {x0, x1};
   index_body<T, I0, I1, I0, I0, 2, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
 }
@@ -188,6 +194,7 @@ template <typename T, typename I0, typename I1, typename I2, int Rank, int First
 __global__ void __launch_bounds__(256)
     index3(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
            const I2* __restrict__ x2, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const void* idx[3] = {x0, x1, x2};
   index_body<T, I0, I1, I2, I0, 3, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
 }
@@ -198,6 +205,7 @@ template <typename T, typename I0, typename I1, typename I2, typename I3, int Ra
 __global__ void __launch_bounds__(256)
     index4(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
            const I2* __restrict__ x2, const I3* __restrict__ x3, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
   const void* idx[4] = {x0, x1, x2, x3};
   index_body<T, I0, I1, I2, I3, 4, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
 }

@@ -70,6 +70,13 @@ __device__ __forceinline__ void kiln_wait_prior_grid() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// The start of a kernel that may be launched early: the next kernel may
+// launch, then this one waits for the grid before it (every kernel of an
+// engine starts so, reading and writing nothing before it has waited).
+__device__ __forceinline__ void kiln_enter_after_prior_grid() {
+  kiln_launch_dependents();
+  kiln_wait_prior_grid();
+}
 // Asks for the 128-byte line at p in L2 (no register, no wait).
 __device__ __forceinline__ void kiln_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ float kiln_warp_sum(float v) {

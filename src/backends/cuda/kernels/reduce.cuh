@@ -16,6 +16,7 @@ enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 
 // dims' sizes and strides (R each).
 template <typename T, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   using C = typename compute_type<T>::type;
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
 // and launched as reduce. Params: out, in.
 template <typename TO, typename TI, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
@@ -137,6 +139,7 @@ template <> struct arg_compute<__nv_bfloat16> {
 // Laid out, sized and launched as reduce. Params: out, in.
 template <typename T, bool IsMax, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   using A = arg_compute<T>;
   using C = typename A::type;
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
@@ -198,6 +201,7 @@ __global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, c
 // 1 len, 2 inner.
 template <typename TO, typename TI, typename Acc, class D, class... P>
 __global__ void __launch_bounds__(256) cumsum(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long lines = D::at(0, kd...), len = D::at(1, kd...), inner = D::at(2, kd...);
   for (long long t = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; t < lines;
        t += static_cast<long long>(gridDim.x) * 256) {
@@ -221,6 +225,7 @@ enum PoolKind { kPoolMax = 0, kPoolAvg = 1, kPoolAdaptiveAvg = 2 };
 template <typename T, int Kind, bool ChannelsInner, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
           bool CountIncludePad, long long Divisor, class D, class... P>
 __global__ void __launch_bounds__(256) pool2d(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   using C = typename compute_type<T>::type;
   const long long Ch = D::at(0, kd...), OH = D::at(1, kd...), OW = D::at(2, kd...), H = D::at(3, kd...),
                   W = D::at(4, kd...);

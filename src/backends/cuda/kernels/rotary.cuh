@@ -14,6 +14,7 @@ namespace kiln {
 template <typename T, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256)
     rotary(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ c, const T* __restrict__ sn, P... kd) {
+  kiln_enter_after_prior_grid();
   constexpr int E = strided_extra<Rank, 4>;
   const long long last = D::at(E, kd...), half = D::at(E + 1, kd...), shift = D::at(E + 2, kd...);
   for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < D::at(0, kd...);

@@ -39,7 +39,7 @@ template <typename T, int Kind, int Threads, bool Residual, bool WriteSum, bool 
 __global__ void __launch_bounds__(Threads)
     norm_rows_block(T* __restrict__ out, const T* __restrict__ in, const T* __restrict__ in2, T* __restrict__ sum_out,
                     const T* __restrict__ weight, const T* __restrict__ bias, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   static_assert(Kind == kRowLayerNorm || Kind == kRowRmsNorm, "a norm");
   static_assert(!WriteSum || Residual, "the sum is written only when a residual is added");
   using C = typename compute_type<T>::type;
@@ -86,7 +86,7 @@ template <typename T, int Kind, int NVec, bool Residual, bool WriteSum, bool Wei
 __global__ void __launch_bounds__(128)
     norm_rows_warp(T* __restrict__ out, const T* __restrict__ in, const T* __restrict__ in2, T* __restrict__ sum_out,
                    const T* __restrict__ weight, const T* __restrict__ bias, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   static_assert(Kind == kRowLayerNorm || Kind == kRowRmsNorm, "a norm");
   static_assert(!WriteSum || Residual, "the sum is written only when a residual is added");
   static_assert(sizeof(T) <= 4, "16-byte vectors of float, half or bfloat16");
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(128)
 // Threads per row. Params: out, in. Sizes: 0 N.
 template <typename T, int Kind, int Threads, class D, class... P>
 __global__ void __launch_bounds__(Threads) softmax_rows(T* __restrict__ out, const T* __restrict__ in, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   static_assert(Kind == kRowSoftmax || Kind == kRowLogSoftmax, "softmax or log-softmax");
   using C = typename compute_type<T>::type;
   const long long N = D::at(0, kd...);
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(Threads) softmax_rows(T* __restrict__ out, con
 template <typename T, int Threads, class D, class... P>
 __global__ void __launch_bounds__(Threads)
     rms_norm_cast(T* __restrict__ out, const T* __restrict__ in, const T* __restrict__ weight, P... kd) {
-  kiln_launch_dependents();  // a matrix-vector kernel after this one may start (prelude.cuh)
+  kiln_enter_after_prior_grid();
   const long long N = D::at(0, kd...);
   const float eps = row_number<float>(D::at(1, kd...));
   const T* x = in + static_cast<long long>(blockIdx.x) * N;

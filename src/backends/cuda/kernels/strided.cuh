@@ -41,6 +41,7 @@ constexpr int strided_extra = 1 + Rank + NT * Rank;
 // out = in converted to out's type (bool as 0/1). Params: out, in.
 template <typename O, typename I, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256) copy(O* __restrict__ out, const I* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
   KILN_STRIDED_LOOP(i) {
     Idx o[2];
     strided_offsets<Idx, Rank, 2, D>(i, o, kd...);
@@ -52,6 +53,7 @@ __global__ void __launch_bounds__(256) copy(O* __restrict__ out, const I* __rest
 // number (converted to T), for an integer or bool T the integer itself. Params: out.
 template <typename T, bool Floating, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256) fill(T* __restrict__ out, P... kd) {
+  kiln_enter_after_prior_grid();
   const long long raw = D::at(strided_extra<Rank, 1>, kd...);
   T v;
   if constexpr (Floating) {
@@ -70,6 +72,7 @@ __global__ void __launch_bounds__(256) fill(T* __restrict__ out, P... kd) {
 template <typename T, typename A, typename B, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256)
     where(T* __restrict__ out, const bool* __restrict__ c, const A* __restrict__ a, const B* __restrict__ b, P... kd) {
+  kiln_enter_after_prior_grid();
   KILN_STRIDED_LOOP(i) {
     Idx o[4];
     strided_offsets<Idx, Rank, 4, D>(i, o, kd...);
@@ -94,6 +97,7 @@ __device__ __forceinline__ bool compared(V a, V b) {
 template <typename A, typename B, int Op, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256)
     compare(bool* __restrict__ out, const A* __restrict__ a, const B* __restrict__ b, P... kd) {
+  kiln_enter_after_prior_grid();
   KILN_STRIDED_LOOP(i) {
     Idx o[3];
     strided_offsets<Idx, Rank, 3, D>(i, o, kd...);
@@ -105,6 +109,7 @@ __global__ void __launch_bounds__(256)
 // rounded to a's type first as torch converts a Python number). Params: out (bool), a.
 template <typename A, int Op, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256) compare_scalar(bool* __restrict__ out, const A* __restrict__ a, P... kd) {
+  kiln_enter_after_prior_grid();
   const float rhs = __int_as_float(static_cast<int>(D::at(strided_extra<Rank, 2>, kd...)));
   KILN_STRIDED_LOOP(i) {
     Idx o[2];
@@ -150,6 +155,7 @@ __device__ __forceinline__ T integer_op(I a, I b) {
 template <typename T, typename I, int Op, long long Alpha, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256)
     integer_binary(T* __restrict__ out, const I* __restrict__ a, const I* __restrict__ b, P... kd) {
+  kiln_enter_after_prior_grid();
   KILN_STRIDED_LOOP(i) {
     Idx o[3];
     strided_offsets<Idx, Rank, 3, D>(i, o, kd...);
@@ -160,6 +166,7 @@ __global__ void __launch_bounds__(256)
 // b a number, the kernel's own (a size, say: a sequence length added to a counter). Params: out, a.
 template <typename T, typename I, int Op, long long Alpha, typename Idx, int Rank, class D, class... P>
 __global__ void __launch_bounds__(256) integer_scalar(T* __restrict__ out, const I* __restrict__ a, P... kd) {
+  kiln_enter_after_prior_grid();
   const I b = static_cast<I>(D::at(strided_extra<Rank, 2>, kd...));
   KILN_STRIDED_LOOP(i) {
     Idx o[2];
