@@ -629,6 +629,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {5, 1000}},
              1, 3, 20),
+      ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
+              R"(graph(%x: float32[s0, 6, 5]) {
+  %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)
+  %b: float32[s0, 6, 5] = aten._log_softmax.default(self=%x, dim=0, half_to_float=false)
+  %c: float32[s0, 6, 5] = aten.softmax.int(self=%x, dim=-2)
+  %d: float32[s0, 6, 5] = aten.add.Tensor(self=%a, other=%c)
+  return (%b, %d)
+}
+)",
+              {0}},
+             1, 4, 30),
       ranged({"argmax_argmin_cumsum",  // x: integers 0..199 as floats (exact at every precision; ties take the first)
               R"(graph(%x: float32[s0, 12], %i: int64[s0, 7]) {
   %a: int64[s0] = aten.argmax.default(self=%x, dim=1)

@@ -15,6 +15,39 @@ Status emit_row(Builder& b, const ir::Node& n) {
   const DType dt = b.compute_dtype(out->type.dtype);
   const ir::Value* xv = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(xv));
+  const bool softmax = n.op != OpKind::kLayerNorm && n.op != OpKind::kRmsNorm;
+  const size_t rank = x.sizes.size();
+  if (softmax && rank > 1) {
+    const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank);
+    if (d < 0) return invalid_argument("softmax over a dim a " + std::to_string(rank) + "-d tensor lacks");
+    if (d != static_cast<int64_t>(rank) - 1) {
+      // Over another dim: the rows of the input with that dim moved last
+      // (one copy), and the result seen through the inverse permutation.
+      std::vector<size_t> perm;
+      for (size_t k = 0; k < rank; ++k)
+        if (k != static_cast<size_t>(d)) perm.push_back(k);
+      perm.push_back(static_cast<size_t>(d));
+      TRef moved = x;
+      for (size_t k = 0; k < rank; ++k) {
+        moved.sizes[k] = x.sizes[perm[k]];
+        moved.strides[k] = x.strides[perm[k]];
+      }
+      KILN_ASSIGN_OR_RETURN(moved, b.contiguous(moved, n.name, dt));
+      const int64_t cols = moved.sizes.back(), rows = cols == 0 ? 0 : prod(moved.sizes) / cols;
+      TRef o = b.new_tensor(dt, moved.sizes);
+      const RowOp op =
+          n.op == OpKind::kLogSoftmax || n.op == OpKind::kLogSoftmaxInternal ? RowOp::kLogSoftmax : RowOp::kSoftmax;
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, row_kernel(op, dt, rows, cols, 0, false, false));
+      KILN_TRY(b.launch(n.name, std::move(k), {o.buf, moved.buf}));
+      TRef view = o;
+      for (size_t k = 0; k < rank; ++k) {
+        view.sizes[perm[k]] = o.sizes[k];
+        view.strides[perm[k]] = o.strides[k];
+      }
+      b.bind(out, view);
+      return Status::ok();
+    }
+  }
   KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   const std::vector<int64_t> sizes = static_sizes(out);
   int64_t cols = sizes.empty() ? 1 : sizes.back();
@@ -294,7 +327,7 @@ Status emit_pool(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// Norms and softmax over the last dim, GroupNorm.
+// Norms over the last dims, softmax over any dim, GroupNorm.
 std::string row_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   if (n.op == OpKind::kGroupNorm) return group_norm_refusal(n);
@@ -306,8 +339,7 @@ std::string row_refusal(const ir::Node& n) {
     if (!ns) return "normalized_shape is not a static list";
     return "";
   }
-  const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank(x));
-  if (rank(x) > 0 && d != static_cast<int64_t>(rank(x)) - 1) return "softmax over a dim other than the last";
+  if (rank(x) > 0 && norm_dim(int_arg(n, "dim").value_or(-1), rank(x)) < 0) return "softmax over a dim it lacks";
   if (bool_arg(n, "half_to_float", false)) return "softmax with half_to_float";
   return "";
 }
