@@ -432,7 +432,7 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
         `torch.export.export(model, example_inputs, dynamic_shapes=dynamic_shapes)`.
     example_inputs: a tuple of positional inputs, or (args, kwargs).
     device: the engine backend, "cpu" or "cuda".
-    precision: "fp32", "tf32", "fp16" or "bf16" for engines.
+    precision: "fp32", "tf32", "fp16", "bf16" or "fp8w" (FP8 weights for matrix-vector products) for engines.
     min_block_size: engine segments need at least this many compute nodes.
     fallback_ops: ops kept out of engines ("aten.relu.default", "aten.relu" or "relu").
     cache_dir: engine cache directory; None for the CLI's default, "" for none.

@@ -47,7 +47,8 @@ int run_check(int argc, char** argv) {
     // Engines below fp32 round every layer's activations (kiln check --precision fp16).
     if (options->compile.precision != "fp32") {
       tol = tolerance_at_precision(tol, options->compile.precision);
-      tol_from += ", floored for " + options->compile.precision + " engines: atol at least 1e-2 of each tensor's largest value";
+      tol_from += ", floored for " + options->compile.precision + " engines: atol at least " +
+                  (options->compile.precision == "fp8w" ? "5e-2" : "1e-2") + " of each tensor's largest value";
     }
   } else {
     tol_from = "command line";

@@ -77,8 +77,8 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
     }
   }
   if (auto p = a.get("precision")) {
-    if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16")
-      return invalid_argument("--precision must be fp32, tf32, fp16 or bf16, got '" + *p + "'");
+    if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16" && *p != "fp8w")
+      return invalid_argument("--precision must be fp32, tf32, fp16, bf16 or fp8w, got '" + *p + "'");
     c.precision = *p;
   }
   if (auto b = a.get("batch-buckets")) {

@@ -1342,8 +1342,8 @@ class CudaBackend final : public engine::Backend {
                          config.device.arch());
     config.precision = options.precision;
     if (config.precision != "fp32" && config.precision != "tf32" && config.precision != "fp16" &&
-        config.precision != "bf16")
-      return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16");
+        config.precision != "bf16" && config.precision != "fp8w")
+      return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16, fp8w");
     config.progress = options.progress;
     config.sizes_at_run_time = options_.sizes_at_run_time;
     config.symbols = options.symbols;

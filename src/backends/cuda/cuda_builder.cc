@@ -216,6 +216,14 @@ Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_
   return t;
 }
 
+Expected<std::pair<BufferRef, BufferRef>> Builder::fp8_rows_constant(const ir::Value* v) {
+  KILN_ASSIGN_OR_RETURN(TRef t, constant(v, DType::UInt8, false, true));
+  DeviceConstant& c = plan_.constants[static_cast<size_t>(t.buf.region)];
+  if (c.sizes.size() != 2) return internal_error("FP8 rows of %" + v->name + ", which is not a matrix");
+  c.fp8_rows = true;
+  return std::pair{t.buf, BufferRef{t.buf.region, c.fp8_scales_offset()}};
+}
+
 int Builder::add_error_layer(const std::string& layer) {
   plan_.error_layers.push_back(layer);
   return static_cast<int>(plan_.error_layers.size());

@@ -173,6 +173,9 @@ class Builder {
   // pad_channels: a channels-last filter stored with that many input channels (zeros past its own).
   Expected<TRef> constant(const ir::Value* v, DType dtype, bool channels_last_filter = false,
                           bool transposed_matrix = false, int64_t pad_channels = 0);
+  // A 2-D [k, n] constant stored as n rows of k FP8 e4m3 values with a
+  // float32 scale per row (DeviceConstant::fp8_rows): the rows, and the scales.
+  Expected<std::pair<BufferRef, BufferRef>> fp8_rows_constant(const ir::Value* v);
   bool is_constant(const ir::Value* v) const;
   BufferRef error_word() const { return {-2 - error_alloc_, 0}; }
   int add_error_layer(const std::string& layer);

@@ -183,6 +183,56 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   return Status::ok();
 }
 
+// A few rows times a constant [k, n] weight stored as FP8 rows
+// (Builder::fp8_rows_constant): the activations made contiguous (16-byte
+// aligned, as every arena tensor is), then one matrix-vector kernel.
+Status emit_gemv_fp8(Builder& b, const std::string& layer, TRef A, const ir::Value* w, const ir::Value* out,
+                     const TRef* bias, GemmEpilogue ep, float alpha, const std::vector<int64_t>* gate_up) {
+  const DType dt = b.compute_dtype(out->type.dtype);
+  const std::vector<int64_t> out_sizes = static_sizes(out);
+  const int64_t K = w->type.sizes[0].value, N = w->type.sizes[1].value;
+  if (A.sizes.empty() || A.sizes.back() != K)
+    return invalid_argument("a matrix product of " + shape_to_string(A.sizes) + " and a [" + std::to_string(K) +
+                            ", " + std::to_string(N) + "] weight");
+  KILN_ASSIGN_OR_RETURN(A, b.contiguous(A, layer, dt));
+  if (A.buf.offset % 16 != 0) {  // a view into a tensor: copied to a fresh (aligned) one
+    const TRef fresh = b.new_tensor(dt, A.sizes);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(fresh.layout(), A.layout()));
+    KILN_TRY(b.launch(layer + " copy", std::move(ck), {fresh.buf, A.buf}));
+    A = fresh;
+  }
+  GemvShape gv;
+  gv.dtype = dt;
+  gv.m = prod(A.sizes) / K;
+  gv.n = gate_up ? out_sizes.back() : N;
+  gv.k = gv.lda = gv.ldw = K;
+  gv.ldc = gv.n;
+  gv.alpha = alpha;
+  gv.has_bias = bias != nullptr;
+  gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
+  gv.fp8_weights = true;
+  if (gate_up) {
+    if (gate_up->size() != 2) return internal_error("a gate and up product without its two halves");
+    for (int64_t start : *gate_up)
+      if (start < 0 || start + gv.n > N)
+        return invalid_argument("a gate or up half from column " + std::to_string(start) + " past the product's " +
+                                std::to_string(N));
+    gv.activation = "swiglu";
+    gv.gate_row = (*gate_up)[0];
+    gv.up_row = (*gate_up)[1];
+  }
+  if (!gemv_fits(gv))
+    return unsupported("an FP8 matrix-vector product of " + std::to_string(gv.m) + " rows, k " + std::to_string(K));
+  KILN_ASSIGN_OR_RETURN(auto q, b.fp8_rows_constant(w));
+  const TRef C = b.new_tensor(dt, out_sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gemv_kernel(gv));
+  std::vector<BufferRef> args{C.buf, A.buf, q.first, q.second};
+  if (bias) args.push_back(bias->buf);
+  KILN_TRY(b.launch(layer + " gemv", std::move(k), args));
+  b.bind(out, C);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status emit_matmul(Builder& b, const ir::Node& n) {
@@ -226,16 +276,6 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
   const bool few_rows_of_constant = !w_transposed && b.is_constant(w) && w->type.sizes.size() == 2 &&
                                     w->type.sizes[1].is_static() && w->type.sizes[1].value > 0 && !out_sizes.empty() &&
                                     out_sizes.back() > 0 && prod(out_sizes) / out_sizes.back() <= kGemvMaxRows;
-  TRef W;
-  if (few_rows_of_constant) {
-    KILN_ASSIGN_OR_RETURN(W, b.constant(w, b.compute_dtype(w->type.dtype), false, /*transposed_matrix=*/true));
-  } else {
-    KILN_ASSIGN_OR_RETURN(W, b.ref(w));
-  }
-  if (w_transposed) {
-    std::swap(W.sizes[0], W.sizes[1]);
-    std::swap(W.strides[0], W.strides[1]);
-  }
   GemmEpilogue ep = GemmEpilogue::kNone;
   std::optional<TRef> bias;
   if (bias_v) {
@@ -248,6 +288,22 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
     ep = string_arg(n, "kiln_act") == "relu" ? GemmEpilogue::kBiasRelu : GemmEpilogue::kBias;
   }
   const std::optional<std::vector<int64_t>> gate_up = ints_arg(n, "kiln_gate_up");
+  // --precision fp8w: such a weight (k a multiple of 16) is stored as FP8
+  // rows with a scale each, and the matrix-vector kernel reads those.
+  if (few_rows_of_constant && b.config().precision == "fp8w" && w->type.sizes[0].is_static() &&
+      w->type.sizes[0].value % 16 == 0) {
+    return emit_gemv_fp8(b, n.name, A, w, out, bias ? &*bias : nullptr, ep, alpha, gate_up ? &*gate_up : nullptr);
+  }
+  TRef W;
+  if (few_rows_of_constant) {
+    KILN_ASSIGN_OR_RETURN(W, b.constant(w, b.compute_dtype(w->type.dtype), false, /*transposed_matrix=*/true));
+  } else {
+    KILN_ASSIGN_OR_RETURN(W, b.ref(w));
+  }
+  if (w_transposed) {
+    std::swap(W.sizes[0], W.sizes[1]);
+    std::swap(W.strides[0], W.strides[1]);
+  }
   return emit_gemm(b, n.name, A, W, out, bias ? &*bias : nullptr, ep, alpha, gate_up ? &*gate_up : nullptr);
 }
 

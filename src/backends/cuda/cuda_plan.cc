@@ -179,6 +179,7 @@ IoSlot io_from(const json& j) {
 }  // namespace
 
 int64_t DeviceConstant::nbytes() const {
+  if (fp8_rows && sizes.size() == 2) return fp8_scales_offset() + 4 * sizes[1];
   if (padded_channels > 0 && sizes.size() == 4) return bytes_of(dtype, {sizes[0], padded_channels, sizes[2], sizes[3]});
   return bytes_of(dtype, sizes);
 }
@@ -190,6 +191,8 @@ Status DeviceConstant::check() const {
     return format_error("CUDA plan: channels-last " + what + " is " + shape_to_string(sizes) + ", not a 4-D filter");
   if (transposed && (sizes.size() != 2 || channels_last))
     return format_error("CUDA plan: transposed " + what + " is " + shape_to_string(sizes) + ", not a 2-D matrix");
+  if (fp8_rows && (!transposed || dtype != DType::UInt8 || padded_channels != 0))
+    return format_error("CUDA plan: FP8 " + what + " is not a transposed uint8 matrix");
   if (padded_channels != 0) {
     // Read sizes[1] only once the rank is known to be 4.
     if (!channels_last)
@@ -222,7 +225,8 @@ json body_json(const CudaPlan& p) {
                   {"sizes", c.sizes},
                   {"channels_last", c.channels_last},
                   {"transposed", c.transposed},
-                  {"padded_channels", c.padded_channels}});
+                  {"padded_channels", c.padded_channels},
+                  {"fp8_rows", c.fp8_rows}});
   j["constants"] = cs;
   json ins = json::array(), outs = json::array();
   for (const auto& s : p.inputs) ins.push_back(io_json(s));
@@ -261,7 +265,8 @@ void body_from(const json& j, CudaPlan& p) {
   for (const json& c : j.at("constants"))
     p.constants.push_back({c.at("name").get<std::string>(), dtype_from(c.at("dtype")),
                            c.at("sizes").get<std::vector<int64_t>>(), c.at("channels_last").get<bool>(),
-                           c.value("transposed", false), c.value("padded_channels", int64_t{0})});
+                           c.value("transposed", false), c.value("padded_channels", int64_t{0}),
+                           c.value("fp8_rows", false)});
   for (const json& s : j.at("inputs")) p.inputs.push_back(io_from(s));
   for (const json& s : j.at("outputs")) p.outputs.push_back(io_from(s));
   for (const json& sj : j.at("steps")) {

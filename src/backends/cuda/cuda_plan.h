@@ -50,12 +50,19 @@ struct DeviceConstant {
   // A channels-last filter stored with this many input channels, zeros past
   // sizes[1] (a convolution over zero-padded channels); 0: sizes[1].
   int64_t padded_channels = 0;
+  // A 2-D [r, c] matrix stored transposed as c rows of r FP8 (e4m3) values,
+  // each row scaled to the format's range: c * r bytes, padded to 16, then
+  // the c row scales as float32 (a row's value is its byte's value times its
+  // scale). dtype is uint8 and `transposed` holds. fp8_scales_offset() is
+  // where the scales start.
+  bool fp8_rows = false;
   // Bytes on the device (padded channels included); meaningful once check() holds.
   int64_t nbytes() const;
   // Whether this description is one load() can make: sizes in range (their
   // bytes too), channels-last and padded channels on 4-D filters only, a
   // transpose on 2-D matrices only. kFormat naming the constant otherwise.
   Status check() const;
+  int64_t fp8_scales_offset() const { return (sizes.at(0) * sizes.at(1) + 15) / 16 * 16; }
 };
 
 // An engine input or output: a contiguous tensor in the arena.

@@ -1055,8 +1055,10 @@ Expected<GeneratedKernel> scalar_fill_kernel(int64_t value) {
 bool gemv_fits(const GemvShape& s) {
   if (s.dtype != DType::Float32 && s.dtype != DType::Float16 && s.dtype != DType::BFloat16) return false;
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));
-  if (s.m < 1 || s.m > kGemvMaxRows || s.n < 1 || s.k < vec) return false;
-  if (s.k % vec != 0 || s.lda % vec != 0 || s.ldw % vec != 0 || s.lda < s.k || s.ldw < s.k || s.ldc < s.n) return false;
+  const int64_t wvec = s.fp8_weights ? 16 : vec;  // weights per 16-byte vector of w
+  if (s.m < 1 || s.m > kGemvMaxRows || s.n < 1 || s.k < wvec) return false;
+  if (s.k % wvec != 0 || s.lda % vec != 0 || s.ldw % wvec != 0 || s.lda < s.k || s.ldw < s.k || s.ldc < s.n)
+    return false;
   const bool swiglu = s.activation == "swiglu";
   if (s.activation != "none" && s.activation != "relu" && s.activation != "gelu" && !swiglu) return false;
   if (swiglu && (s.gate_row < 0 || s.up_row < 0)) return false;
@@ -1068,8 +1070,8 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   if (!gemv_fits(s)) return invalid_argument("gemv_kernel: shape or dtype it does not take");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(s.dtype));
   constexpr int kWarps = 8;
-  const int64_t vec = 16 / static_cast<int64_t>(dtype_size(s.dtype));
-  const int64_t kv = s.k / vec;  // 16-byte vectors per row
+  const int64_t vec = s.fp8_weights ? 16 : 16 / static_cast<int64_t>(dtype_size(s.dtype));
+  const int64_t kv = s.k / vec;  // 16-byte vectors per row of w
   // Split k among the warps of a block until there are blocks enough to fill
   // the device (about two per SM of a large GPU), keeping 32 vectors per warp.
   // A SwiGLU column reads two rows of w and splits as the product of both
@@ -1082,7 +1084,7 @@ Expected<GeneratedKernel> gemv_kernel(const GemvShape& s) {
   const int act = s.activation == "relu" ? 1 : s.activation == "gelu" ? 2 : swiglu ? 3 : 0;
   GeneratedKernel g;
   g.header = "kiln/gemv.cuh";
-  g.templ = s.has_bias ? "kiln::gemv_bias" : "kiln::gemv";
+  g.templ = std::string(s.fp8_weights ? "kiln::gemv_fp8" : "kiln::gemv") + (s.has_bias ? "_bias" : "");
   // Row counts share instances by the power of two at or above them (the count itself a size).
   const int64_t most = s.m <= 1 ? 1 : s.m <= 2 ? 2 : s.m <= 4 ? 4 : 8;
   g.targs = {T, std::to_string(most), std::to_string(split), std::to_string(act)};

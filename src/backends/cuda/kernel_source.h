@@ -314,6 +314,10 @@ struct GemvShape {
   bool has_bias = false;
   std::string activation = "none";   // "none", "relu", "gelu" (tanh approximation, as cuBLASLt's) or "swiglu"
   int64_t gate_row = 0, up_row = 0;  // "swiglu": the first rows of w (and bias elements) of gate and up
+  // w stored as FP8 e4m3 bytes with a float32 scale per row
+  // (DeviceConstant::fp8_rows): params c, a, w, scales, then bias; k and ldw
+  // multiples of 16.
+  bool fp8_weights = false;
 };
 // The largest m gemv_kernel takes.
 constexpr int64_t kGemvMaxRows = 8;

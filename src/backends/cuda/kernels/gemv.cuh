@@ -30,12 +30,59 @@ namespace kiln {
 // gelu: the tanh form, as cuBLASLt's; swiglu: silu(gate) * up (above).
 enum GemvActivation { kGemvNone = 0, kGemvRelu = 1, kGemvGelu = 2, kGemvSwiglu = 3 };
 
-template <typename T, int M, int Split, int Act, class D, class... P>
-__device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ w,
-                                          const T* __restrict__ bias, const P&... kd) {
+// FP8 e4m3 weights (a byte each; kiln_fp8 marks the storage type).
+struct kiln_fp8 {
+  unsigned char bits;
+};
+
+// The weights of one 16-byte vector as float32: 16 / sizeof(T) of them.
+template <typename T> struct gemv_weights {
+  static constexpr int kCount = 16 / sizeof(T);
+  static __device__ __forceinline__ void unpack(const uint4& v, float (&out)[kCount]) {
+    const T* p = reinterpret_cast<const T*>(&v);
+#pragma unroll
+    for (int e = 0; e < kCount; ++e) out[e] = kiln_ld(p[e]);
+  }
+};
+template <> struct gemv_weights<kiln_fp8> {
+  static constexpr int kCount = 16;
+  static __device__ __forceinline__ void unpack(const uint4& v, float (&out)[16]) {
+    const unsigned int words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const unsigned short pair = static_cast<unsigned short>(words[i / 2] >> (16 * (i % 2)));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+      unsigned int h2;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+#else
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const unsigned int b = (pair >> (8 * h)) & 0xffu;
+        const unsigned int e = (b >> 3) & 0xfu, m = b & 7u;
+        float x = e == 0 ? static_cast<float>(m) * 0.001953125f  // 2^-9
+                         : __uint_as_float(((e + 120u) << 23) | (m << 20));
+        if (e == 15 && m == 7) x = __int_as_float(0x7fc00000);
+        out[2 * i + h] = (b & 0x80u) ? -x : x;
+      }
+#endif
+    }
+  }
+};
+
+// W is T, or kiln_fp8 with `scales` (one float32 per row of w) multiplying
+// each row's sum.
+template <typename T, typename W, int M, int Split, int Act, class D, class... P>
+__device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict__ a, const W* __restrict__ w,
+                                          const float* __restrict__ scales, const T* __restrict__ bias,
+                                          const P&... kd) {
   static_assert(M >= 1 && M <= 8, "at most 8 rows");
   static_assert(Split == 1 || Split == 2 || Split == 4 || Split == 8, "k split among 1, 2, 4 or 8 warps");
   constexpr int kWarps = 8, kCols = kWarps / Split, kVec = 16 / sizeof(T);
+  constexpr int kWv = gemv_weights<W>::kCount;  // weights per 16-byte vector of w
+  constexpr int kXv = kWv / kVec;               // 16-byte vectors of a per vector of w
   constexpr int kRowsOfW = Act == kGemvSwiglu ? 2 : 1;  // rows of w a column reads
   const long long n = D::at(0, kd...), ldw = D::at(1, kd...), kv = D::at(2, kd...);
   const long long lda = D::at(3, kd...), ldc = D::at(4, kd...);
@@ -74,19 +121,20 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
   if (col < n) {
 #pragma unroll 4
     for (long long v = part * 32 + lane; v < kv; v += 32 * Split) {
-      uint4 wv[kRowsOfW];
+      float wf[kRowsOfW][kWv];
 #pragma unroll
-      for (int q = 0; q < kRowsOfW; ++q) wv[q] = __ldcs(wr[q] + v);
+      for (int q = 0; q < kRowsOfW; ++q) gemv_weights<W>::unpack(__ldcs(wr[q] + v), wf[q]);
 #pragma unroll
       for (int r = 0; r < M; ++r) {
         if (r >= rows) break;
-        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v);
-        const T* xp = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-        for (int q = 0; q < kRowsOfW; ++q) {
-          const T* wp = reinterpret_cast<const T*>(&wv[q]);
+        for (int h = 0; h < kXv; ++h) {
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a + r * lda) + v * kXv + h);
+          const T* xp = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[q][r] = fmaf(kiln_ld(wp[e]), kiln_ld(xp[e]), acc[q][r]);
+          for (int q = 0; q < kRowsOfW; ++q)
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) acc[q][r] = fmaf(wf[q][h * kVec + e], kiln_ld(xp[e]), acc[q][r]);
         }
       }
     }
@@ -123,7 +171,7 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
     float v[kRowsOfW];
 #pragma unroll
     for (int q = 0; q < kRowsOfW; ++q) {
-      v[q] = alpha * acc[q][r];
+      v[q] = alpha * (scales != nullptr ? acc[q][r] * scales[wrow[q]] : acc[q][r]);
       if (bias != nullptr) v[q] += kiln_ld(bias[wrow[q]]);
     }
     if constexpr (Act == kGemvRelu) v[0] = v[0] > 0.0f ? v[0] : 0.0f;
@@ -141,14 +189,32 @@ __device__ __forceinline__ void gemv_rows(T* __restrict__ c, const T* __restrict
 template <typename T, int M, int Split, int Act, class D, class... P>
 __global__ void __launch_bounds__(256) gemv(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ w,
                                             P... kd) {
-  gemv_rows<T, M, Split, Act, D>(c, a, w, nullptr, kd...);
+  gemv_rows<T, T, M, Split, Act, D>(c, a, w, nullptr, nullptr, kd...);
 }
 
 // Params: c, a, w, bias (n elements).
 template <typename T, int M, int Split, int Act, class D, class... P>
 __global__ void __launch_bounds__(256) gemv_bias(T* __restrict__ c, const T* __restrict__ a,
                                                  const T* __restrict__ w, const T* __restrict__ bias, P... kd) {
-  gemv_rows<T, M, Split, Act, D>(c, a, w, bias, kd...);
+  gemv_rows<T, T, M, Split, Act, D>(c, a, w, nullptr, bias, kd...);
+}
+
+// FP8 e4m3 weights, a float32 scale per row of w (DeviceConstant::fp8_rows);
+// sizes as gemv's, with 2 the row's 16-byte vectors of w (k / 16).
+// Params: c, a, w, scales.
+template <typename T, int M, int Split, int Act, class D, class... P>
+__global__ void __launch_bounds__(256) gemv_fp8(T* __restrict__ c, const T* __restrict__ a,
+                                                const kiln_fp8* __restrict__ w, const float* __restrict__ scales,
+                                                P... kd) {
+  gemv_rows<T, kiln_fp8, M, Split, Act, D>(c, a, w, scales, nullptr, kd...);
+}
+
+// Params: c, a, w, scales, bias (n elements).
+template <typename T, int M, int Split, int Act, class D, class... P>
+__global__ void __launch_bounds__(256)
+    gemv_fp8_bias(T* __restrict__ c, const T* __restrict__ a, const kiln_fp8* __restrict__ w,
+                  const float* __restrict__ scales, const T* __restrict__ bias, P... kd) {
+  gemv_rows<T, kiln_fp8, M, Split, Act, D>(c, a, w, scales, bias, kd...);
 }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_support.h"
+#include "backends/cuda/device_constant.h"
 #include "backends/cuda/kernel_source.h"
 #include "frontend/safetensors.h"
 #include "kiln/check.h"
@@ -71,9 +72,12 @@ struct Loaded {
 
 void build_and_load(std::unique_ptr<engine::Backend> backend, const std::string& text,
                     const engine::WeightLookup& weights, Loaded& out,
-                    const std::vector<std::string>& constants = {"table", "w", "b"}) {
+                    const std::vector<std::string>& constants = {"table", "w", "b"},
+                    const std::string& precision = "fp32") {
   Network net = network_from(text, 1, constants);
-  auto plan = backend->build(std::move(net), {});
+  engine::BuildOptions options;
+  options.precision = precision;
+  auto plan = backend->build(std::move(net), options);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   auto handle = backend->load(*plan, weights, "test engine");
   ASSERT_TRUE(handle.has_value()) << handle.status().message();
@@ -387,6 +391,97 @@ TEST(CudaBackend, GatedMlpHalvesFoldIntoTheProductAndKeepTheUnfusedBits) {
     }
     const double rel = c.dtype == DType::Float32 ? 1e-4 : (c.dtype == DType::Float16 ? 8e-3 : 3e-2);
     const double abs = c.dtype == DType::Float32 ? 1e-4 : 0.1;
+    for (int64_t i = 0; i < want[0].numel(); ++i)
+      ASSERT_NEAR(got[0].value_at(i), want[0].value_at(i), abs + rel * std::fabs(want[0].value_at(i)))
+          << at << ", element " << i;
+  }
+}
+
+// --precision fp8w: a matrix-vector product's weight is stored as FP8 rows
+// with a scale each and read by the FP8 kernel, plain and with a bias, a
+// ReLU, or a gated MLP's silu(gate) * up; the result is the product with the
+// weight those bytes and scales stand for (the same network on the CPU
+// backend with the dequantized weight). More rows than a GEMV takes keep the
+// exported weight.
+TEST(CudaBackend, Fp8WeightsAreReadByTheMatrixVectorKernel) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    DType dtype;
+    const char* type;
+    int64_t m, n, k;
+    const char* tail;  // "", "bias", "relu" or "swiglu"
+  };
+  const Case cases[] = {
+      {DType::BFloat16, "bfloat16", 1, 1536, 2048, ""},
+      {DType::BFloat16, "bfloat16", 3, 96, 4096, "bias"},  // k split among warps
+      {DType::Float16, "float16", 8, 200, 512, "relu"},
+      {DType::Float32, "float32", 2, 64, 256, "bias"},
+      {DType::BFloat16, "bfloat16", 1, 512, 1024, "swiglu"},
+      {DType::BFloat16, "bfloat16", 12, 64, 256, ""},  // 12 rows: the library GEMM on the exported weight
+  };
+  for (const Case& c : cases) {
+    const std::string tail = c.tail;
+    const std::string at = std::string(c.type) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                           " k=" + std::to_string(c.k) + " " + tail;
+    const std::string T = c.type, M = std::to_string(c.m), N = std::to_string(c.n), K = std::to_string(c.k),
+                      H = std::to_string(c.n / 2);
+    std::string text = "graph(%x: " + T + "[" + M + ", " + K + "], %w: " + T + "[" + K + ", " + N + "]" +
+                       (tail == "bias" || tail == "relu" ? ", %b: " + T + "[" + N + "]" : "") + ") {\n";
+    text += "  %p: " + T + "[" + M + ", " + N + "] = aten.matmul.default(self=%x, other=%w)\n";
+    std::string result = "%p";
+    if (tail == "bias" || tail == "relu") {
+      text += "  %y: " + T + "[" + M + ", " + N + "] = aten.add.Tensor(self=%p, other=%b)\n";
+      result = "%y";
+    }
+    if (tail == "relu") {
+      text += "  %r: " + T + "[" + M + ", " + N + "] = aten.relu.default(self=%y)\n";
+      result = "%r";
+    }
+    if (tail == "swiglu") {
+      text += "  %g: " + T + "[" + M + ", " + H + "] = aten.slice.Tensor(self=%p, dim=1, start=0, end=" + H + ")\n";
+      text += "  %u: " + T + "[" + M + ", " + H + "] = aten.slice.Tensor(self=%p, dim=1, start=" + H + ", end=" + N +
+              ")\n";
+      text += "  %s: " + T + "[" + M + ", " + H + "] = kiln.silu_mul(a=%g, b=%u)\n";
+      result = "%s";
+    }
+    text += "  return (" + result + ")\n}\n";
+    std::vector<std::string> names{"w"};
+    const Tensor w = random_tensor(c.dtype, {c.k, c.n}, 21);
+    std::map<std::string, Tensor> gpu_weights{{"w", w}};
+    if (tail == "bias" || tail == "relu") {
+      gpu_weights["b"] = random_tensor(c.dtype, {c.n}, 22);
+      names.push_back("b");
+    }
+    const bool gemv = c.m <= kGemvMaxRows;
+    // The weight the FP8 bytes and scales stand for, as a [k, n] tensor of the dtype.
+    std::map<std::string, Tensor> cpu_weights = gpu_weights;
+    if (gemv) {
+      const Tensor q = cuda::fp8_rows(w);
+      const auto* bytes = static_cast<const uint8_t*>(q.raw_data());
+      const int64_t scales_at = (c.n * c.k + 15) / 16 * 16;
+      Tensor deq = Tensor::zeros(DType::Float32, {c.k, c.n});
+      for (int64_t i = 0; i < c.n; ++i) {
+        float scale = 0;
+        std::memcpy(&scale, bytes + scales_at + 4 * i, 4);
+        for (int64_t j = 0; j < c.k; ++j)
+          deq.data<float>()[j * c.n + i] = cuda::e4m3_to_float(bytes[i * c.k + j]) * scale;
+      }
+      cpu_weights["w"] = deq.to(c.dtype);
+    }
+    auto plan = make_cuda_backend()->build(network_from(text, 1, names), {.precision = "fp8w"});
+    ASSERT_TRUE(plan.has_value()) << at << ": " << plan.status().message();
+    EXPECT_EQ(std::string(plan->begin(), plan->end()).find("gemv_fp8") != std::string::npos, gemv) << at;
+    Loaded gpu, cpu;
+    ASSERT_NO_FATAL_FAILURE(build_and_load(make_cuda_backend(), text, lookup(gpu_weights), gpu, names, "fp8w"));
+    ASSERT_NO_FATAL_FAILURE(build_and_load(cpu::make_cpu_backend(), text, lookup(cpu_weights), cpu, names));
+    const std::vector<Tensor> in = {random_tensor(c.dtype, {c.m, c.k}, 23)};
+    std::vector<Tensor> got, want;
+    Status s = gpu.engine->execute(in, got);
+    ASSERT_TRUE(s.is_ok()) << at << ": " << s.message();
+    ASSERT_TRUE(cpu.engine->execute(in, want).is_ok()) << at;
+    ASSERT_EQ(got[0].sizes(), want[0].sizes()) << at;
+    const double rel = c.dtype == DType::Float32 ? 1e-4 : (c.dtype == DType::Float16 ? 4e-3 : 2e-2);
+    const double abs = c.dtype == DType::Float32 ? 1e-4 : 0.05;
     for (int64_t i = 0; i < want[0].numel(); ++i)
       ASSERT_NEAR(got[0].value_at(i), want[0].value_at(i), abs + rel * std::fabs(want[0].value_at(i)))
           << at << ", element " << i;

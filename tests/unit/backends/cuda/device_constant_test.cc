@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <random>
+#include <vector>
 
 namespace kiln::cuda {
 namespace {
@@ -77,6 +81,102 @@ TEST(DeviceForm, MatricesAreTransposedWhereThePlanAsks) {
 
 // A description that needs a rank the constant does not have is refused
 // before any size is read by position, as is a weight of other sizes.
+// Every finite e4m3 value, made by its definition (sign, 4 exponent bits
+// biased by 7, 3 mantissa bits; exponent 0 subnormal), independently of the
+// decoder under test.
+std::vector<std::pair<uint8_t, double>> e4m3_table() {
+  std::vector<std::pair<uint8_t, double>> t;
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) continue;  // NaN
+    const double mag = e == 0 ? m / 512.0 : (1.0 + m / 8.0) * std::pow(2.0, e - 7);
+    t.emplace_back(static_cast<uint8_t>(b), (b & 0x80) ? -mag : mag);
+  }
+  return t;
+}
+
+TEST(Fp8, EveryCodeDecodesToItsValueAndEncodesBackToItself) {
+  for (const auto& [b, v] : e4m3_table()) {
+    EXPECT_EQ(static_cast<double>(e4m3_to_float(b)), v) << "code " << int(b);
+    EXPECT_EQ(int(e4m3_from_float(static_cast<float>(v))), int(b)) << "value " << v;
+  }
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0xff)));
+  EXPECT_EQ(e4m3_from_float(std::nanf("")), 0x7f);
+}
+
+// Any float goes to the nearest code (of equal distances, the one with an
+// even mantissa), saturating at +-448; checked against a search of the table.
+TEST(Fp8, FloatsGoToTheNearestCodeTiesToEvenSaturating) {
+  const auto table = e4m3_table();
+  auto nearest = [&](double x) {
+    const double c = std::clamp(x, -448.0, 448.0);
+    uint8_t best = 0;
+    double best_d = INFINITY;
+    for (const auto& [b, v] : table) {
+      if ((b & 0x80) != (std::signbit(x) ? 0x80 : 0)) continue;  // the sign of x, zero included
+      const double d = std::fabs(v - c);
+      if (d < best_d || (d == best_d && (b & 1) == 0)) {
+        best = b;
+        best_d = d;
+      }
+    }
+    return best;
+  };
+  std::mt19937 gen(7);
+  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 0.0009765625f, 0.00146484375f, 0.015625f, 0.0146484375f,
+                           1.0625f, 1.1875f, 240.0f, 447.9f, 448.0f, 449.0f, 464.0f, 1e6f, -1e6f, -3.3f};
+  std::uniform_real_distribution<float> mant(0.5f, 1.0f);
+  std::uniform_int_distribution<int> ex(-12, 10);
+  for (int i = 0; i < 20000; ++i) xs.push_back((i % 2 ? -1.0f : 1.0f) * std::ldexp(mant(gen), ex(gen)));
+  // The midpoints between neighbouring codes: ties.
+  for (size_t i = 0; i + 1 < table.size() && table[i + 1].first < 0x80; ++i)
+    xs.push_back(static_cast<float>((table[i].second + table[i + 1].second) / 2));
+  for (float x : xs) ASSERT_EQ(int(e4m3_from_float(x)), int(nearest(x))) << "x = " << x;
+}
+
+// fp8_rows: the transpose's rows, each scaled so that its largest magnitude
+// is 448, then the scales; a value decodes to within 1/16 of itself.
+TEST(Fp8, MatricesBecomeScaledRowsOfTheirTranspose) {
+  const int64_t r = 40, c = 3;  // [r, c]: 3 rows of 40 on the device
+  Tensor m = Tensor::zeros(DType::Float32, {r, c});
+  std::mt19937 gen(3);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (int64_t i = 0; i < r; ++i) {
+    m.data<float>()[i * c + 0] = nd(gen);
+    m.data<float>()[i * c + 1] = 0.0f;  // a row of zeros: scale 1
+    m.data<float>()[i * c + 2] = 100.0f * nd(gen);
+  }
+  DeviceConstant d{"w", DType::UInt8, {r, c}, false, true, 0, true};
+  ASSERT_TRUE(d.check().is_ok());
+  EXPECT_EQ(d.fp8_scales_offset(), 128);  // 120 bytes padded to 16
+  EXPECT_EQ(d.nbytes(), 128 + 12);
+  auto got = device_form(m.to(DType::BFloat16), d);
+  ASSERT_TRUE(got.has_value()) << got.status().message();
+  ASSERT_EQ(got->nbytes(), d.nbytes());
+  const auto* bytes = static_cast<const uint8_t*>(got->raw_data());
+  const Tensor mb = m.to(DType::BFloat16).to(DType::Float32);  // what the weight is on the host
+  for (int64_t row = 0; row < c; ++row) {
+    float scale = 0;
+    std::memcpy(&scale, bytes + 128 + 4 * row, 4);
+    float amax = 0;
+    for (int64_t j = 0; j < r; ++j) amax = std::max(amax, std::fabs(mb.data<float>()[j * c + row]));
+    EXPECT_EQ(scale, amax > 0 ? amax / 448.0f : 1.0f) << "row " << row;
+    for (int64_t j = 0; j < r; ++j) {
+      const float want = mb.data<float>()[j * c + row];
+      const float v = e4m3_to_float(bytes[row * r + j]) * scale;
+      EXPECT_LE(std::fabs(v - want), std::fabs(want) / 16 + scale / 512) << "row " << row << ", " << j;
+    }
+  }
+  // Not transposed, or not uint8: refused by the description's check.
+  DeviceConstant bad = d;
+  bad.transposed = false;
+  EXPECT_FALSE(bad.check().is_ok());
+  bad = d;
+  bad.dtype = DType::Float16;
+  EXPECT_FALSE(bad.check().is_ok());
+}
+
 TEST(DeviceForm, DescriptionsThatDoNotFitTheConstantAreRefused) {
   struct Case {
     const char* what;

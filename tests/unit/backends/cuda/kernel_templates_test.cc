@@ -70,8 +70,9 @@ TEST(KernelTemplates, EveryHeaderCompilesAlone) {
 // activation with and without a bias, from the generator.
 TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
   std::vector<GeneratedKernel> ks;
-  auto add = [&ks](DType t, int64_t m, int64_t n, int64_t k, const char* act, bool bias) {
+  auto add = [&ks](DType t, int64_t m, int64_t n, int64_t k, const char* act, bool bias, bool fp8 = false) {
     GemvShape g;
+    g.fp8_weights = fp8;
     g.dtype = t;
     g.m = m;
     g.n = g.ldc = n;
@@ -95,6 +96,12 @@ TEST(KernelTemplates, EveryGemvInstantiationCompiles) {
     for (int64_t m : {1, 3, 8})
       for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 2048}, {256, 8192}})
         for (bool bias : {false, true}) add(t, m, n, k, "swiglu", bias);
+    // FP8 weights with a scale per row: every row count and split, each epilogue.
+    for (int64_t m = 1; m <= kGemvMaxRows; ++m)
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{100000, 4096}, {2048, 8192}, {512, 8192}})
+        add(t, m, n, k, "none", false, true);
+    for (const char* act : {"relu", "gelu", "swiglu"})
+      for (bool bias : {false, true}) add(t, 1, 8192, 2048, act, bias, true);
   }
   if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> splits;
