@@ -15,7 +15,9 @@ Times per token are medians of CUDA-event timings (PyTorch) and of kiln bench
 enqueued back to back; CUDA events between them), plus end to end through Session::run (kiln bench) and kiln generate:
 the session keeps the caches on the device, token ids go in and logits come
 out through host memory. The memory-bandwidth floor is the bytes one step must read (weights
-once and the KV cache) at 4.8 TB/s.
+once and the KV cache) at 4.8 TB/s. Also: the same program with every kernel launched early
+(KILN_CUDA_PDL=1), the launches per step, and the program with FP8 weights (--precision fp8w):
+its ms/token and its logits' error against the bf16 program over 64 greedy steps.
 
     python3 bench/llm_decode.py --kiln build/kiln --out bench/results
 """
@@ -130,10 +132,45 @@ def python_decode_loop(kiln_path: Path, tokens: int) -> dict:
             "python_host_staging_reason": compiled.host_staging_reason}
 
 
-def run(cmd: list[str], log_path: Path, timeout: int) -> subprocess.CompletedProcess:
+def fp8_error(bf16_path: Path, fp8_path: Path, steps: int) -> dict:
+    """The FP8-weight program's logits beside the bf16 one's over `steps`
+    greedy steps, both fed bf16's tokens (so each step compares the same
+    input): per step the largest |difference| over the largest |bf16 logit|
+    and the mean |difference| over the mean |bf16 logit|, and how often the
+    two pick the same next token."""
+    import kiln
+
+    a = kiln.load(str(bf16_path), device="cuda")
+    b = kiln.load(str(fp8_path), device="cuda")
+    positions = torch.arange(steps, device="cuda")
+    ids = torch.tensor([[1]], device="cuda")
+    max_rel, mean_rel, same = [], [], 0
+    with torch.no_grad():
+        for k in range(steps):
+            la = a(ids, positions[k:k + 1])[:, -1].float()
+            lb = b(ids, positions[k:k + 1])[:, -1].float()
+            d = (lb - la).abs()
+            max_rel.append((d.max() / la.abs().max()).item())
+            mean_rel.append((d.mean() / la.abs().mean()).item())
+            same += int(la.argmax().item() == lb.argmax().item())
+            ids = la.argmax(-1, keepdim=True).view(1, 1)
+    return {"fp8_steps_compared": steps, "fp8_max_rel_err": max(max_rel), "fp8_mean_rel_err": statistics.mean(mean_rel),
+            "fp8_max_rel_err_median_step": statistics.median(max_rel), "fp8_greedy_agreement": same / steps}
+
+
+def launches(kiln_bin: str, program: Path, inputs: Path, work: Path, name: str) -> int | None:
+    """Steps of the engine per call, from KILN_CUDA_PROFILE's summary."""
+    p = subprocess.run([kiln_bin, "bench", str(program), "--device", "cuda", "--inputs", str(inputs), "--iters", "2"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "KILN_CUDA_PROFILE": "1"})
+    (work / f"profile-{name}.log").write_text(p.stdout + p.stderr)
+    m = re.search(r": ([0-9]+) steps, ", p.stderr)
+    return int(m.group(1)) if m else None
+
+
+def run(cmd: list[str], log_path: Path, timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
     log(" ".join(cmd))
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     log_path.write_text(f"$ {' '.join(cmd)}\nrc={p.returncode} ({time.time() - t0:.1f} s)\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
     return p
 
@@ -150,6 +187,7 @@ def main() -> int:
     ap.add_argument("--skip-python", action="store_true", help="no decode loop through the kiln Python package")
     ap.add_argument("--tokens", type=int, default=201, help="new tokens for kiln generate and the Python loop")
     ap.add_argument("--commit", default=os.environ.get("KILN_COMMIT", "unknown"))
+    ap.add_argument("--skip-fp8", action="store_true", help="no --precision fp8w program")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kiln_llm_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -227,6 +265,36 @@ def main() -> int:
             except Exception as e:  # keep the other columns
                 row["python_loop_error"] = f"{type(e).__name__}: {e}"[:300]
                 log(row["python_loop_error"])
+        row["kiln_launches"] = launches(args.kiln, kiln, inputs, work, "bf16")
+        # The same program with every kernel launched early (programmatic dependent launch).
+        pdl = {**os.environ, "KILN_CUDA_PDL": "1"}
+        p = run([args.kiln, "bench", str(kiln), "--device", "cuda", "--inputs", str(inputs), "--iters",
+                 str(args.steps), "--json", str(work / "bench-pdl.json")], work / "bench-pdl.log", 600, pdl)
+        if p.returncode == 0:
+            row["kiln_bench_pdl"] = json.loads((work / "bench-pdl.json").read_text())
+        if not args.skip_fp8:
+            fp8 = work / "llama1b_decode_fp8.kiln"
+            p = run([args.kiln, "compile", str(pt2), "-o", str(fp8), "--device", "cuda", "--precision", "fp8w",
+                     "--no-cache"], work / "compile-fp8.log", 900)
+            row["fp8_compile_rc"] = p.returncode
+            if p.returncode == 0:
+                row["fp8_launches"] = launches(args.kiln, fp8, inputs, work, "fp8")
+                for name, env in (("fp8_bench", None), ("fp8_bench_pdl", pdl)):
+                    p = run([args.kiln, "bench", str(fp8), "--device", "cuda", "--inputs", str(inputs), "--iters",
+                             str(args.steps), "--json", str(work / f"{name}.json")], work / f"{name}.log", 600, env)
+                    if p.returncode == 0:
+                        row[name] = json.loads((work / f"{name}.json").read_text())
+                p = run([args.kiln, "generate", str(fp8), "--device", "cuda", "--prompt-ids", "1,2,3",
+                         "--max-new-tokens", str(args.tokens)], work / "generate-fp8.log", 600)
+                m = re.search(r"([0-9.]+) ms per token \(median ([0-9.]+) ms", p.stdout)
+                if m:
+                    row["fp8_generate_ms"], row["fp8_generate_median_ms"] = float(m.group(1)), float(m.group(2))
+                try:
+                    row.update(fp8_error(kiln, fp8, 64))
+                    log(f"fp8: max rel err {row['fp8_max_rel_err']:.4f}, greedy agreement {row['fp8_greedy_agreement']:.3f}")
+                except Exception as e:  # keep the other columns
+                    row["fp8_error_error"] = f"{type(e).__name__}: {e}"[:300]
+                    log(row["fp8_error_error"])
     else:
         row["kiln_compile_error"] = (p.stdout + p.stderr).strip().splitlines()[-3:]
 
