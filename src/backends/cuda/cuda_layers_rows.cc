@@ -19,7 +19,8 @@ Status emit_row(Builder& b, const ir::Node& n) {
   const size_t rank = x.sizes.size();
   if (softmax && rank > 1) {
     const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank);
-    if (d < 0) return invalid_argument("softmax over a dim a " + std::to_string(rank) + "-d tensor lacks");
+    if (d < 0 || d >= static_cast<int64_t>(rank))
+      return invalid_argument("softmax over a dim a " + std::to_string(rank) + "-d tensor lacks");
     if (d != static_cast<int64_t>(rank) - 1) {
       // Over another dim: the rows of the input with that dim moved last
       // (one copy), and the result seen through the inverse permutation.
@@ -339,7 +340,9 @@ std::string row_refusal(const ir::Node& n) {
     if (!ns) return "normalized_shape is not a static list";
     return "";
   }
-  if (rank(x) > 0 && norm_dim(int_arg(n, "dim").value_or(-1), rank(x)) < 0) return "softmax over a dim it lacks";
+  if (const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank(x));
+      rank(x) > 0 && (d < 0 || d >= static_cast<int64_t>(rank(x))))
+    return "softmax over a dim the tensor lacks";
   if (bool_arg(n, "half_to_float", false)) return "softmax with half_to_float";
   return "";
 }
