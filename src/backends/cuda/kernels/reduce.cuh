@@ -9,6 +9,22 @@ namespace kiln {
 
 enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 3 };
 
+// The input offset of index i of a mixed-radix space (Count dims whose sizes
+// and strides start at sizes First and First + Count, innermost last):
+// reduce's kept dims (First 2) for an output element, its reduced dims
+// (First 2 + 2K) for an element reduced.
+template <int First, int Count, class D, class... P>
+__device__ __forceinline__ long long reduce_offset(long long i, const P&... kd) {
+  long long off = 0;
+#pragma unroll
+  for (int d = Count - 1; d >= 0; --d) {
+    const long long size = D::at(First + d, kd...);
+    off += (i % size) * D::at(First + Count + d, kd...);
+    i /= size;
+  }
+  return off;
+}
+
 // out[o] (contiguous) = reduce over the reduced index space of in at o: one
 // warp per output element, 8 per block. Params: out, in.
 // Sizes: 0 outputs, 1 elements reduced per output, then the kept dims'
@@ -21,28 +37,13 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  long long base = 0;
-  {
-    long long r = o;
-#pragma unroll
-    for (int d = K - 1; d >= 0; --d) {
-      const long long size = D::at(2 + d, kd...);
-      base += (r % size) * D::at(2 + K + d, kd...);
-      r /= size;
-    }
-  }
+  const long long base = reduce_offset<2, K, D>(o, kd...);
   constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
   C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : C(0);
   bool nan = false;
   const long long n_red = D::at(1, kd...);
   for (long long j = lane; j < n_red; j += 32) {
-    long long off = base, r = j;
-#pragma unroll
-    for (int d = R - 1; d >= 0; --d) {
-      const long long size = D::at(2 + 2 * K + d, kd...);
-      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
-      r /= size;
-    }
+    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
     const C v = kiln_ld(in[off]);
     if constexpr (kMax || kMin) {
       nan = nan || v != v;
@@ -77,28 +78,13 @@ __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  long long base = 0;
-  {
-    long long r = o;
-#pragma unroll
-    for (int d = K - 1; d >= 0; --d) {
-      const long long size = D::at(2 + d, kd...);
-      base += (r % size) * D::at(2 + K + d, kd...);
-      r /= size;
-    }
-  }
+  const long long base = reduce_offset<2, K, D>(o, kd...);
   constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
   constexpr long long kLowest = -9223372036854775807LL - 1, kHighest = 9223372036854775807LL;
   long long acc = kMax ? kLowest : kMin ? kHighest : 0;
   const long long n_red = D::at(1, kd...);
   for (long long j = lane; j < n_red; j += 32) {
-    long long off = base, r = j;
-#pragma unroll
-    for (int d = R - 1; d >= 0; --d) {
-      const long long size = D::at(2 + 2 * K + d, kd...);
-      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
-      r /= size;
-    }
+    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
     const long long v = static_cast<long long>(in[off]);
     acc = kMax ? (v > acc ? v : acc) : kMin ? (v < acc ? v : acc) : static_cast<long long>(
                                                                         static_cast<unsigned long long>(acc) + v);
@@ -145,29 +131,14 @@ __global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, c
   const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  long long base = 0;
-  {
-    long long r = o;
-#pragma unroll
-    for (int d = K - 1; d >= 0; --d) {
-      const long long size = D::at(2 + d, kd...);
-      base += (r % size) * D::at(2 + K + d, kd...);
-      r /= size;
-    }
-  }
+  const long long base = reduce_offset<2, K, D>(o, kd...);
   // Each lane's first extreme among its indices (j increasing: a later equal value does not take it).
   C best = C(0);
   long long at = -1;
   bool best_nan = false;
   const long long n_red = D::at(1, kd...);
   for (long long j = lane; j < n_red; j += 32) {
-    long long off = base, r = j;
-#pragma unroll
-    for (int d = R - 1; d >= 0; --d) {
-      const long long size = D::at(2 + 2 * K + d, kd...);
-      off += (r % size) * D::at(2 + 2 * K + R + d, kd...);
-      r /= size;
-    }
+    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
     const C v = A::ld(in[off]);
     const bool nan = v != v;
     if (at < 0 || (!best_nan && (nan || (IsMax ? v > best : v < best)))) {
