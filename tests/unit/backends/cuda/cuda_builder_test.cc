@@ -405,6 +405,19 @@ TEST(PlanJson, RoundTripsThroughJson) {
   EXPECT_EQ(back->steps[1].gemm.algo.data[3], 0xdeadbeefULL);
   EXPECT_EQ(back->constants[1].padded_channels, 8);
   EXPECT_EQ(back->constants[1].nbytes(), 64 * 8 * 7 * 7 * 2);
+
+  // An FP8-rows constant (--precision fp8w) keeps its form; its bytes are the
+  // e4m3 rows padded to 16, then a float32 scale per row.
+  CudaPlan q = small_plan();
+  q.constants.push_back({"wq", DType::UInt8, {100, 30}, false, true, 0, true});
+  auto qb = CudaPlan::from_json(q.to_json(), cubin);
+  ASSERT_TRUE(qb.has_value()) << qb.status().message();
+  EXPECT_EQ(qb->to_json(), q.to_json());
+  EXPECT_TRUE(qb->constants.back().fp8_rows);
+  EXPECT_EQ(qb->constants.back().fp8_scales_offset(), 3008);
+  EXPECT_EQ(qb->constants.back().nbytes(), 3008 + 4 * 30);
+  q.constants.back().transposed = false;  // FP8 rows are a transposed matrix's
+  EXPECT_FALSE(CudaPlan::from_json(q.to_json(), cubin).has_value());
 }
 
 TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
