@@ -33,7 +33,8 @@
 //     sum_to_size, cdist, rrelu outside training, _safe_softmax
 //   more shape composites: tensor_split, hsplit, vsplit, dsplit,
 //     split_with_sizes_copy, unfold_copy, as_strided_copy, take_along_dim,
-//     cartesian_prod, argwhere (nonzero); slice_scatter of static bounds as
+//     cartesian_prod, argwhere (nonzero), flip of static sizes (index_selects
+//     of reversed positions); slice_scatter of static bounds as
 //     index_copy at constant positions
 //   einsum of static sizes: sums, permutes and one bmm per operand pair
 //
@@ -1865,6 +1866,35 @@ Expected<bool> rrelu(PatternContext& ctx, ir::Node& n) {
   return b.done(b.unary(OpKind::kLeakyRelu, x, {{"negative_slope", (*lower + *upper) / 2}}));
 }
 
+// flip(x, dims) along dims of static size: an index_select of the reversed
+// positions per dim (a gather every backend runs; the CUDA engines have no
+// flip layer of their own).
+Expected<bool> flip(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto dims = int_list(n, "dims");
+  if (!x || n.outputs.size() != 1 || !dims) return false;
+  const auto sizes = static_sizes(x->type);
+  if (!sizes) return false;
+  const size_t rank = sizes->size();
+  std::vector<bool> flipped(rank, false);
+  for (int64_t d : *dims) {
+    const int64_t nd = norm_dim(d, std::max<size_t>(rank, 1));
+    if (nd < 0 || nd >= static_cast<int64_t>(std::max<size_t>(rank, 1)) || (rank > 0 && flipped[nd])) return false;
+    if (rank > 0) flipped[static_cast<size_t>(nd)] = true;
+  }
+  Nodes b(ctx, n);
+  ir::Value* y = x;
+  for (size_t d = 0; d < rank; ++d) {
+    if (!flipped[d] || (*sizes)[d] <= 1) continue;
+    std::vector<int64_t> reversed((*sizes)[d]);
+    for (int64_t i = 0; i < (*sizes)[d]; ++i) reversed[static_cast<size_t>(i)] = (*sizes)[d] - 1 - i;
+    y = b.add(OpKind::kIndexSelect,
+              {{"self", y}, {"dim", static_cast<int64_t>(d)}, {"index", b.constant(index_table(reversed))}}, b.out());
+  }
+  if (y == x) y = b.add(OpKind::kClone, {{"self", x}}, b.out());  // nothing moves: a copy, as flip makes
+  return b.done(y);
+}
+
 // argwhere is nonzero.
 Expected<bool> argwhere(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
@@ -2183,6 +2213,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kCdistForward, &cdist},
     {OpKind::kRrelu, &rrelu},
     {OpKind::kArgwhere, &argwhere},
+    {OpKind::kFlip, &flip},
     {OpKind::kEinsum, &einsum},
 };
 

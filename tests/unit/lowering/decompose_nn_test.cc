@@ -186,6 +186,33 @@ TEST(DecomposeNn, ShapeCompositesMoveTheRightElements) {
   }
 }
 
+// flip as index_selects of reversed positions: over two dims, a negative dim,
+// an integer tensor, and a dim of size 1 (a copy).
+TEST(DecomposeNn, FlipReversesEachDimItNames) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 3, 4], %i: int64[5], %o: float32[1, 3]) {
+  %a: float32[2, 3, 4] = aten.flip.default(self=%x, dims=[0, -1])
+  %b: int64[5] = aten.flip.default(self=%i, dims=[0])
+  %c: float32[1, 3] = aten.flip.default(self=%o, dims=[0])
+  return (%a, %b, %c)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  EXPECT_EQ(ops.count("aten.flip.default"), 0u);
+  std::vector<double> xs(24), os{1, 2, 3};
+  for (int k = 0; k < 24; ++k) xs[k] = k;
+  Tensor iv = Tensor::zeros(DType::Int64, {5});
+  for (int k = 0; k < 5; ++k) iv.data<int64_t>()[k] = 10 * k - 7;
+  auto out = run(m, {filled(DType::Float32, {2, 3, 4}, xs), iv, filled(DType::Float32, {1, 3}, os)});
+  ASSERT_EQ(out.size(), 3u);
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 4; ++c) EXPECT_EQ(out[0].value_at((a * 3 + b) * 4 + c), xs[((1 - a) * 3 + b) * 4 + (3 - c)]);
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(out[1].value_at(k), 10 * (4 - k) - 7);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(out[2].value_at(k), os[k]);
+}
+
 // baddbmm as bmm, scaled and added (beta 0 ignores a NaN in self); stack as
 // unsqueezes and a cat; repeat as an expand between reshapes; diff as slices
 // and subtractions; softmax over another dim between transposes.
