@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "ir/printer.h"
 #include "support/cuda_plan_sample.h"
 #include "support/network_text.h"
@@ -455,6 +457,91 @@ TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
 // planned another way: rows 8 of a matrix product are a GEMV kernel, rows 9
 // a library GEMM. The other kernels still pair with theirs: the norm after it
 // keeps its row length compiled in (host only: nothing runs).
+// A gated MLP planned on the host at a few rows and at many: with few, one
+// SwiGLU GEMV writes silu(gate) * up and no silu_mul step is left; with many,
+// the library GEMM and then the silu_mul kernel. With --precision fp8w the
+// few-row product reads FP8 rows (a uint8 constant with a scale per row).
+TEST(RangePlan, AGatedMlpIsOneMatrixVectorKernelAtFewRowsAndAProductThenSiluMulAtMany) {
+  const char* kGated = R"(graph(%x: bfloat16[s0, 64], %w: bfloat16[64, 96], %d: bfloat16[48, 64]) {
+  %gu: bfloat16[s0, 96] = aten.mm.default(self=%x, mat2=%w)
+  %g: bfloat16[s0, 48] = aten.slice.Tensor(self=%gu, dim=1, start=0, end=48)
+  %u: bfloat16[s0, 48] = aten.slice.Tensor(self=%gu, dim=1, start=48, end=96)
+  %s: bfloat16[s0, 48] = kiln.silu_mul(a=%g, b=%u)
+  %y: bfloat16[s0, 64] = aten.mm.default(self=%s, mat2=%d)
+  return (%y)
+}
+)";
+  for (const char* precision : {"fp32", "fp8w"}) {
+    engine::Network net = testing::network_from(kGated, 1, {"w", "d"});
+    cuda::BuildConfig config;
+    config.device.name = "planned on the host";
+    config.device.major = 9;
+    config.device.sm_count = 132;
+    config.precision = precision;
+    config.symbols["s0"] = {1, 64, 4};
+    const bool fp8 = std::string(precision) == "fp8w";
+    for (int64_t rows : {4, 32}) {
+      auto shape = cuda::plan_for_shape(net, {{"s0", rows}}, config);
+      ASSERT_TRUE(shape.has_value()) << precision << " " << rows << ": " << shape.status().message();
+      int gemv = 0, gemm = 0, silu = 0, swiglu = 0, fp8_gemv = 0;
+      for (const cuda::Step& st : shape->plan.steps) {
+        if (st.kind == cuda::Step::Kind::kGemm) ++gemm;
+        if (st.kind != cuda::Step::Kind::kKernel) continue;
+        const GeneratedKernel& k = shape->kernels[static_cast<size_t>(st.kernel.kernel)].first;
+        silu += st.layer.find("silu_mul") != std::string::npos;
+        if (st.layer.find("gemv") == std::string::npos) continue;
+        ++gemv;
+        fp8_gemv += k.templ.find("gemv_fp8") != std::string::npos;
+        swiglu += k.targs.size() > 3 && k.targs[3] == "3";
+      }
+      int fp8_constants = 0;
+      for (const cuda::DeviceConstant& c : shape->plan.constants) fp8_constants += c.fp8_rows;
+      if (rows == 4) {
+        EXPECT_EQ(gemv, 2) << precision;  // gate/up with SwiGLU, then down
+        EXPECT_EQ(swiglu, 1) << precision;
+        EXPECT_EQ(silu, 0) << precision;
+        EXPECT_EQ(gemm, 0) << precision;
+        EXPECT_EQ(fp8_gemv, fp8 ? 2 : 0) << precision;
+        EXPECT_EQ(fp8_constants, fp8 ? 2 : 0) << precision;
+      } else {
+        EXPECT_EQ(gemv, 0) << precision;
+        EXPECT_EQ(gemm, 2) << precision;
+        EXPECT_EQ(silu, 1) << precision;
+        EXPECT_EQ(fp8_constants, 0) << precision;  // many rows keep the exported weights
+      }
+    }
+  }
+}
+
+// argmax, cumsum (floating and integer) and softmax over a non-last dim are
+// planned on the host as their kernels: no refusal, the kernels they name.
+TEST(RangePlan, ArgmaxCumsumAndSoftmaxOverAnotherDimArePlannedAsTheirKernels) {
+  engine::Network net = testing::network_from(R"(graph(%x: float16[s0, 12], %i: int32[s0, 7]) {
+  %a: int64[s0] = aten.argmax.default(self=%x, dim=1)
+  %c: float16[s0, 12] = aten.cumsum.default(self=%x, dim=1)
+  %k: int64[s0, 7] = aten.cumsum.default(self=%i, dim=0)
+  %s: float16[s0, 12] = aten._softmax.default(self=%x, dim=0, half_to_float=false)
+  return (%a, %c, %k, %s)
+}
+)",
+                                              2, {});
+  for (const auto& n : net.graph.nodes()) EXPECT_EQ(cuda::cuda_refusal(*n), "") << n->describe();
+  cuda::BuildConfig config;
+  config.device.name = "planned on the host";
+  config.device.major = 9;
+  config.device.sm_count = 132;
+  config.symbols["s0"] = {1, 40, 5};
+  auto shape = cuda::plan_for_shape(net, {{"s0", 5}}, config);
+  ASSERT_TRUE(shape.has_value()) << shape.status().message();
+  std::multiset<std::string> templates;
+  for (const cuda::KernelChoice& k : shape->kernels) templates.insert(k.first.templ);
+  EXPECT_EQ(templates.count("kiln::arg_reduce"), 1u);
+  EXPECT_EQ(templates.count("kiln::cumsum"), 2u);
+  // softmax over dim 0: the input with that dim moved last, and the result (a
+  // permuted view of the rows) copied into its engine output.
+  EXPECT_EQ(templates.count("kiln::copy"), 2u);
+}
+
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
   engine::Network net = testing::network_from(R"(graph(%x: float32[s0, 64], %w: float32[64, 64], %g: float32[64]) {
   %t: float32[64, 64] = aten.t.default(self=%w)
