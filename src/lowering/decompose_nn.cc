@@ -33,7 +33,8 @@
 //     sum_to_size, cdist, rrelu outside training, _safe_softmax
 //   more shape composites: tensor_split, hsplit, vsplit, dsplit,
 //     split_with_sizes_copy, unfold_copy, as_strided_copy, take_along_dim,
-//     cartesian_prod, argwhere (nonzero), flip of static sizes (index_selects
+//     cartesian_prod, combinations of static sizes (an index_select of a
+//     position table), argwhere (nonzero), flip of static sizes (index_selects
 //     of reversed positions); slice_scatter of static bounds as
 //     index_copy at constant positions
 //   einsum of static sizes: sums, permutes and one bmm per operand pair
@@ -1803,6 +1804,42 @@ Expected<bool> cartesian_prod(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kStack, {{"tensors", cols}, {"dim", int64_t{1}}}, b.out()));
 }
 
+// combinations(x [n], r, with_replacement) as torch.combinations gives them
+// (itertools' order: lexicographic in the positions): one index_select of a
+// table of the C * r positions, viewed [C, r].
+Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto r = int_value(n, "r", 2);
+  const auto with_replacement = bool_value(n, "with_replacement", false);
+  if (!x || n.outputs.size() != 1 || !r || !with_replacement) return false;
+  const auto xs = static_sizes(x->type);
+  const auto os = static_sizes(n.outputs[0]->type);
+  if (!xs || xs->size() != 1 || !os || os->size() != 2 || *r < 1) return false;
+  const int64_t len = (*xs)[0];
+  const bool again = *with_replacement;  // a position may repeat
+  std::vector<int64_t> table, pos(static_cast<size_t>(*r), 0);
+  if (!again)
+    for (int64_t k = 0; k < *r; ++k) pos[static_cast<size_t>(k)] = k;
+  constexpr int64_t kMostEntries = int64_t{1} << 20;
+  while (len > 0 && pos.back() < len && static_cast<int64_t>(table.size()) < kMostEntries) {
+    table.insert(table.end(), pos.begin(), pos.end());
+    int64_t k = *r - 1;  // the last position that can still move on
+    while (k >= 0 && pos[static_cast<size_t>(k)] >= len - (again ? 1 : *r - k)) --k;
+    if (k < 0) break;
+    ++pos[static_cast<size_t>(k)];
+    for (int64_t j = k + 1; j < *r; ++j)
+      pos[static_cast<size_t>(j)] = pos[static_cast<size_t>(j - 1)] + (again ? 0 : 1);
+  }
+  const int64_t count = static_cast<int64_t>(table.size()) / *r;
+  if (count == 0 || static_cast<int64_t>(table.size()) >= kMostEntries || (*os)[0] != count || (*os)[1] != *r)
+    return false;
+  Nodes b(ctx, n);
+  ir::Value* picked =
+      b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", int64_t{0}}, {"index", b.constant(index_table(table))}},
+            static_type(x->type.dtype, {count * *r}));
+  return b.done(b.add(OpKind::kView, {{"self", picked}, {"size", std::vector<int64_t>{count, *r}}}, b.out()));
+}
+
 // cdist(x1 [.., P, M], x2 [.., R, M], p) = the p-norm of every row difference
 // (p = 0: the count of entries that differ);
 // for p = 2 through products (|a|^2 + |b|^2 - 2 a.b, clamped at 0) where ATen
@@ -2214,6 +2251,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kRrelu, &rrelu},
     {OpKind::kArgwhere, &argwhere},
     {OpKind::kFlip, &flip},
+    {OpKind::kCombinations, &combinations},
     {OpKind::kEinsum, &einsum},
 };
 

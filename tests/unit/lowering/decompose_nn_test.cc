@@ -213,6 +213,31 @@ TEST(DecomposeNn, FlipReversesEachDimItNames) {
   for (int k = 0; k < 3; ++k) EXPECT_EQ(out[2].value_at(k), os[k]);
 }
 
+// combinations in itertools' order, without and with replacement, against
+// the positions enumerated here by brute force.
+TEST(DecomposeNn, CombinationsListThePositionsInOrder) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[5]) {
+  %a: float32[10, 2] = aten.combinations.default(self=%x)
+  %b: float32[35, 3] = aten.combinations.default(self=%x, r=3, with_replacement=true)
+  return (%a, %b)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const std::vector<double> xs{10, 11, 12, 13, 14};
+  auto out = run(m, {filled(DType::Float32, {5}, xs)});
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<double> want_a, want_b;
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j) want_a.insert(want_a.end(), {xs[i], xs[j]});
+  for (int i = 0; i < 5; ++i)
+    for (int j = i; j < 5; ++j)
+      for (int k = j; k < 5; ++k) want_b.insert(want_b.end(), {xs[i], xs[j], xs[k]});
+  EXPECT_EQ(values_of(out[0]), want_a);
+  EXPECT_EQ(values_of(out[1]), want_b);
+}
+
 // baddbmm as bmm, scaled and added (beta 0 ignores a NaN in self); stack as
 // unsqueezes and a cat; repeat as an expand between reshapes; diff as slices
 // and subtractions; softmax over another dim between transposes.
