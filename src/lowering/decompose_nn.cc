@@ -1812,9 +1812,10 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
   const auto r = int_value(n, "r", 2);
   const auto with_replacement = bool_value(n, "with_replacement", false);
   if (!x || n.outputs.size() != 1 || !r || !with_replacement) return false;
+  // torch.export leaves the count an unbacked size (u0); it is known here.
   const auto xs = static_sizes(x->type);
-  const auto os = static_sizes(n.outputs[0]->type);
-  if (!xs || xs->size() != 1 || !os || os->size() != 2 || *r < 1) return false;
+  const auto& os = n.outputs[0]->type.sizes;
+  if (!xs || xs->size() != 1 || os.size() != 2 || !os[1].is_static() || os[1].value != *r || *r < 1) return false;
   const int64_t len = (*xs)[0];
   const bool again = *with_replacement;  // a position may repeat
   std::vector<int64_t> table, pos(static_cast<size_t>(*r), 0);
@@ -1831,13 +1832,14 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
       pos[static_cast<size_t>(j)] = pos[static_cast<size_t>(j - 1)] + (again ? 0 : 1);
   }
   const int64_t count = static_cast<int64_t>(table.size()) / *r;
-  if (count == 0 || static_cast<int64_t>(table.size()) >= kMostEntries || (*os)[0] != count || (*os)[1] != *r)
+  if (count == 0 || static_cast<int64_t>(table.size()) >= kMostEntries || (os[0].is_static() && os[0].value != count))
     return false;
   Nodes b(ctx, n);
   ir::Value* picked =
       b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", int64_t{0}}, {"index", b.constant(index_table(table))}},
             static_type(x->type.dtype, {count * *r}));
-  return b.done(b.add(OpKind::kView, {{"self", picked}, {"size", std::vector<int64_t>{count, *r}}}, b.out()));
+  return b.done(b.add(OpKind::kView, {{"self", picked}, {"size", std::vector<int64_t>{count, *r}}},
+                      static_type(x->type.dtype, {count, *r})));
 }
 
 // cdist(x1 [.., P, M], x2 [.., R, M], p) = the p-norm of every row difference
