@@ -457,6 +457,17 @@ TEST(PlanJson, BadReferencesAreRefusedNamingTheLayer) {
 // planned another way: rows 8 of a matrix product are a GEMV kernel, rows 9
 // a library GEMM. The other kernels still pair with theirs: the norm after it
 // keeps its row length compiled in (host only: nothing runs).
+// A build configuration for an H100-like device (sm_90, 132 multiprocessors)
+// whose plans are made on the host, with s0's range.
+cuda::BuildConfig host_config(ir::SymbolRange s0) {
+  cuda::BuildConfig config;
+  config.device.name = "planned on the host";
+  config.device.major = 9;
+  config.device.sm_count = 132;
+  config.symbols["s0"] = s0;
+  return config;
+}
+
 // A gated MLP planned on the host at a few rows and at many: with few, one
 // SwiGLU GEMV writes silu(gate) * up and no silu_mul step is left; with many,
 // the library GEMM and then the silu_mul kernel. With --precision fp8w the
@@ -473,12 +484,8 @@ TEST(RangePlan, AGatedMlpIsOneMatrixVectorKernelAtFewRowsAndAProductThenSiluMulA
 )";
   for (const char* precision : {"fp32", "fp8w"}) {
     engine::Network net = testing::network_from(kGated, 1, {"w", "d"});
-    cuda::BuildConfig config;
-    config.device.name = "planned on the host";
-    config.device.major = 9;
-    config.device.sm_count = 132;
+    cuda::BuildConfig config = host_config({1, 64, 4});
     config.precision = precision;
-    config.symbols["s0"] = {1, 64, 4};
     const bool fp8 = std::string(precision) == "fp8w";
     for (int64_t rows : {4, 32}) {
       auto shape = cuda::plan_for_shape(net, {{"s0", rows}}, config);
@@ -526,11 +533,7 @@ TEST(RangePlan, ArgmaxCumsumAndSoftmaxOverAnotherDimArePlannedAsTheirKernels) {
 )",
                                               2, {});
   for (const auto& n : net.graph.nodes()) EXPECT_EQ(cuda::cuda_refusal(*n), "") << n->describe();
-  cuda::BuildConfig config;
-  config.device.name = "planned on the host";
-  config.device.major = 9;
-  config.device.sm_count = 132;
-  config.symbols["s0"] = {1, 40, 5};
+  const cuda::BuildConfig config = host_config({1, 40, 5});
   auto shape = cuda::plan_for_shape(net, {{"s0", 5}}, config);
   ASSERT_TRUE(shape.has_value()) << shape.status().message();
   std::multiset<std::string> templates;
@@ -552,11 +555,7 @@ TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKerne
 }
 )",
                                               1, {"w", "g"});
-  cuda::BuildConfig config;
-  config.device.name = "planned on the host";
-  config.device.major = 9;
-  config.device.sm_count = 132;
-  config.symbols["s0"] = {1, 16, 8};
+  const cuda::BuildConfig config = host_config({1, 16, 8});
   auto at8 = cuda::plan_for_shape(net, {{"s0", 8}}, config);
   ASSERT_TRUE(at8.has_value()) << at8.status().message();
   bool gemv = false, norm = false;
@@ -623,11 +622,7 @@ TEST(RangePlan, EveryShapeOfASmallRangeIsPlannedAtBuildAsPlanningItAloneWould) {
 }
 )",
                                               1, {"w", "g"});
-  BuildConfig config;
-  config.device.name = "planned on the host";
-  config.device.major = 9;
-  config.device.sm_count = 132;
-  config.symbols["s0"] = {1, 16, 8};
+  const BuildConfig config = host_config({1, 16, 8});
   auto built = plan_range(net, config);
   ASSERT_TRUE(built.has_value()) << built.status().message();
   ASSERT_TRUE(built->plan.table);
