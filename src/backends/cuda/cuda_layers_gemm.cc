@@ -41,6 +41,29 @@ std::optional<int64_t> batch_stride(const TRef& t) {
   return stride;
 }
 
+// The first columns of a gate/up product's two halves (fold_silu_gate), each
+// `width` wide, inside the product's `product_width` columns.
+Status check_gate_up(const std::vector<int64_t>& gate_up, int64_t width, int64_t product_width) {
+  if (gate_up.size() != 2) return internal_error("a gate and up product without its two halves");
+  for (int64_t start : gate_up)
+    if (start < 0 || start + width > product_width)
+      return invalid_argument("a gate or up half from column " + std::to_string(start) + " of " +
+                              std::to_string(width) + " columns past the product's " + std::to_string(product_width));
+  return Status::ok();
+}
+
+// A matrix-vector kernel's epilogue: the GEMM epilogue's activation, or with
+// `gate_up` silu(gate) * up over the product's halves, `width` columns of
+// output (the halves checked by check_gate_up).
+void set_gemv_epilogue(GemvShape& gv, GemmEpilogue ep, const std::vector<int64_t>* gate_up, int64_t width) {
+  gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
+  if (!gate_up) return;
+  gv.activation = "swiglu";
+  gv.n = gv.ldc = width;
+  gv.gate_row = (*gate_up)[0];
+  gv.up_row = (*gate_up)[1];
+}
+
 // `gate_up` (a gated MLP's gate and up products made one, fold_silu_gate):
 // the first columns of the product's gate and up halves; `out` is then
 // silu(gate) * up, as wide as each half.
@@ -49,14 +72,9 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   const std::vector<int64_t> out_sizes = static_sizes(out);
   std::vector<int64_t> sizes = out_sizes;  // the product's
   if (gate_up) {
-    if (gate_up->size() != 2 || sizes.empty() || B.sizes.size() < 2)
-      return internal_error("a gate and up product without its two halves");
+    if (sizes.empty() || B.sizes.size() < 2) return internal_error("a gate and up product without its two halves");
     sizes.back() = B.sizes.back();
-    for (int64_t start : *gate_up)
-      if (start < 0 || start + out_sizes.back() > sizes.back())
-        return invalid_argument("a gate or up half from column " + std::to_string(start) + " of " +
-                                std::to_string(out_sizes.back()) + " columns past the product's " +
-                                std::to_string(sizes.back()));
+    KILN_TRY(check_gate_up(*gate_up, out_sizes.back(), sizes.back()));
   }
   const DType dt = b.compute_dtype(out->type.dtype);
   if (A.dtype != dt) {
@@ -145,16 +163,11 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   gv.ldc = s.ldc;
   gv.alpha = s.alpha;
   gv.has_bias = bias != nullptr;
-  gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
+  set_gemv_epilogue(gv, ep, nullptr, 0);
   if (s.batch == 1 && !s.trans_a && s.trans_b && s.beta == 0.0f && !s.allow_tf32 && A.buf.offset % 16 == 0 &&
       B.buf.offset % 16 == 0 && gemv_fits(gv)) {
-    if (gate_up) {  // both halves in one pass over the activations, silu(gate) * up written
-      gv.activation = "swiglu";
-      gv.n = out_sizes.back();
-      gv.ldc = gv.n;
-      gv.gate_row = (*gate_up)[0];
-      gv.up_row = (*gate_up)[1];
-    }
+    // With gate_up: both halves in one pass over the activations, silu(gate) * up written.
+    set_gemv_epilogue(gv, ep, gate_up, out_sizes.back());
     const TRef C = b.new_tensor(dt, gate_up ? out_sizes : sizes);
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, gemv_kernel(gv));
     std::vector<BufferRef> args{C.buf, A.buf, B.buf};
@@ -201,26 +214,16 @@ Status emit_gemv_fp8(Builder& b, const std::string& layer, TRef A, const ir::Val
     KILN_TRY(b.launch(layer + " copy", std::move(ck), {fresh.buf, A.buf}));
     A = fresh;
   }
+  if (gate_up) KILN_TRY(check_gate_up(*gate_up, out_sizes.back(), N));
   GemvShape gv;
   gv.dtype = dt;
   gv.m = prod(A.sizes) / K;
-  gv.n = gate_up ? out_sizes.back() : N;
+  gv.n = gv.ldc = N;
   gv.k = gv.lda = gv.ldw = K;
-  gv.ldc = gv.n;
   gv.alpha = alpha;
   gv.has_bias = bias != nullptr;
-  gv.activation = ep == GemmEpilogue::kBiasRelu ? "relu" : (ep == GemmEpilogue::kBiasGelu ? "gelu" : "none");
   gv.fp8_weights = true;
-  if (gate_up) {
-    if (gate_up->size() != 2) return internal_error("a gate and up product without its two halves");
-    for (int64_t start : *gate_up)
-      if (start < 0 || start + gv.n > N)
-        return invalid_argument("a gate or up half from column " + std::to_string(start) + " past the product's " +
-                                std::to_string(N));
-    gv.activation = "swiglu";
-    gv.gate_row = (*gate_up)[0];
-    gv.up_row = (*gate_up)[1];
-  }
+  set_gemv_epilogue(gv, ep, gate_up, out_sizes.back());
   if (!gemv_fits(gv))
     return unsupported("an FP8 matrix-vector product of " + std::to_string(gv.m) + " rows, k " + std::to_string(K));
   KILN_ASSIGN_OR_RETURN(auto q, b.fp8_rows_constant(w));
