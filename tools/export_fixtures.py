@@ -672,6 +672,81 @@ def build_clip_text():
     )
 
 
+@fixture("fnet")
+def build_fnet():
+    """FNet mixes tokens with the real part of a 2-d FFT over the sequence and hidden dims."""
+    from transformers import FNetConfig, FNetModel
+
+    config = FNetConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=32,
+        type_vocab_size=2, use_tpu_fourier_optimizations=False, initializer_range=0.1,
+    )
+    model = FNetWrapper(FNetModel(config).eval())
+    ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(23))
+    return Fixture(
+        "fnet",
+        "FNetModel (2 layers, hidden 32, vocab 100): each layer's token mixing is the real part of fftn over "
+        "the sequence and hidden dims (complex intermediates); input_ids 2x12; outputs last_hidden_state, "
+        "pooler_output",
+        "transformers.FNetModel(FNetConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, "
+        "intermediate_size=64, max_position_embeddings=32, use_tpu_fourier_optimizations=False))",
+        model,
+        (ids,),
+    )
+
+
+class FNetWrapper(nn.Module):
+    """Positional input_ids, tuple outputs (last_hidden_state, pooler_output)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids, return_dict=True)
+        return out.last_hidden_state, out.pooler_output
+
+
+class ComplexOps(nn.Module):
+    """Complex values between real inputs and real outputs: the original Llama code's rotary embedding
+    (view_as_complex, a product with polar(1, angles), view_as_real), a magnitude and phase spectrum, a
+    filtered signal brought back by irfft, hfft and ihfft, and fft2 with conj."""
+
+    def __init__(self):
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+        self.register_buffer("angles", torch.outer(torch.arange(6).float(), inv))  # [6, 4]
+        self.filter = nn.Parameter(torch.linspace(1.0, 0.2, 9))
+
+    def forward(self, q, signal):
+        # q [2, 6, 8]: rotary on pairs of features
+        qc = torch.view_as_complex(q.float().reshape(2, 6, 4, 2))
+        rotated = torch.view_as_real(qc * torch.polar(torch.ones_like(self.angles), self.angles)).flatten(2)
+        spec = torch.fft.rfft(signal, dim=-1)  # signal [3, 16] -> [3, 9]
+        magnitude, phase = spec.abs(), spec.angle()
+        filtered = torch.fft.irfft(spec * self.filter, n=16, dim=-1, norm="ortho")
+        h = torch.fft.hfft(spec[:, :5], n=8)
+        ih = torch.view_as_real(torch.fft.ihfft(signal[:, :10], norm="forward").resolve_conj())
+        grid = torch.fft.fft2(signal.reshape(3, 4, 4))
+        mixed = (grid * grid.conj()).real + torch.fft.ifft2(grid, s=(4, 6)).imag.sum(-1, keepdim=True)
+        return rotated, magnitude, phase, filtered, h, ih, mixed
+
+
+@fixture("complex_ops")
+def build_complex_ops():
+    gen = torch.Generator().manual_seed(24)
+    return Fixture(
+        "complex_ops",
+        "complex intermediates between real inputs and real outputs: rotary embedding through "
+        "view_as_complex * polar and view_as_real, rfft magnitude and angle, irfft of a filtered spectrum "
+        "(n=16, ortho), hfft (n=8), ihfft (forward norm), fft2 times its conjugate and ifft2 with s=(4, 6); "
+        "inputs q 2x6x8 and signal 3x16 float32",
+        "custom nn.Module (tools/export_fixtures.py: ComplexOps)",
+        ComplexOps(),
+        (torch.randn(2, 6, 8, generator=gen), torch.randn(3, 16, generator=gen)),
+    )
+
+
 class LogitsWrapper(nn.Module):
     def __init__(self, lm):
         super().__init__()

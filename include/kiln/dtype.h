@@ -42,12 +42,21 @@ enum class DType : uint8_t {
 #define KILN_DTYPE(e, name, bytes, code, st, ctype) e,
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+  // Complex types exist only between loading and lowering: the split-complex
+  // pass turns every complex value into a pair of real ones, and refuses a
+  // program whose complex values reach an input, an output or an op it does
+  // not split. No tensor, weight, backend or file of kiln holds them.
+  Complex64,
+  Complex128,
 };
 
 std::string_view dtype_name(DType t);
 size_t dtype_size(DType t);
 bool is_floating(DType t);
-bool is_integral(DType t);  // integer types, not bool
+bool is_integral(DType t);  // integer types, not bool, not complex
+bool is_complex(DType t);
+// The real type of a complex type's parts (complex64: float32); `t` itself otherwise.
+DType complex_part(DType t);
 
 // Codes of the .pt2 JSON schema (ScalarType enum), which are not c10's numbers.
 std::optional<DType> dtype_from_pt2_code(int64_t code);
@@ -70,6 +79,8 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     return f(ctype{});
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+    case DType::Complex64:
+    case DType::Complex128: break;  // never held in a tensor (see DType)
   }
   return f(float{});
 }

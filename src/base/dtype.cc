@@ -54,6 +54,8 @@ std::string_view dtype_name(DType t) {
     return name;
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+    case DType::Complex64: return "complex64";
+    case DType::Complex128: return "complex128";
   }
   return "unknown";
 }
@@ -65,6 +67,8 @@ size_t dtype_size(DType t) {
     return bytes;
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+    case DType::Complex64: return 8;
+    case DType::Complex128: return 16;
   }
   return 0;
 }
@@ -73,13 +77,27 @@ bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
 
-bool is_integral(DType t) { return !is_floating(t) && t != DType::Bool; }
+bool is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
+
+bool is_integral(DType t) { return !is_floating(t) && !is_complex(t) && t != DType::Bool; }
+
+DType complex_part(DType t) {
+  if (t == DType::Complex64) return DType::Float32;
+  if (t == DType::Complex128) return DType::Float64;
+  return t;
+}
+
+// The .pt2 schema's COMPLEXFLOAT and COMPLEXDOUBLE.
+constexpr int64_t kPt2Complex64 = 10;
+constexpr int64_t kPt2Complex128 = 11;
 
 std::optional<DType> dtype_from_pt2_code(int64_t code) {
 #define KILN_DTYPE(e, name, bytes, c, st, ctype) \
   if (code == (c)) return DType::e;
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+  if (code == kPt2Complex64) return DType::Complex64;
+  if (code == kPt2Complex128) return DType::Complex128;
   return std::nullopt;
 }
 
@@ -90,6 +108,8 @@ int64_t dtype_to_pt2_code(DType t) {
     return code;
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+    case DType::Complex64: return kPt2Complex64;
+    case DType::Complex128: return kPt2Complex128;
   }
   return 0;
 }
@@ -109,6 +129,8 @@ std::string_view dtype_to_safetensors(DType t) {
     return st;
 #include "kiln/dtype.def"
 #undef KILN_DTYPE
+    case DType::Complex64:
+    case DType::Complex128: break;  // safetensors files of kiln hold no complex tensors
   }
   return "";
 }
@@ -126,6 +148,7 @@ namespace {
 int category(DType t) {
   if (t == DType::Bool) return 0;
   if (is_integral(t)) return 1;
+  if (is_complex(t)) return 3;
   return 2;
 }
 }  // namespace

@@ -44,6 +44,7 @@ constexpr std::array kLayouts = {
     OpLayout{OpKind::kCeil, 1, 0, false},       OpLayout{OpKind::kTrunc, 1, 0, false},
     OpLayout{OpKind::kRound, 1, 0, false},      OpLayout{OpKind::kSign, 1, 0, false},
     OpLayout{OpKind::kMinimum, 2, 0, false},    OpLayout{OpKind::kMaximum, 2, 0, false},
+    OpLayout{OpKind::kAtan2, 2, 0, false},      OpLayout{OpKind::kHypot, 2, 0, false},
 };
 
 const OpLayout* find_layout(OpKind op) {
@@ -336,6 +337,8 @@ bool is_elementwise_program_op(OpKind op) {
     case OpKind::kGelu:
     case OpKind::kMinimum:
     case OpKind::kMaximum:
+    case OpKind::kAtan2:
+    case OpKind::kHypot:
     case OpKind::kSiluMul: return true;
     default: return false;
   }
@@ -419,6 +422,8 @@ std::optional<ElementwiseInstr> elementwise_instr(const ir::Node& node, std::vec
     case OpKind::kSiluMul: break;
     case OpKind::kMinimum:
     case OpKind::kMaximum:
+    case OpKind::kAtan2:
+    case OpKind::kHypot:
       names.push_back("other");
       if (!read_tensor("other")) return std::nullopt;
       break;

@@ -95,6 +95,10 @@ Expected<Tensor> load_weight(const Archive& a, const std::string& folder, const 
   if (!tm.contains("dtype") || !tm["dtype"].is_number_integer()) return format_error(where + ": tensor_meta without dtype");
   auto dt = dtype_from_pt2_code(tm["dtype"].get<int64_t>());
   if (!dt) return format_error(FileFault::kUnknownDtype, where + ": unknown or unsupported dtype code " + std::to_string(tm["dtype"].get<int64_t>()));
+  if (is_complex(*dt))
+    return unsupported(where + " is " + std::string(dtype_name(*dt)) +
+                       "; kiln holds no complex tensors (complex values computed inside a program are split into real "
+                       "and imaginary parts)");
   Shape sizes, strides;
   if (!tm.contains("sizes") || !tm["sizes"].is_array() || !tm.contains("strides") || !tm["strides"].is_array())
     return format_error(where + ": tensor_meta without sizes or strides");

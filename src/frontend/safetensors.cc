@@ -272,6 +272,8 @@ int write_rank(DType t) {
       return 8;
     case DType::Int64:
       return 9;
+    case DType::Complex64:
+    case DType::Complex128: break;  // never written (see DType)
   }
   return 0;
 }

@@ -15,6 +15,14 @@ namespace kiln::lowering {
 // them is a write to the one tensor.
 Status merge_storage_aliases(ir::Module& m);
 
+// Complex values become pairs of real tensors (real and imaginary parts),
+// torch.fft's transforms and aten's _fft_r2c/_fft_c2c/_fft_c2r products with
+// constant DFT matrices, and the ops that give real results of complex values
+// (real, imag, abs, angle, view_as_real) their real computations. Refuses,
+// naming it, a complex input or output and an op on complex values it does
+// not split; afterwards no value of the graph is complex.
+Status split_complex(ir::Module& m);
+
 // Rewrites in-place ops (add_, copy_ into a view of a buffer, index_copy_, ...)
 // into functional ops, and turns every write into a program buffer into an
 // explicit buffer_mutation output. Afterwards the graph outputs are: buffer

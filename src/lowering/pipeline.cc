@@ -13,6 +13,8 @@ const std::vector<PassInfo>& default_pipeline() {
        "weights over one storage with one view become one input; their other names are aliases"},
       {"functionalize", &functionalize,
        "in-place ops and writes through views become functional; buffer writes become outputs"},
+      {"split-complex", &split_complex,
+       "complex values become real and imaginary parts; Fourier transforms become products with DFT matrices"},
       {"decompose", &decompose_composites, "composite ops of the default dialect become core ops", decomposed_ops(),
        &decompose_composites_keeping},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},

@@ -206,6 +206,8 @@ void run_step(const Step<opmath_t<T>>& s, const opmath_t<T>* x, const opmath_t<T
     case OpKind::kSign: unary([](C a) { return static_cast<C>((C(0) < a) - (a < C(0))); }); break;
     case OpKind::kMinimum: binary([](C a, C b) { return (a < b || a != a) ? a : b; }); break;
     case OpKind::kMaximum: binary([](C a, C b) { return (a > b || a != a) ? a : b; }); break;
+    case OpKind::kAtan2: binary([](C a, C b) { return std::atan2(a, b); }); break;
+    case OpKind::kHypot: binary([](C a, C b) { return std::hypot(a, b); }); break;
     case OpKind::kSigmoid: unary([](C a) { return C(1) / (C(1) + std::exp(-a)); }); break;
     case OpKind::kSilu: unary([](C a) { return a / (C(1) + std::exp(-a)); }); break;
     case OpKind::kHardswish: unary([](C a) { return a * std::min(std::max(a + C(3), C(0)), C(6)) / C(6); }); break;

@@ -215,6 +215,8 @@ Expected<std::string> instr_expr(const engine::ElementwiseInstr& in, DType t) {
     case OpKind::kSign: return C + "((" + C + "(0) < " + a + ") - (" + a + " < " + C + "(0)))";
     case OpKind::kMinimum: return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
     case OpKind::kMaximum: return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+    case OpKind::kAtan2: return "atan2(" + a + ", " + b + ")";
+    case OpKind::kHypot: return "hypot(" + a + ", " + b + ")";
     case OpKind::kSigmoid: return C + "(1) / (" + C + "(1) + exp(-" + a + "))";
     case OpKind::kSilu: return a + " / (" + C + "(1) + exp(-" + a + "))";
     case OpKind::kHardswish:
@@ -392,8 +394,10 @@ Expected<std::string> device_type_name(DType dtype) {
     case DType::Int8: return std::string("signed char");
     case DType::UInt8: return std::string("unsigned char");
     case DType::Bool: return std::string("bool");
+    case DType::Complex64:
+    case DType::Complex128: break;
   }
-  return unsupported("unknown dtype");
+  return unsupported("no CUDA element type for " + std::string(dtype_name(dtype)));
 }
 
 Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& program, const StridedLayout& out,

@@ -12,6 +12,7 @@ TEST(Pipeline, PassesInOrder) {
   for (const PassInfo& p : default_pipeline()) names.push_back(p.name);
   const std::vector<std::string> want = {"merge-storage-aliases",
                                          "functionalize",
+                                         "split-complex",
                                          "decompose",
                                          "eliminate-dead-code",
                                          "fold-constants",
