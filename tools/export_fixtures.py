@@ -710,13 +710,14 @@ class FNetWrapper(nn.Module):
 class ComplexOps(nn.Module):
     """Complex values between real inputs and real outputs: the original Llama code's rotary embedding
     (view_as_complex, a product with polar(1, angles), view_as_real), a magnitude and phase spectrum, a
-    filtered signal brought back by irfft, hfft and ihfft, and fft2 with conj."""
+    filtered signal brought back by irfft, hfft and ihfft, fft2 with conj, and an stft magnitude."""
 
     def __init__(self):
         super().__init__()
         inv = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
         self.register_buffer("angles", torch.outer(torch.arange(6).float(), inv))  # [6, 4]
         self.filter = nn.Parameter(torch.linspace(1.0, 0.2, 9))
+        self.register_buffer("window", torch.hann_window(6))
 
     def forward(self, q, signal):
         # q [2, 6, 8]: rotary on pairs of features
@@ -729,7 +730,11 @@ class ComplexOps(nn.Module):
         ih = torch.view_as_real(torch.fft.ihfft(signal[:, :10], norm="forward").resolve_conj())
         grid = torch.fft.fft2(signal.reshape(3, 4, 4))
         mixed = (grid * grid.conj()).real + torch.fft.ifft2(grid, s=(4, 6)).imag.sum(-1, keepdim=True)
-        return rotated, magnitude, phase, filtered, h, ih, mixed
+        spectrogram = torch.stft(
+            signal, 8, hop_length=3, win_length=6, window=self.window, center=False, return_complex=True,
+            normalized=True,
+        ).abs()
+        return rotated, magnitude, phase, filtered, h, ih, mixed, spectrogram
 
 
 @fixture("complex_ops")
@@ -739,7 +744,8 @@ def build_complex_ops():
         "complex_ops",
         "complex intermediates between real inputs and real outputs: rotary embedding through "
         "view_as_complex * polar and view_as_real, rfft magnitude and angle, irfft of a filtered spectrum "
-        "(n=16, ortho), hfft (n=8), ihfft (forward norm), fft2 times its conjugate and ifft2 with s=(4, 6); "
+        "(n=16, ortho), hfft (n=8), ihfft (forward norm), fft2 times its conjugate and ifft2 with s=(4, 6), "
+        "an stft magnitude (n_fft 8, hop 3, a 6-point Hann window, normalized); "
         "inputs q 2x6x8 and signal 3x16 float32",
         "custom nn.Module (tools/export_fixtures.py: ComplexOps)",
         ComplexOps(),

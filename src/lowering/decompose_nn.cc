@@ -35,7 +35,8 @@
 //     split_with_sizes_copy, unfold_copy, as_strided_copy, take_along_dim,
 //     cartesian_prod, combinations of static sizes (an index_select of a
 //     position table), argwhere (nonzero), flip of static sizes (index_selects
-//     of reversed positions); slice_scatter of static bounds as
+//     of reversed positions), unfold along a static dim (an index_select of
+//     every window's positions); slice_scatter of static bounds as
 //     index_copy at constant positions
 //   einsum of static sizes: sums, permutes and one bmm per operand pair
 //
@@ -1635,6 +1636,46 @@ Expected<bool> view_copy(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kClone, {{"self", v}}, b.out()));
 }
 
+// unfold(x, dimension, size, step) along a dim of static size: an
+// index_select of every window's positions (window f holds f * step + j),
+// viewed [.., windows, size, ..] and the window's dim moved last, as the view
+// orders it (a gather every backend runs; after functionalization nothing
+// writes through the view).
+Expected<bool> unfold(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto dim = int_value(n, "dimension");
+  const auto size = int_value(n, "size");
+  const auto step = int_value(n, "step");
+  if (!x || n.outputs.size() != 1 || !dim || !size || !step || *size < 0 || *step < 1) return false;
+  const size_t rank = x->type.sizes.size();
+  if (rank == 0) return false;
+  const int64_t d = norm_dim(*dim, rank);
+  if (d < 0 || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
+  const int64_t len = x->type.sizes[static_cast<size_t>(d)].value;
+  if (*size > len) return false;
+  const int64_t windows = (len - *size) / *step + 1;
+  std::vector<int64_t> positions;
+  for (int64_t f = 0; f < windows; ++f)
+    for (int64_t j = 0; j < *size; ++j) positions.push_back(f * *step + j);
+  Nodes b(ctx, n);
+  ir::TensorType picked = x->type;
+  picked.sizes[static_cast<size_t>(d)] = ir::Dim::of(windows * *size);
+  ir::Value* v =
+      b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", d}, {"index", b.constant(index_table(positions))}}, picked);
+  ir::TensorType split = x->type;  // [.., windows, size, ..]
+  split.sizes[static_cast<size_t>(d)] = ir::Dim::of(windows);
+  split.sizes.insert(split.sizes.begin() + d + 1, ir::Dim::of(*size));
+  const auto sizes = static_sizes(split);
+  if (!sizes) return false;
+  v = b.add(OpKind::kView, {{"self", v}, {"size", *sizes}}, split);
+  if (static_cast<size_t>(d) + 1 == rank) return b.done(v);
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i <= static_cast<int64_t>(rank); ++i)
+    if (i != d + 1) perm.push_back(i);
+  perm.push_back(d + 1);
+  return b.done(b.add(OpKind::kPermute, {{"self", v}, {"dims", perm}}, b.out()));
+}
+
 // slice_scatter with bounds known at compile time (functionalize writes
 // `x[:, a:b] = y` as one) is index_copy at the slice's positions, a constant
 // index; engines write index_copy in place.
@@ -2240,6 +2281,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kDsplitArray, &split_like},
     {OpKind::kSplitWithSizesCopy, &split_like},
     {OpKind::kUnfoldCopy, &view_copy},
+    {OpKind::kUnfold, &unfold},
     {OpKind::kAsStridedCopy, &view_copy},
     {OpKind::kSafeSoftmax, &safe_softmax},
     {OpKind::kSliceScatter, &slice_scatter},

@@ -134,6 +134,7 @@ class Splitter {
 
   Status transform(ir::Node& n);  // torch.fft's functions
   Status primitive(ir::Node& n);  // aten._fft_r2c, _fft_c2c, _fft_c2r
+  Status stft(ir::Node& n);
   Status elementwise(ir::Node& n);
   Status mirror(ir::Node& n);
   // `n`'s one result is `p` (complex) or `v` (real).
@@ -427,6 +428,68 @@ Status Splitter::primitive(ir::Node& n) {
   return Status::ok();
 }
 
+// stft(self [L] or [B, L], n_fft, hop_length, win_length, window, normalized,
+// onesided, return_complex), as ATen computes it after torch.stft's centering
+// pad: frames of n_fft every hop_length (default n_fft / 4), times the window
+// (ones by default) padded to n_fft on both sides, each frame's one-sided DFT
+// (scaled by 1/sqrt(n_fft) when normalized), frequencies before frames; with
+// return_complex=False the parts stacked last.
+Status Splitter::stft(ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* window = PatternContext::tensor_arg(n, "window");
+  const auto n_fft = int_value(n, "n_fft");
+  if (!x || complex_value(x) || (window && complex_value(window)) || !n_fft || *n_fft < 1 || n.outputs.size() != 1)
+    return refuse(n);
+  // return_complex=False: the result as view_as_real gives it, [.., freq, frames, 2].
+  const bool as_real = !complex_value(n.outputs[0]);
+  const auto hop = absent(n, "hop_length") ? std::optional<int64_t>(*n_fft / 4) : int_value(n, "hop_length");
+  const auto win = absent(n, "win_length") ? std::optional<int64_t>(*n_fft) : int_value(n, "win_length");
+  const auto normalized = bool_value(n, "normalized", false);
+  const auto one_sided = absent(n, "onesided") ? std::optional<bool>(true) : bool_value(n, "onesided");
+  const size_t rank = x->type.sizes.size();
+  if (!hop || *hop < 1 || !win || *win < 1 || *win > *n_fft || !normalized || !one_sided || (rank != 1 && rank != 2))
+    return refuse(n);
+  KILN_ASSIGN_OR_RETURN(int64_t length, static_size(n, x, static_cast<int64_t>(rank) - 1));
+  if (length < *n_fft) return refuse(n);
+  const int64_t frames = 1 + (length - *n_fft) / *hop;
+  Nodes b(ctx_, n);
+  const DType dt = complex_part(n.outputs[0]->type.dtype);
+  ir::Value* xs = cast(b, x, dt);
+  ir::TensorType ft = xs->type;  // [.., frames, n_fft]
+  ft.sizes.back() = ir::Dim::of(frames);
+  ft.sizes.push_back(ir::Dim::of(*n_fft));
+  ir::Value* f = b.add(OpKind::kUnfold,
+                       {{"self", xs}, {"dimension", static_cast<int64_t>(rank) - 1}, {"size", *n_fft}, {"step", *hop}}, ft);
+  if (window) {
+    if (window->type.sizes.size() != 1) return refuse(n);
+    ir::Value* w = cast(b, window, dt);
+    if (*win < *n_fft) {
+      const int64_t left = (*n_fft - *win) / 2;
+      w = b.add(OpKind::kConstantPadNd, {{"self", w}, {"pad", std::vector<int64_t>{left, *n_fft - *win - left}}},
+                static_type(dt, {*n_fft}));
+    }
+    f = b.binary(OpKind::kMulTensor, f, w, dt);
+    if (!f) return refuse(n);
+  }
+  const int64_t last = static_cast<int64_t>(rank);
+  KILN_ASSIGN_OR_RETURN(
+      Parts p, dft(b, n, Parts{f, nullptr}, last, *n_fft, *one_sided, false, *normalized ? norm_scale(1, *n_fft) : 1.0));
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d + 2 <= last; ++d) perm.push_back(d);
+  perm.push_back(last);
+  perm.push_back(last - 1);
+  ir::TensorType pt = part_type(n.outputs[0]->type);
+  if (as_real) pt.sizes.pop_back();
+  auto swap = [&](ir::Value* v) { return b.add(OpKind::kPermute, {{"self", v}, {"dims", perm}}, pt); };
+  if (!as_real) {
+    define(n, Parts{swap(p.re), swap(p.im)});
+    return Status::ok();
+  }
+  define(n, b.add(OpKind::kStack, {{"tensors", std::vector<ir::Value*>{swap(p.re), swap(p.im)}}, {"dim", last + 1}},
+                  n.outputs[0]->type));
+  return Status::ok();
+}
+
 // Ops that move, pick or sum elements without mixing their parts: the same op
 // on each part (an absent imaginary part stays absent).
 bool mirrors(OpKind op) {
@@ -664,8 +727,11 @@ bool is_transform(OpKind op) {
 
 bool is_primitive(OpKind op) { return op == OpKind::kFftR2c || op == OpKind::kFftC2c || op == OpKind::kFftC2r; }
 
+// Ops this pass rewrites whatever their operands' and results' dtypes.
+bool is_fourier(OpKind op) { return is_transform(op) || is_primitive(op) || op == OpKind::kStft; }
+
 Status Splitter::visit(ir::Node& n) {
-  bool touches = is_transform(n.op) || is_primitive(n.op) || n.op == OpKind::kViewAsComplex ||
+  bool touches = is_fourier(n.op) || n.op == OpKind::kViewAsComplex ||
                  n.op == OpKind::kComplex || n.op == OpKind::kPolar;
   for (const ir::Value* v : n.operands()) touches = touches || complex_value(v);
   for (const ir::Value* v : n.outputs) touches = touches || complex_value(v);
@@ -674,6 +740,7 @@ Status Splitter::visit(ir::Node& n) {
     if (complex_value(v) && !parts_.count(v)) return refuse(n);
   if (is_transform(n.op)) return transform(n);
   if (is_primitive(n.op)) return primitive(n);
+  if (n.op == OpKind::kStft) return stft(n);
   if (mirrors(n.op)) return mirror(n);
   return elementwise(n);
 }
@@ -698,7 +765,8 @@ Status Splitter::check_edges() {
 Status split_complex(ir::Module& m) {
   bool any = false;
   for (const auto& n : m.graph.nodes()) {
-    any = any || is_transform(n->op) || is_primitive(n->op);
+    any = any || is_fourier(n->op) || n->op == OpKind::kViewAsComplex || n->op == OpKind::kComplex ||
+          n->op == OpKind::kPolar;
     for (const ir::Value* v : n->outputs) any = any || complex_value(v);
   }
   for (const ir::Value* v : m.graph.inputs()) any = any || complex_value(v);
