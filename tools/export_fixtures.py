@@ -753,6 +753,32 @@ def build_complex_ops():
     )
 
 
+class LinalgFactors(nn.Module):
+    """QR (reduced and complete), torch.svd's U, S, V, LU factors and their unpacking, and LDL factors."""
+
+    def forward(self, x, y):
+        q, r = torch.linalg.qr(x)
+        qc, rc = torch.linalg.qr(y, mode="complete")
+        u, s, v = torch.svd(x)
+        lu, pivots = torch.linalg.lu_factor(y)
+        p, lower, upper = torch.lu_unpack(lu, pivots)
+        ld, ldl_pivots = torch.linalg.ldl_factor(y @ y.mT)
+        return q, r, qc, rc, u, s, v, lu, pivots, p, lower, upper, ld, ldl_pivots
+
+
+@fixture("linalg_factors")
+def build_linalg_factors():
+    gen = torch.Generator().manual_seed(25)
+    return Fixture(
+        "linalg_factors",
+        "matrix factorizations: linalg.qr reduced (2x5x3) and complete (4x4), torch.svd (U, S, V), "
+        "linalg.lu_factor and lu_unpack, linalg.ldl_factor of a symmetric 4x4; float32 inputs 2x5x3 and 4x4",
+        "custom nn.Module (tools/export_fixtures.py: LinalgFactors)",
+        LinalgFactors(),
+        (torch.randn(2, 5, 3, generator=gen), torch.randn(4, 4, generator=gen)),
+    )
+
+
 class LogitsWrapper(nn.Module):
     def __init__(self, lm):
         super().__init__()

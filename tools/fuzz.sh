@@ -20,7 +20,7 @@ secs="${1:-10}"
 targets=("$@")
 
 source tools/packages.sh
-ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev libssl-dev
+ensure_packages clang-14 libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev libopenblas-dev libgfortran-12-dev libssl-dev
 
 # The seed writer comes from the main build (tools/setup.sh makes it).
 [ -f build/build.ninja ] || bash tools/setup.sh --no-check

@@ -18,7 +18,7 @@ if [ "${1:-}" = "--no-check" ]; then
 fi
 
 source tools/packages.sh
-ensure_packages cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libopenblas-dev libssl-dev
+ensure_packages cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libopenblas-dev libgfortran-12-dev libssl-dev
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 cmake --build build -j "$(nproc)"

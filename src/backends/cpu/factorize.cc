@@ -36,15 +36,15 @@ void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, c
 void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
 void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
             const int* lwork, int* info, size_t, size_t);
-void dgebrd_(const int* m, const int* n, double* a, const int* lda, double* d, double* e, double* tauq, double* taup,
-             double* work, const int* lwork, int* info);
-void dorgbr_(const char* vect, const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
-             double* work, const int* lwork, int* info, size_t);
-void dbdsqr_(const char* uplo, const int* n, const int* ncvt, const int* nru, const int* ncc, double* d, double* e,
-             double* vt, const int* ldvt, double* u, const int* ldu, double* c, const int* ldc, double* work, int* info,
-             size_t);
 void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
              const int* lwork, int* info);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
+             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info,
+             size_t);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork,
+             int* info);
+void dsytrf_(const char* uplo, const int* n, double* a, const int* lda, int* ipiv, double* work, const int* lwork,
+             int* info, size_t);
 void dsytrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
              double* b, const int* ldb, int* info, size_t);
 }
@@ -229,58 +229,36 @@ struct Svd {
   Mat vh;                 // k x c (full: c x c)
 };
 
-// Golub-Kahan bidiagonalization and implicit QR (dgebrd, dorgbr, dbdsqr), on
-// a with r >= c (the transpose otherwise).
+// LAPACK's divide-and-conquer SVD (dgesdd), the routine PyTorch calls on the
+// CPU, so that singular vectors come out with its signs.
 Svd svd(const Mat& a_in, bool uv, bool full) {
-  if (a_in.r < a_in.c) {
-    Svd t = svd(a_in.transposed(), uv, full);
-    return {t.vh.transposed(), std::move(t.s), t.u.transposed()};
-  }
   Mat a = a_in;
-  const int m = a.r, n = a.c;
+  const int m = a.r, n = a.c, k = std::min(m, n);
   Svd out;
-  out.s.assign(static_cast<size_t>(n), 0.0);
-  const int ucols = full ? m : n;
-  if (n == 0) {
-    if (uv) {
-      out.u = full ? Mat::identity(m) : Mat(m, 0);
-      out.vh = Mat(0, 0);
+  out.s.assign(static_cast<size_t>(k), 0.0);
+  const int ucols = full ? m : k, vrows = full ? n : k;
+  if (uv) {
+    out.u = Mat(m, ucols);
+    out.vh = Mat(vrows, n);
+  }
+  if (k == 0) {
+    if (uv && full) {
+      out.u = Mat::identity(m);
+      out.vh = Mat::identity(n);
     }
     return out;
   }
-  std::vector<double> e(static_cast<size_t>(std::max(n - 1, 1))), tauq(static_cast<size_t>(n)),
-      taup(static_cast<size_t>(n));
+  const char* job = !uv ? "N" : (full ? "A" : "S");
   int info = 0, lwork = -1;
-  double query = 0;
-  dgebrd_(&m, &n, a.data(), &m, out.s.data(), e.data(), tauq.data(), taup.data(), &query, &lwork, &info);
-  lwork = std::max(static_cast<int>(query), 1) + 4 * (m + n);
+  double query = 0, dummy = 0;
+  std::vector<int> iwork(static_cast<size_t>(8 * k));
+  const int ldu = std::max(m, 1), ldvt = std::max(vrows, 1);
+  double* u = uv ? out.u.data() : &dummy;
+  double* vt = uv ? out.vh.data() : &dummy;
+  dgesdd_(job, &m, &n, a.data(), &m, out.s.data(), u, &ldu, vt, &ldvt, &query, &lwork, iwork.data(), &info, 1);
+  lwork = std::max(static_cast<int>(query), 1);
   std::vector<double> work(static_cast<size_t>(lwork));
-  dgebrd_(&m, &n, a.data(), &m, out.s.data(), e.data(), tauq.data(), taup.data(), work.data(), &lwork, &info);
-  Mat u, vt;
-  int nru = 0, ncvt = 0;
-  if (uv) {
-    u = Mat(m, ucols);
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) u(i, j) = a(i, j);
-    std::vector<double> w2(static_cast<size_t>(std::max(m, 1) * 64));
-    int lw2 = static_cast<int>(w2.size());
-    dorgbr_("Q", &m, &ucols, &n, u.data(), &m, tauq.data(), w2.data(), &lw2, &info, 1);
-    vt = Mat(n, n);
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < n; ++i) vt(i, j) = a(i, j);
-    dorgbr_("P", &n, &n, &n, vt.data(), &n, taup.data(), w2.data(), &lw2, &info, 1);
-    nru = m;
-    ncvt = n;
-  }
-  const int zero = 0, one = 1;
-  std::vector<double> w3(static_cast<size_t>(4 * n + 4));
-  double dummy = 0;
-  dbdsqr_("U", &n, &ncvt, &nru, &zero, out.s.data(), e.data(), uv ? vt.data() : &dummy, &n, uv ? u.data() : &dummy, &m,
-          &dummy, &one, w3.data(), &info, 1);
-  if (uv) {
-    out.u = std::move(u);
-    out.vh = std::move(vt);
-  }
+  dgesdd_(job, &m, &n, a.data(), &m, out.s.data(), u, &ldu, vt, &ldvt, work.data(), &lwork, iwork.data(), &info, 1);
   return out;
 }
 
@@ -1162,6 +1140,209 @@ Status ormqr_kernel(KernelArgs& a) {
   return Status::ok();
 }
 
+// QR of one matrix as LAPACK's geqrf leaves it: R above the diagonal,
+// Householder vectors below, and their scales.
+struct Qr {
+  Mat a;
+  std::vector<double> tau;
+};
+
+Qr qr_factor(Mat a) {
+  Qr f;
+  const int k = std::min(a.r, a.c);
+  f.tau.assign(static_cast<size_t>(k), 0.0);
+  if (k > 0) {
+    int info = 0, lwork = std::max(1, a.c) * 64;
+    std::vector<double> work(static_cast<size_t>(lwork));
+    dgeqrf_(&a.r, &a.c, a.data(), &a.r, f.tau.data(), work.data(), &lwork, &info);
+  }
+  f.a = std::move(a);
+  return f;
+}
+
+// The first `cols` columns of Q (cols <= rows) from geqrf's factors.
+Mat qr_q(const Qr& f, int cols) {
+  const int m = f.a.r, k = static_cast<int>(f.tau.size());
+  Mat q(m, cols);
+  for (int j = 0; j < std::min(cols, f.a.c); ++j)
+    for (int i = 0; i < m; ++i) q(i, j) = f.a(i, j);
+  if (m > 0 && cols > 0) {
+    int info = 0, kk = std::min(k, cols), lwork = std::max(1, cols) * 64;
+    std::vector<double> work(static_cast<size_t>(lwork));
+    dorgqr_(&m, &cols, &kk, q.data(), &m, f.tau.data(), work.data(), &lwork, &info);
+  }
+  return q;
+}
+
+// linalg_qr(A, mode) -> (Q, R): reduced Q [m, k] R [k, n], complete Q [m, m]
+// R [m, n], r (Q empty); qr(self, some) -> (Q, R) as reduced or complete;
+// geqrf(self) -> (a, tau) as LAPACK leaves them.
+Status qr_kernel(KernelArgs& a) {
+  const ir::OpKind op = a.node().op;
+  KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, op == ir::OpKind::kLinalgQr ? "A" : "self"));
+  std::string mode = "reduced";
+  if (op == ir::OpKind::kLinalgQr) {
+    KILN_ASSIGN_OR_RETURN(mode, a.string_arg("mode", "reduced"));
+  } else if (op == ir::OpKind::kQr) {
+    KILN_ASSIGN_OR_RETURN(bool some, a.bool_arg("some", true));
+    mode = some ? "reduced" : "complete";
+  }
+  if (mode != "reduced" && mode != "complete" && mode != "r")
+    return a.error("linalg_qr mode must be 'reduced', 'complete' or 'r', got '" + mode + "'");
+  const Mats ms = read_mats(t);
+  const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
+  std::vector<Qr> fs;
+  for (const Mat& x : ms.m) fs.push_back(qr_factor(x));
+  if (op == ir::OpKind::kGeqrf) {
+    std::vector<Mat> as;
+    std::vector<std::vector<double>> taus;
+    for (const Qr& f : fs) {
+      as.push_back(f.a);
+      taus.push_back(f.tau);
+    }
+    a.set_output(0, write_mats(ms.batch, as, m, n, t.dtype()));
+    a.set_output(1, write_vecs(ms.batch, taus, k, t.dtype()));
+    return Status::ok();
+  }
+  const int64_t qcols = mode == "complete" ? m : k, rrows = mode == "complete" ? m : k;
+  std::vector<Mat> qs, rs;
+  for (const Qr& f : fs) {
+    if (mode != "r") qs.push_back(qr_q(f, static_cast<int>(qcols)));
+    Mat r(static_cast<int>(rrows), static_cast<int>(n));
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i <= std::min<int>(j, static_cast<int>(rrows) - 1); ++i) r(i, j) = f.a(i, j);
+    rs.push_back(std::move(r));
+  }
+  a.set_output(0, mode == "r" ? Tensor::zeros(t.dtype(), {0}) : write_mats(ms.batch, qs, m, qcols, t.dtype()));
+  a.set_output(1, write_mats(ms.batch, rs, rrows, n, t.dtype()));
+  return Status::ok();
+}
+
+// linalg_lu_factor(A, pivot) -> (LU, pivots); linalg_lu_factor_ex(A, pivot,
+// check_errors) and _lu_with_info(self, pivot, check_errors) -> (LU, pivots,
+// info): getrf's factors of any m x n matrix, pivots 1-based int32.
+Status lu_factor_kernel(KernelArgs& a) {
+  const ir::OpKind op = a.node().op;
+  KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, op == ir::OpKind::kLuWithInfo ? "self" : "A"));
+  KILN_ASSIGN_OR_RETURN(bool pivot, a.bool_arg("pivot", true));
+  if (!pivot) return a.error("LU without pivoting is CUDA-only in PyTorch; kiln factors with partial pivoting");
+  const Mats ms = read_mats(t);
+  const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
+  std::vector<Mat> lus;
+  std::vector<int> pivs, infos;
+  for (const Mat& x : ms.m) {
+    Lu f = lu_factor(x);
+    lus.push_back(std::move(f.lu));
+    pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
+    infos.push_back(f.info);
+  }
+  a.set_output(0, write_mats(ms.batch, lus, m, n, t.dtype()));
+  a.set_output(1, write_ints(concat(ms.batch, {k}), pivs));
+  if (a.node().outputs.size() > 2) a.set_output(2, write_ints(ms.batch, infos));
+  return Status::ok();
+}
+
+// lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots) -> (P, L, U) with
+// A = P L U: P [m, m] from the row swaps, L [m, k] unit lower, U [k, n].
+Status lu_unpack_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "LU_data"));
+  KILN_ASSIGN_OR_RETURN(Tensor piv, a.tensor("LU_pivots"));
+  KILN_ASSIGN_OR_RETURN(bool unpack_data, a.bool_arg("unpack_data", true));
+  KILN_ASSIGN_OR_RETURN(bool unpack_pivots, a.bool_arg("unpack_pivots", true));
+  const Mats ms = read_mats(t);
+  const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
+  if (unpack_pivots && (piv.dim() != t.dim() - 1 || piv.size(-1) != k || is_floating(piv.dtype()) ||
+                        count_of(batch_of(t)) * k != piv.numel()))
+    return a.error("LU_pivots " + piv.type_string() + " does not match LU_data " + t.type_string());
+  const Tensor pivots = cast_copy(piv, DType::Int64);
+  std::vector<Mat> ps, ls, us;
+  for (size_t b = 0; b < ms.m.size(); ++b) {
+    const Mat& x = ms.m[b];
+    if (unpack_pivots) {
+      std::vector<int> rows(static_cast<size_t>(m));
+      for (int i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t v = pivots.data<int64_t>()[static_cast<int64_t>(b) * k + i];
+        if (v < i + 1 || v > m)
+          return a.error("LU pivot " + std::to_string(v) + " at " + std::to_string(i) + " is out of range for " +
+                         std::to_string(m) + " rows");
+        std::swap(rows[static_cast<size_t>(i)], rows[static_cast<size_t>(v - 1)]);
+      }
+      Mat pm(static_cast<int>(m), static_cast<int>(m));  // row i of P L U is row rows[i] of L U
+      for (int i = 0; i < m; ++i) pm(rows[static_cast<size_t>(i)], i) = 1;
+      ps.push_back(std::move(pm));
+    }
+    if (unpack_data) {
+      Mat l(static_cast<int>(m), static_cast<int>(k)), u(static_cast<int>(k), static_cast<int>(n));
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < k; ++j) l(i, j) = i == j ? 1.0 : (i > j ? x(i, j) : 0.0);
+      for (int i = 0; i < k; ++i)
+        for (int j = i; j < n; ++j) u(i, j) = x(i, j);
+      ls.push_back(std::move(l));
+      us.push_back(std::move(u));
+    }
+  }
+  a.set_output(0, unpack_pivots ? write_mats(ms.batch, ps, m, m, t.dtype()) : Tensor::zeros(t.dtype(), {0}));
+  a.set_output(1, unpack_data ? write_mats(ms.batch, ls, m, k, t.dtype()) : Tensor::zeros(t.dtype(), {0}));
+  a.set_output(2, unpack_data ? write_mats(ms.batch, us, k, n, t.dtype()) : Tensor::zeros(t.dtype(), {0}));
+  return Status::ok();
+}
+
+// svd(self, some, compute_uv) -> (U, S, V): V = Vh^T; without compute_uv, U
+// and V are zeros of [m, m] and [n, n], as torch returns them.
+Status svd_v_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
+  KILN_ASSIGN_OR_RETURN(bool some, a.bool_arg("some", true));
+  KILN_ASSIGN_OR_RETURN(bool uv, a.bool_arg("compute_uv", true));
+  const Mats ms = read_mats(t);
+  const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
+  std::vector<Mat> us, vs;
+  std::vector<std::vector<double>> ss;
+  for (const Mat& x : ms.m) {
+    Svd s = svd(x, uv, !some);
+    ss.push_back(std::move(s.s));
+    us.push_back(std::move(s.u));
+    vs.push_back(s.vh.transposed());
+  }
+  const int64_t ucols = uv && some ? k : m, vcols = uv && some ? k : n;
+  if (!uv) {
+    us.assign(ms.m.size(), Mat(static_cast<int>(m), static_cast<int>(m)));
+    vs.assign(ms.m.size(), Mat(static_cast<int>(n), static_cast<int>(n)));
+  }
+  a.set_output(0, write_mats(ms.batch, us, m, ucols, t.dtype()));
+  a.set_output(1, write_vecs(ms.batch, ss, k, t.dtype()));
+  a.set_output(2, write_mats(ms.batch, vs, n, vcols, t.dtype()));
+  return Status::ok();
+}
+
+// linalg_ldl_factor(_ex)(self, hermitian[, check_errors]) -> (LD, pivots[,
+// info]): sytrf's lower Bunch-Kaufman factors, the upper triangle zeroed as
+// torch returns it, pivots as LAPACK writes them (negative for 2 x 2 blocks).
+Status ldl_factor_kernel(KernelArgs& a) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
+  KILN_TRY(square(a, t, "self"));
+  Mats ms = read_mats(t);
+  const int64_t n = t.size(-1);
+  std::vector<int> pivs, infos;
+  for (Mat& x : ms.m) {
+    std::vector<int> p(static_cast<size_t>(n), 0);
+    int info = 0;
+    if (n > 0) {
+      int nn = static_cast<int>(n), lwork = std::max(1, nn) * 64;
+      std::vector<double> work(static_cast<size_t>(lwork));
+      dsytrf_("L", &nn, x.data(), &nn, p.data(), work.data(), &lwork, &info, 1);
+    }
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < j; ++i) x(i, j) = 0;
+    pivs.insert(pivs.end(), p.begin(), p.end());
+    infos.push_back(info);
+  }
+  a.set_output(0, write_mats(ms.batch, ms.m, n, n, t.dtype()));
+  a.set_output(1, write_ints(concat(ms.batch, {n}), pivs));
+  if (a.node().outputs.size() > 2) a.set_output(2, write_ints(ms.batch, infos));
+  return Status::ok();
+}
+
 // linalg_ldl_solve(LD, pivots, B, hermitian): A X = B with A = L D L^T from
 // ldl_factor (lower, Bunch-Kaufman pivots as LAPACK's sytrf writes them).
 Status ldl_solve_kernel(KernelArgs& a) {
@@ -1377,6 +1558,11 @@ void register_factorize_kernels(KernelRegistry& r) {
   r.add(K::kLinalgHouseholderProduct, &householder_kernel);
   r.add(K::kOrmqr, &ormqr_kernel);
   r.add(K::kLinalgLdlSolve, &ldl_solve_kernel);
+  for (K k : {K::kLinalgQr, K::kQr, K::kGeqrf}) r.add(k, &qr_kernel);
+  for (K k : {K::kLinalgLuFactor, K::kLinalgLuFactorEx, K::kLuWithInfo}) r.add(k, &lu_factor_kernel);
+  r.add(K::kLuUnpack, &lu_unpack_kernel);
+  r.add(K::kSvd, &svd_v_kernel);
+  for (K k : {K::kLinalgLdlFactor, K::kLinalgLdlFactorEx}) r.add(k, &ldl_factor_kernel);
   r.add(K::kLinalgVander, &vander_kernel);
   r.add(K::kLinalgDiagonal, &linalg_diagonal_kernel);
   r.add(K::kLinalgTensorinv, &tensorinv_kernel);
