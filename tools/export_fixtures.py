@@ -753,6 +753,36 @@ def build_complex_ops():
     )
 
 
+class FftForms(nn.Module):
+    """torch.fft's forms over chosen dims, sizes (padding and trimming) and norms, on real and complex
+    inputs (the complex one built from two real planes); complex results returned through view_as_real."""
+
+    def forward(self, x, planes):
+        fft = torch.fft
+        z = torch.complex(planes[..., 0], planes[..., 1])
+        outs = [
+            fft.ihfft2(x), fft.ihfftn(x, s=(3, 6), norm="ortho"), fft.rfftn(x, dim=(0, 2)), fft.ifftn(z, s=(2, 7)),
+            fft.fftn(z, norm="forward"), fft.fft2(x, s=(5, 3)), fft.ifft(z, n=3, dim=0), fft.rfft2(x, norm="ortho"),
+            fft.irfftn(z, s=(4, 6)), fft.hfftn(z, dim=(0, 1)), fft.ihfft(x, n=9, dim=1),
+            fft.fftshift(fft.fft(z), dim=-1), z.conj() * z + z.sum(1, keepdim=True), torch.polar(x, x.flip(-1)),
+        ]
+        return tuple(torch.view_as_real(o.resolve_conj()) if o.is_complex() else o for o in outs)
+
+
+@fixture("fft_forms")
+def build_fft_forms():
+    gen = torch.Generator().manual_seed(26)
+    return Fixture(
+        "fft_forms",
+        "torch.fft's n-d forms (ihfft2, ihfftn, rfftn, ifftn, fftn, fft2, ifft, rfft2, irfftn, hfftn, ihfft, "
+        "fftshift) with chosen dims, sizes and norms, conj, products and sums of complex values, polar; inputs "
+        "4x5x6 real and 4x5x6x2 (real and imaginary planes); complex results through view_as_real",
+        "custom nn.Module (tools/export_fixtures.py: FftForms)",
+        FftForms(),
+        (torch.randn(4, 5, 6, generator=gen), torch.randn(4, 5, 6, 2, generator=gen)),
+    )
+
+
 class LinalgFactors(nn.Module):
     """QR (reduced and complete), torch.svd's U, S, V, LU factors and their unpacking, and LDL factors."""
 

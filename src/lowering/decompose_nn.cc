@@ -36,7 +36,8 @@
 //     cartesian_prod, combinations of static sizes (an index_select of a
 //     position table), argwhere (nonzero), flip of static sizes (index_selects
 //     of reversed positions), unfold along a static dim (an index_select of
-//     every window's positions); slice_scatter of static bounds as
+//     every window's positions), fftshift and ifftshift (rolls by half);
+//     slice_scatter of static bounds as
 //     index_copy at constant positions
 //   einsum of static sizes: sums, permutes and one bmm per operand pair
 //
@@ -1140,7 +1141,8 @@ Expected<bool> real_identity(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   if (!x || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
   Nodes b(ctx, n);
-  return b.done(b.add(n.op == OpKind::kConjPhysical ? OpKind::kClone : OpKind::kAlias, {{"self", x}}, x->type));
+  const bool copy = n.op == OpKind::kConjPhysical || n.op == OpKind::kConjPhysicalInternal;
+  return b.done(b.add(copy ? OpKind::kClone : OpKind::kAlias, {{"self", x}}, x->type));
 }
 
 // unsafe_chunk and unsafe_split are chunk and split (no aliasing checks to skip here).
@@ -1634,6 +1636,33 @@ Expected<bool> view_copy(PatternContext& ctx, ir::Node& n) {
   Nodes b(ctx, n);
   ir::Value* v = b.add(n.op == OpKind::kUnfoldCopy ? OpKind::kUnfold : OpKind::kAsStrided, n.args, b.out());
   return b.done(b.add(OpKind::kClone, {{"self", v}}, b.out()));
+}
+
+// fftshift(x, dim) and ifftshift(x, dim) over static sizes: a roll by n // 2
+// (fftshift) or -(n // 2) (ifftshift) along each dim, every dim when None.
+Expected<bool> fftshift(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  if (!sizes || n.outputs.size() != 1) return false;
+  std::vector<int64_t> dims;
+  if (absent(n, "dim")) {
+    for (size_t d = 0; d < sizes->size(); ++d) dims.push_back(static_cast<int64_t>(d));
+  } else if (const auto list = int_list(n, "dim")) {
+    dims = *list;
+  } else if (const auto one = int_value(n, "dim")) {
+    dims = {*one};
+  } else {
+    return false;
+  }
+  std::vector<int64_t> shifts;
+  for (int64_t& d : dims) {
+    d = norm_dim(d, sizes->size());
+    if (d < 0) return false;
+    const int64_t half = (*sizes)[static_cast<size_t>(d)] / 2;
+    shifts.push_back(n.op == OpKind::kFftFftshift ? half : -half);
+  }
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kRoll, {{"self", x}, {"shifts", shifts}, {"dims", dims}}, b.out()));
 }
 
 // unfold(x, dimension, size, step) along a dim of static size: an
@@ -2242,6 +2271,7 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kResolveConj, &real_identity},
     {OpKind::kResolveNeg, &real_identity},
     {OpKind::kConjPhysical, &real_identity},
+    {OpKind::kConjPhysicalInternal, &real_identity},
     {OpKind::kCountNonzero, &count_nonzero},
     {OpKind::kCountNonzeroDims, &count_nonzero},
     {OpKind::kNansum, &nan_reduction},
@@ -2282,6 +2312,8 @@ constexpr Decomposition kNnDecompositions[] = {
     {OpKind::kSplitWithSizesCopy, &split_like},
     {OpKind::kUnfoldCopy, &view_copy},
     {OpKind::kUnfold, &unfold},
+    {OpKind::kFftFftshift, &fftshift},
+    {OpKind::kFftIfftshift, &fftshift},
     {OpKind::kAsStridedCopy, &view_copy},
     {OpKind::kSafeSoftmax, &safe_softmax},
     {OpKind::kSliceScatter, &slice_scatter},

@@ -582,7 +582,8 @@ Status Splitter::elementwise(ir::Node& n) {
   switch (n.op) {
     case OpKind::kConj:
     case OpKind::kConjInternal:
-    case OpKind::kConjPhysical: {
+    case OpKind::kConjPhysical:
+    case OpKind::kConjPhysicalInternal: {
       if (!complex_value(x)) return refuse(n);
       Parts p = parts(b, x, dt);
       define(n, Parts{p.re, p.im ? b.unary(OpKind::kNeg, p.im) : nullptr});
