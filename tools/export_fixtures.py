@@ -630,7 +630,7 @@ def build_roberta():
     )
 
 
-class ClipTextWrapper(nn.Module):
+class PooledWrapper(nn.Module):
     """Positional input_ids, tuple outputs (last_hidden_state, pooler_output)."""
 
     def __init__(self, model):
@@ -652,7 +652,7 @@ def build_clip_text():
         max_position_embeddings=16, eos_token_id=99, bos_token_id=98, pad_token_id=0, initializer_range=0.1,
         attn_implementation="sdpa",
     )
-    model = ClipTextWrapper(CLIPTextModel(config).eval())
+    model = PooledWrapper(CLIPTextModel(config).eval())
     gen = torch.Generator().manual_seed(22)
     ids = torch.randint(1, 98, (3, 10), generator=gen)
     ids[:, 0] = 98
@@ -681,7 +681,7 @@ def build_fnet():
         vocab_size=100, hidden_size=32, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=32,
         type_vocab_size=2, use_tpu_fourier_optimizations=False, initializer_range=0.1,
     )
-    model = FNetWrapper(FNetModel(config).eval())
+    model = PooledWrapper(FNetModel(config).eval())
     ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(23))
     return Fixture(
         "fnet",
@@ -693,18 +693,6 @@ def build_fnet():
         model,
         (ids,),
     )
-
-
-class FNetWrapper(nn.Module):
-    """Positional input_ids, tuple outputs (last_hidden_state, pooler_output)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        out = self.model(input_ids=input_ids, return_dict=True)
-        return out.last_hidden_state, out.pooler_output
 
 
 class ComplexOps(nn.Module):

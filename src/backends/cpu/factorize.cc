@@ -1218,6 +1218,16 @@ Status qr_kernel(KernelArgs& a) {
   return Status::ok();
 }
 
+// A factorization's outputs: the factor matrices (rows x cols), their
+// `count` int32 pivots each, and each one's LAPACK info where the node has a
+// third output (the _ex forms).
+void set_factor_outputs(KernelArgs& a, const Shape& batch, const std::vector<Mat>& factors, int64_t rows, int64_t cols,
+                        const std::vector<int>& pivots, int64_t count, const std::vector<int>& infos, DType dtype) {
+  a.set_output(0, write_mats(batch, factors, rows, cols, dtype));
+  a.set_output(1, write_ints(concat(batch, {count}), pivots));
+  if (a.node().outputs.size() > 2) a.set_output(2, write_ints(batch, infos));
+}
+
 // linalg_lu_factor(A, pivot) -> (LU, pivots); linalg_lu_factor_ex(A, pivot,
 // check_errors) and _lu_with_info(self, pivot, check_errors) -> (LU, pivots,
 // info): getrf's factors of any m x n matrix, pivots 1-based int32.
@@ -1236,9 +1246,7 @@ Status lu_factor_kernel(KernelArgs& a) {
     pivs.insert(pivs.end(), f.piv.begin(), f.piv.end());
     infos.push_back(f.info);
   }
-  a.set_output(0, write_mats(ms.batch, lus, m, n, t.dtype()));
-  a.set_output(1, write_ints(concat(ms.batch, {k}), pivs));
-  if (a.node().outputs.size() > 2) a.set_output(2, write_ints(ms.batch, infos));
+  set_factor_outputs(a, ms.batch, lus, m, n, pivs, k, infos, t.dtype());
   return Status::ok();
 }
 
@@ -1337,9 +1345,7 @@ Status ldl_factor_kernel(KernelArgs& a) {
     pivs.insert(pivs.end(), p.begin(), p.end());
     infos.push_back(info);
   }
-  a.set_output(0, write_mats(ms.batch, ms.m, n, n, t.dtype()));
-  a.set_output(1, write_ints(concat(ms.batch, {n}), pivs));
-  if (a.node().outputs.size() > 2) a.set_output(2, write_ints(ms.batch, infos));
+  set_factor_outputs(a, ms.batch, ms.m, n, n, pivs, n, infos, t.dtype());
   return Status::ok();
 }
 
