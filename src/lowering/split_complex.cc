@@ -24,6 +24,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <utility>
 
 #include "lowering/decompose.h"
 #include "lowering/pass.h"
@@ -103,6 +104,21 @@ Status check_points(const ir::Node& n, int64_t points, DType dt) {
   return Status::ok();
 }
 
+// A transform over several dims: complex to complex over each; real to
+// complex over the last (one-sided when asked) and then the others; complex
+// to real over the others and then the real inverse over the last, of its
+// first points / 2 + 1 entries.
+enum class Kind { kC2C, kR2C, kC2R };
+struct Transform {
+  Kind kind;
+  std::vector<int64_t> dims;   // normalized, the last one last
+  std::vector<int64_t> sizes;  // each dim's signal size (points)
+  bool inverse;                // the exponent's sign + on the dims a DFT runs over
+  bool one_sided;              // kR2C: K = N/2 + 1 on the last dim
+  bool conjugate;              // kC2R: conjugate before the real inverse (hfft)
+  int64_t normalization;       // aten's code over the product of the sizes
+};
+
 class Splitter {
  public:
   explicit Splitter(ir::Module& m) : ctx_(m) {}
@@ -132,6 +148,8 @@ class Splitter {
   // The real inverse transform of N points along `dim` from its first N/2 + 1 entries.
   Expected<ir::Value*> c2r(Nodes& b, const ir::Node& n, Parts x, int64_t dim, int64_t points, double scale);
 
+  // `t` of `x` as `n`'s result; the normalization goes into the first matrix.
+  Status run(ir::Node& n, ir::Value* x, const Transform& t);
   Status transform(ir::Node& n);  // torch.fft's functions
   Status primitive(ir::Node& n);  // aten._fft_r2c, _fft_c2c, _fft_c2r
   Status stft(ir::Node& n);
@@ -242,13 +260,37 @@ Expected<ir::Value*> Splitter::c2r(Nodes& b, const ir::Node& n, Parts x, int64_t
   return out;
 }
 
+Status Splitter::run(ir::Node& n, ir::Value* x, const Transform& t) {
+  int64_t total = 1;
+  for (int64_t size : t.sizes) total *= size;
+  double scale = norm_scale(t.normalization, total);
+  auto next_scale = [&] { return std::exchange(scale, 1.0); };
+  Nodes b(ctx_, n);
+  Parts p = parts(b, x, complex_part(n.outputs[0]->type.dtype));
+  const size_t last = t.dims.size() - 1;
+  if (t.kind == Kind::kR2C) {
+    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, t.dims[last], t.sizes[last], t.one_sided, t.inverse, next_scale()));
+  }
+  const size_t others = t.kind == Kind::kC2C ? t.dims.size() : last;
+  for (size_t i = 0; i < others; ++i) {
+    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, t.dims[i], t.sizes[i], false, t.inverse, next_scale()));
+  }
+  if (t.kind != Kind::kC2R) {
+    define(n, p);
+    return Status::ok();
+  }
+  if (t.conjugate && p.im) p.im = b.unary(OpKind::kNeg, p.im);
+  KILN_ASSIGN_OR_RETURN(ir::Value * r, c2r(b, n, p, t.dims[last], t.sizes[last], next_scale()));
+  define(n, r);
+  return Status::ok();
+}
+
 // torch.fft's functions, as torch._refs.fft writes them in prims: the
 // complex-to-complex transform over each dim; rfft* one-sided over the last;
 // ihfft* the same with the inverse exponent; irfft* and hfft* a transform over
 // the other dims (hfft*: forward, then conjugated) and the real inverse over
 // the last, of s[-1] or 2 (m - 1) points.
 Status Splitter::transform(ir::Node& n) {
-  enum class Kind { kC2C, kR2C, kC2R };
   struct Form {
     Kind kind;
     bool forward;  // the exponent's sign on the dims before the last, and the norm's direction
@@ -323,46 +365,8 @@ Status Splitter::transform(ir::Node& n) {
   }
   const auto code = norm_code(n, form.forward);
   if (!code) return refuse(n);
-  int64_t total = 1;
-  for (int64_t s : sizes) total *= s;
-  const double scale_all = norm_scale(*code, total);
-
-  Nodes b(ctx_, n);
-  const ir::TensorType& out = n.outputs[0]->type;
-  const DType dt = complex_part(out.dtype);
-  Parts p = parts(b, x, dt);
-  const bool inverse = !form.forward;
-  // The scale goes into the first matrix applied.
-  double scale = scale_all;
-  auto next_scale = [&] {
-    const double s = scale;
-    scale = 1;
-    return s;
-  };
-  if (form.kind == Kind::kR2C) {
-    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims.back(), sizes.back(), true, inverse, next_scale()));
-    for (size_t i = 0; i + 1 < dims.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, inverse, next_scale()));
-    }
-    define(n, p);
-    return Status::ok();
-  }
-  if (form.kind == Kind::kC2C) {
-    for (size_t i = 0; i < dims.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, inverse, next_scale()));
-    }
-    define(n, p);
-    return Status::ok();
-  }
-  // The real inverse of s[-1] points reads its first s[-1]/2 + 1 entries; the
-  // other dims are transformed first, as torch resizes and then transforms.
-  for (size_t i = 0; i + 1 < dims.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, inverse, next_scale()));
-  }
-  if (form.forward && p.im) p.im = b.unary(OpKind::kNeg, p.im);  // hfft: the conjugate's real inverse
-  KILN_ASSIGN_OR_RETURN(ir::Value * r, c2r(b, n, p, dims.back(), sizes.back(), next_scale()));
-  define(n, r);
-  return Status::ok();
+  // hfft*: the real inverse of the conjugate, after forward transforms of the other dims.
+  return run(n, x, {form.kind, std::move(dims), std::move(sizes), !form.forward, true, form.kind == Kind::kC2R && form.forward, *code});
 }
 
 // aten's primitives: _fft_r2c(self, dim, normalization, onesided),
@@ -390,42 +394,17 @@ Status Splitter::primitive(ir::Node& n) {
     if (!last) return refuse(n);
     sizes.back() = *last;
   }
-  int64_t total = 1;
-  for (int64_t s : sizes) total *= s;
-  double scale = norm_scale(*code, total);
-  auto next_scale = [&] {
-    const double s = scale;
-    scale = 1;
-    return s;
-  };
-  Nodes b(ctx_, n);
-  const DType dt = complex_part(n.outputs[0]->type.dtype);
-  Parts p = parts(b, x, dt);
   if (n.op == OpKind::kFftR2c) {
     const auto one_sided = bool_value(n, "onesided");
     if (!one_sided) return refuse(n);
-    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims.back(), sizes.back(), *one_sided, false, next_scale()));
-    for (size_t i = 0; i + 1 < dims.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, false, next_scale()));
-    }
-    define(n, p);
-    return Status::ok();
+    return run(n, x, {Kind::kR2C, std::move(dims), std::move(sizes), false, *one_sided, false, *code});
   }
   if (n.op == OpKind::kFftC2c) {
     const auto forward = bool_value(n, "forward");
     if (!forward) return refuse(n);
-    for (size_t i = 0; i < dims.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, !*forward, next_scale()));
-    }
-    define(n, p);
-    return Status::ok();
+    return run(n, x, {Kind::kC2C, std::move(dims), std::move(sizes), !*forward, false, false, *code});
   }
-  for (size_t i = 0; i + 1 < dims.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(p, dft(b, n, p, dims[i], sizes[i], false, true, next_scale()));
-  }
-  KILN_ASSIGN_OR_RETURN(ir::Value * r, c2r(b, n, p, dims.back(), sizes.back(), next_scale()));
-  define(n, r);
-  return Status::ok();
+  return run(n, x, {Kind::kC2R, std::move(dims), std::move(sizes), true, false, false, *code});
 }
 
 // stft(self [L] or [B, L], n_fft, hop_length, win_length, window, normalized,
