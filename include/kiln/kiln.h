@@ -18,6 +18,7 @@
 
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "kiln/trace.h"
 
 namespace kiln {
 
@@ -297,6 +298,10 @@ struct RunOptions {
   // (a padded batch bucket pads and cuts on the device); any other program
   // runs as without them and its results are copied in, on the call's stream.
   std::vector<Tensor> outputs;
+  // Non-null: the call adds its slices to this trace (see kiln/trace.h): the
+  // call, each engine and fallback node, each engine's steps. A traced call
+  // is complete on return and slower than an untraced one.
+  Trace* trace = nullptr;
 };
 
 // A program's state (its buffers) and calls on it. A session is used by one

@@ -78,7 +78,7 @@ class NullBackend final : public Backend {
   Expected<EngineHandle> load(std::span<const uint8_t>, const WeightLookup&, std::string_view what) const override {
     return unsupported(std::string(what) + ": backend 'null' loads no engines");
   }
-  Status execute(EngineHandle, std::span<const Tensor>, std::vector<Tensor>&, void*, const RowPadding*) const override {
+  Status execute(const ExecuteContext&, EngineHandle, std::span<const Tensor>, std::vector<Tensor>&) const override {
     return unsupported("backend 'null' runs no engines");
   }
   void destroy(EngineHandle) const override {}

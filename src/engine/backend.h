@@ -99,6 +99,28 @@ struct RowPadding {
 // rows past its own repeating its last: a new contiguous host tensor.
 Tensor pad_rows(const Tensor& t, int64_t size);
 
+// Where a traced call reports the steps its engines run (kiln bench
+// --trace): each step's name (its layer), what it is (a kernel's name, a
+// library call's shape), and when it ran, in microseconds on the trace's own
+// clock (now_us()). Host steps are timed on the host; device steps by the
+// device's timers, placed from the moment the engine started them. A traced
+// engine may run its steps one by one to time them (no graph), so a traced
+// call is slower than an untraced one: trace a call apart from timed ones.
+class StepTrace {
+ public:
+  virtual ~StepTrace() = default;
+  virtual double now_us() const = 0;
+  virtual void step(std::string_view name, std::string_view detail, double start_us, double duration_us,
+                    bool on_device) = 0;
+};
+
+// How one engine call runs (see Backend::execute).
+struct ExecuteContext {
+  void* stream = nullptr;
+  const RowPadding* padding = nullptr;
+  StepTrace* trace = nullptr;
+};
+
 // A backend's own device memory and the copies to, from and within it: how
 // the runtime keeps values (session state, values between engines) on a
 // device and moves them across. Backends that compute in host memory have
@@ -265,6 +287,13 @@ class Backend {
                                       std::string_view what) const = 0;
 
   // Runs the engine once.
+  //   context: the call's stream (a cudaStream_t for CUDA; null: the
+  //            device's default stream; ignored on CPU), its row padding
+  //            (null, or a call with fewer rows than the engine was built
+  //            for, a padded batch bucket: the padded inputs and cut outputs
+  //            have the caller's rows, see RowPadding; the engine pads and
+  //            cuts them itself, where it computes) and its trace (null, or
+  //            where each step the engine runs is reported, see StepTrace)
   //   engine:  a handle from load(); execute may be called from several
   //            threads at once on one handle
   //   inputs:  one tensor per engine input, in binding order (symbolic
@@ -278,26 +307,20 @@ class Backend {
   //            into, or an undefined tensor for a new host tensor; an output
   //            the engine writes into an input in place is that input itself,
   //            whatever its entry held
-  //   stream:  the caller's stream (a cudaStream_t for CUDA; null: the
-  //            device's default stream; ignored on CPU)
-  //   padding: null, or a call with fewer rows than the engine was built for
-  //            (a padded batch bucket): the padded inputs and cut outputs
-  //            have the caller's rows (see RowPadding); the engine pads and
-  //            cuts them itself, where it computes
   // Inputs (count, dtype, sizes) and the memory given for outputs are checked
   // before anything runs; errors name the engine and the layer that failed.
   // When any output goes to host memory, every result is where it belongs
   // when execute returns. When every output lies in device memory (given, or
-  // written into an input in place) the work is only enqueued on `stream`:
+  // written into an input in place) the work is only enqueued on the stream:
   // results are ready in that stream's order, and a device-side error (an
   // index out of range) is reported by a later call of the engine or by
-  // synchronize().
+  // synchronize(). A traced call is complete on return.
   //   A device input is read where it lies when the engine writes it in place
   //   (or when it is large and was bound the same way the call before);
   //   other inputs are copied into the engine's own memory as the call is
   //   enqueued, so the caller may reuse them once it returns.
-  virtual Status execute(EngineHandle engine, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                         void* stream, const RowPadding* padding) const = 0;
+  virtual Status execute(const ExecuteContext& context, EngineHandle engine, std::span<const Tensor> inputs,
+                         std::vector<Tensor>& outputs) const = 0;
 
   // Waits for the engine's enqueued work and reports a device-side error
   // that an asynchronous call left (kInvalidArgument naming the layer).
@@ -334,9 +357,12 @@ class Engine {
   ~Engine() {
     if (handle_) backend_->destroy(handle_);
   }
+  Status execute(const ExecuteContext& context, std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const {
+    return backend_->execute(context, handle_, inputs, outputs);
+  }
   Status execute(std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream = nullptr,
                  const RowPadding* padding = nullptr) const {
-    return backend_->execute(handle_, inputs, outputs, stream, padding);
+    return backend_->execute(ExecuteContext{stream, padding, nullptr}, handle_, inputs, outputs);
   }
   const Backend& backend() const { return *backend_; }
   EngineHandle handle() const { return handle_; }

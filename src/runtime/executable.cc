@@ -54,8 +54,8 @@ Expected<std::unique_ptr<Executable>> Executable::load(program::CompiledProgram 
                             "buffer order); recompile it");
     } else {
       std::vector<bool> produced(nv, false);
-      for (int ni : s.nodes) {
-        const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+      for (size_t k = 0; k < s.nodes.size(); ++k) {
+        const ir::Node& n = *g.nodes()[static_cast<size_t>(s.nodes[k])];
         for (const ir::Value* v : n.operands()) {
           if (!available[static_cast<size_t>(v->id)])
             return format_error(where + ": " + n.describe() + " reads '" + v->name + "' before it is computed");
@@ -274,6 +274,34 @@ Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void
 
 }  // namespace
 
+namespace {
+
+// An engine's steps into a call's trace, on the host's track or its device's.
+class TraceSteps final : public engine::StepTrace {
+ public:
+  TraceSteps(Trace* trace, std::string device) : trace_(trace), device_(std::move(device)) {}
+  double now_us() const override { return trace_->now_us(); }
+  void step(std::string_view name, std::string_view detail, double start_us, double duration_us,
+            bool on_device) override {
+    trace_->add({std::string(name), std::string(detail), on_device ? device_ : "host", start_us, duration_us});
+  }
+
+ private:
+  Trace* trace_;
+  std::string device_;
+};
+
+// Waits for the device work that fallback node `n` left on `stream` (a
+// traced node's slice ends when its work does).
+Status wait_for_outputs(const ir::Node& n, const std::vector<cpu::RtValue>& env, void* stream) {
+  for (const ir::Value* v : n.outputs)
+    if (const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v->id)]); t && t->defined() && !t->is_cpu())
+      if (const engine::DeviceMemory* m = device_memory_of(t->device())) KILN_TRY(m->synchronize(stream));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Executable::synchronize() const {
   if (!engines_status_ || engines_.empty()) return Status::ok();
   for (const auto& e : engines_)
@@ -405,7 +433,14 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
           outs.push_back(std::move(t));
         }
       }
-      KILN_TRY(engines_[si]->execute(ins, outs, stream, pads ? &padding : nullptr));
+      const double start_us = options.trace ? options.trace->now_us() : 0;
+      TraceSteps steps(options.trace, device ? std::string(engines_[si]->backend().name()) : "host");
+      KILN_TRY(engines_[si]->execute({stream, pads ? &padding : nullptr, options.trace ? &steps : nullptr}, ins, outs));
+      if (options.trace)
+        options.trace->add(
+            {"engine " + std::to_string(si),
+             std::string(engines_[si]->backend().name()) + ", " + std::to_string(s.nodes.size()) + " nodes", "host",
+             start_us, options.trace->now_us() - start_us});
       if (outs.size() != s.outputs.size())
         return internal_error("segment " + std::to_string(si) + ": the engine returned " + std::to_string(outs.size()) +
                               " outputs, the program expects " + std::to_string(s.outputs.size()));
@@ -416,10 +451,17 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       ins.clear();
       outs.clear();
     } else {
-      for (int ni : s.nodes) {
-        const ir::Node& n = *g.nodes()[static_cast<size_t>(ni)];
+      for (size_t k = 0; k < s.nodes.size(); ++k) {
+        const ir::Node& n = *g.nodes()[static_cast<size_t>(s.nodes[k])];
         for (const ir::Value* v : n.operands()) KILN_TRY(pad_here(v->id));
+        const double start_us = options.trace ? options.trace->now_us() : 0;
         KILN_TRY(run_fallback_node(n, env, stream, options.keep_on_device));
+        if (options.trace) {
+          KILN_TRY(wait_for_outputs(n, env, stream));
+          options.trace->add({std::string(ir::op_target(n.op)),
+                              "fallback node " + n.name + (k < s.reasons.size() ? ": " + s.reasons[k] : ""), "host",
+                              start_us, options.trace->now_us() - start_us});
+        }
         if (options.keep_on_device)
           for (const ir::Value* v : n.outputs) learn_symbols(*v, env[static_cast<size_t>(v->id)], symbols);
       }

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "engine/backend.h"
+#include "kiln/trace.h"
 #include "partition/partition.h"
 #include "program/compiled_program.h"
 
@@ -55,6 +56,10 @@ class Executable {
     // do the outputs it cuts (times the output's factor); the engines pad and
     // cut where they compute (engine::RowPadding).
     int64_t rows = -1;
+    // Non-null: one slice per engine and per fallback node, and the steps
+    // each engine reports (engine::StepTrace); every engine's work is waited
+    // for before its slice ends.
+    Trace* trace = nullptr;
   };
   // `graph_inputs` parallel to the module's graph inputs (tensors in host
   // memory or on a device); returns the values of its graph outputs. Device

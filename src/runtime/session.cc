@@ -465,6 +465,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     for (const std::string& n : program_->method_names()) names += (names.empty() ? "" : ", ") + n;
     return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
   }
+  const double start_us = options.trace ? options.trace->now_us() : 0;
   KILN_ASSIGN_OR_RETURN(Profile chosen, select_profile(*program_, p, method, inputs));
   p = chosen.program;
   const ir::Module& m = p->impl_->module();
@@ -515,6 +516,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();
   run_options.user_outputs_on_host = outputs_on.is_cpu();
   run_options.rows = chosen.rows;  // a padded batch bucket: its engines pad and cut
+  run_options.trace = options.trace;
   // Buffers copied back that lie on the device, and the caller's memory for
   // user outputs: the last engine writes their values straight into them. The
   // call's device work is pending from here (synchronize() waits for it).
@@ -623,10 +625,13 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     KILN_TRY(copy_tensor(b, t).with_context("buffer '" + name + "'"));
   }
   if (!to.empty()) KILN_TRY(device->copy_all(to, from, stream).with_context("copying back buffers"));
-  if (own && pending_) {
+  if ((own || options.trace) && pending_) {
     pending_ = false;
     KILN_TRY(device->synchronize(stream));
   }
+  if (options.trace)
+    options.trace->add({"call " + p->impl_->method_name, std::to_string(inputs.size()) + " inputs", "host", start_us,
+                        options.trace->now_us() - start_us});
   return user_outputs;
 }
 

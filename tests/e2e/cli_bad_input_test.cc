@@ -788,5 +788,22 @@ TEST_F(CliBadInput, BenchStreamNeedsDynamicSizesAndGivesEveryRequest) {
   EXPECT_EQ(sizes_of(j), sizes_of(text2.str()));
 }
 
+// `bench --trace FILE` writes one traced call as a Chrome trace (the call, its
+// engine and the engine's steps); it does not apply to a stream.
+TEST_F(CliBadInput, BenchTraceWritesAChromeTraceOfOneCall) {
+  const std::string trace = (dir_ / "trace.json").string();
+  CliResult r = kiln_cli("bench " + kModel + " --iters 2 --warmup 0 --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("one call"), std::string::npos) << r.output;
+  std::ifstream f(trace);
+  std::stringstream text;
+  text << f.rdbuf();
+  for (const char* key : {"\"traceEvents\"", "\"call forward\"", "\"engine 0\"", "\"ph\": \"X\""})
+    EXPECT_NE(text.str().find(key), std::string::npos) << key;
+  r = kiln_cli("bench " + kDir + "bert_dynseq.pt2 --stream 2 --trace " + trace);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("does not apply to --stream"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors]
-//                  [--iters N] [--warmup N] [--threads T] [--json FILE] [COMPILE OPTIONS]
+//                  [--iters N] [--warmup N] [--threads T] [--json FILE] [--trace FILE] [COMPILE OPTIONS]
 // kiln bench MODEL --stream N [--seed S] [--threads T] [--json FILE] [COMPILE OPTIONS]
 //
 // Build (compile or load) time, then latency: on a backend with a device of
@@ -9,7 +9,8 @@
 // per second of T sessions on T threads beside one. --stream: a server's
 // view of a program with dynamic sizes: N requests whose sizes are drawn at
 // random from the program's ranges, each timed host to host, the stream run
-// twice in one session.
+// twice in one session. --trace FILE: one more call, traced, as a Chrome trace
+// (kiln/trace.h).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -283,15 +284,15 @@ int run_stream(const std::shared_ptr<const Program>& program, const Args& args, 
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  auto args =
-      parse_args(argc, argv, 2,
-                 with({"inputs", "outputs", "iters", "warmup", "json", "stream", "seed", "threads"}, kCompileValued),
-                 kCompileFlags);
+  auto args = parse_args(
+      argc, argv, 2,
+      with({"inputs", "outputs", "iters", "warmup", "json", "stream", "seed", "threads", "trace"}, kCompileValued),
+      kCompileFlags);
   if (!args) return fail(args.status());
   if (args->positional.size() != 1)
     return fail(invalid_argument(
         "usage: kiln bench MODEL [--inputs IN.safetensors] [--outputs OUT.safetensors] "
-        "[--iters N] [--warmup N] [--threads T] [--json FILE] [COMPILE OPTIONS]\n"
+        "[--iters N] [--warmup N] [--threads T] [--json FILE] [--trace FILE] [COMPILE OPTIONS]\n"
         "       kiln bench MODEL --stream N [--seed S] [--threads T] [--json FILE] [COMPILE OPTIONS]"));
   int iters = 100, warmup = 10, stream = 0, seed = 0, threads = 1;
   for (auto [name, slot, lo, hi] : {std::tuple{"iters", &iters, 1, 1000000}, std::tuple{"warmup", &warmup, 0, 1000000},
@@ -311,6 +312,8 @@ int run_bench(int argc, char** argv) {
         invalid_argument("--stream makes its own inputs and times each request once per pass: "
                          "--inputs, --outputs, --iters and --warmup do not apply"));
   if (stream == 0 && args->get("seed")) return fail(invalid_argument("--seed is for --stream"));
+  if (stream > 0 && args->get("trace"))
+    return fail(invalid_argument("--trace traces one call of the timed inputs; it does not apply to --stream"));
   auto options = load_options(*args, true);
   if (!options) return fail(options.status());
   const auto t0 = std::chrono::steady_clock::now();
@@ -434,6 +437,19 @@ int run_bench(int argc, char** argv) {
         "sessions   1 thread %.1f calls/s, %d threads %.1f calls/s (%.2fx), host tensors in and out, "
         "outputs identical to one session's\n",
         *one, threads, *many, *many / *one);
+  }
+
+  // One more call, traced, after every timed one (a traced call runs its
+  // engines' steps one by one and waits for the device): from device
+  // tensors where the program has a device, else host tensors.
+  if (auto trace_path = args->get("trace")) {
+    Trace trace;
+    RunOptions traced;
+    traced.trace = &trace;
+    if (auto r = session.run(device_inputs.empty() ? inputs : device_inputs, traced); !r) return fail(r.status());
+    if (Status st = trace.write(*trace_path); !st) return fail(st);
+    std::printf("trace      %s: one call, %zu slices (open in Perfetto or chrome://tracing)\n", trace_path->c_str(),
+                trace.events().size());
   }
 
   if (auto json_path = args->get("json")) {

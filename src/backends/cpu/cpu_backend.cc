@@ -165,9 +165,10 @@ class CpuBackend final : public engine::Backend {
     return e.release();
   }
 
-  Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void*,
-                 const engine::RowPadding* padding) const override {
+  Status execute(const engine::ExecuteContext& context, engine::EngineHandle handle, std::span<const Tensor> inputs,
+                 std::vector<Tensor>& outputs) const override {
     auto* e = static_cast<CpuEngine*>(handle);
+    const engine::RowPadding* padding = context.padding;
     const ir::Graph& g = e->net.graph;
     if (inputs.size() != e->net.num_inputs)
       return invalid_argument(e->what + ": the engine takes " + std::to_string(e->net.num_inputs) + " inputs, got " +
@@ -208,6 +209,7 @@ class CpuBackend final : public engine::Backend {
     Status status;
     for (size_t i = 0; i < nodes.size() && status.is_ok(); ++i) {
       const ir::Node& n = *nodes[i];
+      const double start_us = context.trace ? context.trace->now_us() : 0;
       const int64_t offset = n.outputs.size() == 1 ? e->memory.offset[static_cast<size_t>(n.outputs[0]->id)] : -1;
       if (e->fused[i] && offset >= 0 && arena) {
         status = run_fused(*e, n, *e->fused[i], env, arena, offset);
@@ -220,6 +222,10 @@ class CpuBackend final : public engine::Backend {
           env[static_cast<size_t>(n.outputs[o]->id)] = std::move(args.outputs()[o]);
       }
       for (int v : e->release_after[i]) env[static_cast<size_t>(v)] = std::monostate{};
+      if (context.trace)
+        context.trace->step(ir::op_target(n.op),
+                            "node " + n.name + (e->fused[i] && offset >= 0 && arena ? ", fused elementwise" : ""),
+                            start_us, context.trace->now_us() - start_us, false);
     }
     if (!status) {
       e->give_back(std::move(arena));

@@ -429,15 +429,53 @@ struct CudaEngine {
     return Status::ok();
   }
 
+  // A traced call (engine::StepTrace): every step enqueued alone between two
+  // timing events, the stream waited for, and each step reported with its
+  // device time, placed from the moment the stream, idle, began the first.
+  Status traced_run(cudaStream_t stream, engine::StepTrace& trace) {
+    KILN_CUDNN_TRY(cudnnSetStream(dnn, stream));
+    KILN_CUDA_TRY(cudaStreamSynchronize(stream));
+    std::vector<cudaEvent_t> events(2 * plan.steps.size() + 1, nullptr);
+    struct Destroy {
+      std::vector<cudaEvent_t>& events;
+      ~Destroy() {
+        for (cudaEvent_t ev : events)
+          if (ev) cudaEventDestroy(ev);
+      }
+    } destroy{events};
+    for (cudaEvent_t& ev : events) KILN_CUDA_TRY(cudaEventCreate(&ev));
+    const double start_us = trace.now_us();
+    KILN_CUDA_TRY(cudaEventRecord(events[0], stream));
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      KILN_CUDA_TRY(cudaEventRecord(events[2 * i + 1], stream));
+      KILN_TRY(enqueue_step(i, stream));
+      KILN_CUDA_TRY(cudaEventRecord(events[2 * i + 2], stream));
+    }
+    KILN_CUDA_TRY(cudaEventSynchronize(events.back()));
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      float before = 0, ms = 0;
+      KILN_CUDA_TRY(cudaEventElapsedTime(&before, events[0], events[2 * i + 1]));
+      KILN_CUDA_TRY(cudaEventElapsedTime(&ms, events[2 * i + 1], events[2 * i + 2]));
+      const Step& s = plan.steps[i];
+      const std::string detail = s.kind == Step::Kind::kGemm ? "cuBLASLt gemm " + s.gemm.shape.to_string()
+                                 : s.kind == Step::Kind::kConv
+                                     ? "cuDNN conv " + s.conv.shape.to_string()
+                                     : plan.kernel_names[static_cast<size_t>(s.kernel.kernel)];
+      trace.step(s.layer, detail, start_us + 1000.0 * before, 1000.0 * ms, true);
+    }
+    return Status::ok();
+  }
+
   // Runs the engine's work on `stream` with the current bindings: a shape's
   // first call launches its steps one by one; later calls replay a captured
   // graph per set of bindings (captured on the context's own stream; capture
   // runs nothing, and the graph is launched on `stream` itself).
-  Status launch(cudaStream_t stream) {
+  Status launch(cudaStream_t stream, engine::StepTrace* trace) {
     if (profile && !profiled) {
       profiled = true;
       KILN_TRY(profile_steps(stream));
     }
+    if (trace) return traced_run(stream, *trace);
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
@@ -1517,16 +1555,18 @@ class CudaBackend final : public engine::Backend {
     return g.release();
   }
 
-  Status execute(engine::EngineHandle handle, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                 void* stream_arg, const engine::RowPadding* padding) const override {
+  Status execute(const engine::ExecuteContext& context, engine::EngineHandle handle, std::span<const Tensor> inputs,
+                 std::vector<Tensor>& outputs) const override {
     auto* g = static_cast<CudaEngineGroup*>(handle);
-    KILN_ASSIGN_OR_RETURN(CudaEngineGroup::Lease lease, g->acquire(stream_arg));
-    return run_on(lease.get(), inputs, outputs, stream_arg, padding);
+    KILN_ASSIGN_OR_RETURN(CudaEngineGroup::Lease lease, g->acquire(context.stream));
+    return run_on(lease.get(), inputs, outputs, context);
   }
 
   // One call on one context of an engine (see Backend::execute).
-  static Status run_on(CudaEngine* e, std::span<const Tensor> inputs, std::vector<Tensor>& outputs, void* stream_arg,
-                       const engine::RowPadding* padding) {
+  static Status run_on(CudaEngine* e, std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                       const engine::ExecuteContext& context) {
+    void* stream_arg = context.stream;
+    const engine::RowPadding* padding = context.padding;
     // KILN_CUDA_TRACE=2: the call's parts, each waited for, on stderr.
     const bool timed = e->range && e->range->common->trace == 2;
     const auto call_start = std::chrono::steady_clock::now();
@@ -1598,7 +1638,7 @@ class CudaBackend final : public engine::Backend {
       inputs_ms = ms_since(call_start) - shape_ms;
     }
     const auto launch_start = std::chrono::steady_clock::now();
-    KILN_TRY(e->launch(stream).with_context(e->what));
+    KILN_TRY(e->launch(stream, context.trace).with_context(e->what));
     if (timed) {
       enqueue_ms = ms_since(launch_start);
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -1648,8 +1688,9 @@ class CudaBackend final : public engine::Backend {
                    e->what.c_str(), e->shape_text(shape, "=").c_str(), ms_since(call_start), shape_ms, inputs_ms,
                    enqueue_ms, device_ms, ms_since(launch_start) - enqueue_ms - device_ms);
     }
-    if (!wait) return Status::ok();
-    // Before anything reaches the caller's host memory: this call's own error.
+    if (!wait && !context.trace) return Status::ok();
+    // Before anything reaches the caller's host memory (and a traced call's
+    // end): this call's own error.
     KILN_CUDA_TRY(cudaStreamSynchronize(stream));
     KILN_TRY(e->take_error(stream, false));
     for (const CudaEngine::StagedOutput& o : e->staged_outputs) std::memcpy(o.dst, o.src, o.bytes);

@@ -93,9 +93,9 @@ TEST(EngineCacheKey, ChangesWithEveryIngredient) {
                                         std::string_view what) const override {
       return cpu->load(p, w, what);
     }
-    Status execute(engine::EngineHandle h, std::span<const Tensor> i, std::vector<Tensor>& o, void* s,
-                   const engine::RowPadding* padding) const override {
-      return cpu->execute(h, i, o, s, padding);
+    Status execute(const engine::ExecuteContext& c, engine::EngineHandle h, std::span<const Tensor> i,
+                   std::vector<Tensor>& o) const override {
+      return cpu->execute(c, h, i, o);
     }
     void destroy(engine::EngineHandle h) const override { cpu->destroy(h); }
   } other;

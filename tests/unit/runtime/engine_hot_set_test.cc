@@ -32,9 +32,9 @@ class CountingBackend final : public engine::Backend {
     ++loads;
     return cpu_->load(plan, w, what);
   }
-  Status execute(engine::EngineHandle e, std::span<const Tensor> in, std::vector<Tensor>& out,
-                 void* stream, const engine::RowPadding* padding) const override {
-    return cpu_->execute(e, in, out, stream, padding);
+  Status execute(const engine::ExecuteContext& c, engine::EngineHandle e, std::span<const Tensor> in,
+                 std::vector<Tensor>& out) const override {
+    return cpu_->execute(c, e, in, out);
   }
   void destroy(engine::EngineHandle e) const override { cpu_->destroy(e); }
   mutable std::atomic<int> loads{0};

@@ -503,7 +503,7 @@ TEST(NullBackend, RefusesToBuildLoadOrRun) {
   EXPECT_TRUE(contains(h.status().message(), "segment 1")) << h.status().message();
 
   std::vector<Tensor> out;
-  EXPECT_FALSE(null_backend->execute(nullptr, {}, out, nullptr, nullptr).is_ok());
+  EXPECT_FALSE(null_backend->execute({}, nullptr, {}, out).is_ok());
   null_backend->destroy(nullptr);
 }
 

@@ -18,11 +18,13 @@
 #include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/device_copy.h"
+#include "support/tensor_diff.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using kiln::testing::max_abs_diff;
 
 std::string fixture(const std::string& name) {
   const fs::path built = fs::path(KILN_SOURCE_DIR) / "tests/fixtures/torch2.11" / name;
@@ -918,6 +920,52 @@ TEST(CudaSession, AnEngineTheFreeDeviceMemoryCannotHoldIsRefusedNamingTheBytesAn
   ASSERT_TRUE(large.has_value()) << large.status().message();
   Session again(*large);
   expect_dynbatch_call(again, "after");
+}
+
+// A traced call from device tensors: the call, its engine and each of the
+// engine's kernels and library calls on the device's track (timed by the
+// device, inside the engine's slice), with the outputs of an untraced call.
+TEST(CudaSession, ATracedCallTimesEachStepOnTheDevice) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto program = compiled("resnet_basic.pt2", "cuda");
+  ASSERT_NE(program, nullptr);
+  auto io = read_safetensors(fixture("resnet_basic.io.safetensors"));
+  ASSERT_TRUE(io.has_value()) << io.status().message();
+  auto x = to_device(*io->find("input.0"), Device::cuda());
+  ASSERT_TRUE(x.has_value()) << x.status().message();
+  Session session(program);
+  auto plain = session.run({*x});
+  ASSERT_TRUE(plain.has_value()) << plain.status().message();
+  auto plain_host = to_host((*plain)[0]);
+  ASSERT_TRUE(plain_host.has_value());
+  Trace trace;
+  RunOptions options;
+  options.trace = &trace;
+  auto traced = session.run({*x}, options);
+  ASSERT_TRUE(traced.has_value()) << traced.status().message();
+  auto traced_host = to_host((*traced)[0]);
+  ASSERT_TRUE(traced_host.has_value());
+  EXPECT_LT(max_abs_diff(*plain_host, *traced_host), 1e-5);
+  const std::vector<Trace::Event> events = trace.events();
+  ASSERT_FALSE(events.empty());
+  const Trace::Event* engine = nullptr;
+  for (const Trace::Event& e : events)
+    if (e.name == "engine 0") engine = &e;
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->detail.rfind("cuda, ", 0), 0u) << engine->detail;
+  int steps = 0;
+  double device_us = 0;
+  for (const Trace::Event& e : events) {
+    if (e.track != "cuda") continue;
+    ++steps;
+    device_us += e.duration_us;
+    EXPECT_FALSE(e.detail.empty()) << e.name;
+    EXPECT_GE(e.start_us, engine->start_us) << e.name;
+    EXPECT_LE(e.start_us + e.duration_us, engine->start_us + engine->duration_us + 1) << e.name;
+  }
+  EXPECT_GT(steps, 5);
+  EXPECT_LE(device_us, engine->duration_us + 1);
+  EXPECT_EQ(events.back().name, "call forward");
 }
 
 }  // namespace
