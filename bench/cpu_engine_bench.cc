@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -18,7 +18,7 @@ const std::string kDir = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.
 void run_model(benchmark::State& state, const std::string& name, const std::string& device) {
   kiln::LoadOptions options;
   options.compile.device = device;
-  auto program = kiln::Program::load(kDir + name + ".pt2", options);
+  auto program = kiln::compile(kDir + name + ".pt2", options);
   auto io = kiln::read_safetensors(kDir + name + ".io.safetensors");
   if (!program || !io) {
     state.SkipWithError("cannot load the fixture");

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/kiln.h"
+#include "kiln/compiler.h"
 #include "kiln/status.h"
 
 namespace kiln {
@@ -55,18 +55,15 @@ struct CompileResult {
   bool from_program_cache = false;  // the program itself came from the program cache
 };
 
-// Whether `path` holds a compiled program (a .kiln file), by its first bytes.
-bool is_program_file(const std::string& path);
-
 // Compiles `models` with `options` and writes the program to `out`:
 //   models: one entry with an empty name (one model: a .pt2, compiled as
-//           Program::load does, or a .kiln program, written again), or one
-//           named method per .pt2 (Program::load_methods)
+//           kiln::compile does, or a .kiln program, written again), or one
+//           named method per .pt2 (kiln::compile_methods)
 // With options.compile.cache_dir set, .pt2 sources go through the program
 // cache there: the same sources compiled with the same settings for the
 // same backend place the cached program at `out` without compiling; a miss
 // compiles, writes and stores it. `out` is written whole or not at all.
-Expected<CompileResult> compile_to_file(const std::vector<Program::MethodFile>& models, const LoadOptions& options,
+Expected<CompileResult> compile_to_file(const std::vector<MethodFile>& models, const LoadOptions& options,
                                         const std::string& out);
 
 }  // namespace kiln

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "kiln/safetensors.h"
 
 namespace kiln {

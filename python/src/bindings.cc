@@ -328,7 +328,7 @@ NB_MODULE(_C, m) {
             kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
                                                require_full_compilation, batch_buckets, allow_fallback);
             nb::gil_scoped_release release;
-            return ProgramHandle{take(kiln::Program::load(path, o))};
+            return ProgramHandle{take(kiln::compile(path, o))};
           },
           "path"_a, "device"_a = "cpu", "precision"_a = "fp32", "cache_dir"_a = "", "min_block_size"_a = 5,
           "fallback_ops"_a = std::vector<std::string>{},

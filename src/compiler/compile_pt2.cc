@@ -248,8 +248,8 @@ std::vector<ShapeProfile> bucket_shapes(const BucketPlan& plan, int64_t size) {
 
 }  // namespace
 
-Status compile_methods(const std::string& name, const std::string& path, const LoadOptions& options,
-                       std::vector<program::CompiledMethod>& out) {
+Status compile_method_file(const std::string& name, const std::string& path, const LoadOptions& options,
+                           std::vector<program::CompiledMethod>& out) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::vector<ShapeProfile>> profiles, group_profiles(options.compile.shapes));
   // Read once; each profile and bucket lowers a copy of its own.
   const auto start = std::chrono::steady_clock::now();
@@ -298,6 +298,5 @@ Status compile_methods(const std::string& name, const std::string& path, const L
   }
   return Status::ok();
 }
-
 
 }  // namespace kiln::compiler

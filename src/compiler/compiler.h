@@ -14,7 +14,7 @@
 
 #include "engine/backend.h"
 #include "ir/graph.h"
-#include "kiln/kiln.h"
+#include "kiln/compiler.h"
 #include "partition/partition.h"
 #include "program/compiled_program.h"
 #include "program/engine_cache.h"
@@ -25,8 +25,8 @@ namespace kiln::compiler {
 // (`options.compile.shapes`): `name`, then `name@1`, `name@2`, ...; a profile
 // compiled as padded batch buckets gives one method per bucket size. Appends
 // them to `out`. The archive is read once.
-Status compile_methods(const std::string& name, const std::string& path, const LoadOptions& options,
-                       std::vector<program::CompiledMethod>& out);
+Status compile_method_file(const std::string& name, const std::string& path, const LoadOptions& options,
+                           std::vector<program::CompiledMethod>& out);
 
 struct CompileSettings {
   std::string device = "cpu";

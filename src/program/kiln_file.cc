@@ -10,7 +10,7 @@
 #include "base/mapped_file.h"
 #include "base/section_file.h"
 #include "ir/printer.h"
-#include "kiln/cache.h"
+#include "kiln/runtime.h"
 
 namespace kiln::program {
 

@@ -1,7 +1,7 @@
 #include "runtime/device_copy.h"
 
 #include "kiln/device.h"
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "program/compiled_program.h"
 
 namespace kiln {

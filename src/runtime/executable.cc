@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ir/sym_solve.h"
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "runtime/device_copy.h"
 #include "runtime/engine_hot_set.h"
 #include "runtime/interpreter.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <deque>
 
-#include "kiln/kiln.h"
+#include "kiln/llm.h"
 #include "runtime/device_copy.h"
 
 namespace kiln {

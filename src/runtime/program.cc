@@ -1,15 +1,14 @@
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 
-#include "compiler/compiler.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "ir/printer.h"
-#include "kiln/cache.h"
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "partition/partition.h"
 #include "program/compiled_program.h"
 #include "program/kiln_file.h"
@@ -185,33 +184,22 @@ Expected<std::shared_ptr<const Program>> Program::assemble(std::vector<program::
   return std::shared_ptr<const Program>(std::move(p));
 }
 
-Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, const LoadOptions& options) {
-  std::vector<program::CompiledMethod> methods;
-  if (is_program_file(path)) {
-    KILN_ASSIGN_OR_RETURN(methods, program::load_program_methods(path));
-  } else {
-    KILN_TRY(compiler::compile_methods("forward", path, options, methods));
-  }
-  return assemble(std::move(methods), path, options.load_engines);
+Expected<std::shared_ptr<const Program>> assemble_program(std::vector<program::CompiledMethod> methods,
+                                                          const std::string& what, bool load_engines) {
+  return Program::assemble(std::move(methods), what, load_engines);
 }
 
-Expected<std::shared_ptr<const Program>> Program::load_methods(const std::vector<MethodFile>& files,
-                                                               const LoadOptions& options) {
-  if (files.empty()) return invalid_argument("give at least one method");
-  std::vector<program::CompiledMethod> methods;
-  std::string what;
-  for (const MethodFile& f : files) {
-    if (f.name.empty()) return invalid_argument(f.path + ": the method needs a name");
-    if (f.name.find('@') != std::string::npos)
-      return invalid_argument("method name '" + f.name + "': '@' is kept for shape profiles (NAME@k)");
-    for (const program::CompiledMethod& m : methods)
-      if (m.name == f.name) return invalid_argument("method '" + f.name + "' is given twice");
-    if (is_program_file(f.path))
-      return invalid_argument(f.path + ": methods are compiled from .pt2 files (this is a compiled .kiln program)");
-    KILN_TRY(compiler::compile_methods(f.name, f.path, options, methods));
-    what += (what.empty() ? "" : " + ") + f.path;
+Expected<std::shared_ptr<const Program>> Program::load(const std::string& path, bool load_engines) {
+  if (!is_program_file(path)) {
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      std::fclose(f);
+      return invalid_argument(path +
+                              " is not a compiled program (.kiln); a .pt2 archive is compiled by kiln::compile "
+                              "(kiln/compiler.h) or `kiln compile`");
+    }
   }
-  return assemble(std::move(methods), what, options.load_engines);
+  KILN_ASSIGN_OR_RETURN(std::vector<program::CompiledMethod> methods, program::load_program_methods(path));
+  return assemble(std::move(methods), path, load_engines);
 }
 
 Status Program::save(const std::string& path) const {
@@ -545,7 +533,6 @@ std::vector<std::string> Program::names_of(std::string_view name) const {
 std::string Program::dialect() const { return impl_->module().dialect; }
 std::string Program::torch_version() const { return impl_->module().torch_version; }
 const std::string& Program::source() const { return impl_->module().source; }
-const ir::Module& Program::module() const { return impl_->module(); }
 
 int64_t Program::weight_bytes() const {
   int64_t bytes = 0;
@@ -554,8 +541,6 @@ int64_t Program::weight_bytes() const {
 }
 
 std::string Program::ir_text() const { return ir::print_graph(impl_->module().graph); }
-
-bool is_known_op(std::string_view target) { return ir::op_from_target(target).has_value(); }
 
 Status device_ready(std::string_view device) {
   const engine::Backend* backend = program::builtin_backends().find(std::string(device));

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ir/graph.h"
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "runtime/executable.h"
 
 namespace kiln {
@@ -34,5 +34,10 @@ struct Program::Impl {
 };
 
 inline const Program::Impl& program_impl(const Program& p) { return *p.impl_; }
+
+// A program of the methods the compiler compiled (their engines loaded
+// unless `load_engines` is false); `what` names it in messages.
+Expected<std::shared_ptr<const Program>> assemble_program(std::vector<program::CompiledMethod> methods,
+                                                          const std::string& what, bool load_engines);
 
 }  // namespace kiln

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "backends/cpu/kernel.h"
-#include "kiln/kiln.h"
+#include "kiln/runtime.h"
 #include "runtime/device_copy.h"
 #include "runtime/interpreter.h"
 #include "runtime/program_impl.h"
@@ -269,7 +269,7 @@ Status fits_padded(const Program* q, const program::PaddedBatch& pad, const std:
 
 Expected<Profile> select_profile(const Program& program, const Program* p, std::string_view method,
                                  const std::vector<Tensor>& inputs) {
-  Expected<CheckedInputs> checked = checked_user_inputs(p->module(), inputs);
+  Expected<CheckedInputs> checked = checked_user_inputs(program_impl(*p).module(), inputs);
   if (checked) return Profile{p, std::move(checked->decl), -1, std::move(checked->bound)};
   if (method.find('@') != std::string_view::npos || !program.method(profile_method_name(method, 1)))
     return checked.status();
@@ -285,7 +285,7 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
     const Program* q = methods[k];
     const auto& pad = padded_of(q);
     if (!pad) {
-      Expected<CheckedInputs> c = k == 0 ? std::move(checked) : checked_user_inputs(q->module(), inputs);
+      Expected<CheckedInputs> c = k == 0 ? std::move(checked) : checked_user_inputs(program_impl(*q).module(), inputs);
       if (c) return Profile{q, std::move(c->decl), -1, std::move(c->bound)};
       add("method " + profile_method_name(method, k) + ": " + c.status().message());
       ++k;
@@ -311,7 +311,7 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
           continue;
         }
         Profile chosen{methods[j], {}, b};
-        const ir::Module& m = methods[j]->module();
+        const ir::Module& m = program_impl(*methods[j]).module();
         for (size_t i = 0; i < m.input_specs.size(); ++i)
           if (m.input_specs[i].kind == ir::InputSpec::Kind::kUserInput)
             chosen.user_inputs.push_back(m.graph.inputs()[i]);

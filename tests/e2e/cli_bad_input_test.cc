@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "frontend/zip_reader.h"
 #include "kiln/kiln.h"
 #include "kiln/safetensors.h"

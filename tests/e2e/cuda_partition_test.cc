@@ -51,7 +51,7 @@ TEST(CudaPartition, WithoutBuildingIsThePartitionTheGpuMachineMade) {
     o.compile.device = "cuda";
     o.compile.build_engines = false;
     o.load_engines = false;
-    auto p = Program::load((kDir / f).string(), o);
+    auto p = compile((kDir / f).string(), o);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     auto it = want.find(f);
     ASSERT_NE(it, want.end()) << "no recorded partition";
@@ -88,7 +88,7 @@ TEST(CudaPartition, DrawnForGraphvizWithSegmentsReasonsAndCrossingBytes) {
   o.compile.device = "cuda";
   o.compile.build_engines = false;
   o.load_engines = false;
-  auto p = Program::load((kDir / "masked_select_tail.pt2").string(), o);
+  auto p = compile((kDir / "masked_select_tail.pt2").string(), o);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   const std::string dot = (*p)->partition_dot();
   ASSERT_EQ(dot.rfind("digraph ", 0), 0u) << dot;

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "base/crc32.h"
+#include "base/safetensors.h"
 #include "base/section_file.h"
 #include "frontend/pt2_loader.h"
-#include "frontend/safetensors.h"
 #include "frontend/zip_reader.h"
 #include "kiln/kiln.h"
 #include "program/engine_cache.h"
@@ -240,7 +240,7 @@ struct Safetensors {
     b.insert(b.end(), data.begin(), data.end());
     return b;
   }
-  Status load() const { return frontend::parse_safetensors(storage_of(bytes()), "broken.safetensors").status(); }
+  Status load() const { return base::parse_safetensors(storage_of(bytes()), "broken.safetensors").status(); }
 };
 
 // The first tensor's JSON entry in the header, e.g. {"dtype":"BF16","shape":[4,32],"data_offsets":[0,256]}.
@@ -252,7 +252,7 @@ std::string first_entry(const std::string& header) {
 TEST(FileFaults, TruncatedFile) {
   Bytes b = read_bytes(kFixtures + kModel + ".io.safetensors");
   b.resize(5);
-  expect_fault(frontend::parse_safetensors(storage_of(b), "cut.safetensors").status(), FileFault::kTruncated,
+  expect_fault(base::parse_safetensors(storage_of(b), "cut.safetensors").status(), FileFault::kTruncated,
                "cut.safetensors");
 }
 
@@ -260,7 +260,7 @@ TEST(FileFaults, HeaderLengthPastTheEnd) {
   Bytes b = read_bytes(kFixtures + kModel + ".io.safetensors");
   const uint64_t n = b.size();
   std::memcpy(b.data(), &n, 8);
-  expect_fault(frontend::parse_safetensors(storage_of(b), "broken.safetensors").status(), FileFault::kOutOfBounds,
+  expect_fault(base::parse_safetensors(storage_of(b), "broken.safetensors").status(), FileFault::kOutOfBounds,
                "runs past the end of the file");
 }
 
@@ -284,7 +284,7 @@ TEST(FileFaults, TensorDataPastTheEnd) {
 TEST(FileFaults, OverlappingTensorData) {
   // Two tensors of the same size pointed at the same bytes.
   Safetensors s = Safetensors::real();
-  auto f = frontend::parse_safetensors(storage_of(s.bytes()), "real");
+  auto f = base::parse_safetensors(storage_of(s.bytes()), "real");
   ASSERT_TRUE(f.has_value());
   const std::string e = first_entry(s.header);
   const std::string offsets = e.substr(e.find("\"data_offsets\""));
@@ -341,7 +341,7 @@ class KilnFileFaults : public ::testing::Test {
     LoadOptions o;
     o.compile.device = "cpu";
     o.compile.cache_dir = (dir_ / "cache").string();
-    auto p = Program::load(kFixtures + kModel + ".pt2", o);
+    auto p = compile(kFixtures + kModel + ".pt2", o);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     path_ = (dir_ / "m.kiln").string();
     ASSERT_TRUE((*p)->save(path_).is_ok());

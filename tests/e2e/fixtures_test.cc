@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "frontend/safetensors.h"
-#include "kiln/kiln.h"
+#include "base/safetensors.h"
 #include "kiln/check.h"
+#include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
@@ -73,7 +73,7 @@ class FixtureTest : public ::testing::TestWithParam<FixtureCase> {};
 
 TEST_P(FixtureTest, MatchesPyTorch) {
   const FixtureCase& c = GetParam();
-  auto program = Program::load(c.dir + "/" + c.model);
+  auto program = compile(c.dir + "/" + c.model);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   expect_matches_pytorch(*program, c);
 }
@@ -81,12 +81,12 @@ TEST_P(FixtureTest, MatchesPyTorch) {
 // Compiled to a .kiln file, loaded back from it, and run: the same outputs.
 TEST_P(FixtureTest, CompiledKilnFileMatchesPyTorch) {
   const FixtureCase& c = GetParam();
-  auto compiled = Program::load(c.dir + "/" + c.model);
+  auto compiled = compile(c.dir + "/" + c.model);
   ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
   const fs::path out = fs::temp_directory_path() / ("kiln_e2e_" + std::to_string(::getpid()) + "_" +
                                                     fs::path(c.dir).filename().string() + "_" + c.model + ".kiln");
   ASSERT_TRUE((*compiled)->save(out.string()).is_ok());
-  auto program = Program::load(out.string());
+  auto program = compile(out.string());
   fs::remove(out);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   EXPECT_EQ((*program)->segments().size(), (*compiled)->segments().size());
@@ -106,7 +106,7 @@ TEST_P(FixtureTest, AllFallbackMatchesPyTorch) {
   const FixtureCase& c = GetParam();
   LoadOptions options;
   options.compile.device = "null";
-  auto program = Program::load(c.dir + "/" + c.model, options);
+  auto program = compile(c.dir + "/" + c.model, options);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   for (const SegmentInfo& s : (*program)->segments()) EXPECT_FALSE(s.engine);
   expect_matches_pytorch(*program, c);
@@ -130,7 +130,7 @@ TEST(Fixtures, DataDependentOpRunsBetweenTwoEngines) {
   for (const auto& c : all_cases()) {
     if (c.name != "nonzero_middle") continue;
     ++checked;
-    auto program = Program::load(c.dir + "/" + c.model);
+    auto program = compile(c.dir + "/" + c.model);
     ASSERT_TRUE(program.has_value()) << program.status().message();
     const auto& segs = (*program)->segments();
     ASSERT_EQ(segs.size(), 3u) << (*program)->partition_report();
@@ -146,7 +146,7 @@ TEST(Fixtures, DataDependentOpRunsBetweenTwoEngines) {
     // Full compilation is impossible here, and the error says which node is why.
     LoadOptions strict;
     strict.compile.require_full_compilation = true;
-    auto refused = Program::load(c.dir + "/" + c.model, strict);
+    auto refused = compile(c.dir + "/" + c.model, strict);
     ASSERT_FALSE(refused.has_value());
     EXPECT_EQ(refused.status().code(), ErrorCode::kUnsupported);
     EXPECT_NE(refused.status().message().find("nonzero"), std::string::npos) << refused.status().message();

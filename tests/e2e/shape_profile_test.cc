@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -36,7 +36,7 @@ void expect_same_batch(Session& got_session, Session& want_session, int64_t n) {
 Expected<std::shared_ptr<const Program>> load_with(std::vector<ShapeProfile> shapes) {
   LoadOptions o;
   o.compile.shapes = std::move(shapes);
-  return Program::load(kDynBatch, o);
+  return compile(kDynBatch, o);
 }
 
 TEST(ShapeProfile, SizesInsideRunAndMatchTheUnprofiledProgramOutsideAreRefused) {
@@ -73,7 +73,7 @@ TEST(ShapeProfile, SeveralProfilesEachServeTheirRangeAndSurviveSaveAndLoad) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("kiln_profiles_" + std::to_string(::getpid()) + ".kiln")).string();
   ASSERT_TRUE((*profiled)->save(path).is_ok());
-  auto reloaded = Program::load(path);
+  auto reloaded = compile(path);
   std::filesystem::remove(path);
   ASSERT_TRUE(reloaded.has_value()) << reloaded.status().message();
 
@@ -127,7 +127,7 @@ TEST(ShapeProfile, AFixedDimensionIsStaticInItsProfileAndMatchesPyTorch) {
   const std::string base = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq";
   LoadOptions o;
   o.compile.shapes = {{"input_ids", {2, 2}, {2, 2}, {2, 2}}, {"input_ids", {2, 3}, {2, 16}, {2, 32}}};
-  auto p = Program::load(base + ".pt2", o);
+  auto p = compile(base + ".pt2", o);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   const Program& fixed = *(*p)->method("forward");
   EXPECT_TRUE(fixed.symbols().empty());
@@ -165,7 +165,7 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
   o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
   std::vector<std::string> heard;
   o.compile.progress = [&](const std::string& m) { heard.push_back(m); };
-  auto bucketed = Program::load(kDynBatch, o);
+  auto bucketed = compile(kDynBatch, o);
   ASSERT_TRUE(bucketed.has_value()) << bucketed.status().message();
   // min, the powers of two, opt and max.
   EXPECT_EQ((*bucketed)->method_names(),
@@ -183,7 +183,7 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
   const std::string path =
       (std::filesystem::temp_directory_path() / ("kiln_buckets_" + std::to_string(::getpid()) + ".kiln")).string();
   ASSERT_TRUE((*bucketed)->save(path).is_ok());
-  auto reloaded = Program::load(path);
+  auto reloaded = compile(path);
   std::filesystem::remove(path);
   ASSERT_TRUE(reloaded.has_value()) << reloaded.status().message();
   for (const auto& program : {*bucketed, *reloaded}) {
@@ -235,13 +235,13 @@ TEST(PaddedBatchBuckets, ProgramsThatMixRowsOrHaveOtherDynamicSizesGetNone) {
   LoadOptions o;
   o.compile.batch_buckets = "on";
   o.compile.shapes = {{"input_ids", {2, 2}, {2, 8}, {2, 32}}};
-  auto refused = Program::load(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
+  auto refused = compile(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.status().message().find("other than as its leading size"), std::string::npos)
       << refused.status().message();
   // "auto" on a backend that takes run-time sizes compiles the range as it is.
   o.compile.batch_buckets = "auto";
-  auto range = Program::load(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
+  auto range = compile(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
   ASSERT_TRUE(range.has_value()) << range.status().message();
   EXPECT_EQ((*range)->method_names().size(), 1u);
 }

@@ -102,8 +102,8 @@ TEST(StorageAliases, TwoNamesOnOneBlobAreOneTensor) {
   Archive equal = Archive::of("mlp_bf16");
   equal.entry("data/weights/weight_5") = equal.entry("data/weights/weight_1");
 
-  auto p_tied = Program::load(tied.write("tied.pt2"), cpu_options());
-  auto p_equal = Program::load(equal.write("equal.pt2"), cpu_options());
+  auto p_tied = compile(tied.write("tied.pt2"), cpu_options());
+  auto p_equal = compile(equal.write("equal.pt2"), cpu_options());
   ASSERT_TRUE(p_tied.has_value()) << p_tied.status().message();
   ASSERT_TRUE(p_equal.has_value()) << p_equal.status().message();
   EXPECT_EQ((*p_tied)->aliases(), (std::map<std::string, std::string, std::less<>>{{"fc2.bias", "norm.bias"}}));
@@ -128,7 +128,7 @@ TEST(StorageAliases, TwoNamesOnOneBlobAreOneTensor) {
 TEST(StorageAliases, NonStrictCachesAreTheBuffersUsersRead) {
   auto io = read_safetensors(kFixtures + "llama_nonstrict.io.safetensors");
   ASSERT_TRUE(io.has_value());
-  auto compiled = Program::load(kFixtures + "llama_nonstrict.pt2", cpu_options());
+  auto compiled = compile(kFixtures + "llama_nonstrict.pt2", cpu_options());
   ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
   const std::string lifted = "inner.model.model.layers.0.self_attn.lifted_tensor_2";
   EXPECT_EQ((*compiled)->canonical_name(lifted), "inner.key_cache_0");
@@ -143,7 +143,7 @@ TEST(StorageAliases, NonStrictCachesAreTheBuffersUsersRead) {
 
   const std::string kiln_path = Archive::of("llama_nonstrict").write("llama_nonstrict.kiln");
   ASSERT_TRUE((*compiled)->save(kiln_path).is_ok());
-  auto loaded = Program::load(kiln_path, cpu_options());
+  auto loaded = compile(kiln_path, cpu_options());
   ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
   EXPECT_EQ((*loaded)->aliases(), (*compiled)->aliases());
 
@@ -193,7 +193,7 @@ TEST(StorageAliases, AnotherViewOfAWrittenBlobIsRefusedByName) {
   // [1, 2, 16, 8] with the two middle dims swapped in memory: still inside the blob.
   meta["strides"] = nlohmann::json::array({{{"as_int", 256}}, {{"as_int", 8}}, {{"as_int", 16}}, {{"as_int", 1}}});
   a.set_json(cfg, c);
-  auto p = Program::load(a.write("two_views.pt2"), cpu_options());
+  auto p = compile(a.write("two_views.pt2"), cpu_options());
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.status().code(), ErrorCode::kUnsupported) << p.status().message();
   EXPECT_NE(p.status().message().find("inner.key_cache_0"), std::string::npos) << p.status().message();

@@ -74,14 +74,14 @@ int main(int argc, char** argv) {
   kiln::LoadOptions options;
   std::vector<std::pair<std::string, std::shared_ptr<const kiln::Program>>> programs;
   for (const char* m : {"resnet_basic", "kv_cache_attention", "mlp_bf16", "bert", "conv_state", "nonzero_middle"}) {
-    auto p = kiln::Program::load((fixtures / (std::string(m) + ".pt2")).string(), options);
+    auto p = kiln::compile((fixtures / (std::string(m) + ".pt2")).string(), options);
     if (!p) {
       std::cerr << m << ": " << p.status().message() << "\n";
       return 1;
     }
     programs.emplace_back(m, *p);
   }
-  auto llm = kiln::Program::load_methods(
+  auto llm = kiln::compile_methods(
       {{"prefill", (fixtures / "llama_prefill.pt2").string()}, {"decode", (fixtures / "llama_generate.pt2").string()}},
       options);
   if (!llm) {

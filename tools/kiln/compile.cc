@@ -114,7 +114,7 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
 }
 
 Expected<std::shared_ptr<const Program>> load_program(const std::string& path, const Args& a, LoadOptions options) {
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, Program::load(path, options));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, compile(path, options));
   if (auto d = a.get("device"); d && *d != p->device())
     return invalid_argument(path + " was compiled for device '" + p->device() + "', not '" + *d +
                             "'; compile it again with --device " + *d);
@@ -157,7 +157,7 @@ int run_compile(int argc, char** argv) {
   std::string models;
   for (const std::string& m : args->positional) models += (models.empty() ? "" : " + ") + m;
   std::fprintf(stderr, "kiln: compiling %s for %s\n", models.c_str(), options->compile.device.c_str());
-  std::vector<Program::MethodFile> files;
+  std::vector<MethodFile> files;
   for (size_t i = 0; i < args->positional.size(); ++i)
     files.push_back({method_names.empty() ? std::string() : method_names[i], args->positional[i]});
   // A .kiln program written again: compiled for the device an explicit --device names.

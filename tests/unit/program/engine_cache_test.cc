@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "backends/cpu/cpu_backend.h"
-#include "frontend/pt2_loader.h"
-#include "frontend/safetensors.h"
-#include "lowering/pipeline.h"
+#include "base/safetensors.h"
 #include "compiler/compiler.h"
+#include "frontend/pt2_loader.h"
+#include "lowering/pipeline.h"
 #include "program/compiled_program.h"
 #include "runtime/executable.h"
 #include "support/network_text.h"

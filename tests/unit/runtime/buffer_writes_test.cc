@@ -8,14 +8,14 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "base/safetensors.h"
 #include "compiler/compiler.h"
 #include "engine/plan.h"
-#include "frontend/safetensors.h"
 #include "ir/printer.h"
 #include "kiln/kiln.h"
-#include "support/tensor_diff.h"
 #include "program/compiled_program.h"
 #include "runtime/executable.h"
+#include "support/tensor_diff.h"
 
 namespace kiln {
 namespace {
@@ -27,7 +27,7 @@ using kiln::testing::max_abs_diff;
 // Runs every step of a stateful fixture on one session whose mutated buffers
 // are the caller's own tensors, and checks outputs and final buffer values.
 void run_steps_with_bound_buffers(const std::string& model, const std::string& io_name, double tol) {
-  auto program = Program::load(kFixtures + model);
+  auto program = compile(kFixtures + model);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   auto io = read_safetensors(kFixtures + io_name);
   ASSERT_TRUE(io.has_value()) << io.status().message();
@@ -67,7 +67,7 @@ void run_steps_with_bound_buffers(const std::string& model, const std::string& i
 
 TEST(BufferWrites, KvCachesAreWrittenInPlaceInBothDialects) {
   for (const char* model : {"kv_cache_attention.pt2", "kv_cache_attention.aten.pt2"}) {
-    auto p = Program::load(kFixtures + model);
+    auto p = compile(kFixtures + model);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     EXPECT_TRUE((*p)->buffer_updated_in_place("k_cache")) << model;
     EXPECT_TRUE((*p)->buffer_updated_in_place("v_cache")) << model;
@@ -78,7 +78,7 @@ TEST(BufferWrites, KvCachesAreWrittenInPlaceInBothDialects) {
 // One engine with aliased KV caches, copied-back counters and the logits.
 TEST(BufferWrites, AliasedCopiedBackAndUserOutputsInOneEngine) {
   for (const char* model : {"llama_decode.pt2", "llama_decode.aten.pt2"}) {
-    auto p = Program::load(kFixtures + model);
+    auto p = compile(kFixtures + model);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     ASSERT_EQ((*p)->segments().size(), 1u) << model;
     for (const char* fqn : {"inner.key_cache_0", "inner.value_cache_0", "inner.key_cache_1", "inner.value_cache_1"})
@@ -93,7 +93,7 @@ TEST(BufferWrites, AliasedCopiedBackAndUserOutputsInOneEngine) {
 // in place; a 3-d cache, a write along dim 1 and a slice read and written back copied back.
 TEST(BufferWrites, EachWayOfWritingACacheInBothDialects) {
   for (const char* model : {"cache_writes.pt2", "cache_writes.aten.pt2"}) {
-    auto p = Program::load(kFixtures + model);
+    auto p = compile(kFixtures + model);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     EXPECT_TRUE((*p)->buffer_updated_in_place("kv")) << model;
     EXPECT_TRUE((*p)->buffer_updated_in_place("kv_put")) << model;
@@ -105,7 +105,7 @@ TEST(BufferWrites, EachWayOfWritingACacheInBothDialects) {
 
 // A state shifted each step (cat + copy_) and a step counter: copied back.
 TEST(BufferWrites, ShiftedStateAndCounterAreCopiedBack) {
-  auto p = Program::load(kFixtures + "conv_state.pt2");
+  auto p = compile(kFixtures + "conv_state.pt2");
   ASSERT_TRUE(p.has_value()) << p.status().message();
   EXPECT_FALSE((*p)->buffer_updated_in_place("conv_state"));
   EXPECT_FALSE((*p)->buffer_updated_in_place("steps"));
@@ -113,7 +113,7 @@ TEST(BufferWrites, ShiftedStateAndCounterAreCopiedBack) {
 }
 
 TEST(BufferWrites, BindingRefusesMismatchedOrSharedMemory) {
-  auto p = Program::load(kFixtures + "kv_cache_attention.pt2");
+  auto p = compile(kFixtures + "kv_cache_attention.pt2");
   ASSERT_TRUE(p.has_value());
   Session s(*p);
   EXPECT_FALSE(s.bind_buffer("nope", Tensor::zeros(DType::Float32, {1, 4, 16, 8})).is_ok());

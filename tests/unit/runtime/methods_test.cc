@@ -7,9 +7,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "ir/graph.h"
 #include "kiln/kiln.h"
+#include "runtime/program_impl.h"
 #include "support/tensor_diff.h"
 
 namespace kiln {
@@ -22,7 +23,7 @@ using kiln::testing::max_abs_diff;
 std::shared_ptr<const Program> prefill_and_decode(const std::string& decode = "llama_generate.pt2") {
   LoadOptions o;
   o.compile.device = "cpu";
-  auto p = Program::load_methods({{"prefill", kFixtures + "llama_prefill.pt2"}, {"decode", kFixtures + decode}}, o);
+  auto p = compile_methods({{"prefill", kFixtures + "llama_prefill.pt2"}, {"decode", kFixtures + decode}}, o);
   EXPECT_TRUE(p.has_value()) << p.status().message();
   return p.has_value() ? *p : nullptr;
 }
@@ -58,8 +59,8 @@ TEST(Methods, PrefillThenDecodeOnOneState) {
   EXPECT_EQ(p->method("decode")->inputs()[0].dims, (std::vector<std::string>{"1", "1"}));
   EXPECT_EQ(p->inputs()[0].dims, (std::vector<std::string>{"1", "3"}));
   // Parameters of equal bytes are one tensor in memory.
-  const auto& a = p->method("prefill")->module().weights;
-  const auto& b = p->method("decode")->module().weights;
+  const auto& a = program_impl(*p->method("prefill")).module().weights;
+  const auto& b = program_impl(*p->method("decode")).module().weights;
   int shared = 0;
   for (const auto& [name, t] : a)
     if (auto it = b.find(name); it != b.end() && it->second.storage() == t.storage()) ++shared;
@@ -77,7 +78,7 @@ TEST(Methods, SavedAndLoadedWithWeightsOnce) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("kiln_methods_" + std::to_string(::getpid()) + ".kiln")).string();
   ASSERT_TRUE(p->save(path).is_ok());
-  auto back = Program::load(path);
+  auto back = compile(path);
   ASSERT_TRUE(back.has_value()) << back.status().message();
   EXPECT_EQ((*back)->method_names(), (std::vector<std::string>{"prefill", "decode"}));
   check_prefill_then_decode(**back);
@@ -95,13 +96,13 @@ TEST(Methods, SavedAndLoadedWithWeightsOnce) {
 
 TEST(Methods, BuffersThatDisagreeAreRefused) {
   LoadOptions o;
-  auto p = Program::load_methods({{"prefill", kFixtures + "llama_prefill.pt2"},  // cache of 32
-                                  {"decode", kFixtures + "llama_decode.pt2"}},   // cache of 16
-                                 o);
+  auto p = compile_methods({{"prefill", kFixtures + "llama_prefill.pt2"},  // cache of 32
+                            {"decode", kFixtures + "llama_decode.pt2"}},   // cache of 16
+                           o);
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.status().message().find("buffer 'inner."), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("methods share buffers by name"), std::string::npos) << p.status().message();
-  auto twice = Program::load_methods({{"a", kFixtures + "llama_prefill.pt2"}, {"a", kFixtures + "llama_generate.pt2"}});
+  auto twice = compile_methods({{"a", kFixtures + "llama_prefill.pt2"}, {"a", kFixtures + "llama_generate.pt2"}});
   ASSERT_FALSE(twice.has_value());
   EXPECT_NE(twice.status().message().find("given twice"), std::string::npos);
 }

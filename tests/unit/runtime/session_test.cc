@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/kiln.h"
 #include "support/tensor_diff.h"
 
@@ -14,7 +14,7 @@ namespace {
 const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/";
 
 std::shared_ptr<const Program> load(const std::string& name) {
-  auto p = Program::load(kFixtures + name);
+  auto p = compile(kFixtures + name);
   EXPECT_TRUE(p.has_value()) << p.status().message();
   return p.has_value() ? *p : nullptr;
 }
@@ -133,7 +133,7 @@ TEST(Session, RunWritesIntoTheCallersOutputMemory) {
   LoadOptions o;
   o.compile.min_block_size = 1;
   o.compile.fallback_ops = {"relu"};
-  auto split = Program::load(kFixtures + "resnet_basic.pt2", o);
+  auto split = compile(kFixtures + "resnet_basic.pt2", o);
   ASSERT_TRUE(split.has_value()) << split.status().message();
   for (const auto& program : {load("resnet_basic.pt2"), *split}) {
     ASSERT_TRUE(program);

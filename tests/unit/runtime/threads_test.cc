@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -47,7 +47,7 @@ bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 
 TEST(Threads, ManySessionsOfOneProgramMatchSerialRuns) {
   for (const char* name : {"llama_generate", "cache_writes", "bert_dynseq", "conv_state"}) {
-    auto p = Program::load(kFixtures + name + ".pt2");
+    auto p = compile(kFixtures + name + ".pt2");
     ASSERT_TRUE(p.has_value()) << p.status().message();
     auto io = read_safetensors(kFixtures + name + ".io.safetensors");
     ASSERT_TRUE(io.has_value());

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/kiln.h"
 #include "support/tensor_diff.h"
 
@@ -31,7 +31,7 @@ std::vector<Tensor> fixture_inputs(const std::string& io, size_t n) {
 
 // A traced call of `model`: its outputs (bit-identical to an untraced call's) and its slices.
 std::vector<Trace::Event> traced_call(const std::string& model, const std::string& io) {
-  auto program = Program::load(kFixtures + model);
+  auto program = compile(kFixtures + model);
   EXPECT_TRUE(program.has_value()) << program.status().message();
   if (!program) return {};
   const std::vector<Tensor> inputs = fixture_inputs(io, (*program)->inputs().size());

@@ -15,7 +15,7 @@
 #include "backends/cuda/cuda_support.h"
 #include "backends/cuda/device_constant.h"
 #include "backends/cuda/kernel_source.h"
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
@@ -511,14 +511,14 @@ TEST(CudaHotSet, TheSameProgramLoadedTwiceSharesItsEngineAndMatchesPyTorch) {
   LoadOptions o;
   o.compile.device = "cuda";
   const auto before_compile = hot.stats();
-  auto compiled = Program::load(model, o);
+  auto compiled = compile(model, o);
   ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
   EXPECT_EQ(hot.stats().loaded, before_compile.loaded + 1);
   const std::string saved = ::testing::TempDir() + "kiln_hot_set_" + std::to_string(::getpid()) + ".kiln";
   ASSERT_TRUE((*compiled)->save(saved));
   const auto before = hot.stats();
-  auto a = Program::load(saved, o);
-  auto b = Program::load(saved, o);
+  auto a = compile(saved, o);
+  auto b = compile(saved, o);
   ASSERT_TRUE(a.has_value() && b.has_value());
   EXPECT_EQ(hot.stats().loaded, before.loaded) << "a second copy of the engine was loaded";
   EXPECT_EQ(hot.stats().reused, before.reused + 2);
@@ -539,12 +539,12 @@ TEST(CudaPaddedBatch, EveryBatchSizeInTheRangeRunsOnCudaAndMatchesTheCpuProgram)
   // The weights one bucket puts on the device, for comparison.
   o.compile.shapes = {{"x", {4, 3, 32, 32}, {4, 3, 32, 32}, {4, 3, 32, 32}}};
   const auto before_one = device_weight_copies();
-  auto one = Program::load(model, o);
+  auto one = compile(model, o);
   ASSERT_TRUE(one.has_value()) << one.status().message();
   const uint64_t one_bytes = device_weight_copies().second - before_one.second;
   o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
   const auto before = device_weight_copies();
-  auto gpu = Program::load(model, o);
+  auto gpu = compile(model, o);
   ASSERT_TRUE(gpu.has_value()) << gpu.status().message();
   ASSERT_EQ((*gpu)->method_names().size(), 5u);  // buckets 1, 2, 3, 4, 7
   // The five buckets' engines share the device copies of their weights (a
@@ -563,7 +563,7 @@ TEST(CudaPaddedBatch, EveryBatchSizeInTheRangeRunsOnCudaAndMatchesTheCpuProgram)
   }
   LoadOptions c = o;
   c.compile.device = "cpu";
-  auto cpu = Program::load(model, c);
+  auto cpu = compile(model, c);
   ASSERT_TRUE(cpu.has_value()) << cpu.status().message();
   ASSERT_EQ((*cpu)->method_names().size(), 1u);
   Session on_gpu(*gpu), on_cpu(*cpu);

@@ -16,10 +16,10 @@
 #include <tuple>
 
 #include "backends/cuda/cuda_support.h"
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
+#include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_hot_set.h"
-#include "kiln/check.h"
 
 namespace kiln {
 namespace {
@@ -96,12 +96,12 @@ TEST_P(CudaFixtures, MatchPyTorchAsCompiledAndFromTheirKilnFile) {
       fs::temp_directory_path() / ("kiln_cuda_fixture_" + std::to_string(::getpid()) + "_" +
                                    fs::path(c.dir).filename().string() + "_" + c.model + "_" + precision + ".kiln");
   {
-    auto compiled = Program::load(c.dir + "/" + c.model, o);
+    auto compiled = compile(c.dir + "/" + c.model, o);
     ASSERT_TRUE(compiled.has_value()) << compiled.status().message();
     expect_matches_pytorch(*compiled, c, precision, "as compiled");
     ASSERT_TRUE((*compiled)->save(saved.string()).is_ok());
   }  // the compiled program, its engines and their device weights are gone
-  auto program = Program::load(saved.string(), o);
+  auto program = compile(saved.string(), o);
   fs::remove(saved);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   expect_matches_pytorch(*program, c, precision, "from its .kiln file");

@@ -14,10 +14,11 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_support.h"
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 #include "kiln/check.h"
 #include "kiln/kiln.h"
 #include "runtime/device_copy.h"
+#include "runtime/program_impl.h"
 #include "support/tensor_diff.h"
 
 namespace kiln {
@@ -34,7 +35,7 @@ std::string fixture(const std::string& name) {
 std::shared_ptr<const Program> compiled(const std::string& model, const std::string& device) {
   LoadOptions o;
   o.compile.device = device;
-  auto p = Program::load(fixture(model), o);
+  auto p = compile(fixture(model), o);
   EXPECT_TRUE(p.has_value()) << p.status().message();
   return p.has_value() ? *p : nullptr;
 }
@@ -191,7 +192,7 @@ TEST(CudaSession, RunWritesIntoTheCallersDeviceMemory) {
     std::shared_ptr<const Program> program;
     std::string io, input;
   };
-  auto with_fallback = Program::load(fixture("resnet_basic.pt2"), split);
+  auto with_fallback = compile(fixture("resnet_basic.pt2"), split);
   ASSERT_TRUE(with_fallback.has_value()) << with_fallback.status().message();
   const std::vector<Case> cases = {
       {"one engine", compiled("resnet_basic.pt2", "cuda"), "resnet_basic.io.safetensors", "input.0"},
@@ -376,7 +377,7 @@ TEST(CudaSession, UniqueRunsOnTheDevice) {
     LoadOptions o;
     o.compile.device = "cuda";
     o.compile.min_block_size = 1;
-    auto loaded = Program::load(fixture(model), o);
+    auto loaded = compile(fixture(model), o);
     ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
     const std::shared_ptr<const Program> program = *loaded;
     const std::string report = program->partition_report();
@@ -420,7 +421,7 @@ TEST(CudaSession, BooleanMaskIndexingRunsOnTheDevice) {
   LoadOptions o;
   o.compile.device = "cuda";
   o.compile.min_block_size = 1;
-  auto program = Program::load(fixture("nonzero.pt2"), o);
+  auto program = compile(fixture("nonzero.pt2"), o);
   ASSERT_TRUE(program.has_value()) << program.status().message();
   const std::string report = (*program)->partition_report();
   EXPECT_NE(report.find("the row count of %nonzero int64 device -> host, from aten.nonzero.default"),
@@ -537,14 +538,14 @@ TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
     SCOPED_TRACE(dialect);
     LoadOptions o;
     o.compile.device = "cuda";
-    auto p = Program::load_methods({{"prefill", fixture(std::string("llama_prefill_dyn") + dialect + ".pt2")},
-                                    {"decode", fixture(std::string("llama_generate") + dialect + ".pt2")}},
-                                   o);
+    auto p = compile_methods({{"prefill", fixture(std::string("llama_prefill_dyn") + dialect + ".pt2")},
+                              {"decode", fixture(std::string("llama_generate") + dialect + ".pt2")}},
+                             o);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     const Program* prefill = (*p)->method("prefill");
     ASSERT_NE(prefill, nullptr);
     size_t weight_bytes = 0;
-    for (const auto& [name, t] : prefill->module().weights) weight_bytes += t.nbytes();
+    for (const auto& [name, t] : program_impl(*prefill).module().weights) weight_bytes += t.nbytes();
     for (const SegmentInfo& seg : prefill->segments()) {
       EXPECT_TRUE(seg.engine) << prefill->partition_report();
       // Its device memory, reported from the plan: an arena for the longest
@@ -868,7 +869,7 @@ Expected<std::shared_ptr<const Program>> dynbatch_range(int64_t max) {
   o.compile.device = "cuda";
   o.compile.batch_buckets = "off";
   o.compile.shapes.push_back({"x", {1, 3, 32, 32}, {4, 3, 32, 32}, {max, 3, 32, 32}});
-  return Program::load(fixture("resnet_basic_dynbatch.pt2"), o);
+  return compile(fixture("resnet_basic_dynbatch.pt2"), o);
 }
 
 void expect_dynbatch_call(Session& session, const std::string& when) {

@@ -1,8 +1,6 @@
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 
 #include <gtest/gtest.h>
-
-#include "support/fixture_files.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -11,7 +9,9 @@
 #include <fstream>
 #include <random>
 
-namespace kiln::frontend {
+#include "support/fixture_files.h"
+
+namespace kiln::base {
 namespace {
 
 const DType kAllDTypes[] = {
@@ -462,4 +462,4 @@ TEST_F(SafetensorsTest, FixtureFilesIfPresent) {
 }
 
 }  // namespace
-}  // namespace kiln::frontend
+}  // namespace kiln::base

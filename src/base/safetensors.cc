@@ -1,4 +1,4 @@
-#include "frontend/safetensors.h"
+#include "base/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -171,7 +171,8 @@ class Parser {
                    *builder.error_);
     if (builder.too_deep_) return error("the JSON header nests more than " + std::to_string(kMaxJsonDepth) + " deep");
     if (builder.duplicate_)
-      return error(FileFault::kDuplicateName, "the JSON header repeats the key '" + *builder.duplicate_ + "' in " + builder.duplicate_in_);
+      return error(FileFault::kDuplicateName,
+                   "the JSON header repeats the key '" + *builder.duplicate_ + "' in " + builder.duplicate_in_);
     if (!ok) return error("cannot parse the JSON header");
     if (!root.is_object()) return error("the JSON header is a " + std::string(root.type_name()) + ", not an object");
     return root;
@@ -218,7 +219,8 @@ class Parser {
     Expected<int64_t> numel = checked_numel(r.shape);
     const uint64_t item = dtype_size(r.dtype);
     if (!numel || static_cast<uint64_t>(*numel) > std::numeric_limits<uint64_t>::max() / item)
-      return tensor_error(FileFault::kSizeOverflow, name, "shape " + shape_to_string(r.shape) + " has too many elements");
+      return tensor_error(FileFault::kSizeOverflow, name,
+                          "shape " + shape_to_string(r.shape) + " has too many elements");
     const uint64_t nbytes = static_cast<uint64_t>(*numel) * item;
 
     std::optional<int64_t> begin = as_index((*offs)[0]);
@@ -233,8 +235,9 @@ class Parser {
       return tensor_error(FileFault::kOutOfBounds, name,
                           range + " run past the end of the data section (" + std::to_string(data_size) + " bytes)");
     if (r.end - r.begin != nbytes)
-      return tensor_error(FileFault::kSizeMismatch, name, range + " hold " + std::to_string(r.end - r.begin) + " bytes but " + std::string(dts) +
-                                    shape_to_string(r.shape) + " needs " + std::to_string(nbytes));
+      return tensor_error(FileFault::kSizeMismatch, name,
+                          range + " hold " + std::to_string(r.end - r.begin) + " bytes but " + std::string(dts) +
+                              shape_to_string(r.shape) + " needs " + std::to_string(nbytes));
     return r;
   }
 
@@ -252,26 +255,16 @@ std::optional<size_t> first_invalid_bool(const uint8_t* p, size_t n) {
 // Data rank in Python's safetensors library; it writes higher ranks first.
 int write_rank(DType t) {
   switch (t) {
-    case DType::Bool:
-      return 0;
-    case DType::UInt8:
-      return 1;
-    case DType::Int8:
-      return 2;
-    case DType::Int16:
-      return 3;
-    case DType::Float16:
-      return 4;
-    case DType::BFloat16:
-      return 5;
-    case DType::Int32:
-      return 6;
-    case DType::Float32:
-      return 7;
-    case DType::Float64:
-      return 8;
-    case DType::Int64:
-      return 9;
+    case DType::Bool: return 0;
+    case DType::UInt8: return 1;
+    case DType::Int8: return 2;
+    case DType::Int16: return 3;
+    case DType::Float16: return 4;
+    case DType::BFloat16: return 5;
+    case DType::Int32: return 6;
+    case DType::Float32: return 7;
+    case DType::Float64: return 8;
+    case DType::Int64: return 9;
     case DType::Complex64:
     case DType::Complex128: break;  // never written (see DType)
   }
@@ -355,23 +348,25 @@ Expected<SafetensorsFile> read_safetensors(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   uint8_t* data = file->data();
   const size_t size = file->size();
-  return frontend::parse_safetensors(Storage::borrow(data, size, std::move(file)), path);
+  return base::parse_safetensors(Storage::borrow(data, size, std::move(file)), path);
 }
 
-Expected<SafetensorsFile> frontend::parse_safetensors(std::shared_ptr<Storage> bytes, const std::string& display_name) {
+Expected<SafetensorsFile> base::parse_safetensors(std::shared_ptr<Storage> bytes, const std::string& display_name) {
   Parser parser(display_name);
   if (bytes == nullptr) return invalid_argument("safetensors '" + display_name + "': no bytes given");
   const uint64_t total = bytes->nbytes();
   if (total < 8)
-    return parser.error(FileFault::kTruncated, "file is " + std::to_string(total) + " bytes, too small for the 8-byte header length");
+    return parser.error(FileFault::kTruncated,
+                        "file is " + std::to_string(total) + " bytes, too small for the 8-byte header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes->data(), 8);
   if (header_len > kMaxHeaderBytes)
     return parser.error("header length " + std::to_string(header_len) + " exceeds the limit of " +
                         std::to_string(kMaxHeaderBytes) + " bytes");
   if (header_len > total - 8)
-    return parser.error(FileFault::kOutOfBounds, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
-                        std::to_string(total) + " bytes)");
+    return parser.error(FileFault::kOutOfBounds, "header length " + std::to_string(header_len) +
+                                                     " runs past the end of the file (" + std::to_string(total) +
+                                                     " bytes)");
   const std::string_view text(reinterpret_cast<const char*>(bytes->data()) + 8, static_cast<size_t>(header_len));
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = total - data_start;
@@ -398,10 +393,10 @@ Expected<SafetensorsFile> frontend::parse_safetensors(std::shared_ptr<Storage> b
   for (const Record& r : records) {
     if (r.begin == r.end) continue;
     if (reacher != nullptr && r.begin < reach)
-      return parser.tensor_error(FileFault::kOverlap, r.name, "bytes [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                             ") overlap those of tensor '" + reacher->name + "' [" +
-                                             std::to_string(reacher->begin) + ", " + std::to_string(reacher->end) +
-                                             ")");
+      return parser.tensor_error(FileFault::kOverlap, r.name,
+                                 "bytes [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                     ") overlap those of tensor '" + reacher->name + "' [" +
+                                     std::to_string(reacher->begin) + ", " + std::to_string(reacher->end) + ")");
     reach = r.end;
     reacher = &r;
   }

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kiln/cache.h"
-#include "kiln/kiln.h"
 #include "program/compiled_program.h"
 #include "program/program_cache.h"
 
@@ -17,13 +16,13 @@ namespace {
 // empty when the program cache does not apply: no cache directory, an
 // unknown device (the compile names it), a source that is already a program,
 // or a source that cannot be read (the compile names it).
-Expected<std::string> program_key(const std::vector<Program::MethodFile>& models, const LoadOptions& options) {
+Expected<std::string> program_key(const std::vector<MethodFile>& models, const LoadOptions& options) {
   const CompileOptions& c = options.compile;
   if (c.cache_dir.empty()) return std::string();
   const engine::Backend* backend = program::builtin_backends().find(c.device);
   if (backend == nullptr) return std::string();
   std::vector<program::ProgramSource> sources;
-  for (const Program::MethodFile& m : models) {
+  for (const MethodFile& m : models) {
     if (is_program_file(m.path)) return std::string();
     sources.push_back({m.name.empty() ? "forward" : m.name, m.path});
   }
@@ -47,20 +46,20 @@ Expected<std::string> program_key(const std::vector<Program::MethodFile>& models
 
 }  // namespace
 
-Expected<CompileResult> compile_to_file(const std::vector<Program::MethodFile>& models, const LoadOptions& options,
+Expected<CompileResult> compile_to_file(const std::vector<MethodFile>& models, const LoadOptions& options,
                                         const std::string& out) {
   if (models.empty()) return invalid_argument("compile_to_file: no model to compile");
   if (models.size() > 1 || !models[0].name.empty())
-    for (const Program::MethodFile& m : models)
+    for (const MethodFile& m : models)
       if (m.name.empty()) return invalid_argument("compile_to_file: several models need a method name each");
   LoadOptions o = options;
   o.load_engines = false;  // written to a file, not run here
   CompileResult result;
   // Reads, lowers, builds and saves; what the cache stores.
-  auto compile = [&](const std::string& path) -> Expected<ProgramSummary> {
+  auto build = [&](const std::string& path) -> Expected<ProgramSummary> {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, models.size() == 1 && models[0].name.empty()
-                                                                      ? Program::load(models[0].path, o)
-                                                                      : Program::load_methods(models, o));
+                                                                      ? kiln::compile(models[0].path, o)
+                                                                      : compile_methods(models, o));
     const auto save_start = std::chrono::steady_clock::now();
     KILN_TRY(program->save(path));
     if (o.compile.progress)
@@ -90,13 +89,13 @@ Expected<CompileResult> compile_to_file(const std::vector<Program::MethodFile>& 
                                           .count()) +
                        " ms");
   if (key.empty()) {
-    KILN_ASSIGN_OR_RETURN(result.summary, compile(out));
+    KILN_ASSIGN_OR_RETURN(result.summary, build(out));
     return result;
   }
   program::CacheOptions co;
   co.dir = o.compile.cache_dir;
-  KILN_ASSIGN_OR_RETURN(result.summary, program::ProgramCache(co).place(key, out, compile, o.compile.progress,
-                                                                        &result.from_program_cache));
+  KILN_ASSIGN_OR_RETURN(
+      result.summary, program::ProgramCache(co).place(key, out, build, o.compile.progress, &result.from_program_cache));
   if (result.from_program_cache) result.engines_from_cache = result.summary.engines;
   return result;
 }
