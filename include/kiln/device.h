@@ -11,10 +11,6 @@
 
 namespace kiln {
 
-namespace engine {
-class Fence;
-}
-
 // The stream every call on `device` without a stream of its own runs on (a
 // cudaStream_t for CUDA); kUnsupported for the host or a device no backend
 // of this kiln runs on.
@@ -42,8 +38,9 @@ class StreamEvent {
   Expected<double> ms_since(const StreamEvent& earlier) const;
 
  private:
-  explicit StreamEvent(std::unique_ptr<engine::Fence> fence);
-  std::unique_ptr<engine::Fence> fence_;
+  struct Impl;  // the device's fence (device_copy.cc)
+  explicit StreamEvent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kiln

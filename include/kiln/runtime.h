@@ -232,8 +232,8 @@ class Session {
   // device's default stream, which a call on a stream of the caller's may
   // still be using.
   ~Session();
-  Session(Session&&) = default;
-  Session& operator=(Session&&) = default;
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
 
   // Runs the program on user inputs given in signature order and returns the
   // user outputs. Inputs are checked (count, dtype, rank, sizes, dynamic
@@ -291,9 +291,9 @@ class Session {
   // program holds its state in device memory, allocated once, its initial
   // values uploaded once), else host memory. A buffer the device cannot hold
   // starts in host memory instead.
-  Device state_device() const { return state_device_; }
+  Device state_device() const;
 
-  const Program& program() const { return *program_; }
+  const Program& program() const;
 
   // The dtype and sizes of each user output that a call of the program's
   // method with `inputs` returns (of the shape profile that takes them; a
@@ -304,15 +304,8 @@ class Session {
   Expected<std::vector<OutputType>> output_types(const std::vector<Tensor>& inputs) const;
 
  private:
-  // The session's own stream, made at its first call from host tensors to
-  // host tensors: such calls of different sessions run side by side.
-  std::shared_ptr<void> own_stream_;
-  std::shared_ptr<const Program> program_;
-  std::map<std::string, Tensor, std::less<>> buffers_;
-  std::set<std::string, std::less<>> bound_;  // buffers whose memory the caller gave (bind_buffer)
-  Device state_device_;
-  void* last_stream_ = nullptr;  // the stream of the last call with device work
-  bool pending_ = false;         // a call's device work may still be running
+  struct State;  // the program, the buffers and the streams (session.cc)
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace kiln

@@ -42,7 +42,11 @@ Expected<Tensor> empty_on(Device device, DType dtype, const Shape& sizes, void* 
   return m->empty(dtype, sizes, stream);
 }
 
-StreamEvent::StreamEvent(std::unique_ptr<engine::Fence> fence) : fence_(std::move(fence)) {}
+struct StreamEvent::Impl {
+  std::unique_ptr<engine::Fence> fence;
+};
+
+StreamEvent::StreamEvent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 StreamEvent::StreamEvent(StreamEvent&&) noexcept = default;
 StreamEvent& StreamEvent::operator=(StreamEvent&&) noexcept = default;
 StreamEvent::~StreamEvent() = default;
@@ -51,12 +55,14 @@ Expected<StreamEvent> StreamEvent::record(Device device, void* stream) {
   const engine::DeviceMemory* m = memory_on(device);
   if (!m) return no_device(device);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Fence> f, m->timed_fence(stream));
-  return StreamEvent(std::move(f));
+  return StreamEvent(std::make_unique<Impl>(Impl{std::move(f)}));
 }
 
-Status StreamEvent::wait() const { return fence_->wait(); }
+Status StreamEvent::wait() const { return impl_->fence->wait(); }
 
-Expected<double> StreamEvent::ms_since(const StreamEvent& earlier) const { return fence_->ms_since(*earlier.fence_); }
+Expected<double> StreamEvent::ms_since(const StreamEvent& earlier) const {
+  return impl_->fence->ms_since(*earlier.impl_->fence);
+}
 
 Expected<Tensor> to_host(const Tensor& t) {
   if (!t.defined() || t.is_cpu()) return t;

@@ -177,7 +177,7 @@ namespace {
 
 // The value in `slot` in host memory: a tensor on a device is copied across
 // in `stream`'s order (and the slot keeps the host copy for later readers).
-Status bring_to_host(cpu::RtValue& slot, void* stream) {
+Status bring_to_host(engine::RtValue& slot, void* stream) {
   const Tensor* t = std::get_if<Tensor>(&slot);
   if (!t || !t->defined() || t->is_cpu()) return Status::ok();
   const engine::DeviceMemory* m = device_memory_of(t->device());
@@ -190,7 +190,7 @@ Status bring_to_host(cpu::RtValue& slot, void* stream) {
 }
 
 // Binds the size symbols of `v`'s declared sizes that `value` (a tensor) gives.
-void learn_symbols(const ir::Value& v, const cpu::RtValue& value, ir::SymBindings& symbols) {
+void learn_symbols(const ir::Value& v, const engine::RtValue& value, ir::SymBindings& symbols) {
   const Tensor* t = std::get_if<Tensor>(&value);
   if (!t || !t->defined() || v.kind != ir::ValueKind::kTensor || t->dim() != static_cast<int64_t>(v.type.sizes.size()))
     return;
@@ -208,7 +208,7 @@ bool bool_arg(const ir::Node& n, const char* name, bool fallback) {
 }
 
 // Whether an engine segment is called with an empty tensor.
-bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtValue>& env) {
+bool has_empty_input(const program::SegmentRecord& s, const std::vector<engine::RtValue>& env) {
   for (int v : s.inputs)
     if (const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v)]); t && t->defined() && t->numel() == 0)
       return true;
@@ -220,7 +220,7 @@ bool has_empty_input(const program::SegmentRecord& s, const std::vector<cpu::RtV
 // to the host) and ops that read only sizes leave device tensors where they
 // are (device_fallback); everything else reads host copies of its operands
 // and writes host memory.
-Status run_fallback_node(const ir::Node& n, std::vector<cpu::RtValue>& env, void* stream, bool on_device) {
+Status run_fallback_node(const ir::Node& n, std::vector<engine::RtValue>& env, void* stream, bool on_device) {
   const DeviceFallback how = on_device ? device_fallback(n) : DeviceFallback::kHost;
   if (how == DeviceFallback::kSizes) return run_node(n, env, cpu::cpu_kernels());
   if (how == DeviceFallback::kSelect) {
@@ -293,7 +293,7 @@ class TraceSteps final : public engine::StepTrace {
 
 // Waits for the device work that fallback node `n` left on `stream` (a
 // traced node's slice ends when its work does).
-Status wait_for_outputs(const ir::Node& n, const std::vector<cpu::RtValue>& env, void* stream) {
+Status wait_for_outputs(const ir::Node& n, const std::vector<engine::RtValue>& env, void* stream) {
   for (const ir::Value* v : n.outputs)
     if (const Tensor* t = std::get_if<Tensor>(&env[static_cast<size_t>(v->id)]); t && t->defined() && !t->is_cpu())
       if (const engine::DeviceMemory* m = device_memory_of(t->device())) KILN_TRY(m->synchronize(stream));
@@ -309,15 +309,15 @@ Status Executable::synchronize() const {
   return Status::ok();
 }
 
-Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> graph_inputs,
-                                                    const RunOptions& options) const {
+Expected<std::vector<engine::RtValue>> Executable::run(std::vector<engine::RtValue> graph_inputs,
+                                                       const RunOptions& options) const {
   const ir::Graph& g = p_.module.graph;
   if (graph_inputs.size() != g.inputs().size())
     return invalid_argument("the program graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(graph_inputs.size()));
   KILN_TRY(ensure_engines());
   void* stream = options.stream;
-  std::vector<cpu::RtValue> env(g.num_values());
+  std::vector<engine::RtValue> env(g.num_values());
   // The size symbols the inputs give, and those values computed on the way
   // give (a count nonzero found): device outputs of engines whose sizes are
   // symbolic are sized by them.
@@ -344,9 +344,9 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
   auto still_unpadded = [&](int v) { return !unpadded.empty() && unpadded[static_cast<size_t>(v)]; };
   auto pad_here = [&](int v) -> Status {
     if (!still_unpadded(v)) return Status::ok();
-    cpu::RtValue& slot = env[static_cast<size_t>(v)];
+    engine::RtValue& slot = env[static_cast<size_t>(v)];
     KILN_TRY(bring_to_host(slot, stream));
-    slot = engine::pad_rows(cpu::rt_value_to_tensor(slot), p_.padded->size);
+    slot = engine::pad_rows(engine::rt_value_to_tensor(slot), p_.padded->size);
     unpadded[static_cast<size_t>(v)] = false;
     return Status::ok();
   };
@@ -387,7 +387,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
       ins.clear();
       for (int v : s.inputs) {
         if (!device) KILN_TRY(bring_to_host(env[static_cast<size_t>(v)], stream));
-        ins.push_back(cpu::rt_value_to_tensor(env[static_cast<size_t>(v)]));
+        ins.push_back(engine::rt_value_to_tensor(env[static_cast<size_t>(v)]));
       }
       // Device outputs: memory on the engine's device for each (none for a
       // buffer's new value the engine writes where the buffer lies).
@@ -446,7 +446,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
                               " outputs, the program expects " + std::to_string(s.outputs.size()));
       for (size_t o = 0; o < outs.size(); ++o) {
         const ir::Value& v = *g.value(static_cast<size_t>(s.outputs[o]));
-        env[static_cast<size_t>(v.id)] = cpu::tensor_to_rt_value(v.kind, outs[o]);
+        env[static_cast<size_t>(v.id)] = engine::tensor_to_rt_value(v.kind, outs[o]);
       }
       ins.clear();
       outs.clear();
@@ -468,7 +468,7 @@ Expected<std::vector<cpu::RtValue>> Executable::run(std::vector<cpu::RtValue> gr
     }
     for (int v : release_after_[si]) env[static_cast<size_t>(v)] = std::monostate{};
   }
-  std::vector<cpu::RtValue> out;
+  std::vector<engine::RtValue> out;
   out.reserve(g.outputs().size());
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const ir::Value* v = g.outputs()[i];

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/cpu/kernel.h"
 #include "engine/backend.h"
+#include "engine/value.h"
 #include "kiln/trace.h"
 #include "partition/partition.h"
 #include "program/compiled_program.h"
@@ -65,8 +65,9 @@ class Executable {
   // memory or on a device); returns the values of its graph outputs. Device
   // work is only enqueued when every engine output stays on the device (see
   // engine::Backend::execute); anything that reaches host memory is complete.
-  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs, const RunOptions& options) const;
-  Expected<std::vector<cpu::RtValue>> run(std::vector<cpu::RtValue> graph_inputs) const {
+  Expected<std::vector<engine::RtValue>> run(std::vector<engine::RtValue> graph_inputs,
+                                             const RunOptions& options) const;
+  Expected<std::vector<engine::RtValue>> run(std::vector<engine::RtValue> graph_inputs) const {
     return run(std::move(graph_inputs), RunOptions{});
   }
   // Waits for every engine's enqueued work and reports a device-side error an

@@ -2,7 +2,7 @@
 
 namespace kiln::runtime {
 
-Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::KernelRegistry& kernels) {
+Status run_node(const ir::Node& n, std::vector<engine::RtValue>& env, const cpu::KernelRegistry& kernels) {
   cpu::KernelFn fn = kernels.find(n.op);
   if (!fn) return unsupported(n.describe() + ": no CPU kernel for this op");
   cpu::KernelArgs args(n, env);
@@ -15,12 +15,12 @@ Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::Ke
   return Status::ok();
 }
 
-Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cpu::RtValue> inputs,
-                                              const cpu::KernelRegistry& kernels) {
+Expected<std::vector<engine::RtValue>> interpret(const ir::Graph& g, std::vector<engine::RtValue> inputs,
+                                                 const cpu::KernelRegistry& kernels) {
   if (inputs.size() != g.inputs().size())
     return invalid_argument("the graph takes " + std::to_string(g.inputs().size()) + " inputs, got " +
                             std::to_string(inputs.size()));
-  std::vector<cpu::RtValue> env(g.num_values());
+  std::vector<engine::RtValue> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(inputs[i]);
 
   // Last node index that reads each value; graph outputs live to the end.
@@ -36,7 +36,7 @@ Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cp
     for (const ir::Value* v : n.operands())
       if (last_use[static_cast<size_t>(v->id)] == i) env[static_cast<size_t>(v->id)] = std::monostate{};
   }
-  std::vector<cpu::RtValue> out;
+  std::vector<engine::RtValue> out;
   out.reserve(g.outputs().size());
   for (const ir::Value* v : g.outputs()) out.push_back(env[static_cast<size_t>(v->id)]);
   return out;

@@ -10,12 +10,12 @@ namespace kiln::runtime {
 
 // Runs one node: reads its operands from `env` (indexed by Value::id) and
 // stores its outputs there. Errors name the node.
-Status run_node(const ir::Node& n, std::vector<cpu::RtValue>& env, const cpu::KernelRegistry& kernels);
+Status run_node(const ir::Node& n, std::vector<engine::RtValue>& env, const cpu::KernelRegistry& kernels);
 
 // `inputs` are parallel to g.inputs(); returns the values of g.outputs().
 // Intermediate values are released after their last use. Errors name the
 // node that failed.
-Expected<std::vector<cpu::RtValue>> interpret(const ir::Graph& g, std::vector<cpu::RtValue> inputs,
-                                              const cpu::KernelRegistry& kernels);
+Expected<std::vector<engine::RtValue>> interpret(const ir::Graph& g, std::vector<engine::RtValue> inputs,
+                                                 const cpu::KernelRegistry& kernels);
 
 }  // namespace kiln::runtime

@@ -2,7 +2,7 @@
 #include <map>
 #include <set>
 
-#include "backends/cpu/kernel.h"
+#include "engine/value.h"
 #include "kiln/runtime.h"
 #include "runtime/device_copy.h"
 #include "runtime/interpreter.h"
@@ -104,8 +104,26 @@ Expected<Tensor> duplicate(const Tensor& t) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<const Program> program) : program_(std::move(program)) {
-  state_device_ = engines_device(*program_);
+struct Session::State {
+  std::shared_ptr<const Program> program;
+  std::map<std::string, Tensor, std::less<>> buffers;
+  std::set<std::string, std::less<>> bound;  // buffers whose memory the caller gave (bind_buffer)
+  Device state_device;
+  // The session's own stream, made at its first call from host tensors to
+  // host tensors: such calls of different sessions run side by side.
+  std::shared_ptr<void> own_stream;
+  void* last_stream = nullptr;  // the stream of the last call with device work
+  bool pending = false;         // a call's device work may still be running
+};
+
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Device Session::state_device() const { return s_->state_device; }
+const Program& Session::program() const { return *s_->program; }
+
+Session::Session(std::shared_ptr<const Program> program) : s_(std::make_unique<State>()) {
+  s_->program = std::move(program);
+  s_->state_device = engines_device(*s_->program);
   // The first fill allocates every buffer: one the device cannot hold (or
   // copy into) starts in host memory, so nothing here can fail.
   (void)reset();
@@ -116,15 +134,15 @@ Session::~Session() { (void)synchronize(); }
 Status Session::reset() {
   // After the calls so far (a device-side error they left is what a reset clears).
   (void)synchronize();
-  const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
+  const engine::DeviceMemory* device = runtime::device_memory_of(s_->state_device);
   // Every method's buffers: methods share them by name (Program checked that they agree).
   std::set<std::string> done;
-  for (const std::string& name : program_->method_names()) {
-    const ir::Module& m = program_->method(name)->impl_->module();
+  for (const std::string& name : s_->program->method_names()) {
+    const ir::Module& m = s_->program->method(name)->impl_->module();
     for (const ir::InputSpec& s : m.input_specs) {
       if (s.kind != ir::InputSpec::Kind::kBuffer || !done.insert(s.target).second) continue;
       const Tensor& initial = m.weights.at(s.target);
-      if (auto it = buffers_.find(s.target); it != buffers_.end()) {
+      if (auto it = s_->buffers.find(s.target); it != s_->buffers.end()) {
         // Into the memory it has (the caller's, when bound).
         KILN_TRY(copy_tensor(it->second, initial).with_context("buffer '" + s.target + "'"));
         continue;
@@ -133,16 +151,16 @@ Status Session::reset() {
       if (device)
         if (auto d = device->empty(initial.dtype(), initial.sizes()); d && copy_tensor(*d, initial).is_ok())
           memory = std::move(*d);
-      buffers_[s.target] = memory.defined() ? memory : initial.clone();
+      s_->buffers[s.target] = memory.defined() ? memory : initial.clone();
     }
   }
   return Status::ok();
 }
 
 Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
-  const std::string_view kept = program_->canonical_name(fqn);  // any name of the buffer
-  auto it = buffers_.find(kept);
-  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  const std::string_view kept = s_->program->canonical_name(fqn);  // any name of the buffer
+  auto it = s_->buffers.find(kept);
+  if (it == s_->buffers.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   if (!memory.defined() || memory.dtype() != it->second.dtype() || memory.sizes() != it->second.sizes())
     return invalid_argument("buffer '" + std::string(fqn) + "' is " + it->second.type_string() + ", got " +
                             (memory.defined() ? memory.type_string() : std::string("an undefined tensor")));
@@ -151,28 +169,28 @@ Status Session::bind_buffer(std::string_view fqn, const Tensor& memory) {
   if (!memory.is_cpu() && !runtime::device_memory_of(memory.device()))
     return unsupported("buffer '" + std::string(fqn) + "': the bound tensor lies on " + memory.device().to_string() +
                        ", where no backend of this kiln runs");
-  for (const auto& [name, t] : buffers_)
+  for (const auto& [name, t] : s_->buffers)
     if (name != kept && t.storage() == memory.storage())
       return invalid_argument("buffer '" + std::string(fqn) + "': the bound tensor shares memory with buffer '" + name +
                               "'");
   it->second = memory;
-  bound_.insert(std::string(kept));
+  s_->bound.insert(std::string(kept));
   return Status::ok();
 }
 
 Expected<Tensor> Session::buffer(std::string_view fqn) const {
-  auto it = buffers_.find(program_->canonical_name(fqn));
-  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  auto it = s_->buffers.find(s_->program->canonical_name(fqn));
+  if (it == s_->buffers.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   return it->second;
 }
 
 Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
-  const std::string_view kept = program_->canonical_name(fqn);  // any name of the buffer
-  auto it = buffers_.find(kept);
-  if (it == buffers_.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
+  const std::string_view kept = s_->program->canonical_name(fqn);  // any name of the buffer
+  auto it = s_->buffers.find(kept);
+  if (it == s_->buffers.end()) return not_found("the program has no buffer '" + std::string(fqn) + "'");
   bool read = false;
-  for (const std::string& name : program_->method_names())
-    read = read || !program_->method(name)->impl_->unread_buffers.count(kept);
+  for (const std::string& name : s_->program->method_names())
+    read = read || !s_->program->method(name)->impl_->unread_buffers.count(kept);
   if (!read)
     return invalid_argument("buffer '" + std::string(fqn) +
                             "' is not read by the compiled program: it was folded into the weights when compiling "
@@ -183,9 +201,9 @@ Status Session::set_buffer(std::string_view fqn, const Tensor& value) {
                             value.type_string());
   // Into the memory it has (the caller's, when bound), wherever each lies,
   // after the calls so far.
-  if (pending_)
-    if (const engine::DeviceMemory* device = runtime::device_memory_of(state_device_))
-      KILN_TRY(device->synchronize(last_stream_));
+  if (s_->pending)
+    if (const engine::DeviceMemory* device = runtime::device_memory_of(s_->state_device))
+      KILN_TRY(device->synchronize(s_->last_stream));
   return copy_tensor(it->second, value).with_context("buffer '" + std::string(fqn) + "'");
 }
 
@@ -329,17 +347,17 @@ Expected<Profile> select_profile(const Program& program, const Program* p, std::
                 "no shape profile of method '" + std::string(method) + "' takes these inputs: " + why);
 }
 
-std::vector<cpu::RtValue> assemble_graph_inputs(const ir::Module& m,
-                                                const std::map<std::string, Tensor, std::less<>>& buffers_,
-                                                const std::vector<Tensor>& inputs) {
-  std::vector<cpu::RtValue> graph_inputs(m.graph.inputs().size());
+std::vector<engine::RtValue> assemble_graph_inputs(const ir::Module& m,
+                                                   const std::map<std::string, Tensor, std::less<>>& buffers,
+                                                   const std::vector<Tensor>& inputs) {
+  std::vector<engine::RtValue> graph_inputs(m.graph.inputs().size());
   size_t u = 0;
   for (size_t i = 0; i < m.input_specs.size(); ++i) {
     const ir::InputSpec& s = m.input_specs[i];
     if (s.kind == ir::InputSpec::Kind::kUserInput)
       graph_inputs[i] = inputs[u++];
     else if (s.kind == ir::InputSpec::Kind::kBuffer)
-      graph_inputs[i] = buffers_.at(s.target);
+      graph_inputs[i] = buffers.at(s.target);
     else
       graph_inputs[i] = m.weights.at(s.target);
   }
@@ -426,7 +444,7 @@ Status copy_into(const Tensor& dst, const Tensor& src, void* stream) {
 
 Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor>& inputs) const {
   KILN_ASSIGN_OR_RETURN(Profile chosen,
-                        select_profile(*program_, program_.get(), program_->impl_->method_name, inputs));
+                        select_profile(*s_->program, s_->program.get(), s_->program->impl_->method_name, inputs));
   std::vector<OutputType> types;
   for (OutputShape& s : output_shapes(chosen)) {
     if (!s.unknown.empty()) return unsupported(s.unknown);
@@ -436,11 +454,11 @@ Expected<std::vector<OutputType>> Session::output_types(const std::vector<Tensor
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  return run(program_->impl_->method_name, inputs, RunOptions{});
+  return run(s_->program->impl_->method_name, inputs, RunOptions{});
 }
 
 Expected<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs, const RunOptions& options) {
-  return run(program_->impl_->method_name, inputs, options);
+  return run(s_->program->impl_->method_name, inputs, options);
 }
 
 Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::vector<Tensor>& inputs) {
@@ -448,32 +466,32 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
 }
 
 Status Session::synchronize() {
-  if (!pending_ || !program_) return Status::ok();  // nothing queued, or moved from
-  pending_ = false;
-  if (const engine::DeviceMemory* device = runtime::device_memory_of(state_device_))
-    KILN_TRY(device->synchronize(last_stream_));
-  for (const std::string& name : program_->method_names())
-    KILN_TRY(program_impl(*program_->method(name)).exec->synchronize());
+  if (!s_ || !s_->pending || !s_->program) return Status::ok();  // moved from, or nothing queued
+  s_->pending = false;
+  if (const engine::DeviceMemory* device = runtime::device_memory_of(s_->state_device))
+    KILN_TRY(device->synchronize(s_->last_stream));
+  for (const std::string& name : s_->program->method_names())
+    KILN_TRY(program_impl(*s_->program->method(name)).exec->synchronize());
   return Status::ok();
 }
 
 Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::vector<Tensor>& inputs,
                                            const RunOptions& options) {
-  const Program* p = program_->method(method);
+  const Program* p = s_->program->method(method);
   if (p == nullptr) {
     std::string names;
-    for (const std::string& n : program_->method_names()) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : s_->program->method_names()) names += (names.empty() ? "" : ", ") + n;
     return not_found("the program has no method '" + std::string(method) + "' (methods: " + names + ")");
   }
   const double start_us = options.trace ? options.trace->now_us() : 0;
-  KILN_ASSIGN_OR_RETURN(Profile chosen, select_profile(*program_, p, method, inputs));
+  KILN_ASSIGN_OR_RETURN(Profile chosen, select_profile(*s_->program, p, method, inputs));
   p = chosen.program;
   const ir::Module& m = p->impl_->module();
   const std::vector<const ir::Value*>& user_decl = chosen.user_inputs;
   // An input that lies in a buffer's memory would be read while the call
   // writes that buffer (in place, or copied back): refused before anything runs.
   for (size_t i = 0; i < inputs.size(); ++i)
-    for (const auto& [name, b] : buffers_)
+    for (const auto& [name, b] : s_->buffers)
       if (inputs[i].storage() == b.storage())
         return invalid_argument("input '" + user_decl[i]->name + "' (input " + std::to_string(i) +
                                 ") shares memory with buffer '" + name + "', which the call may write; pass a copy");
@@ -489,7 +507,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     }
   // The call's device work goes on its stream (the device's default stream
   // unless the caller names one): engines, the memory they allocate, copies.
-  const engine::DeviceMemory* device = runtime::device_memory_of(state_device_);
+  const engine::DeviceMemory* device = runtime::device_memory_of(s_->state_device);
   if (!device && !outputs_on.is_cpu()) device = runtime::device_memory_of(outputs_on);
   void* stream = options.stream ? options.stream : device ? device->default_stream() : nullptr;
   // A call that waits for its results anyway (host tensors in and out) runs
@@ -501,19 +519,19 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   if (device && !options.stream && outputs_on.is_cpu() &&
       std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.defined() || t.is_cpu(); }) &&
       std::all_of(given.begin(), given.end(), [](const Tensor& t) { return t.is_cpu(); }) &&
-      std::all_of(buffers_.begin(), buffers_.end(),
-                  [&](const auto& b) { return b.second.is_cpu() || !bound_.count(b.first); })) {
-    if (!own_stream_) own_stream_ = device->new_stream();
-    if (own_stream_) {
-      stream = own_stream_.get();
+      std::all_of(s_->buffers.begin(), s_->buffers.end(),
+                  [&](const auto& b) { return b.second.is_cpu() || !s_->bound.count(b.first); })) {
+    if (!s_->own_stream) s_->own_stream = device->new_stream();
+    if (s_->own_stream) {
+      stream = s_->own_stream.get();
       own = true;
     }
   }
   // The session's calls in order when they change streams.
-  if (device && pending_ && stream != last_stream_) KILN_TRY(device->synchronize(last_stream_));
+  if (device && s_->pending && stream != s_->last_stream) KILN_TRY(device->synchronize(s_->last_stream));
   runtime::Executable::RunOptions run_options;
   run_options.stream = stream;
-  run_options.keep_on_device = !state_device_.is_cpu() || !outputs_on.is_cpu();
+  run_options.keep_on_device = !s_->state_device.is_cpu() || !outputs_on.is_cpu();
   run_options.user_outputs_on_host = outputs_on.is_cpu();
   run_options.rows = chosen.rows;  // a padded batch bucket: its engines pad and cut
   run_options.trace = options.trace;
@@ -529,14 +547,13 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
         if (k < given.size()) run_options.output_memory[i] = given[k];
         ++k;
       } else if (s.kind == ir::OutputSpec::Kind::kBufferMutation && !in_place[i]) {
-        if (const Tensor& b = buffers_.at(s.target); !b.is_cpu()) run_options.output_memory[i] = b;
+        if (const Tensor& b = s_->buffers.at(s.target); !b.is_cpu()) run_options.output_memory[i] = b;
       }
     }
-    last_stream_ = stream;
-    pending_ = true;
+    s_->last_stream = stream;
+    s_->pending = true;
   }
-  KILN_ASSIGN_OR_RETURN(auto results,
-                        p->impl_->exec->run(assemble_graph_inputs(m, buffers_, inputs), run_options));
+  KILN_ASSIGN_OR_RETURN(auto results, p->impl_->exec->run(assemble_graph_inputs(m, s_->buffers, inputs), run_options));
 
   // Commit the copy-back buffers only after the whole call succeeded (the
   // in-place ones were written by their engines as the call ran, and so were
@@ -545,9 +562,9 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   std::vector<std::pair<std::string, Tensor>> new_buffers;
   for (size_t i = 0; i < m.output_specs.size(); ++i) {
     const ir::OutputSpec& s = m.output_specs[i];
-    const cpu::RtValue& r = results[i];
+    const engine::RtValue& r = results[i];
     if (s.kind == ir::OutputSpec::Kind::kUserOutput) {
-      Tensor t = cpu::rt_value_to_tensor(r);
+      Tensor t = engine::rt_value_to_tensor(r);
       if (!t.defined()) return internal_error("output " + std::to_string(i) + " has no value");
       if (t.device() != outputs_on) {
         if (outputs_on.is_cpu()) {
@@ -579,7 +596,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     const Tensor* t = std::get_if<Tensor>(&r);
     if (!t) return internal_error("mutation output for '" + s.target + "' is not a tensor");
     if (s.kind == ir::OutputSpec::Kind::kBufferMutation) {
-      const Tensor& old = buffers_.at(s.target);
+      const Tensor& old = s_->buffers.at(s.target);
       if (t->sizes() != old.sizes())
         return internal_error("the new value of buffer '" + s.target + "' is " + t->type_string() + ", the buffer is " +
                               old.type_string());
@@ -615,7 +632,7 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
   // batch (one wait for a decoder's many counters), anything else one by one.
   std::vector<Tensor> to, from;
   for (auto& [name, t] : new_buffers) {
-    Tensor& b = buffers_.at(name);
+    Tensor& b = s_->buffers.at(name);
     if (device && !b.is_cpu() && !t.is_cpu() && b.device() == t.device() && t.dtype() == b.dtype() &&
         t.is_contiguous()) {
       to.push_back(b);
@@ -625,8 +642,8 @@ Expected<std::vector<Tensor>> Session::run(std::string_view method, const std::v
     KILN_TRY(copy_tensor(b, t).with_context("buffer '" + name + "'"));
   }
   if (!to.empty()) KILN_TRY(device->copy_all(to, from, stream).with_context("copying back buffers"));
-  if ((own || options.trace) && pending_) {
-    pending_ = false;
+  if ((own || options.trace) && s_->pending) {
+    s_->pending = false;
     KILN_TRY(device->synchronize(stream));
   }
   if (options.trace)

@@ -11,14 +11,17 @@
 #include <variant>
 #include <vector>
 
+#include "engine/value.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
 
-// A value at run time: a tensor, or a symbolic int / float / bool, or nothing.
-using RtValue = std::variant<std::monostate, Tensor, int64_t, double, bool>;
+// A value at run time (engine/value.h): the CPU kernels read and make these.
+using engine::rt_value_to_tensor;
+using engine::RtValue;
+using engine::tensor_to_rt_value;
 
 // A Python number as ATen's Scalar: keeps whether it was an int, float or bool
 // (this decides result dtypes, e.g. int tensor * 2 stays int, * 2.5 is float).
@@ -98,13 +101,6 @@ class KernelArgs {
 };
 
 using KernelFn = Status (*)(KernelArgs& args);
-
-// Symbolic scalars cross engine boundaries and the public API as 0-d tensors
-// (int64, float64, bool; int64 exactly). A tensor passes through unchanged;
-// an empty value gives an undefined tensor.
-Tensor rt_value_to_tensor(const RtValue& v);
-// Back again, for a value of `kind` (a tensor stays a tensor).
-RtValue tensor_to_rt_value(ir::ValueKind kind, const Tensor& t);
 
 class KernelRegistry {
  public:
