@@ -809,13 +809,18 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kStdMeanDefault, &variance},
 };
 
+// Every family's table, this file's first.
+std::vector<std::span<const Decomposition>> tables() {
+  return {kDecompositions,         loss_decompositions(),     resampling_decompositions(), pool_norm_decompositions(),
+          shape_decompositions(),  indexing_decompositions(), arithmetic_decompositions(), linalg_decompositions(),
+          einsum_decompositions(), tensor_decompositions()};
+}
+
 Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {
-  for (const Decomposition& d : kDecompositions)
-    if (d.op == n.op) return d.rewrite(ctx, n);
-  for (const Decomposition& d : nn_decompositions())
-    if (d.op == n.op) return d.rewrite(ctx, n);
-  for (const Decomposition& d : tensor_decompositions())
-    if (d.op == n.op) return d.rewrite(ctx, n);
+  static const std::vector<std::span<const Decomposition>> all = tables();
+  for (std::span<const Decomposition> table : all)
+    for (const Decomposition& d : table)
+      if (d.op == n.op) return d.rewrite(ctx, n);
   return false;
 }
 
@@ -824,9 +829,8 @@ Expected<bool> decompose(PatternContext& ctx, ir::Node& n) {
 const std::vector<ir::OpKind>& decomposed_ops() {
   static const std::vector<ir::OpKind> ops = [] {
     std::vector<ir::OpKind> v;
-    for (const Decomposition& d : kDecompositions) v.push_back(d.op);
-    for (const Decomposition& d : nn_decompositions()) v.push_back(d.op);
-    for (const Decomposition& d : tensor_decompositions()) v.push_back(d.op);
+    for (std::span<const Decomposition> table : tables())
+      for (const Decomposition& d : table) v.push_back(d.op);
     return v;
   }();
   return ops;

@@ -1,6 +1,7 @@
-// What the decomposition passes share (lowering/decompose.cc,
-// lowering/decompose_nn.cc): placing the nodes of one decomposition, reading
-// its operands, and the table entry each file contributes.
+// What the decomposition passes share (lowering/decompose.cc and one file
+// per family, lowering/decompose_<family>.cc): placing the nodes of one
+// decomposition, reading its operands, and the table entry each file
+// contributes.
 #pragma once
 
 #include <optional>
@@ -143,9 +144,15 @@ struct Decomposition {
   Expected<bool> (*rewrite)(PatternContext&, ir::Node&);
 };
 
-// The decompositions of torch.nn.functional's composites (losses, distances,
-// resampling) and of torch's shape composites (lowering/decompose_nn.cc).
-std::span<const Decomposition> nn_decompositions();
+// The decompositions of each family of composites, a file each:
+std::span<const Decomposition> loss_decompositions();        // losses and distances (decompose_losses.cc)
+std::span<const Decomposition> resampling_decompositions();  // upsampling (decompose_resampling.cc)
+std::span<const Decomposition> pool_norm_decompositions();   // pools and norms (decompose_pools_norms.cc)
+std::span<const Decomposition> shape_decompositions();       // shape (decompose_shape.cc)
+std::span<const Decomposition> indexing_decompositions();    // indexing (decompose_indexing.cc)
+std::span<const Decomposition> arithmetic_decompositions();  // arithmetic (decompose_arithmetic.cc)
+std::span<const Decomposition> linalg_decompositions();      // linear algebra (decompose_linalg.cc)
+std::span<const Decomposition> einsum_decompositions();      // einsum (decompose_einsum.cc)
 
 // The decompositions of tensor products, scatters into static positions and
 // scalar overloads (lowering/decompose_tensor.cc).
