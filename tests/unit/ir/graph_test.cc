@@ -1,0 +1,88 @@
+// The IR graph: SSA checks (verify), deep copies (clone), and fixing symbols
+// to numbers (specialize), on graphs built through the API and parsed from text.
+#include "ir/graph.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/printer.h"
+
+namespace kiln::ir {
+namespace {
+
+TensorType f32(std::vector<int64_t> sizes) {
+  TensorType t;
+  t.dtype = DType::Float32;
+  for (int64_t s : sizes) t.sizes.push_back(Dim::of(s));
+  return t;
+}
+
+TEST(Graph, VerifyAcceptsSsaAndNamesWhatIsWrong) {
+  Graph g;
+  Value* x = g.add_input("x", ValueKind::kTensor, f32({2, 3}));
+  Node* relu = g.add_node(OpKind::kRelu, "relu", {{"self", x}}, {{"r", f32({2, 3})}});
+  Node* neg = g.add_node(OpKind::kNeg, "neg", {{"self", relu->outputs[0]}}, {{"n", f32({2, 3})}});
+  g.outputs().push_back(neg->outputs[0]);
+  ASSERT_TRUE(g.verify().is_ok()) << g.verify().message();
+  EXPECT_EQ(g.num_values(), 3u);
+  for (size_t i = 0; i < g.num_values(); ++i) EXPECT_EQ(g.value(i)->id, static_cast<int>(i));
+  EXPECT_EQ(relu->outputs[0]->producer, relu);
+
+  // A use before its definition: the nodes swapped.
+  std::swap(g.nodes()[0], g.nodes()[1]);
+  Status s = g.verify();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("'r' before it is defined"), std::string::npos) << s.message();
+  std::swap(g.nodes()[0], g.nodes()[1]);
+
+  // An output no node defines.
+  Value* stray = g.add_value("stray", ValueKind::kTensor, f32({1}));
+  g.outputs().push_back(stray);
+  s = g.verify();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("'stray' is never defined"), std::string::npos) << s.message();
+}
+
+TEST(Graph, CloneIsDeepAndMapsEveryValue) {
+  auto parsed = parse_graph(R"(graph(%x: float32[4], %y: float32[4]) {
+  %a: float32[4] = aten.add.Tensor(self=%x, other=%y)
+  %b: float32[4] = aten.mul.Tensor(self=%a, other=%a)
+  return (%b, %x)
+}
+)");
+  ASSERT_TRUE(parsed.has_value()) << parsed.status().message();
+  const Graph& g = *parsed;
+  std::map<const Value*, Value*> map;
+  Graph c = g.clone(&map);
+  EXPECT_EQ(print_graph(c), print_graph(g));
+  EXPECT_EQ(map.size(), g.num_values());
+  for (const auto& [from, to] : map) {
+    EXPECT_NE(from, to);
+    EXPECT_EQ(from->name, to->name);
+  }
+  // The copy's nodes read the copy's values.
+  for (const auto& n : c.nodes())
+    for (const Value* v : n->operands()) EXPECT_EQ(c.value(static_cast<size_t>(v->id)), v);
+  // Changing the copy leaves the original as it was.
+  c.nodes()[1]->op = OpKind::kSubTensor;
+  EXPECT_EQ(g.nodes()[1]->op, OpKind::kMulTensor);
+  EXPECT_TRUE(c.verify().is_ok());
+}
+
+TEST(Graph, SpecializeFixesSymbolsInEverySize) {
+  auto parsed = parse_graph(R"(graph(%x: float32[s0, 8]) {
+  %a: float32[s0, 8] = aten.relu.default(self=%x)
+  %b: float32[8 * s0] = aten.view.default(self=%a, size=[-1])
+  return (%b)
+}
+)");
+  ASSERT_TRUE(parsed.has_value()) << parsed.status().message();
+  Graph& g = *parsed;
+  ASSERT_FALSE(g.value(0)->type.sizes[0].is_static());
+  ASSERT_TRUE(specialize(g, {{"s0", 3}}).is_ok());
+  EXPECT_EQ(g.inputs()[0]->type.sizes[0].value, 3);
+  EXPECT_EQ(g.outputs()[0]->type.sizes[0].value, 24);
+  EXPECT_TRUE(g.verify().is_ok());
+}
+
+}  // namespace
+}  // namespace kiln::ir
