@@ -16,6 +16,7 @@
 
 #include <cstring>
 
+#include "environment/environment.h"
 #include "kiln/cache.h"
 #include "kiln/kiln.h"
 
@@ -289,6 +290,7 @@ class SessionHandle {
 }  // namespace
 
 NB_MODULE(_C, m) {
+  kiln::set_settings(kiln::settings_from_environment());
   m.doc() = "kiln's C++ compiler and runtime";
   m.attr("__version__") = KILN_VERSION_STRING;
 
@@ -312,7 +314,11 @@ NB_MODULE(_C, m) {
   });
 
   m.def(
-      "default_cache_dir", [] { return kiln::default_cache_dir(); },
+      "default_cache_dir",
+      [] {
+        kiln::set_settings(kiln::settings_from_environment());
+        return kiln::default_cache_dir();
+      },
       "The engine cache directory the CLI uses by default ($KILN_CACHE_DIR, else under the user's cache directory).");
   m.def(
       "known_op", [](std::string_view target) { return kiln::is_known_op(target); }, "target"_a,
@@ -327,6 +333,8 @@ NB_MODULE(_C, m) {
              bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
             kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
                                                require_full_compilation, batch_buckets, allow_fallback);
+            // The environment as it is now (os.environ may have changed since import).
+            kiln::set_settings(kiln::settings_from_environment());
             nb::gil_scoped_release release;
             return ProgramHandle{take(kiln::compile(path, o))};
           },

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/section_file.h"
+#include "kiln/settings.h"
 #include "program/cache_files.h"
 
 namespace kiln::program {
@@ -242,12 +243,7 @@ std::shared_ptr<EngineCache> engine_cache_for(const std::string& dir) {
 
 namespace kiln {
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
-  return "";
-}
+std::string default_cache_dir() { return settings().cache_dir; }
 
 Expected<CacheDirStats> inspect_cache(const std::string& dir) { return program::EngineCache::inspect(dir); }
 

@@ -4,26 +4,16 @@
 #include <cstring>
 
 #include "base/sha256.h"
+#include "kiln/settings.h"
 
 namespace kiln::runtime {
 
-namespace {
-
-// A non-negative whole number from environment variable `name`, else `fallback`.
-uint64_t from_environment(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long long n = std::strtoll(v, &end, 10);
-  return *end == '\0' && n >= 0 ? static_cast<uint64_t>(n) : fallback;
-}
-
-}  // namespace
-
 EngineHotSet& EngineHotSet::instance() {
   // Never destroyed: kept engines are not torn down in static destruction order.
-  static EngineHotSet* set = new EngineHotSet(static_cast<size_t>(from_environment("KILN_HOT_ENGINES", 8)),
-                                              from_environment("KILN_HOT_ENGINE_MB", 4096) << 20);
+  static EngineHotSet* set = [] {
+    const Settings s = settings();
+    return new EngineHotSet(static_cast<size_t>(s.hot_engines), s.hot_engine_mb << 20);
+  }();
   return *set;
 }
 

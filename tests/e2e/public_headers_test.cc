@@ -1,6 +1,7 @@
 // The command line and the Python module are built on kiln's public API
 // alone: every project header they include is one of include/kiln/ (or the
-// CLI's own cli.h), so what they do a C++ or Python user can do too.
+// CLI's own cli.h, or the environment reader they share, itself on the public
+// API), so what they do a C++ or Python user can do too.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,14 +42,18 @@ std::vector<std::string> private_includes(const fs::path& dir, const std::vector
 TEST(PublicHeaders, TheCommandLineIncludesOnlyPublicHeaders) {
   const fs::path dir = fs::path(KILN_SOURCE_DIR) / "tools" / "kiln";
   ASSERT_TRUE(fs::exists(dir / "main.cc"));
-  const std::vector<std::string> found = private_includes(dir, {"cli.h"});
+  const std::vector<std::string> found = private_includes(dir, {"cli.h", "environment/environment.h"});
   EXPECT_TRUE(found.empty()) << ::testing::PrintToString(found);
+  // The environment reader the CLI, the Python module and the tests share is built on them too.
+  const std::vector<std::string> edge =
+      private_includes(fs::path(KILN_SOURCE_DIR) / "tools" / "environment", {"environment.h"});
+  EXPECT_TRUE(edge.empty()) << ::testing::PrintToString(edge);
 }
 
 TEST(PublicHeaders, ThePythonModuleIncludesOnlyPublicHeaders) {
   const fs::path dir = fs::path(KILN_SOURCE_DIR) / "python" / "src";
   ASSERT_TRUE(fs::exists(dir / "bindings.cc"));
-  const std::vector<std::string> found = private_includes(dir, {});
+  const std::vector<std::string> found = private_includes(dir, {"environment/environment.h"});
   EXPECT_TRUE(found.empty()) << ::testing::PrintToString(found);
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "environment/environment.h"
 
 namespace kiln::cli {
 
@@ -106,6 +107,8 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The one place the CLI's libraries learn the environment (kiln/settings.h).
+  kiln::set_settings(kiln::settings_from_environment());
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::cout << kUsage;
     return argc < 2 ? kiln::cli::kExitError : kiln::cli::kExitOk;

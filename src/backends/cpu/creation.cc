@@ -13,6 +13,7 @@
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/philox.h"
+#include "kiln/settings.h"
 
 namespace kiln::cpu {
 
@@ -209,13 +210,11 @@ Status spaced(KernelArgs& a, bool log) {
 Status linspace(KernelArgs& a) { return spaced(a, false); }
 Status logspace(KernelArgs& a) { return spaced(a, true); }
 
-// The process's random stream: its key is KILN_SEED (default 0); each draw
-// takes the next blocks of the counter, so calls get new values.
+// The process's random stream: its key is Settings::seed (KILN_SEED, default
+// 0), read at the first draw; each draw takes the next blocks of the counter,
+// so calls get new values.
 uint64_t random_seed() {
-  static const uint64_t seed = [] {
-    const char* v = std::getenv("KILN_SEED");
-    return v && *v ? std::strtoull(v, nullptr, 0) : uint64_t{0};
-  }();
+  static const uint64_t seed = settings().seed;
   return seed;
 }
 std::atomic<uint64_t> random_blocks{0};

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_support.h"
+#include "kiln/settings.h"
 
 namespace kiln::cuda {
 
@@ -90,10 +91,11 @@ void* symbol(const char* name) {
 }  // namespace
 
 std::string cublaslt_path() {
-  if (const char* p = std::getenv("KILN_CUBLASLT"); p && *p) return p;
+  const Settings::Cuda c = settings().cuda;
+  if (!c.cublaslt.empty()) return c.cublaslt;
   std::vector<std::string> dirs;
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
-    for (std::string rest = ld; !rest.empty();) {
+  if (!c.library_path.empty())
+    for (std::string rest = c.library_path; !rest.empty();) {
       const size_t colon = rest.find(':');
       if (colon > 0) dirs.push_back(rest.substr(0, colon));
       rest = colon == std::string::npos ? "" : rest.substr(colon + 1);

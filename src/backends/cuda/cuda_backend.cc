@@ -24,6 +24,7 @@
 #include "backends/cuda/runtime_kernels.h"
 #include "engine/plan.h"
 #include "ir/sym_solve.h"
+#include "kiln/settings.h"
 
 namespace kiln::cuda {
 
@@ -1362,13 +1363,10 @@ class CudaBackend final : public engine::Backend {
   bool loads_onto_device() const override { return true; }
   const engine::DeviceMemory* device_memory() const override { return &cuda_device_memory(); }
   std::string load_settings() const override {
-    std::string text;
-    for (const char* name :
-         {"KILN_CUDA_GRAPHS", "KILN_CUDA_DEBUG", "KILN_CUDA_PROFILE", "KILN_CUDA_SHAPES", "KILN_CUDA_PDL"}) {
-      const char* v = std::getenv(name);
-      text += std::string(name) + "=" + (v ? v : "") + ";";
-    }
-    return text;
+    const Settings::Cuda c = settings().cuda;
+    return "graphs=" + std::to_string(c.graphs) + ";debug=" + std::to_string(c.debug) +
+           ";profile=" + std::to_string(c.profile) + ";shapes=" + c.shapes + ";pdl=" + std::to_string(c.early_launch) +
+           ";staging=" + std::to_string(c.staging) + ";trace=" + std::to_string(c.trace) + ";";
   }
 
   Expected<std::vector<uint8_t>> build(engine::Network net, const engine::BuildOptions& options) const override {
@@ -1426,21 +1424,18 @@ class CudaBackend final : public engine::Backend {
     if (dev.arch() != p.arch)
       return unsupported(e.what + ": the engine was built for " + p.arch + " (" + p.device_name + "); this device is " +
                          dev.name + " (" + dev.arch() + "): rebuild it here");
-    auto env_is = [](const char* name, const char* value) {
-      const char* v = std::getenv(name);
-      return v && std::strcmp(v, value) == 0;
-    };
+    const Settings::Cuda switches = settings().cuda;
     const Expected<size_t> kept_setting = shapes_kept();
     if (!kept_setting) return kept_setting.status().with_context(e.what);
     const Expected<size_t> contexts_setting = contexts_kept();
     if (!contexts_setting) return contexts_setting.status().with_context(e.what);
     g->max_contexts = *contexts_setting;
-    e.use_graphs = !env_is("KILN_CUDA_GRAPHS", "0");
-    e.use_staging = !env_is("KILN_CUDA_STAGING", "0");
-    e.early_launch = env_is("KILN_CUDA_PDL", "1");
-    e.debug = env_is("KILN_CUDA_DEBUG", "1");
-    e.profile = env_is("KILN_CUDA_PROFILE", "1") || env_is("KILN_CUDA_PROFILE", "all");
-    e.profile_all = env_is("KILN_CUDA_PROFILE", "all");
+    e.use_graphs = switches.graphs;
+    e.use_staging = switches.staging;
+    e.early_launch = switches.early_launch;
+    e.debug = switches.debug;
+    e.profile = switches.profile > 0;
+    e.profile_all = switches.profile == 2;
     for (const DeviceConstant& c : p.constants) {
       auto w = weights(c.name);
       if (!w) return format_error(e.what + ": constant '" + c.name + "': " + w.status().message());
@@ -1535,7 +1530,7 @@ class CudaBackend final : public engine::Backend {
       }
       r->built = r->tuned;
       if (p.table) r->table_algos = r->tuned;
-      r->trace = env_is("KILN_CUDA_TRACE", "2") ? 2 : env_is("KILN_CUDA_TRACE", "1") ? 1 : 0;
+      r->trace = switches.trace;
       // Unless set: every shape of a table of at most kMaxPreparedShapes, else kDefaultShapesKept.
       r->shapes_kept = *kept_setting ? *kept_setting
                        : p.table && p.table->starts.size() <= kMaxPreparedShapes
@@ -1717,25 +1712,25 @@ class CudaBackend final : public engine::Backend {
   // How many shapes a range engine keeps ready: the backend's option, else
   // KILN_CUDA_SHAPES, else 0 (load() then picks; see kDefaultShapesKept).
   Expected<size_t> shapes_kept() const {
-    return count_setting(options_.shapes_kept, "KILN_CUDA_SHAPES", 0, 4096,
+    return count_setting(options_.shapes_kept, "KILN_CUDA_SHAPES", settings().cuda.shapes, 0, 4096,
                          "the number of shapes a range engine keeps ready");
   }
 
   // How many contexts an engine opens at most: the backend's option, else
   // KILN_CUDA_CONTEXTS, else kDefaultContexts.
   Expected<size_t> contexts_kept() const {
-    return count_setting(options_.contexts, "KILN_CUDA_CONTEXTS", kDefaultContexts, 256,
+    return count_setting(options_.contexts, "KILN_CUDA_CONTEXTS", settings().cuda.contexts, kDefaultContexts, 256,
                          "the number of calls an engine runs at once");
   }
 
-  // `option` when set (nonzero), else environment variable `env` read as a
-  // count in [1, most], else `fallback`; a value that is not such a count is
-  // refused naming the variable and what it counts.
-  static Expected<size_t> count_setting(size_t option, const char* env, size_t fallback, size_t most,
-                                        const std::string& what) {
+  // `option` when set (nonzero), else the setting `value` (environment
+  // variable `env`) read as a count in [1, most], else `fallback`; a value
+  // that is not such a count is refused naming the variable and what it counts.
+  static Expected<size_t> count_setting(size_t option, const char* env, const std::string& value, size_t fallback,
+                                        size_t most, const std::string& what) {
     if (option > 0) return option;
-    const char* v = std::getenv(env);
-    if (v == nullptr || *v == '\0') return fallback;
+    if (value.empty()) return fallback;
+    const char* v = value.c_str();
     char* end = nullptr;
     errno = 0;
     const unsigned long long n = std::strtoull(v, &end, 10);

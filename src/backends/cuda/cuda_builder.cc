@@ -19,6 +19,7 @@
 #include "base/sha256.h"
 #include "engine/fuse_elementwise.h"
 #include "ir/sym_solve.h"
+#include "kiln/settings.h"
 
 namespace kiln::cuda {
 
@@ -893,12 +894,12 @@ Status choose_table_algorithms(CudaPlan& plan, const BuildConfig& config, TunedA
 
 // How many shapes a range may hold for its build to plan each of them (KILN_CUDA_SHAPE_TABLE, else 4096).
 Expected<uint64_t> table_limit() {
-  const char* v = std::getenv("KILN_CUDA_SHAPE_TABLE");
-  if (!v || !*v) return uint64_t{4096};
+  const std::string v = settings().cuda.shape_table;
+  if (v.empty()) return uint64_t{4096};
   char* end = nullptr;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end || n > kMaxTableShapes)
-    return invalid_argument("KILN_CUDA_SHAPE_TABLE=" + std::string(v) + ": give a count of shapes from 0 to " +
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (*end || n > kMaxTableShapes || v[0] == '-')
+    return invalid_argument("KILN_CUDA_SHAPE_TABLE=" + v + ": give a count of shapes from 0 to " +
                             std::to_string(kMaxTableShapes));
   return static_cast<uint64_t>(n);
 }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "kiln/settings.h"
+
 namespace kiln::cuda {
 
 Status cuda_status(cudaError_t e, const char* what) {
@@ -48,10 +50,7 @@ Expected<DeviceInfo> current_device() {
   return info;
 }
 
-bool tuning_traced() {
-  const char* v = std::getenv("KILN_CUDA_TRACE");
-  return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "2") == 0);
-}
+bool tuning_traced() { return settings().cuda.trace > 0; }
 
 bool cuda_available() {
   static const bool available = [] {

@@ -19,8 +19,9 @@
 #include <string>
 
 #include "backends/cuda/cuda_support.h"
-#include "base/file_fingerprint.h"
 #include "backends/cuda/nvrtc_compile.h"
+#include "base/file_fingerprint.h"
+#include "kiln/settings.h"
 
 namespace kiln::cuda {
 
@@ -51,7 +52,7 @@ bool resolve(void* lib, const char* name, F& fn) {
 
 // "NVIDIA H200 sm_90, 16896 CUDA cores, 1 device(s), driver 580.159", or empty.
 std::string nvml_devices() {
-  if (std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return "";
+  if (settings().cuda.visible_devices_set) return "";
   void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) return "";
   Nvml n;

@@ -17,6 +17,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_support.h"
+#include "kiln/settings.h"
 #include "runtime/interpreter.h"
 #include "support/conformance.h"
 #include "support/network_text.h"
@@ -229,9 +230,12 @@ TEST_P(CudaRange, WithoutATableEachNewLengthIsPlannedWhenFirstCalled) {
   auto backend = cuda::make_cuda_backend();
   const engine::Network net = block_network();
   const std::map<std::string, Tensor> weights = block_weights(net);
-  ::setenv("KILN_CUDA_SHAPE_TABLE", "0", 1);
+  const Settings before_build = settings();
+  Settings no_table = before_build;
+  no_table.cuda.shape_table = "0";
+  set_settings(no_table);
   auto plan = backend->build(block_network(), range_options(precision, 1, 32, 80));
-  ::unsetenv("KILN_CUDA_SHAPE_TABLE");
+  set_settings(before_build);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   auto handle = backend->load(*plan, testing::conformance_weights(weights), "block");
   ASSERT_TRUE(handle.has_value()) << handle.status().message();
@@ -326,17 +330,23 @@ TEST(CudaRangeShapes, AKeptShapeCountFromTheEnvironmentIsCheckedAtLoad) {
   const engine::Network net = block_network();
   const std::map<std::string, Tensor> weights = block_weights(net);
   const engine::WeightLookup lookup = testing::conformance_weights(weights);
+  const Settings before = settings();
+  auto with_shapes = [&](const char* v) {
+    Settings s = before;
+    s.cuda.shapes = v;
+    set_settings(s);
+  };
   for (const char* bad : {"0", "-3", "many", "12x"}) {
-    ::setenv("KILN_CUDA_SHAPES", bad, 1);
+    with_shapes(bad);
     auto handle = backend->load(*plan, lookup, "block");
-    ::unsetenv("KILN_CUDA_SHAPES");
+    set_settings(before);
     ASSERT_FALSE(handle.has_value()) << bad;
     EXPECT_EQ(handle.status().code(), ErrorCode::kInvalidArgument) << bad;
     EXPECT_NE(handle.status().message().find("KILN_CUDA_SHAPES"), std::string::npos) << handle.status().message();
   }
-  ::setenv("KILN_CUDA_SHAPES", "3", 1);
+  with_shapes("3");
   auto handle = backend->load(*plan, lookup, "block");
-  ::unsetenv("KILN_CUDA_SHAPES");
+  set_settings(before);
   ASSERT_TRUE(handle.has_value()) << handle.status().message();
   engine::Engine engine(backend.get(), *handle);
   for (int64_t length : {1, 2, 3, 4, 1, 80})
