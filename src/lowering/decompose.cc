@@ -54,6 +54,15 @@ std::optional<std::vector<int64_t>> reduced_dims(const std::optional<std::vector
   std::sort(out.begin(), out.end());
   return out;
 }
+std::optional<std::vector<int64_t>> node_reduced_dims(const ir::Node& n, size_t rank) {
+  std::optional<std::vector<int64_t>> given;
+  if (!absent(n, "dim")) {
+    given = int_list(n, "dim");
+    if (!given) return std::nullopt;
+  }
+  return reduced_dims(given, rank);
+}
+
 // `t` with `dims` reduced: kept as 1, or dropped.
 ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims, bool keepdim) {
   ir::TensorType r{t.dtype, {}};
@@ -201,12 +210,7 @@ Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
     return false;
   const std::optional<double> ord = n.find("ord") ? ctx.number(n, "ord") : std::optional<double>(2.0);
   const auto keepdim = bool_value(n, "keepdim", false);
-  std::optional<std::vector<int64_t>> given;
-  if (!absent(n, "dim")) {
-    given = int_list(n, "dim");
-    if (!given) return false;
-  }
-  const auto dims = reduced_dims(given, x->type.sizes.size());
+  const auto dims = node_reduced_dims(n, x->type.sizes.size());
   if (!ord || *ord == 0 || std::isnan(*ord) || !keepdim || !dims) return false;
   const ir::TensorType out = n.outputs[0]->type;
   const std::string& b = n.name;
@@ -718,12 +722,7 @@ Expected<bool> variance(PatternContext& ctx, ir::Node& n) {
     if (!u) return false;
     correction = *u ? 1.0 : 0.0;
   }
-  std::optional<std::vector<int64_t>> given;
-  if (!absent(n, "dim")) {
-    given = int_list(n, "dim");
-    if (!given) return false;
-  }
-  const auto dims = reduced_dims(given, x->type.sizes.size());
+  const auto dims = node_reduced_dims(n, x->type.sizes.size());
   const auto keepdim = bool_value(n, "keepdim", false);
   if (!dims || !keepdim) return false;
   int64_t count = 1;

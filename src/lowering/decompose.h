@@ -19,6 +19,11 @@ namespace kiln::lowering {
 // is out of range or repeated.
 std::optional<std::vector<int64_t>> reduced_dims(const std::optional<std::vector<int64_t>>& dims, size_t rank);
 
+// The dims reduction node `n` of a rank-`rank` operand reduces: its "dim"
+// argument (absent: every dim) through reduced_dims; nullopt when "dim" is not
+// a constant list or reduced_dims refuses it.
+std::optional<std::vector<int64_t>> node_reduced_dims(const ir::Node& n, size_t rank);
+
 // `t` with `dims` reduced: kept as 1, or dropped.
 ir::TensorType reduced(const ir::TensorType& t, const std::vector<int64_t>& dims, bool keepdim);
 

@@ -48,12 +48,7 @@ Expected<bool> nan_reduction(PatternContext& ctx, ir::Node& n) {
   if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype ||
       !absent(n, "dtype"))
     return false;
-  std::optional<std::vector<int64_t>> given;
-  if (!absent(n, "dim")) {
-    given = int_list(n, "dim");
-    if (!given) return false;
-  }
-  const auto dims = reduced_dims(given, x->type.sizes.size());
+  const auto dims = node_reduced_dims(n, x->type.sizes.size());
   const auto keepdim = bool_value(n, "keepdim", false);
   if (!dims || !keepdim) return false;
   Nodes b(ctx, n);
