@@ -4,6 +4,8 @@
 #include <map>
 #include <optional>
 
+#include "ir/liveness.h"
+
 namespace kiln::engine {
 
 namespace {
@@ -35,7 +37,8 @@ MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::No
   const size_t nv = g.num_values();
   MemoryPlan plan;
   plan.offset.assign(nv, -1);
-  plan.last_use.assign(nv, MemoryPlan::kNeverUsed);
+  // Each value's own last use, then extended to its storage root's.
+  plan.last_use = ir::liveness(g).last_use;
 
   // Every value's storage root: views and getitem results share their operand's.
   std::vector<int> root(nv);
@@ -52,16 +55,8 @@ MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::No
   // Last use per storage root, then per value.
   std::vector<int> root_last(nv, MemoryPlan::kNeverUsed);
   std::vector<bool> escapes(nv, false);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (const ir::Value* in : nodes[i]->operands()) {
-      plan.last_use[in->id] = std::max(plan.last_use[in->id], static_cast<int>(i));
-      root_last[root[in->id]] = std::max(root_last[root[in->id]], static_cast<int>(i));
-    }
-  for (const ir::Value* out : g.outputs()) {
-    plan.last_use[out->id] = MemoryPlan::kLiveToEnd;
-    root_last[root[out->id]] = MemoryPlan::kLiveToEnd;
-    escapes[root[out->id]] = true;
-  }
+  for (size_t v = 0; v < nv; ++v) root_last[root[v]] = std::max(root_last[root[v]], plan.last_use[v]);
+  for (const ir::Value* out : g.outputs()) escapes[root[out->id]] = true;
   for (const ir::Value* in : g.inputs()) escapes[root[in->id]] = true;
   for (size_t v = 0; v < nv; ++v) plan.last_use[v] = std::max(plan.last_use[v], root_last[root[v]]);
 

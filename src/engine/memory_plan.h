@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "engine/network.h"
+#include "ir/liveness.h"
 #include "kiln/status.h"
 
 namespace kiln::engine {
 
 struct MemoryPlan {
-  static constexpr int kNeverUsed = -1;
-  static constexpr int kLiveToEnd = INT_MAX;
+  static constexpr int kNeverUsed = ir::Liveness::kNeverUsed;
+  static constexpr int kLiveToEnd = ir::Liveness::kLiveToEnd;
 
   // Per value id: byte offset in the arena, or -1 when the value is not placed
   // there (inputs, constants, outputs and whatever aliases them, symbolic

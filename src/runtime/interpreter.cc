@@ -1,5 +1,7 @@
 #include "runtime/interpreter.h"
 
+#include "ir/liveness.h"
+
 namespace kiln::runtime {
 
 Status run_node(const ir::Node& n, std::vector<engine::RtValue>& env, const cpu::KernelRegistry& kernels) {
@@ -23,18 +25,12 @@ Expected<std::vector<engine::RtValue>> interpret(const ir::Graph& g, std::vector
   std::vector<engine::RtValue> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(g.inputs()[i]->id)] = std::move(inputs[i]);
 
-  // Last node index that reads each value; graph outputs live to the end.
+  // Each value released after the last node that reads it; graph outputs live to the end.
   const size_t n_nodes = g.nodes().size();
-  std::vector<size_t> last_use(g.num_values(), 0);
-  for (size_t i = 0; i < n_nodes; ++i)
-    for (const ir::Value* v : g.nodes()[i]->operands()) last_use[static_cast<size_t>(v->id)] = i;
-  for (const ir::Value* v : g.outputs()) last_use[static_cast<size_t>(v->id)] = n_nodes;
-
+  const std::vector<std::vector<int>> release_after = ir::liveness(g).release_after(n_nodes);
   for (size_t i = 0; i < n_nodes; ++i) {
-    const ir::Node& n = *g.nodes()[i];
-    KILN_TRY(run_node(n, env, kernels));
-    for (const ir::Value* v : n.operands())
-      if (last_use[static_cast<size_t>(v->id)] == i) env[static_cast<size_t>(v->id)] = std::monostate{};
+    KILN_TRY(run_node(*g.nodes()[i], env, kernels));
+    for (int v : release_after[i]) env[static_cast<size_t>(v)] = std::monostate{};
   }
   std::vector<engine::RtValue> out;
   out.reserve(g.outputs().size());

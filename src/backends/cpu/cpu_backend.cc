@@ -7,6 +7,7 @@
 #include "engine/elementwise_program.h"
 #include "engine/fuse_elementwise.h"
 #include "engine/plan.h"
+#include "ir/liveness.h"
 
 namespace kiln::cpu {
 
@@ -138,7 +139,6 @@ class CpuBackend final : public engine::Backend {
       e->constants.push_back(*t);
     }
     const auto& nodes = g.nodes();
-    e->release_after.resize(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) {
       const ir::Node& n = *nodes[i];
       KernelFn fn = cpu_kernels().find(n.op);
@@ -155,11 +155,8 @@ class CpuBackend final : public engine::Backend {
         e->fused.push_back(std::nullopt);
       }
     }
-    for (size_t v = 0; v < g.num_values(); ++v) {
-      const int last = plan.memory.last_use[v];
-      if (last >= 0 && static_cast<size_t>(last) < nodes.size())
-        e->release_after[static_cast<size_t>(last)].push_back(static_cast<int>(v));
-    }
+    // The plan's liveness: a view's storage lives as long as its last view.
+    e->release_after = ir::Liveness{plan.memory.last_use}.release_after(nodes.size());
     e->memory = std::move(plan.memory);
     e->net = std::move(plan.network);
     return e.release();

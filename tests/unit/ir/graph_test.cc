@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/liveness.h"
 #include "ir/printer.h"
 
 namespace kiln::ir {
@@ -82,6 +83,42 @@ TEST(Graph, SpecializeFixesSymbolsInEverySize) {
   EXPECT_EQ(g.inputs()[0]->type.sizes[0].value, 3);
   EXPECT_EQ(g.outputs()[0]->type.sizes[0].value, 24);
   EXPECT_TRUE(g.verify().is_ok());
+}
+
+TEST(Graph, LivenessGivesEachValuesLastReaderAndWhatEachNodeReleases) {
+  auto parsed = parse_graph(R"(graph(%x: float32[4], %unused: float32[4]) {
+  %a: float32[4] = aten.relu.default(self=%x)
+  %b: float32[4] = aten.neg.default(self=%a)
+  %c: float32[4] = aten.add.Tensor(self=%a, other=%b)
+  %d: float32[4] = aten.exp.default(self=%c)
+  return (%d, %b)
+}
+)");
+  ASSERT_TRUE(parsed.has_value()) << parsed.status().message();
+  const Graph& g = *parsed;
+  const Liveness l = liveness(g);
+  auto last = [&](const char* name) {
+    for (size_t v = 0; v < g.num_values(); ++v)
+      if (g.value(v)->name == name) return l.last_use[v];
+    return -2;
+  };
+  EXPECT_EQ(last("x"), 0);
+  EXPECT_EQ(last("unused"), Liveness::kNeverUsed);
+  EXPECT_EQ(last("a"), 2);                     // read by neg and add
+  EXPECT_EQ(last("b"), Liveness::kLiveToEnd);  // a graph output
+  EXPECT_EQ(last("c"), 3);
+  EXPECT_EQ(last("d"), Liveness::kLiveToEnd);
+  const std::vector<std::vector<int>> release = l.release_after(g.nodes().size());
+  ASSERT_EQ(release.size(), 4u);
+  auto names = [&](const std::vector<int>& ids) {
+    std::vector<std::string> n;
+    for (int v : ids) n.push_back(g.value(static_cast<size_t>(v))->name);
+    return n;
+  };
+  EXPECT_EQ(names(release[0]), (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(release[1].empty());
+  EXPECT_EQ(names(release[2]), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(names(release[3]), (std::vector<std::string>{"c"}));
 }
 
 }  // namespace
