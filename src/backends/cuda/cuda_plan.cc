@@ -45,127 +45,139 @@ DType dtype_from(const json& j) {
 }
 std::string dname(DType t) { return std::string(dtype_name(t)); }
 
-json gemm_json(const GemmLaunch& g) {
-  const GemmShape& s = g.shape;
-  json j = {{"dtype", dname(s.dtype)},
-            {"tf32", s.allow_tf32},
-            {"m", s.m},
-            {"n", s.n},
-            {"k", s.k},
-            {"batch", s.batch},
-            {"trans_a", s.trans_a},
-            {"trans_b", s.trans_b},
-            {"lda", s.lda},
-            {"ldb", s.ldb},
-            {"ldc", s.ldc},
-            {"sa", s.batch_stride_a},
-            {"sb", s.batch_stride_b},
-            {"sc", s.batch_stride_c},
-            {"epilogue", static_cast<int>(s.epilogue)},
-            {"alpha", s.alpha},
-            {"beta", s.beta},
-            {"algo", g.algo.data},
-            {"workspace", g.algo.workspace_bytes},
-            {"ms", g.algo.measured_ms},
-            {"candidates", g.algo.candidates},
-            {"a", ref_json(g.a)},
-            {"b", ref_json(g.b)},
-            {"c", ref_json(g.c)},
-            {"has_bias", g.has_bias},
-            {"bias", ref_json(g.bias)}};
-  return j;
-}
-
-GemmLaunch gemm_from(const json& j) {
-  GemmLaunch g;
+// Each library step's fields, listed once: its JSON name and where it lives
+// (a group is one JSON array of several fields). The JSON writer and reader
+// and the walk over a plan's numbers (visit_plan_numbers) all follow the list.
+template <class V>
+void gemm_fields(GemmLaunch& g, V& v) {
   GemmShape& s = g.shape;
-  s.dtype = dtype_from(j.at("dtype"));
-  s.allow_tf32 = j.at("tf32").get<bool>();
-  s.m = j.at("m").get<int64_t>();
-  s.n = j.at("n").get<int64_t>();
-  s.k = j.at("k").get<int64_t>();
-  s.batch = j.at("batch").get<int64_t>();
-  s.trans_a = j.at("trans_a").get<bool>();
-  s.trans_b = j.at("trans_b").get<bool>();
-  s.lda = j.at("lda").get<int64_t>();
-  s.ldb = j.at("ldb").get<int64_t>();
-  s.ldc = j.at("ldc").get<int64_t>();
-  s.batch_stride_a = j.at("sa").get<int64_t>();
-  s.batch_stride_b = j.at("sb").get<int64_t>();
-  s.batch_stride_c = j.at("sc").get<int64_t>();
-  const int ep = j.at("epilogue").get<int>();
-  if (ep < 0 || ep > static_cast<int>(GemmEpilogue::kBiasGelu)) throw std::invalid_argument("bad epilogue");
-  s.epilogue = static_cast<GemmEpilogue>(ep);
-  s.alpha = j.at("alpha").get<float>();
-  s.beta = j.at("beta").get<float>();
-  g.algo.data = j.at("algo").get<std::array<uint64_t, 8>>();
-  g.algo.workspace_bytes = j.at("workspace").get<size_t>();
-  g.algo.measured_ms = j.at("ms").get<float>();
-  g.algo.candidates = j.at("candidates").get<int>();
-  g.a = ref_from(j.at("a"));
-  g.b = ref_from(j.at("b"));
-  g.c = ref_from(j.at("c"));
-  g.has_bias = j.at("has_bias").get<bool>();
-  g.bias = ref_from(j.at("bias"));
-  return g;
+  v.dtype("dtype", s.dtype);
+  v("tf32", s.allow_tf32);
+  v("m", s.m);
+  v("n", s.n);
+  v("k", s.k);
+  v("batch", s.batch);
+  v("trans_a", s.trans_a);
+  v("trans_b", s.trans_b);
+  v("lda", s.lda);
+  v("ldb", s.ldb);
+  v("ldc", s.ldc);
+  v("sa", s.batch_stride_a);
+  v("sb", s.batch_stride_b);
+  v("sc", s.batch_stride_c);
+  v.enumerated("epilogue", s.epilogue, GemmEpilogue::kBiasGelu);
+  v("alpha", s.alpha);
+  v("beta", s.beta);
+  v("algo", g.algo.data);
+  v("workspace", g.algo.workspace_bytes);
+  v("ms", g.algo.measured_ms);
+  v("candidates", g.algo.candidates);
+  v("a", g.a);
+  v("b", g.b);
+  v("c", g.c);
+  v("has_bias", g.has_bias);
+  v("bias", g.bias);
 }
 
-json conv_json(const ConvLaunch& c) {
-  const ConvShape& s = c.shape;
-  return {{"dtype", dname(s.dtype)},
-          {"tf32", s.allow_tf32},
-          {"nchw", {s.n, s.c, s.h, s.w}},
-          {"krs", {s.k, s.r, s.s}},
-          {"groups", s.groups},
-          {"stride", {s.stride_h, s.stride_w}},
-          {"pad", {s.pad_h, s.pad_w}},
-          {"dilation", {s.dilation_h, s.dilation_w}},
-          {"out", {s.out_h, s.out_w}},
-          {"channels_last", s.channels_last},
-          {"has_bias", s.has_bias},
-          {"has_residual", s.has_residual},
-          {"act", static_cast<int>(s.act)},
-          {"algo", c.algo.algo},
-          {"workspace", c.algo.workspace_bytes},
-          {"ms", c.algo.measured_ms},
-          {"x", ref_json(c.x)},
-          {"w", ref_json(c.w)},
-          {"bias", ref_json(c.bias)},
-          {"z", ref_json(c.z)},
-          {"y", ref_json(c.y)}};
-}
-
-ConvLaunch conv_from(const json& j) {
-  ConvLaunch c;
+template <class V>
+void conv_fields(ConvLaunch& c, V& v) {
   ConvShape& s = c.shape;
-  s.dtype = dtype_from(j.at("dtype"));
-  s.allow_tf32 = j.at("tf32").get<bool>();
-  const auto nchw = j.at("nchw").get<std::array<int64_t, 4>>();
-  s.n = nchw[0], s.c = nchw[1], s.h = nchw[2], s.w = nchw[3];
-  const auto krs = j.at("krs").get<std::array<int64_t, 3>>();
-  s.k = krs[0], s.r = krs[1], s.s = krs[2];
-  s.groups = j.at("groups").get<int64_t>();
-  const auto st = j.at("stride").get<std::array<int64_t, 2>>();
-  const auto pd = j.at("pad").get<std::array<int64_t, 2>>();
-  const auto dl = j.at("dilation").get<std::array<int64_t, 2>>();
-  const auto out = j.at("out").get<std::array<int64_t, 2>>();
-  s.stride_h = st[0], s.stride_w = st[1], s.pad_h = pd[0], s.pad_w = pd[1];
-  s.dilation_h = dl[0], s.dilation_w = dl[1], s.out_h = out[0], s.out_w = out[1];
-  s.channels_last = j.at("channels_last").get<bool>();
-  s.has_bias = j.at("has_bias").get<bool>();
-  s.has_residual = j.at("has_residual").get<bool>();
-  const int act = j.at("act").get<int>();
-  if (act < 0 || act > static_cast<int>(ConvActivation::kRelu)) throw std::invalid_argument("bad activation");
-  s.act = static_cast<ConvActivation>(act);
-  c.algo.algo = j.at("algo").get<int>();
-  c.algo.workspace_bytes = j.at("workspace").get<size_t>();
-  c.algo.measured_ms = j.at("ms").get<float>();
-  c.x = ref_from(j.at("x"));
-  c.w = ref_from(j.at("w"));
-  c.bias = ref_from(j.at("bias"));
-  c.z = ref_from(j.at("z"));
-  c.y = ref_from(j.at("y"));
-  return c;
+  v.dtype("dtype", s.dtype);
+  v("tf32", s.allow_tf32);
+  v.group("nchw", s.n, s.c, s.h, s.w);
+  v.group("krs", s.k, s.r, s.s);
+  v("groups", s.groups);
+  v.group("stride", s.stride_h, s.stride_w);
+  v.group("pad", s.pad_h, s.pad_w);
+  v.group("dilation", s.dilation_h, s.dilation_w);
+  v.group("out", s.out_h, s.out_w);
+  v("channels_last", s.channels_last);
+  v("has_bias", s.has_bias);
+  v("has_residual", s.has_residual);
+  v.enumerated("act", s.act, ConvActivation::kRelu);
+  v("algo", c.algo.algo);
+  v("workspace", c.algo.workspace_bytes);
+  v("ms", c.algo.measured_ms);
+  v("x", c.x);
+  v("w", c.w);
+  v("bias", c.bias);
+  v("z", c.z);
+  v("y", c.y);
+}
+
+// The fields into JSON.
+struct JsonWriter {
+  json j = json::object();
+  template <class T>
+  void operator()(const char* name, const T& x) {
+    j[name] = x;
+  }
+  void operator()(const char* name, const BufferRef& r) { j[name] = ref_json(r); }
+  void dtype(const char* name, DType t) { j[name] = dname(t); }
+  template <class E>
+  void enumerated(const char* name, E e, E) {
+    j[name] = static_cast<int>(e);
+  }
+  template <class... T>
+  void group(const char* name, const T&... xs) {
+    j[name] = json::array({xs...});
+  }
+};
+
+// The fields from JSON (throws on a missing or malformed field, or an enum
+// value past the last one; validate() checks the values).
+struct JsonReader {
+  const json& j;
+  template <class T>
+  void operator()(const char* name, T& x) {
+    x = j.at(name).get<T>();
+  }
+  void operator()(const char* name, BufferRef& r) { r = ref_from(j.at(name)); }
+  void dtype(const char* name, DType& t) { t = dtype_from(j.at(name)); }
+  template <class E>
+  void enumerated(const char* name, E& e, E last) {
+    const int v = j.at(name).get<int>();
+    if (v < 0 || v > static_cast<int>(last)) throw std::invalid_argument(std::string("bad ") + name);
+    e = static_cast<E>(v);
+  }
+  template <class... T>
+  void group(const char* name, T&... xs) {
+    const auto values = j.at(name).get<std::array<int64_t, sizeof...(T)>>();
+    size_t i = 0;
+    ((xs = values[i++]), ...);
+  }
+};
+
+// The sizes, strides and offsets among the fields (every int64 field and
+// every buffer's offset), in list order.
+struct NumberVisitor {
+  const std::function<void(int64_t&)>& f;
+  template <class T>
+  void operator()(const char*, T&) {}
+  void operator()(const char*, int64_t& x) { f(x); }
+  void operator()(const char*, BufferRef& r) { f(r.offset); }
+  void dtype(const char*, DType&) {}
+  template <class E>
+  void enumerated(const char*, E&, E) {}
+  template <class... T>
+  void group(const char*, T&... xs) {
+    (f(xs), ...);
+  }
+};
+
+template <class Launch>
+json launch_json(const Launch& l, void (*fields)(Launch&, JsonWriter&)) {
+  JsonWriter w;
+  fields(const_cast<Launch&>(l), w);  // the writer reads only
+  return std::move(w.j);
+}
+
+template <class Launch>
+Launch launch_from(const json& j, void (*fields)(Launch&, JsonReader&)) {
+  Launch l;
+  JsonReader r{j};
+  fields(l, r);
+  return l;
 }
 
 json io_json(const IoSlot& s) {
@@ -248,8 +260,8 @@ json body_json(const CudaPlan& p) {
         if (!s.kernel.dims.empty()) sj["kernel"]["dims"] = s.kernel.dims;
         break;
       }
-      case Step::Kind::kGemm: sj["gemm"] = gemm_json(s.gemm); break;
-      case Step::Kind::kConv: sj["conv"] = conv_json(s.conv); break;
+      case Step::Kind::kGemm: sj["gemm"] = launch_json<GemmLaunch>(s.gemm, &gemm_fields<JsonWriter>); break;
+      case Step::Kind::kConv: sj["conv"] = launch_json<ConvLaunch>(s.conv, &conv_fields<JsonWriter>); break;
     }
     steps_j.push_back(std::move(sj));
   }
@@ -283,10 +295,10 @@ void body_from(const json& j, CudaPlan& p) {
       if (k.contains("dims")) s.kernel.dims = k.at("dims").get<std::vector<int64_t>>();
     } else if (sj.contains("gemm")) {
       s.kind = Step::Kind::kGemm;
-      s.gemm = gemm_from(sj.at("gemm"));
+      s.gemm = launch_from<GemmLaunch>(sj.at("gemm"), &gemm_fields<JsonReader>);
     } else if (sj.contains("conv")) {
       s.kind = Step::Kind::kConv;
-      s.conv = conv_from(sj.at("conv"));
+      s.conv = launch_from<ConvLaunch>(sj.at("conv"), &conv_fields<JsonReader>);
     } else {
       throw std::invalid_argument("step for layer '" + s.layer + "' has no kernel, gemm or conv");
     }
@@ -622,37 +634,13 @@ void visit_plan_numbers(CudaPlan& p, const std::function<void(int64_t&)>& f, boo
         ints(s.kernel.dims);
         break;
       case Step::Kind::kGemm: {
-        GemmShape& g = s.gemm.shape;
-        for (int64_t* x :
-             {&g.m, &g.n, &g.k, &g.batch, &g.lda, &g.ldb, &g.ldc, &g.batch_stride_a, &g.batch_stride_b,
-              &g.batch_stride_c, &s.gemm.a.offset, &s.gemm.b.offset, &s.gemm.c.offset, &s.gemm.bias.offset})
-          f(*x);
+        NumberVisitor v{f};
+        gemm_fields(s.gemm, v);
         break;
       }
       case Step::Kind::kConv: {
-        ConvShape& c = s.conv.shape;
-        for (int64_t* x : {&c.n,
-                           &c.c,
-                           &c.h,
-                           &c.w,
-                           &c.k,
-                           &c.r,
-                           &c.s,
-                           &c.groups,
-                           &c.stride_h,
-                           &c.stride_w,
-                           &c.pad_h,
-                           &c.pad_w,
-                           &c.dilation_h,
-                           &c.dilation_w,
-                           &c.out_h,
-                           &c.out_w,
-                           &s.conv.x.offset,
-                           &s.conv.w.offset,
-                           &s.conv.bias.offset,
-                           &s.conv.z.offset,
-                           &s.conv.y.offset})
-          f(*x);
+        NumberVisitor v{f};
+        conv_fields(s.conv, v);
         break;
       }
     }
