@@ -24,7 +24,7 @@ Expected<json> parse_json_section(const SectionFile& f, std::string_view name, s
 }  // namespace
 
 Status canonicalize(Network& net) {
-  KILN_ASSIGN_OR_RETURN(net.graph, ir::renumbered(net.graph));
+  KILN_TRY(net.graph.compact());
   return net.verify();
 }
 

@@ -47,7 +47,7 @@ struct EnginePlan {
 // land in the engine's own memory).
 Expected<std::vector<PlanAlias>> in_place_aliases(const Network& net);
 
-// Rebuilds the network's graph through its text form so that value ids are
+// Compacts the network's graph (ir::Graph::compact) so that value ids are
 // dense and equal to those a loaded plan will have (memory plans index by id).
 Status canonicalize(Network& net);
 

@@ -183,6 +183,37 @@ Graph Graph::clone(std::map<const Value*, Value*>* map) const {
   return g;
 }
 
+Status Graph::compact() {
+  KILN_TRY(verify());
+  // Names as print_graph gives them: over every value in id order, a repeat
+  // takes its id as a suffix.
+  std::set<std::string> used;
+  std::vector<std::string> names(values_.size());
+  for (const auto& v : values_) {
+    std::string n = v->name.empty() ? "v" + std::to_string(v->id) : v->name;
+    while (!used.insert(n).second) n += "_" + std::to_string(v->id);
+    names[static_cast<size_t>(v->id)] = std::move(n);
+  }
+  std::vector<Value*> order(inputs_.begin(), inputs_.end());
+  for (const auto& n : nodes_) order.insert(order.end(), n->outputs.begin(), n->outputs.end());
+  std::set<const Value*> seen;
+  for (const Value* v : order)
+    if (!seen.insert(v).second) return internal_error("value '" + v->name + "' is defined twice");
+  std::vector<std::unique_ptr<Value>> kept;
+  kept.reserve(order.size());
+  for (Value* v : order) {
+    std::unique_ptr<Value>& slot = values_[static_cast<size_t>(v->id)];
+    v->name = std::move(names[static_cast<size_t>(v->id)]);
+    v->id = static_cast<int>(kept.size());
+    if (v->kind != ValueKind::kTensor) v->type = {};
+    if (v->kind != ValueKind::kSymInt) v->sym = nullptr;
+    kept.push_back(std::move(slot));
+  }
+  values_ = std::move(kept);  // the values left behind are defined by nothing
+  for (const auto& n : nodes_) n->name = n->outputs.empty() ? std::string(op_target(n->op)) : n->outputs[0]->name;
+  return Status::ok();
+}
+
 Module clone_module(const Module& m) {
   Module c;
   c.graph = m.graph.clone();

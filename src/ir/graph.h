@@ -131,6 +131,17 @@ class Graph {
   // Deep copy; `map` (if given) receives old->new value pointers.
   Graph clone(std::map<const Value*, Value*>* map = nullptr) const;
 
+  // Renumbers in place: values nothing defines (neither an input nor a node's
+  // output) are dropped, the rest are numbered densely in definition order
+  // (inputs, then each node's outputs), and each takes the name print_graph
+  // gives it (its own, made unique); each node is named as the parser names
+  // it (its first output, or its op). What the text form does not hold is
+  // cleared (a scalar's tensor type, a non-integer scalar's expression), so a
+  // compacted graph and its printed text read back are alike, and a program
+  // compiled now says what one loaded from a file says. Pointers to the
+  // values kept stay valid.
+  Status compact();
+
  private:
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -521,6 +521,4 @@ bool graphs_equal(const Graph& a, const Graph& b, std::string* why) {
   return true;
 }
 
-Expected<Graph> renumbered(const Graph& g) { return parse_graph(print_graph(g)); }
-
 }  // namespace kiln::ir

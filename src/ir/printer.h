@@ -17,10 +17,6 @@ namespace kiln::ir {
 std::string print_graph(const Graph& g);
 // Parses what print_graph writes. Errors name the line and column.
 Expected<Graph> parse_graph(std::string_view text);
-// A copy of `g` rebuilt through its text form: value ids are dense and equal
-// to those the graph will have when its text is parsed again (compiled
-// programs and engine plans refer to values by id).
-Expected<Graph> renumbered(const Graph& g);
 // Structural equality: same ops, attributes, wiring and types (names ignored).
 bool graphs_equal(const Graph& a, const Graph& b, std::string* why = nullptr);
 
