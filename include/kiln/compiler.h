@@ -78,7 +78,9 @@ struct CompileOptions {
 };
 
 struct LoadOptions {
-  // Lowering passes after which to hand the IR text to `dump` ("all" for every pass).
+  // Passes after which to hand the IR text to `dump` ("all" for every pass):
+  // lowering passes (the program's graph), and backend network passes (each
+  // engine's network, which is then built rather than taken from the engine cache).
   std::vector<std::string> print_after;
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
   // Used when the file is a .pt2 (a .kiln file is already compiled).

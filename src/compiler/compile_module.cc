@@ -42,15 +42,9 @@ void drop_unused_weights(ir::Module& m) {
     it = keep.count(it->first) ? std::next(it) : m.weights.erase(it);
 }
 
-// Renumbers `m.graph`'s values densely (through the text form), keeping the
-// signature; compiled programs and .kiln files index values by id.
-Status canonicalize_module(ir::Module& m) {
-  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::renumbered(m.graph));
-  if (g.inputs().size() != m.graph.inputs().size() || g.outputs().size() != m.graph.outputs().size())
-    return internal_error("the graph changed shape through its text form");
-  m.graph = std::move(g);
-  return m.graph.verify();
-}
+// Renumbers `m.graph`'s values densely, keeping the signature; compiled
+// programs and .kiln files index values by id.
+Status canonicalize_module(ir::Module& m) { return m.graph.compact(); }
 
 // The first symbol with no finite maximum (m.symbols) that sizes a value
 // segment `s` reads or computes, or "".
@@ -219,12 +213,15 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       bo.progress = settings.progress;
       bo.precision = settings.precision;
       bo.symbols = m.symbols;
+      bo.print_after = settings.print_after;
+      if (settings.dump)
+        bo.dump = [&](const std::string& pass, const std::string& text) { settings.dump(pass + " in " + what, text); };
       auto build = [&]() {
         if (settings.progress) settings.progress("building " + what);
         return backend->build(std::move(*net), bo);
       };
       Expected<std::vector<uint8_t>> plan = std::vector<uint8_t>{};
-      if (settings.cache) {
+      if (settings.cache && !(settings.dump && !settings.print_after.empty())) {
         const auto start = std::chrono::steady_clock::now();
         const std::string key = engine_cache_key(*backend, *net, settings.precision, m.symbols);
         plan = settings.cache->get_or_build(key, build, settings.progress, &r.from_cache);

@@ -130,6 +130,8 @@ Expected<program::CompiledProgram> compile_profile(ir::Module m, const std::stri
   cs.progress = co.progress;
   cs.allow_fallback = co.allow_fallback;
   cs.build_engines = co.build_engines;
+  cs.print_after = options.print_after;
+  cs.dump = options.dump;
   if (!co.build_engines) cs.cache.reset();  // nothing is built, nothing is stored
   auto compiled = compile_module(std::move(m), cs);
   if (!compiled) return std::move(compiled).status().with_context(path);

@@ -37,6 +37,10 @@ struct CompileSettings {
   std::function<void(const std::string&)> progress;
   bool allow_fallback = false;  // CompileOptions::allow_fallback
   bool build_engines = true;    // CompileOptions::build_engines
+  // Backend network passes after which `dump` receives each engine's network
+  // (LoadOptions::print_after). An engine is then built, not taken from the cache.
+  std::vector<std::string> print_after;
+  std::function<void(const std::string& pass, const std::string& ir_text)> dump;
 };
 
 // Partitions `m` (already lowered) with the converter registry's capability

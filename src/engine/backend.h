@@ -45,6 +45,8 @@ struct TargetInfo {
   // For a node of an implemented op: why the backend cannot build this node
   // (its attributes, ranks or dtypes), or an empty string when it can. May be empty.
   std::function<std::string(const ir::Node&)> refuses;
+  // The passes the backend's build runs over each engine's network, in order.
+  std::vector<NetworkPass> passes;
 };
 
 struct BuildOptions {
@@ -61,6 +63,10 @@ struct BuildOptions {
   // the size to tune for): a backend that takes symbolic sizes builds one
   // engine serving all of them.
   std::map<std::string, ir::SymbolRange> symbols;
+  // Network passes after which `dump` receives the network's graph text
+  // ("all" for each pass); names of lowering passes are ignored here.
+  std::vector<std::string> print_after;
+  IrDump dump;
 };
 
 // Returns the weight named `name` (a parameter, constant or folded constant),

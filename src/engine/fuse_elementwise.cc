@@ -194,4 +194,9 @@ Status fuse_elementwise(Network& net) {
   return net.verify();
 }
 
+NetworkPass fuse_elementwise_pass() {
+  return {"fuse-elementwise", &fuse_elementwise,
+          "chains of elementwise layers become one layer running an elementwise program"};
+}
+
 }  // namespace kiln::engine

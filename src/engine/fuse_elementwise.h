@@ -28,5 +28,7 @@ namespace kiln::engine {
 // Clears net.kernels when it is not empty (kernels are chosen after fusion).
 // Returns the result of verifying the rewritten network.
 Status fuse_elementwise(Network& net);
+// fuse_elementwise as the network pass "fuse-elementwise".
+NetworkPass fuse_elementwise_pass();
 
 }  // namespace kiln::engine

@@ -32,6 +32,40 @@ bool may_alias_operand(const ir::Node& n) {
 
 }  // namespace
 
+int64_t place_in_arena(std::vector<ArenaBlock>& blocks, int64_t alignment) {
+  auto aligned = [&](int64_t n) { return (n + alignment - 1) / alignment * alignment; };
+  std::vector<size_t> placed, order;
+  int64_t total = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].offset >= 0) {
+      placed.push_back(i);
+      total = std::max(total, blocks[i].offset + aligned(blocks[i].bytes));
+    } else {
+      order.push_back(i);
+    }
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return blocks[a].bytes > blocks[b].bytes; });
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  for (size_t i : order) {
+    ArenaBlock& a = blocks[i];
+    busy.clear();
+    for (size_t j : placed) {
+      const ArenaBlock& b = blocks[j];
+      if (b.first <= a.last && a.first <= b.last) busy.emplace_back(b.offset, b.offset + aligned(b.bytes));
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (off + aligned(a.bytes) <= lo) break;
+      off = std::max(off, hi);
+    }
+    a.offset = off;
+    total = std::max(total, off + aligned(a.bytes));
+    placed.push_back(i);
+  }
+  return total;
+}
+
 MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::Node&)>& placeable) {
   const ir::Graph& g = net.graph;
   const size_t nv = g.num_values();
@@ -60,18 +94,11 @@ MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::No
   for (const ir::Value* in : g.inputs()) escapes[root[in->id]] = true;
   for (size_t v = 0; v < nv; ++v) plan.last_use[v] = std::max(plan.last_use[v], root_last[root[v]]);
 
-  // Linear scan in layer order; blocks free after their root's last use are reused (best fit).
-  struct Block {
-    int64_t offset, size;
-  };
-  std::vector<Block> free_blocks;
-  std::multimap<int, Block> live;  // last use -> block
+  // A layer's output is live from that layer to its last use: it may not
+  // share with the layer's own inputs, which are still live then.
+  std::vector<ArenaBlock> blocks;
+  std::vector<const ir::Value*> placed;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    // Release blocks whose last reader ran before this layer.
-    for (auto it = live.begin(); it != live.end() && it->first < static_cast<int>(i);) {
-      free_blocks.push_back(it->second);
-      it = live.erase(it);
-    }
     const ir::Node& n = *nodes[i];
     if (!placeable(n)) continue;
     for (const ir::Value* out : n.outputs) {
@@ -79,28 +106,13 @@ MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::No
       if (plan.last_use[out->id] == MemoryPlan::kNeverUsed) continue;
       auto bytes = static_bytes(*out);
       if (!bytes || *bytes == 0) continue;
-      const int64_t size = align_up(*bytes);
-      plan.unshared_bytes += size;
-      auto best = free_blocks.end();
-      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
-        if (it->size >= size && (best == free_blocks.end() || it->size < best->size)) best = it;
-      Block b;
-      if (best != free_blocks.end()) {
-        b = {best->offset, size};
-        if (best->size > size)
-          best->offset += size, best->size -= size;
-        else
-          free_blocks.erase(best);
-      } else {
-        b = {plan.arena_bytes, size};
-        plan.arena_bytes += size;
-      }
-      plan.offset[out->id] = b.offset;
-      // A layer's output is live from this layer to its last use; it may not
-      // share with the layer's own inputs, which are still live now.
-      live.emplace(std::max(plan.last_use[out->id], static_cast<int>(i)), b);
+      plan.unshared_bytes += align_up(*bytes);
+      blocks.push_back({*bytes, static_cast<int>(i), std::max(plan.last_use[out->id], static_cast<int>(i))});
+      placed.push_back(out);
     }
   }
+  plan.arena_bytes = place_in_arena(blocks, kArenaAlignment);
+  for (size_t b = 0; b < blocks.size(); ++b) plan.offset[placed[b]->id] = blocks[b].offset;
   return plan;
 }
 

@@ -36,6 +36,21 @@ struct MemoryPlan {
 
 constexpr int64_t kArenaAlignment = 64;
 
+// A tensor to place in an arena: its size and the steps it is live over, both
+// ends included. `offset` is its place: given (>= 0, it stays there) or chosen.
+struct ArenaBlock {
+  int64_t bytes = 0;
+  int first = 0, last = 0;
+  int64_t offset = -1;
+};
+
+// The one arena planner, under engines' memory plans and the CUDA builder.
+// Blocks given an offset stay there; the others, largest first, each take the
+// lowest offset (a multiple of `alignment`) whose bytes no block live at any
+// of its steps holds. Returns the arena's size: the furthest block end, each
+// block's size rounded up to `alignment`.
+int64_t place_in_arena(std::vector<ArenaBlock>& blocks, int64_t alignment);
+
 // Plans `net`. `placeable(node)` says whether a layer's outputs may be placed
 // in the arena (its kernel writes into memory it is given).
 MemoryPlan plan_memory(const Network& net, const std::function<bool(const ir::Node&)>& placeable);

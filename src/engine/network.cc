@@ -1,5 +1,7 @@
 #include "engine/network.h"
 
+#include <algorithm>
+
 #include "ir/printer.h"
 
 namespace kiln::engine {
@@ -26,6 +28,17 @@ std::string Network::to_text() const {
   for (size_t i = 0; i < kernels.size() && i < graph.nodes().size(); ++i)
     s += "kernel " + graph.nodes()[i]->name + ": " + kernels[i] + "\n";
   return s;
+}
+
+Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes,
+                          const std::vector<std::string>& print_after, const IrDump& dump, const std::string& label) {
+  for (const NetworkPass& p : passes) {
+    KILN_TRY_CTX(p.run(net), "network pass '" + p.name + "'");
+    if (dump && (std::find(print_after.begin(), print_after.end(), p.name) != print_after.end() ||
+                 std::find(print_after.begin(), print_after.end(), "all") != print_after.end()))
+      dump(label.empty() ? p.name : p.name + " (" + label + ")", ir::print_graph(net.graph));
+  }
+  return Status::ok();
 }
 
 }  // namespace kiln::engine

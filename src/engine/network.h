@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,25 @@ struct Network {
   // Text form: the layer graph, then the constants and kernels, for inspect and tests.
   std::string to_text() const;
 };
+
+// A pass a backend runs over an engine's network before it emits layers
+// (folds into a layer's epilogue, elementwise fusion): named, so that
+// `--print-after NAME` shows what it did, and listed in the target's order.
+struct NetworkPass {
+  std::string name;
+  Status (*run)(Network&);
+  std::string description;
+};
+
+// Receives the graph text after a pass (`--print-after`).
+using IrDump = std::function<void(const std::string& pass, const std::string& ir_text)>;
+
+// Runs `passes` over `net` in order; an error names the pass. After each pass
+// named in `print_after` ("all" for each), `dump` (when set) receives the
+// network's graph text, under the pass's name followed by `label` (the shape
+// a range plan is emitting) when there is one.
+Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes,
+                          const std::vector<std::string>& print_after = {}, const IrDump& dump = nullptr,
+                          const std::string& label = "");
 
 }  // namespace kiln::engine

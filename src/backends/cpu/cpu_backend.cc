@@ -97,6 +97,7 @@ class CpuBackend final : public engine::Backend {
 #undef KILN_DTYPE
     target_.symbolic_dims = true;
     target_.implements = [](ir::OpKind op) { return cpu_kernels().find(op) != nullptr; };
+    target_.passes = {engine::fuse_elementwise_pass()};
   }
   std::string_view name() const override { return "cpu"; }
   const engine::TargetInfo& target() const override { return target_; }
@@ -104,7 +105,7 @@ class CpuBackend final : public engine::Backend {
   Expected<std::vector<uint8_t>> build(Network net, const engine::BuildOptions& options) const override {
     KILN_TRY(net.verify());
     const size_t before = net.graph.nodes().size();
-    KILN_TRY(engine::fuse_elementwise(net));
+    KILN_TRY(engine::run_network_passes(net, target_.passes, options.print_after, options.dump));
     KILN_TRY(engine::canonicalize(net));
     net.kernels.clear();
     for (const auto& n : net.graph.nodes()) {

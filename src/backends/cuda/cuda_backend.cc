@@ -1348,6 +1348,7 @@ class CudaBackend final : public engine::Backend {
           return std::string("a run-time check of a scalar computed from tensor data (checked on the host)");
       return std::string();
     };
+    target_.passes = cuda_network_passes();
   }
   std::string_view name() const override { return "cuda"; }
   const engine::TargetInfo& target() const override { return target_; }
@@ -1383,6 +1384,15 @@ class CudaBackend final : public engine::Backend {
     config.progress = options.progress;
     config.sizes_at_run_time = options_.sizes_at_run_time;
     config.symbols = options.symbols;
+    config.print_after = options.print_after;
+    if (options.dump) {
+      // The shapes of a range plan are emitted on several threads: one dump at a time.
+      auto lock = std::make_shared<std::mutex>();
+      config.dump = [lock, dump = options.dump](const std::string& pass, const std::string& text) {
+        std::lock_guard<std::mutex> hold(*lock);
+        dump(pass, text);
+      };
+    }
     KILN_ASSIGN_OR_RETURN(CudaPlan cp, build_cuda_plan(net, config));
     KILN_TRY(engine::canonicalize(net));
     engine::EnginePlan plan;

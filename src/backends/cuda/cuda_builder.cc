@@ -231,37 +231,10 @@ int Builder::add_error_layer(const std::string& layer) {
 }
 
 Status Builder::plan_memory() {
-  // The error word first, at offset 0 (where every shape of a range plan
-  // keeps it); then largest first, each at the lowest offset free over its lifetime.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < allocs_.size(); ++i)
-    if (static_cast<int>(i) != error_alloc_) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return allocs_[a].bytes > allocs_[b].bytes; });
-  std::vector<size_t> placed;
-  int64_t total = 0;
-  if (error_alloc_ >= 0) {
-    allocs_[static_cast<size_t>(error_alloc_)].offset = 0;
-    placed.push_back(static_cast<size_t>(error_alloc_));
-    total = align_up(4);
-  }
-  for (size_t i : order) {
-    Alloc& a = allocs_[i];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (size_t j : placed) {
-      const Alloc& b = allocs_[j];
-      if (b.first <= a.last && a.first <= b.last) busy.emplace_back(b.offset, b.offset + align_up(b.bytes));
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t off = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (off + align_up(a.bytes) <= lo) break;
-      off = std::max(off, hi);
-    }
-    a.offset = off;
-    total = std::max(total, off + align_up(a.bytes));
-    placed.push_back(i);
-  }
-  plan_.arena_bytes = std::max<int64_t>(total, kAlign);
+  // The error word at offset 0, where every shape of a range plan keeps it;
+  // the rest around it.
+  for (size_t i = 0; i < allocs_.size(); ++i) allocs_[i].offset = static_cast<int>(i) == error_alloc_ ? 0 : -1;
+  plan_.arena_bytes = std::max<int64_t>(engine::place_in_arena(allocs_, kAlign), kAlign);
   return Status::ok();
 }
 
@@ -1026,8 +999,10 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   KILN_TRY(ir::specialize(shape.graph, bindings));
   for (const std::string& n : network_symbols(shape))
     return internal_error("size " + n + " has no value for this shape");
-  KILN_TRY(fold_epilogues(shape));
-  KILN_TRY(engine::fuse_elementwise(shape));
+  std::string label;
+  for (const auto& [symbol, value] : bindings)
+    label += (label.empty() ? "" : ", ") + symbol + "=" + std::to_string(value);
+  KILN_TRY(engine::run_network_passes(shape, cuda_network_passes(), config.print_after, config.dump, label));
   BuildConfig c = config;
   c.sizes_at_run_time = true;
   Builder b(shape, c);
@@ -1093,8 +1068,7 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
 Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config) {
   KILN_TRY(net.verify());
   if (!network_symbols(net).empty()) return build_range_plan(net, config);
-  KILN_TRY(fold_epilogues(net));
-  KILN_TRY(engine::fuse_elementwise(net));
+  KILN_TRY(engine::run_network_passes(net, cuda_network_passes(), config.print_after, config.dump));
   Builder b(net, config);
   return b.build();
 }

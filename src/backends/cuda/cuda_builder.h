@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_support.h"
 #include "backends/cuda/kernel_source.h"
 #include "backends/cuda/nvrtc_compile.h"
+#include "engine/memory_plan.h"
 #include "engine/network.h"
 
 namespace kiln::cuda {
@@ -36,6 +37,9 @@ struct BuildConfig {
   // The range of every size symbol (a network with symbolic sizes builds one
   // plan serving the whole range, tuned at each symbol's opt).
   std::map<std::string, ir::SymbolRange> symbols;
+  // engine::BuildOptions::print_after and dump, for the network passes.
+  std::vector<std::string> print_after;
+  engine::IrDump dump;
 };
 
 // A generated kernel with which of its sizes it reads at run time.
@@ -181,11 +185,7 @@ class Builder {
   int add_error_layer(const std::string& layer);
 
  private:
-  struct Alloc {
-    int64_t bytes = 0;
-    int first = 0, last = 0;
-    int64_t offset = -1;
-  };
+  using Alloc = engine::ArenaBlock;  // its steps are plan steps
   void touch(const TRef& t);
   void add_step(Step s, std::initializer_list<const TRef*> uses);
   Status plan_memory();
@@ -208,7 +208,12 @@ class Builder {
 Status emit_layer(Builder& b, const ir::Node& n);
 
 // Folds GEMM + bias (+ ReLU) and convolution + residual add (+ ReLU) into
-// their producing layers' epilogues (cuda_epilogues.cc).
+// their producing layers' epilogues, and norms, rotary embeddings and gated
+// MLPs into their layers (cuda_epilogues.cc).
 Status fold_epilogues(engine::Network& net);
+
+// The CUDA target's network passes, in the order its build runs them:
+// "fold-epilogues", then "fuse-elementwise".
+const std::vector<engine::NetworkPass>& cuda_network_passes();
 
 }  // namespace kiln::cuda

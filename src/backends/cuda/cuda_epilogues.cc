@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "backends/cuda/cuda_builder.h"
+#include "engine/fuse_elementwise.h"
 
 namespace kiln::cuda {
 
@@ -442,6 +443,16 @@ Status fold_epilogues(engine::Network& net) {
     }
   }
   return net.verify();
+}
+
+const std::vector<engine::NetworkPass>& cuda_network_passes() {
+  static const std::vector<engine::NetworkPass> passes = {
+      {"fold-epilogues", &fold_epilogues,
+       "a bias or residual add and a ReLU into the product or convolution before them; casts, the residual and "
+       "rotary embeddings into norms and attention; SwiGLU into a gated MLP's gate/up product"},
+      engine::fuse_elementwise_pass(),
+  };
+  return passes;
 }
 
 }  // namespace kiln::cuda

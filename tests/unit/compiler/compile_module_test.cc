@@ -9,6 +9,7 @@
 #include "convert/registry.h"
 #include "engine/backend.h"
 #include "program/compiled_program.h"
+#include "program/engine_cache.h"
 #include "runtime/executable.h"
 #include "support/tensor_diff.h"
 #include "unit/lowering/rewrite_test_util.h"
@@ -82,6 +83,31 @@ TEST(CompileModule, AForcedOutOpFallsBackBetweenTwoEnginesAndSaysWhy) {
   ASSERT_EQ(cp->segments[1].reasons.size(), 1u);
   EXPECT_NE(cp->segments[1].reasons[0].find("sin"), std::string::npos) << cp->segments[1].reasons[0];
   EXPECT_TRUE(cp->segments[1].plan.empty());
+  expect_runs_as_the_module(m, std::move(*cp));
+}
+
+TEST(CompileModule, PrintAfterShowsEachEnginesNetworkAfterTheBackendsPassAndSkipsTheCache) {
+  const ir::Module m = module_from(kProgram);
+  CompileSettings s = cpu_settings();
+  s.partition.fallback_ops = {"aten.sin"};
+  s.cache = program::engine_cache_for(::testing::TempDir() + "/print_after_engine_cache");
+  // Filled without dumps: a second compile takes both engines from the cache.
+  ASSERT_TRUE(compile_module(ir::clone_module(m), s).has_value());
+  auto cached = compile_module(ir::clone_module(m), s);
+  ASSERT_TRUE(cached.has_value()) << cached.status().message();
+  EXPECT_TRUE(cached->segments[0].from_cache && cached->segments[2].from_cache);
+  std::vector<std::pair<std::string, std::string>> dumps;
+  s.print_after = {"fuse-elementwise"};
+  s.dump = [&](const std::string& pass, const std::string& text) { dumps.emplace_back(pass, text); };
+  auto cp = compile_module(ir::clone_module(m), s);
+  ASSERT_TRUE(cp.has_value()) << cp.status().message();
+  ASSERT_EQ(dumps.size(), 2u);
+  EXPECT_EQ(dumps[0].first.rfind("fuse-elementwise in engine 1/2 (segment 0", 0), 0u) << dumps[0].first;
+  EXPECT_EQ(dumps[1].first.rfind("fuse-elementwise in engine 2/2 (segment 2", 0), 0u) << dumps[1].first;
+  // The second engine's neg, cos and mul are one fused layer.
+  EXPECT_NE(dumps[1].second.find("kiln.fused_elementwise"), std::string::npos) << dumps[1].second;
+  EXPECT_EQ(dumps[1].second.find("aten.cos.default(self="), std::string::npos) << dumps[1].second;
+  for (const auto& seg : cp->segments) EXPECT_FALSE(seg.from_cache);
   expect_runs_as_the_module(m, std::move(*cp));
 }
 

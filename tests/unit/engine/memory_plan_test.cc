@@ -360,6 +360,61 @@ TEST(MemoryPlan, RandomGraphsWithOnlySomeLayersPlaceable) {
   }
 }
 
+TEST(ArenaPlacement, PinnedBlocksStayLargestGoFirstAndFreedBytesAreReused) {
+  std::vector<ArenaBlock> blocks = {
+      {4, -1, INT_MAX, 0},  // pinned at 0 for the whole run (the CUDA builder's error word)
+      {100, 0, 1},          // A
+      {300, 1, 2},          // B: overlaps A and C
+      {200, 2, 3},          // C: disjoint from A
+      {50, 4, 4},           // D: disjoint from A, B and C
+  };
+  const int64_t size = place_in_arena(blocks, 64);
+  EXPECT_EQ(blocks[0].offset, 0);
+  EXPECT_EQ(blocks[2].offset, 64);   // B (largest) first, after the pinned word
+  EXPECT_EQ(blocks[3].offset, 384);  // C, after B's 320 aligned bytes
+  EXPECT_EQ(blocks[1].offset, 384);  // A: lowest offset free at steps 0..1 (C's bytes are not live then)
+  EXPECT_EQ(blocks[4].offset, 64);   // D: only the pinned word is live at step 4
+  EXPECT_EQ(size, 384 + 256);
+}
+
+TEST(ArenaPlacement, RandomBlocksNeverShareBytesWhileBothAreLive) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<ArenaBlock> blocks;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    int64_t unshared = 0;
+    for (int i = 0; i < n; ++i) {
+      ArenaBlock b;
+      b.bytes = 1 + static_cast<int64_t>(rng() % 5000);
+      b.first = static_cast<int>(rng() % 30);
+      b.last = b.first + static_cast<int>(rng() % 10);
+      if (rng() % 8 == 0)
+        b.offset = 256 * static_cast<int64_t>(rng() % 4) + 1000000 * i;  // pinned, apart from each other
+      unshared += (b.bytes + 255) / 256 * 256;
+      blocks.push_back(b);
+    }
+    const std::vector<ArenaBlock> given = blocks;
+    const int64_t size = place_in_arena(blocks, 256);
+    int64_t pinned_end = 0;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (given[i].offset >= 0) {
+        EXPECT_EQ(blocks[i].offset, given[i].offset);
+        pinned_end = std::max(pinned_end, given[i].offset + (given[i].bytes + 255) / 256 * 256);
+      } else {
+        EXPECT_EQ(blocks[i].offset % 256, 0);
+      }
+      EXPECT_LE(blocks[i].offset + blocks[i].bytes, size);
+      for (size_t j = 0; j < i; ++j) {
+        const ArenaBlock &a = blocks[i], &b = blocks[j];
+        if (a.first > b.last || b.first > a.last) continue;
+        EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+            << "trial " << trial << ": blocks " << j << " and " << i << " share bytes while both are live";
+      }
+    }
+    EXPECT_LE(size, pinned_end + unshared) << "trial " << trial;
+  }
+}
+
 TEST(MemoryPlan, ValidateRejectsPlansThatDoNotFit) {
   Network net = network_from(R"(graph(%x: float32[4, 16], %s: float32[s0]) {
   %a: float32[4, 16] = aten.add.Tensor(self=%x, other=%x)

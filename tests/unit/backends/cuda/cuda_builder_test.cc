@@ -47,6 +47,42 @@ TEST(FoldEpilogues, GemmTakesABiasVectorAndReluAndKeepsTheOutputValue) {
   EXPECT_EQ(mm->outputs[0], out);  // the engine output is still the same value
 }
 
+TEST(FoldEpilogues, TheTargetsPassesFoldThenFuseAndShowTheNetworkAfterEach) {
+  std::vector<std::string> names;
+  for (const engine::NetworkPass& p : cuda_network_passes()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fold-epilogues", "fuse-elementwise"}));
+  engine::Network net = network_from(R"(graph(%x: float32[4, 8], %w: float32[8, 16], %b: float32[16]) {
+  %mm: float32[4, 16] = aten.mm.default(self=%x, mat2=%w)
+  %a: float32[4, 16] = aten.add.Tensor(self=%mm, other=%b)
+  %e: float32[4, 16] = aten.exp.default(self=%a)
+  %n: float32[4, 16] = aten.neg.default(self=%e)
+  return (%n)
+}
+)",
+                                     1, {"w", "b"});
+  std::vector<std::pair<std::string, std::string>> dumps;
+  auto dump = [&](const std::string& pass, const std::string& text) { dumps.emplace_back(pass, text); };
+  ASSERT_TRUE(engine::run_network_passes(net, cuda_network_passes(), {"all"}, dump, "s0=4").is_ok());
+  ASSERT_EQ(dumps.size(), 2u);
+  // After the folds: the bias is in the product, the exp and neg are not yet one layer.
+  EXPECT_EQ(dumps[0].first, "fold-epilogues (s0=4)");
+  EXPECT_NE(dumps[0].second.find("kiln_bias="), std::string::npos) << dumps[0].second;
+  EXPECT_EQ(dumps[0].second.find("aten.add.Tensor"), std::string::npos) << dumps[0].second;
+  EXPECT_NE(dumps[0].second.find("aten.exp.default(self="), std::string::npos) << dumps[0].second;
+  // After fusion: the two elementwise layers are one program.
+  EXPECT_EQ(dumps[1].first, "fuse-elementwise (s0=4)");
+  EXPECT_NE(dumps[1].second.find("kiln.fused_elementwise"), std::string::npos) << dumps[1].second;
+  EXPECT_EQ(dumps[1].second.find("aten.exp.default(self="), std::string::npos) << dumps[1].second;
+  EXPECT_EQ(dumps[1].second, ir::print_graph(net.graph));
+
+  // Only the passes named are shown.
+  engine::Network again = network_from(ir::print_graph(net.graph), 1, {"w", "b"});
+  dumps.clear();
+  ASSERT_TRUE(engine::run_network_passes(again, cuda_network_passes(), {"fuse-elementwise"}, dump).is_ok());
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].first, "fuse-elementwise");
+}
+
 TEST(FoldEpilogues, RmsNormBetweenCastsTakesTheWeight) {
   // transformers' LlamaRMSNorm in bfloat16: float32 statistics, rounded back, times the weight.
   engine::Network net = network_from(R"(graph(%x: bfloat16[2, 3, 64], %w: bfloat16[64]) {
