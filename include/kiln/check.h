@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/options.h"
 #include "kiln/runtime.h"
 #include "kiln/safetensors.h"
 
@@ -54,13 +55,12 @@ struct CheckReport {
 //   io_path: the io file's path (the manifest is looked for in its directory)
 Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path, const SafetensorsFile& io);
 
-// `tol` for outputs of engines that compute at `precision` ("fp32", "tf32",
-// "fp16", "bf16"): a float32 model built for a 16-bit or TF32 engine
+// `tol` for outputs of engines that compute at `precision`: a float32 model built for a 16-bit or TF32 engine
 // converts its weights and activations, so its outputs carry that rounding
 // through every layer; below fp32 the floor is 5e-2 relative and absolute,
 // and the absolute tolerance at least 1e-2 of the tensor's largest magnitude
 // (2.5 bfloat16 ulps of it: a model whose outputs reach 30 is held to 0.3).
-Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision);
+Tolerance tolerance_at_precision(Tolerance tol, Precision precision);
 
 // Compares one tensor; float types use |got - want| <= atol + rtol * |want|
 // (with floors for float16 and bfloat16 outputs); NaN must match NaN.

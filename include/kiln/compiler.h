@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/options.h"
 #include "kiln/runtime.h"
 
 namespace kiln {
@@ -30,10 +31,8 @@ struct ShapeProfile {
 
 struct CompileOptions {
   std::string device = "cpu";  // engine backend: "cpu", "null" (no engines), "cuda" where built
-  // Engine precision: "fp32", "tf32", "fp16" or "bf16" (float32 weights and
-  // activations converted at build time; softmax, normalization statistics
-  // and accumulation stay float32). The CPU backend computes as exported.
-  std::string precision = "fp32";
+  // Engine precision (kiln/options.h). The CPU backend computes as exported.
+  Precision precision = Precision::kFp32;
   // Engine cache directory: built plans are stored there and reused by any
   // later compile (any process) of a segment with the same key; empty: no
   // cache. The CLI defaults it to the user's cache directory.
@@ -49,14 +48,14 @@ struct CompileOptions {
   // the first profile that takes the inputs.
   std::vector<ShapeProfile> shapes;
   // Padded batch buckets, for a profile whose one dynamic size is the leading
-  // dimension of its inputs: "auto" (on backends that build static shapes
-  // only, CUDA), "on" (any backend) or "off". The profile is compiled for
+  // dimension of its inputs: kAuto (on backends that build static shapes
+  // only, CUDA), kOn (any backend) or kOff. The profile is compiled for
   // sizes min, the powers of two between, opt and max; a call with b rows
   // runs the smallest size >= b with its inputs padded and its outputs cut
   // back to b rows. Only programs whose output rows depend on the same input
-  // rows alone get buckets ("on" refuses any other; "auto" says why and
+  // rows alone get buckets (kOn refuses any other; kAuto says why and
   // compiles the range as it is).
-  std::string batch_buckets = "auto";
+  BatchBuckets batch_buckets = BatchBuckets::kAuto;
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".

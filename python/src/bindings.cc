@@ -210,9 +210,13 @@ kiln::LoadOptions load_options(
     bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
   kiln::LoadOptions o;
   o.compile.allow_fallback = allow_fallback;
-  o.compile.batch_buckets = batch_buckets;
+  kiln::Expected<kiln::BatchBuckets> b = kiln::parse_batch_buckets(batch_buckets);
+  if (!b) raise(b.status());
+  o.compile.batch_buckets = *b;
   o.compile.device = device;
-  o.compile.precision = precision;
+  kiln::Expected<kiln::Precision> p = kiln::parse_precision(precision);
+  if (!p) raise(p.status());
+  o.compile.precision = *p;
   o.compile.cache_dir = cache_dir;
   o.compile.min_block_size = min_block_size;
   o.compile.fallback_ops = fallback_ops;

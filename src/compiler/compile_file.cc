@@ -27,10 +27,11 @@ Expected<std::string> program_key(const std::vector<MethodFile>& models, const L
     sources.push_back({m.name.empty() ? "forward" : m.name, m.path});
   }
   // Every setting that changes what is written, in a fixed order.
-  std::string settings = "device " + c.device + "\nprecision " + c.precision + "\nmin-block-size " +
-                         std::to_string(c.min_block_size) + "\nrequire-full-compilation " +
-                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " + c.batch_buckets +
-                         "\nallow-fallback " + (c.allow_fallback ? "yes" : "no") + "\n";
+  std::string settings = "device " + c.device + "\nprecision " + std::string(name_of(c.precision)) +
+                         "\nmin-block-size " + std::to_string(c.min_block_size) + "\nrequire-full-compilation " +
+                         (c.require_full_compilation ? "yes" : "no") + "\nbatch-buckets " +
+                         std::string(name_of(c.batch_buckets)) + "\nallow-fallback " +
+                         (c.allow_fallback ? "yes" : "no") + "\n";
   for (const std::string& op : c.fallback_ops) settings += "fallback-op " + op + "\n";
   auto dims = [](const std::vector<int64_t>& d) {
     std::string t;

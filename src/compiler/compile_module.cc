@@ -103,12 +103,12 @@ std::string range_hint(const ir::Module& m) {
 
 }  // namespace
 
-std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, Precision precision,
                              const std::map<std::string, ir::SymbolRange>& symbols) {
   // Everything that changes the plan; weights do not (plans bind them by name at load).
   std::string key = "kiln " + std::string(KILN_VERSION_STRING) + " engine, backend " + backend.identity() +
-                    ", plan format " + std::to_string(engine::kPlanVersion) + ", precision " + precision + "\n" +
-                    net.to_text();
+                    ", plan format " + std::to_string(engine::kPlanVersion) + ", precision " +
+                    std::string(name_of(precision)) + "\n" + net.to_text();
   // The shape profile it is built for: the range (and tuning size) of every symbol its layers are sized by.
   std::set<std::string> used;
   auto note = [&](const ir::Value* v) {

@@ -156,8 +156,8 @@ struct BucketPlan {
 Expected<std::optional<BucketPlan>> plan_buckets(const ir::Module& read, const std::string& path,
                                                  const LoadOptions& options) {
   const CompileOptions& co = options.compile;
-  if (co.batch_buckets == "off") return std::optional<BucketPlan>();
-  const bool forced = co.batch_buckets == "on";
+  if (co.batch_buckets == BatchBuckets::kOff) return std::optional<BucketPlan>();
+  const bool forced = co.batch_buckets == BatchBuckets::kOn;
   if (!forced) {
     const engine::Backend* backend = program::builtin_backends().find(co.device);
     // Backends that take sizes known at run time serve the range as it is,

@@ -30,7 +30,7 @@ Status compile_method_file(const std::string& name, const std::string& path, con
 
 struct CompileSettings {
   std::string device = "cpu";
-  std::string precision = "fp32";  // engine::BuildOptions::precision
+  Precision precision = Precision::kFp32;  // engine::BuildOptions::precision
   // Where built plans are looked up and stored (null: build every engine).
   std::shared_ptr<program::EngineCache> cache;
   partition::PartitionOptions partition;
@@ -52,7 +52,7 @@ Expected<program::CompiledProgram> compile_module(ir::Module m, const CompileSet
 // precision, the network's full text (layers, edges, attributes, constant
 // names, shapes and dtypes) and the shape profile: min, opt and max of every
 // symbol the network's sizes use, from `symbols`.
-std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, const std::string& precision,
+std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, Precision precision,
                              const std::map<std::string, ir::SymbolRange>& symbols = {});
 
 }  // namespace kiln::compiler

@@ -21,6 +21,7 @@
 
 #include "engine/network.h"
 #include "kiln/dtype.h"
+#include "kiln/options.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
@@ -52,13 +53,8 @@ struct TargetInfo {
 struct BuildOptions {
   // Called with short progress messages while a plan is built (may be empty).
   std::function<void(const std::string&)> progress;
-  // Numeric precision of the engine: "fp32" (IEEE float32 throughout), "tf32"
-  // (float32 tensors, TF32 tensor-core matrix products), "fp16" or "bf16"
-  // (float32 weights and activations converted at build time; statistics,
-  // softmax and accumulation stay float32), or "fp8w" (the weights of
-  // matrix-vector products stored as FP8 e4m3 with a float32 scale per output
-  // channel; everything else as exported). Backends without a choice ignore it.
-  std::string precision = "fp32";
+  // Numeric precision of the engine (kiln/options.h). Backends without a choice ignore it.
+  Precision precision = Precision::kFp32;
   // The range of every symbol the network's sizes use (min, max, and opt,
   // the size to tune for): a backend that takes symbolic sizes builds one
   // engine serving all of them.

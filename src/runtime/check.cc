@@ -64,10 +64,11 @@ Expected<std::optional<Tolerance>> manifest_tolerance(const std::string& io_path
   return std::optional<Tolerance>{};
 }
 
-Tolerance tolerance_at_precision(Tolerance tol, std::string_view precision) {
-  if (precision == "fp32") return tol;
+Tolerance tolerance_at_precision(Tolerance tol, Precision precision) {
+  if (precision == Precision::kFp32) return tol;
   // FP8 weights: 3 mantissa bits, each weight within 1/16 of itself.
-  if (precision == "fp8w") return {std::max(tol.rtol, 1e-1), std::max(tol.atol, 1e-1), std::max(tol.atol_of_largest, 5e-2)};
+  if (precision == Precision::kFp8w)
+    return {std::max(tol.rtol, 1e-1), std::max(tol.atol, 1e-1), std::max(tol.atol_of_largest, 5e-2)};
   return {std::max(tol.rtol, 5e-2), std::max(tol.atol, 5e-2), std::max(tol.atol_of_largest, 1e-2)};
 }
 

@@ -176,14 +176,14 @@ TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
     far.data<float>()[i] = want.data<float>()[i] + 0.2f;    // more than any rounding explains
   }
   EXPECT_FALSE(compare_tensors("o", near, want, fixture).pass);
-  EXPECT_FALSE(compare_tensors("o", near, want, tolerance_at_precision(fixture, "fp32")).pass);
-  for (const char* p : {"fp16", "bf16", "tf32"}) {
+  EXPECT_FALSE(compare_tensors("o", near, want, tolerance_at_precision(fixture, Precision::kFp32)).pass);
+  for (const Precision p : {Precision::kFp16, Precision::kBf16, Precision::kTf32}) {
     const Tolerance t = tolerance_at_precision(fixture, p);
-    EXPECT_TRUE(compare_tensors("o", near, want, t).pass) << p;
-    EXPECT_FALSE(compare_tensors("o", far, want, t).pass) << p;
+    EXPECT_TRUE(compare_tensors("o", near, want, t).pass) << name_of(p);
+    EXPECT_FALSE(compare_tensors("o", far, want, t).pass) << name_of(p);
   }
   // A looser fixture tolerance is kept.
-  EXPECT_EQ(tolerance_at_precision({0.2, 0.3}, "fp16").atol, 0.3);
+  EXPECT_EQ(tolerance_at_precision({0.2, 0.3}, Precision::kFp16).atol, 0.3);
   // Below fp32 a small output may miss by 1e-2 of the tensor's largest one
   // (logits reaching 30 round by about 0.1 in bfloat16), at fp32 it may not.
   Tensor logits = Tensor::zeros(DType::Float32, {2});
@@ -192,10 +192,10 @@ TEST(FixtureCheck, EnginesBelowFloat32AreCheckedAtTheirPrecisionsFloor) {
   drifted.data<float>()[0] = 30.1f;
   logits.data<float>()[1] = 0.01f;
   drifted.data<float>()[1] = 0.25f;  // 0.24 off: within 0.3 = 1e-2 * 30
-  EXPECT_TRUE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "bf16")).pass);
-  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "fp32")).pass);
+  EXPECT_TRUE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, Precision::kBf16)).pass);
+  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, Precision::kFp32)).pass);
   drifted.data<float>()[1] = 0.4f;  // 0.39 off: more than 1e-2 of the largest
-  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, "bf16")).pass);
+  EXPECT_FALSE(compare_tensors("o", drifted, logits, tolerance_at_precision(fixture, Precision::kBf16)).pass);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ TEST(ShapeProfile, AFixedDimensionIsStaticInItsProfileAndMatchesPyTorch) {
 // what the program compiled for the whole range gives.
 TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSaveAndLoad) {
   LoadOptions o;
-  o.compile.batch_buckets = "on";
+  o.compile.batch_buckets = BatchBuckets::kOn;
   o.compile.shapes = {{"x", {1, 3, 32, 32}, {3, 3, 32, 32}, {7, 3, 32, 32}}};
   std::vector<std::string> heard;
   o.compile.progress = [&](const std::string& m) { heard.push_back(m); };
@@ -233,14 +233,14 @@ TEST(PaddedBatchBuckets, EverySizeInTheRangeMatchesTheRangeProgramAndSurvivesSav
 TEST(PaddedBatchBuckets, ProgramsThatMixRowsOrHaveOtherDynamicSizesGetNone) {
   // bert_dynseq: its dynamic size is the sequence, not the leading dimension.
   LoadOptions o;
-  o.compile.batch_buckets = "on";
+  o.compile.batch_buckets = BatchBuckets::kOn;
   o.compile.shapes = {{"input_ids", {2, 2}, {2, 8}, {2, 32}}};
   auto refused = compile(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.status().message().find("other than as its leading size"), std::string::npos)
       << refused.status().message();
   // "auto" on a backend that takes run-time sizes compiles the range as it is.
-  o.compile.batch_buckets = "auto";
+  o.compile.batch_buckets = BatchBuckets::kAuto;
   auto range = compile(std::string(KILN_SOURCE_DIR) + "/tests/fixtures/torch2.11/bert_dynseq.pt2", o);
   ASSERT_TRUE(range.has_value()) << range.status().message();
   EXPECT_EQ((*range)->method_names().size(), 1u);

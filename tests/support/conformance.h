@@ -814,7 +814,7 @@ inline void run_conformance_case(const engine::Backend& backend, const Conforman
   const ConformanceData d = conformance_data(c, net);
   if (::testing::Test::HasFailure()) return;
   engine::BuildOptions options;
-  options.precision = precision;
+  options.precision = *parse_precision(precision);
   auto plan = backend.build(std::move(net), options);
   if (!plan.has_value() && plan.status().code() == ErrorCode::kUnsupported)
     GTEST_SKIP() << backend.name() << " does not take it: " << plan.status().message();
@@ -861,12 +861,12 @@ inline void run_conformance_range_case(const engine::Backend& backend, const Con
   const ConformanceData at_opt = conformance_data(c, conformance_network(c, c.s0.opt));
   if (::testing::Test::HasFailure()) return;
   engine::BuildOptions options;
-  options.precision = precision;
+  options.precision = *parse_precision(precision);
   options.symbols["s0"] = c.s0;
   auto plan = backend.build(std::move(net), options);
   if (!plan.has_value() && plan.status().code() == ErrorCode::kUnsupported) {
     engine::BuildOptions fixed;
-    fixed.precision = precision;
+    fixed.precision = *parse_precision(precision);
     auto static_plan = backend.build(conformance_network(c, c.s0.opt), fixed);
     ASSERT_FALSE(static_plan.has_value())
         << backend.name() << " takes " << c.name << " at s0=" << c.s0.opt << " but not over [" << c.s0.min << ", "

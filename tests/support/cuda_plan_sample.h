@@ -21,7 +21,7 @@ inline cuda::CudaPlan sample_cuda_plan() {
   p.device_name = "NVIDIA H200";
   p.arch = "sm_90";
   p.sm_count = 132;
-  p.precision = "fp16";
+  p.precision = Precision::kFp16;
   p.arena_bytes = 4096;
   p.error_offset = 0;
   p.error_layers = {"embedding"};

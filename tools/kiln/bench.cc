@@ -321,8 +321,8 @@ int run_bench(int argc, char** argv) {
   if (!program) return fail(program.status());
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stream > 0)
-    return run_stream(*program, *args, options->compile.precision, build_s, stream, static_cast<uint32_t>(seed),
-                      threads);
+    return run_stream(*program, *args, std::string(name_of(options->compile.precision)), build_s, stream,
+                      static_cast<uint32_t>(seed), threads);
 
   std::vector<Tensor> inputs;
   if (auto in_path = args->get("inputs")) {
@@ -412,7 +412,8 @@ int run_bench(int argc, char** argv) {
   const double throughput = dev.median > 0 ? 1000.0 * static_cast<double>(batch) / dev.median : 0;
 
   std::printf("model      %s\n", args->positional[0].c_str());
-  std::printf("device     %s, precision %s\n", (*program)->device().c_str(), options->compile.precision.c_str());
+  std::printf("device     %s, precision %s\n", (*program)->device().c_str(),
+              std::string(name_of(options->compile.precision)).c_str());
   std::printf("segments   %d engine(s), %d node(s) in fallback\n", engines, fallback_nodes);
   std::printf("build      %.3f s\n", build_s);
   std::printf("first call %.3f ms (engines loaded, steps of a new shape made)\n", first_ms);
@@ -455,7 +456,7 @@ int run_bench(int argc, char** argv) {
   if (auto json_path = args->get("json")) {
     nlohmann::json j = {{"model", args->positional[0]},
                         {"device", (*program)->device()},
-                        {"precision", options->compile.precision},
+                        {"precision", std::string(name_of(options->compile.precision))},
                         {"build_s", build_s},
                         {"first_call_ms", first_ms},
                         {"median_ms", dev.median},

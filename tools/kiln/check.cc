@@ -45,10 +45,10 @@ int run_check(int argc, char** argv) {
       tol_from = "manifest.json, fixture " + io->metadata.at("fixture");
     }
     // Engines below fp32 round every layer's activations (kiln check --precision fp16).
-    if (options->compile.precision != "fp32") {
-      tol = tolerance_at_precision(tol, options->compile.precision);
-      tol_from += ", floored for " + options->compile.precision + " engines: atol at least " +
-                  (options->compile.precision == "fp8w" ? "5e-2" : "1e-2") + " of each tensor's largest value";
+    if (const Precision p = options->compile.precision; p != Precision::kFp32) {
+      tol = tolerance_at_precision(tol, p);
+      tol_from += ", floored for " + std::string(name_of(p)) + " engines: atol at least " +
+                  (p == Precision::kFp8w ? "5e-2" : "1e-2") + " of each tensor's largest value";
     }
   } else {
     tol_from = "command line";

@@ -77,14 +77,14 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
     }
   }
   if (auto p = a.get("precision")) {
-    if (*p != "fp32" && *p != "tf32" && *p != "fp16" && *p != "bf16" && *p != "fp8w")
-      return invalid_argument("--precision must be fp32, tf32, fp16, bf16 or fp8w, got '" + *p + "'");
-    c.precision = *p;
+    Expected<Precision> precision = parse_precision(*p);
+    if (!precision) return invalid_argument("--" + precision.status().message());
+    c.precision = *precision;
   }
   if (auto b = a.get("batch-buckets")) {
-    if (*b != "auto" && *b != "on" && *b != "off")
-      return invalid_argument("--batch-buckets must be auto, on or off, got '" + *b + "'");
-    c.batch_buckets = *b;
+    Expected<BatchBuckets> buckets = parse_batch_buckets(*b);
+    if (!buckets) return invalid_argument("--" + buckets.status().message());
+    c.batch_buckets = *buckets;
   }
   if (auto m = a.get("min-block-size")) {
     char* end = nullptr;

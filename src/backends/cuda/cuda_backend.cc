@@ -1378,9 +1378,6 @@ class CudaBackend final : public engine::Backend {
       return unsupported("the CUDA backend needs compute capability 8.0 or newer; " + config.device.name + " has " +
                          config.device.arch());
     config.precision = options.precision;
-    if (config.precision != "fp32" && config.precision != "tf32" && config.precision != "fp16" &&
-        config.precision != "bf16" && config.precision != "fp8w")
-      return invalid_argument("precision '" + config.precision + "' is not one of fp32, tf32, fp16, bf16, fp8w");
     config.progress = options.progress;
     config.sizes_at_run_time = options_.sizes_at_run_time;
     config.symbols = options.symbols;

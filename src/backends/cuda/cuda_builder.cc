@@ -67,8 +67,8 @@ Status fill_random(void* p, size_t nbytes, uint32_t seed) {
 
 DType Builder::compute_dtype(DType t) const {
   if (t != DType::Float32) return t;
-  if (config_.precision == "fp16") return DType::Float16;
-  if (config_.precision == "bf16") return DType::BFloat16;
+  if (config_.precision == Precision::kFp16) return DType::Float16;
+  if (config_.precision == Precision::kBf16) return DType::BFloat16;
   return t;
 }
 

@@ -26,7 +26,7 @@
 namespace kiln::cuda {
 
 struct BuildConfig {
-  std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16
+  Precision precision = Precision::kFp32;
   DeviceInfo device;
   std::function<void(const std::string&)> progress;
   // Every size a generated kernel reads (up to kMaxKernelDims of them) is
@@ -158,7 +158,7 @@ class Builder {
   const BuildConfig& config() const { return config_; }
   // The dtype a value of IR dtype `t` is computed in (--precision fp16/bf16 turn float32 into it).
   DType compute_dtype(DType t) const;
-  bool allow_tf32() const { return config_.precision == "tf32"; }
+  bool allow_tf32() const { return config_.precision == Precision::kTf32; }
   Expected<TRef> ref(const ir::Value* v);
   // The device slot an engine input is copied into, in its IR dtype (before
   // any precision cast); nullopt for anything that is not an engine input.

@@ -293,7 +293,7 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
   const std::optional<std::vector<int64_t>> gate_up = ints_arg(n, "kiln_gate_up");
   // --precision fp8w: such a weight (k a multiple of 16) is stored as FP8
   // rows with a scale each, and the matrix-vector kernel reads those.
-  if (few_rows_of_constant && b.config().precision == "fp8w" && w->type.sizes[0].is_static() &&
+  if (few_rows_of_constant && b.config().precision == Precision::kFp8w && w->type.sizes[0].is_static() &&
       w->type.sizes[0].value % 16 == 0) {
     return emit_gemv_fp8(b, n.name, A, w, out, bias ? &*bias : nullptr, ep, alpha, gate_up ? &*gate_up : nullptr);
   }

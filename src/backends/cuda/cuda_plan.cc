@@ -313,7 +313,7 @@ std::string CudaPlan::to_json() const {
   j["device"] = device_name;
   j["arch"] = arch;
   j["sm_count"] = sm_count;
-  j["precision"] = precision;
+  j["precision"] = std::string(name_of(precision));
   j["workspace_bytes"] = workspace_bytes;
   j["kernels"] = kernel_names;
   if (!symbols.empty()) {
@@ -342,7 +342,9 @@ Expected<CudaPlan> CudaPlan::from_json(std::string_view text, std::span<const ui
     p.device_name = j.at("device").get<std::string>();
     p.arch = j.at("arch").get<std::string>();
     p.sm_count = j.at("sm_count").get<int>();
-    p.precision = j.at("precision").get<std::string>();
+    Expected<Precision> precision = parse_precision(j.at("precision").get<std::string>());
+    if (!precision) return format_error("CUDA plan: " + precision.status().message());
+    p.precision = *precision;
     p.workspace_bytes = j.at("workspace_bytes").get<size_t>();
     p.kernel_names = j.at("kernels").get<std::vector<std::string>>();
     if (j.contains("symbols")) {

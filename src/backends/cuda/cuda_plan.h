@@ -21,6 +21,7 @@
 #include "backends/cuda/gemm.h"
 #include "engine/plan.h"
 #include "kiln/dtype.h"
+#include "kiln/options.h"
 #include "kiln/status.h"
 
 namespace kiln::cuda {
@@ -124,7 +125,7 @@ struct CudaPlan {
   std::string device_name;
   std::string arch;  // "sm_90"
   int sm_count = 0;
-  std::string precision;  // fp32 | tf32 | fp16 | bf16
+  Precision precision = Precision::kFp32;  // written by its name (name_of)
   int64_t arena_bytes = 0;
   int64_t error_offset = 0;               // int32 error word in the arena set by kernels that check indices
   std::vector<std::string> error_layers;  // error code k (1-based) names layer error_layers[k-1]

@@ -161,11 +161,12 @@ TEST(CompileModule, EngineCacheKeysFollowWhatChangesAPlan) {
     return std::move(*net);
   };
   const engine::Network a = network_of(kProgram), b = network_of(kProgram);
-  EXPECT_EQ(engine_cache_key(*cpu, a, "fp32"), engine_cache_key(*cpu, b, "fp32"));
-  EXPECT_NE(engine_cache_key(*cpu, a, "fp32"), engine_cache_key(*cpu, a, "fp16"));
+  EXPECT_EQ(engine_cache_key(*cpu, a, Precision::kFp32), engine_cache_key(*cpu, b, Precision::kFp32));
+  EXPECT_NE(engine_cache_key(*cpu, a, Precision::kFp32), engine_cache_key(*cpu, a, Precision::kFp16));
   std::string other = kProgram;
   other.replace(other.find("aten.exp.default"), 16, "aten.tanh.default");
-  EXPECT_NE(engine_cache_key(*cpu, a, "fp32"), engine_cache_key(*cpu, network_of(other.c_str()), "fp32"));
+  EXPECT_NE(engine_cache_key(*cpu, a, Precision::kFp32),
+            engine_cache_key(*cpu, network_of(other.c_str()), Precision::kFp32));
 }
 
 }  // namespace

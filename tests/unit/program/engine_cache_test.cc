@@ -51,7 +51,7 @@ constexpr const char* kNet = R"(graph(%x: float32[4, 8], %w: float32[8, 3], %b: 
 std::string key_of(const std::string& text, const std::vector<std::string>& constants = {"w", "b"},
                    const std::string& precision = "fp32") {
   auto backend = cpu::make_cpu_backend();
-  return compiler::engine_cache_key(*backend, network_from(text, 1, constants), precision);
+  return compiler::engine_cache_key(*backend, network_from(text, 1, constants), *parse_precision(precision));
 }
 
 std::string replaced(std::string s, const std::string& from, const std::string& to) {
@@ -99,7 +99,7 @@ TEST(EngineCacheKey, ChangesWithEveryIngredient) {
     }
     void destroy(engine::EngineHandle h) const override { cpu->destroy(h); }
   } other;
-  EXPECT_NE(compiler::engine_cache_key(other, network_from(kNet, 1, {"w", "b"}), "fp32"), base);
+  EXPECT_NE(compiler::engine_cache_key(other, network_from(kNet, 1, {"w", "b"}), Precision::kFp32), base);
 }
 
 TEST(EngineCacheKey, ChangesWithTheShapeProfileOfItsOwnSymbols) {
@@ -111,15 +111,16 @@ TEST(EngineCacheKey, ChangesWithTheShapeProfileOfItsOwnSymbols) {
   const std::string dyn = replaced(text, "%s: float32[4, 3]", "%s: float32[s0, 3]");
   auto backend = cpu::make_cpu_backend();
   auto key = [&](std::map<std::string, ir::SymbolRange> symbols) {
-    return compiler::engine_cache_key(*backend, network_from(dyn, 1, {"w", "b"}), "fp32", symbols);
+    return compiler::engine_cache_key(*backend, network_from(dyn, 1, {"w", "b"}), Precision::kFp32, symbols);
   };
   const std::string base = key({{"s0", {1, 16, 8}}});
   EXPECT_NE(key({{"s0", {2, 16, 8}}}), base) << "min";
   EXPECT_NE(key({{"s0", {1, 16, 4}}}), base) << "opt";
   EXPECT_NE(key({{"s0", {1, 32, 8}}}), base) << "max";
   EXPECT_EQ(key({{"s0", {1, 16, 8}}, {"s1", {1, 4, 2}}}), base) << "a symbol the network does not use";
-  EXPECT_EQ(compiler::engine_cache_key(*backend, network_from(kNet, 1, {"w", "b"}), "fp32", {{"s0", {1, 16, 8}}}),
-            key_of(kNet))
+  EXPECT_EQ(
+      compiler::engine_cache_key(*backend, network_from(kNet, 1, {"w", "b"}), Precision::kFp32, {{"s0", {1, 16, 8}}}),
+      key_of(kNet))
       << "a static network does not depend on any profile";
 }
 

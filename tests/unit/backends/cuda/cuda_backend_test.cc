@@ -76,7 +76,7 @@ void build_and_load(std::unique_ptr<engine::Backend> backend, const std::string&
                     const std::string& precision = "fp32") {
   Network net = network_from(text, 1, constants);
   engine::BuildOptions options;
-  options.precision = precision;
+  options.precision = *parse_precision(precision);
   auto plan = backend->build(std::move(net), options);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   auto handle = backend->load(*plan, weights, "test engine");
@@ -477,7 +477,7 @@ TEST(CudaBackend, Fp8WeightsAreReadByTheMatrixVectorKernel) {
       cpu_weights["w"] = deq;
     }
     for (auto& [name, t] : cpu_weights) t = t.to(DType::Float32);
-    auto plan = make_cuda_backend()->build(network_from(text, 1, names), {.precision = "fp8w"});
+    auto plan = make_cuda_backend()->build(network_from(text, 1, names), {.precision = Precision::kFp8w});
     ASSERT_TRUE(plan.has_value()) << at << ": " << plan.status().message();
     EXPECT_EQ(std::string(plan->begin(), plan->end()).find("gemv_fp8") != std::string::npos, gemv) << at;
     Loaded gpu, cpu;

@@ -521,7 +521,7 @@ TEST(RangePlan, AGatedMlpIsOneMatrixVectorKernelAtFewRowsAndAProductThenSiluMulA
   for (const char* precision : {"fp32", "fp8w"}) {
     engine::Network net = testing::network_from(kGated, 1, {"w", "d"});
     cuda::BuildConfig config = host_config({1, 64, 4});
-    config.precision = precision;
+    config.precision = *parse_precision(precision);
     const bool fp8 = std::string(precision) == "fp8w";
     for (int64_t rows : {4, 32}) {
       auto shape = cuda::plan_for_shape(net, {{"s0", rows}}, config);

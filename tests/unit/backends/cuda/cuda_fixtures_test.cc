@@ -71,7 +71,7 @@ void expect_matches_pytorch(const std::shared_ptr<const Program>& program, const
   auto io = read_safetensors(c.dir + "/" + c.io);
   ASSERT_TRUE(io.has_value()) << io.status().message();
   auto report =
-      check_fixture(program, *io, tolerance_at_precision(c.tolerance, precision), bind_buffers);
+      check_fixture(program, *io, tolerance_at_precision(c.tolerance, *parse_precision(precision)), bind_buffers);
   ASSERT_TRUE(report.has_value()) << run << ": " << report.status().message();
   EXPECT_FALSE(report->tensors.empty());
   for (const auto& t : report->tensors)
@@ -91,7 +91,7 @@ TEST_P(CudaFixtures, MatchPyTorchAsCompiledAndFromTheirKilnFile) {
   hot.set_capacity(0);
   LoadOptions o;
   o.compile.device = "cuda";
-  o.compile.precision = precision;
+  o.compile.precision = *parse_precision(precision);
   const fs::path saved =
       fs::temp_directory_path() / ("kiln_cuda_fixture_" + std::to_string(::getpid()) + "_" +
                                    fs::path(c.dir).filename().string() + "_" + c.model + "_" + precision + ".kiln");

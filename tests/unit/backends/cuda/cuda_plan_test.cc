@@ -177,7 +177,7 @@ TEST(PlanReader, ARangePlanWithATableGivesEachShapeItsNumbers) {
     EXPECT_EQ(p->steps[1].gemm.shape.m, s0);
     EXPECT_EQ(p->steps[1].gemm.shape.n, 16);
     EXPECT_EQ(p->kernel_names, read->plan.kernel_names);
-    EXPECT_EQ(p->precision, "fp16");
+    EXPECT_EQ(p->precision, Precision::kFp16);
   }
 
   // Without its shapes section, with a record cut short, or with a varying

@@ -102,7 +102,7 @@ std::vector<cpu::RtValue> reference(const engine::Network& net, const std::map<s
 
 engine::BuildOptions range_options(const std::string& precision, int64_t min, int64_t opt, int64_t max) {
   engine::BuildOptions o;
-  o.precision = precision;
+  o.precision = *parse_precision(precision);
   o.symbols["s0"] = {min, max, opt};
   return o;
 }

@@ -867,7 +867,7 @@ TEST(CudaSession, OutOfDeviceMemoryIsAClearErrorAndTheProcessGoesOn) {
 Expected<std::shared_ptr<const Program>> dynbatch_range(int64_t max) {
   LoadOptions o;
   o.compile.device = "cuda";
-  o.compile.batch_buckets = "off";
+  o.compile.batch_buckets = BatchBuckets::kOff;
   o.compile.shapes.push_back({"x", {1, 3, 32, 32}, {4, 3, 32, 32}, {max, 3, 32, 32}});
   return compile(fixture("resnet_basic_dynbatch.pt2"), o);
 }
