@@ -58,6 +58,11 @@ struct CompileOptions {
   BatchBuckets batch_buckets = BatchBuckets::kAuto;
   // Engine segments with fewer compute nodes stay in fallback.
   int min_block_size = 5;
+  // Passes to skip, by name: lowering passes (kiln inspect --help lists them;
+  // those a program needs cannot be) and the backend's network passes (CPU:
+  // fuse-elementwise; CUDA: fold-epilogues, fuse-elementwise). Both caches
+  // key on them. For finding which rewrite changes a result or a speed.
+  std::vector<std::string> disabled_passes;
   // Ops forced out of engines: "aten.relu.default", "aten.relu" or "relu".
   std::vector<std::string> fallback_ops;
   // Any node that cannot go into an engine is an error naming it.

@@ -1,6 +1,7 @@
 // compile_to_file (kiln/cache.h): a program compiled and written to a file,
 // through the program cache when the options name a cache directory.
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ Expected<std::string> program_key(const std::vector<MethodFile>& models, const L
                          std::string(name_of(c.batch_buckets)) + "\nallow-fallback " +
                          (c.allow_fallback ? "yes" : "no") + "\n";
   for (const std::string& op : c.fallback_ops) settings += "fallback-op " + op + "\n";
+  for (const std::string& pass : std::set<std::string>(c.disabled_passes.begin(), c.disabled_passes.end()))
+    settings += "disable-pass " + pass + "\n";
   auto dims = [](const std::vector<int64_t>& d) {
     std::string t;
     for (int64_t v : d) t += (t.empty() ? "" : "x") + std::to_string(v);

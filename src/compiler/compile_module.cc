@@ -104,11 +104,17 @@ std::string range_hint(const ir::Module& m) {
 }  // namespace
 
 std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, Precision precision,
-                             const std::map<std::string, ir::SymbolRange>& symbols) {
+                             const std::map<std::string, ir::SymbolRange>& symbols,
+                             const std::vector<std::string>& disabled_passes) {
   // Everything that changes the plan; weights do not (plans bind them by name at load).
   std::string key = "kiln " + std::string(KILN_VERSION_STRING) + " engine, backend " + backend.identity() +
                     ", plan format " + std::to_string(engine::kPlanVersion) + ", precision " +
-                    std::string(name_of(precision)) + "\n" + net.to_text();
+                    std::string(name_of(precision)) + "\n";
+  // The backend's network passes left out (in the target's order).
+  for (const engine::NetworkPass& p : backend.target().passes)
+    if (std::find(disabled_passes.begin(), disabled_passes.end(), p.name) != disabled_passes.end())
+      key += "without network pass " + p.name + "\n";
+  key += net.to_text();
   // The shape profile it is built for: the range (and tuning size) of every symbol its layers are sized by.
   std::set<std::string> used;
   auto note = [&](const ir::Value* v) {
@@ -213,9 +219,12 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       bo.progress = settings.progress;
       bo.precision = settings.precision;
       bo.symbols = m.symbols;
-      bo.print_after = settings.print_after;
+      bo.passes.disabled = settings.disabled_passes;
+      bo.passes.print_after = settings.print_after;
       if (settings.dump)
-        bo.dump = [&](const std::string& pass, const std::string& text) { settings.dump(pass + " in " + what, text); };
+        bo.passes.dump = [&](const std::string& pass, const std::string& text) {
+          settings.dump(pass + " in " + what, text);
+        };
       auto build = [&]() {
         if (settings.progress) settings.progress("building " + what);
         return backend->build(std::move(*net), bo);
@@ -223,7 +232,8 @@ Expected<CompiledProgram> compile_module(ir::Module m, const CompileSettings& se
       Expected<std::vector<uint8_t>> plan = std::vector<uint8_t>{};
       if (settings.cache && !(settings.dump && !settings.print_after.empty())) {
         const auto start = std::chrono::steady_clock::now();
-        const std::string key = engine_cache_key(*backend, *net, settings.precision, m.symbols);
+        const std::string key =
+            engine_cache_key(*backend, *net, settings.precision, m.symbols, settings.disabled_passes);
         plan = settings.cache->get_or_build(key, build, settings.progress, &r.from_cache);
         if (plan && r.from_cache && settings.progress)
           settings.progress(what + " from the engine cache in " +

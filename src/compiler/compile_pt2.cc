@@ -103,11 +103,13 @@ Expected<program::CompiledProgram> compile_profile(ir::Module m, const std::stri
   KILN_TRY_CTX(apply_shape_profiles(m, co.shapes), path);
   KILN_TRY_CTX(lowering::specialize_symbols(m), path);
   std::string slow;  // passes that took a noticeable part of it
-  lowering::PipelineOptions po{options.print_after, options.dump, [&slow](const std::string& pass, double ms) {
-                                 if (ms >= 10)
-                                   slow += (slow.empty() ? "" : ", ") + pass + " " +
-                                           std::to_string(static_cast<int>(ms)) + " ms";
-                               }};
+  lowering::PipelineOptions po;
+  po.disabled = co.disabled_passes;
+  po.print_after = options.print_after;
+  po.dump = options.dump;
+  po.timed = [&slow](const std::string& pass, double ms) {
+    if (ms >= 10) slow += (slow.empty() ? "" : ", ") + pass + " " + std::to_string(static_cast<int>(ms)) + " ms";
+  };
   po.keep_ops = options.compile.fallback_ops;
   KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
   if (options.compile.progress)
@@ -132,6 +134,7 @@ Expected<program::CompiledProgram> compile_profile(ir::Module m, const std::stri
   cs.build_engines = co.build_engines;
   cs.print_after = options.print_after;
   cs.dump = options.dump;
+  cs.disabled_passes = co.disabled_passes;
   if (!co.build_engines) cs.cache.reset();  // nothing is built, nothing is stored
   auto compiled = compile_module(std::move(m), cs);
   if (!compiled) return std::move(compiled).status().with_context(path);
@@ -222,6 +225,7 @@ Expected<std::optional<BucketPlan>> plan_buckets(const ir::Module& read, const s
 
   // The proof, on the program as lowered for the whole range.
   lowering::PipelineOptions po;
+  po.disabled = co.disabled_passes;
   po.keep_ops = co.fallback_ops;
   KILN_TRY_CTX(lowering::run_pipeline(m, lowering::default_pipeline(), po), path);
   if (Status s = lowering::check_batch_separable(m, symbol, &plan.batch.output_factors); !s)
@@ -248,10 +252,40 @@ std::vector<ShapeProfile> bucket_shapes(const BucketPlan& plan, int64_t size) {
   return shapes;
 }
 
+// Each pass CompileOptions::disabled_passes names is a lowering pass a
+// program can do without or one of the device backend's network passes.
+Status check_disabled_passes(const CompileOptions& co) {
+  const engine::Backend* backend = program::builtin_backends().find(co.device);
+  if (backend == nullptr) return Status::ok();  // compile_module names the device
+  for (const std::string& name : co.disabled_passes) {
+    const auto& lowering = lowering::default_pipeline();
+    auto pass = std::find_if(lowering.begin(), lowering.end(), [&](const auto& p) { return p.name == name; });
+    if (pass != lowering.end()) {
+      if (pass->required)
+        return invalid_argument("pass '" + name + "' cannot be disabled: a program needs it (" + pass->description +
+                                ")");
+      continue;
+    }
+    const auto& network = backend->target().passes;
+    if (std::any_of(network.begin(), network.end(), [&](const auto& p) { return p.name == name; })) continue;
+    std::set<std::string> optional;
+    for (const auto& p : lowering)
+      if (!p.required) optional.insert(p.name);
+    std::string known;
+    for (const std::string& n : optional) known += (known.empty() ? "" : ", ") + n;
+    std::string own;
+    for (const auto& p : network) own += (own.empty() ? "" : ", ") + p.name;
+    return invalid_argument("no pass '" + name + "' to disable (lowering: " + known + "; " + co.device +
+                            " network passes: " + (own.empty() ? "none" : own) + ")");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status compile_method_file(const std::string& name, const std::string& path, const LoadOptions& options,
                            std::vector<program::CompiledMethod>& out) {
+  KILN_TRY(check_disabled_passes(options.compile));
   KILN_ASSIGN_OR_RETURN(std::vector<std::vector<ShapeProfile>> profiles, group_profiles(options.compile.shapes));
   // Read once; each profile and bucket lowers a copy of its own.
   const auto start = std::chrono::steady_clock::now();

@@ -41,6 +41,8 @@ struct CompileSettings {
   // (LoadOptions::print_after). An engine is then built, not taken from the cache.
   std::vector<std::string> print_after;
   std::function<void(const std::string& pass, const std::string& ir_text)> dump;
+  // Network passes the backend skips (CompileOptions::disabled_passes).
+  std::vector<std::string> disabled_passes;
 };
 
 // Partitions `m` (already lowered) with the converter registry's capability
@@ -49,10 +51,12 @@ Expected<program::CompiledProgram> compile_module(ir::Module m, const CompileSet
 
 // The engine cache key material of `net` built by `backend` (see engine_cache.h):
 // kiln's version, the backend's identity, the plan format version, the
-// precision, the network's full text (layers, edges, attributes, constant
-// names, shapes and dtypes) and the shape profile: min, opt and max of every
-// symbol the network's sizes use, from `symbols`.
+// precision, the backend's network passes named in `disabled_passes`, the
+// network's full text (layers, edges, attributes, constant names, shapes and
+// dtypes) and the shape profile: min, opt and max of every symbol the
+// network's sizes use, from `symbols`.
 std::string engine_cache_key(const engine::Backend& backend, const engine::Network& net, Precision precision,
-                             const std::map<std::string, ir::SymbolRange>& symbols = {});
+                             const std::map<std::string, ir::SymbolRange>& symbols = {},
+                             const std::vector<std::string>& disabled_passes = {});
 
 }  // namespace kiln::compiler

@@ -59,10 +59,9 @@ struct BuildOptions {
   // the size to tune for): a backend that takes symbolic sizes builds one
   // engine serving all of them.
   std::map<std::string, ir::SymbolRange> symbols;
-  // Network passes after which `dump` receives the network's graph text
-  // ("all" for each pass); names of lowering passes are ignored here.
-  std::vector<std::string> print_after;
-  IrDump dump;
+  // The network passes' context: passes disabled, shown (--print-after) and
+  // timed; names of lowering passes are ignored here.
+  ir::PassContext passes;
 };
 
 // Returns the weight named `name` (a parameter, constant or folded constant),

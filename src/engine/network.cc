@@ -1,6 +1,7 @@
 #include "engine/network.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "ir/printer.h"
 
@@ -30,13 +31,17 @@ std::string Network::to_text() const {
   return s;
 }
 
-Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes,
-                          const std::vector<std::string>& print_after, const IrDump& dump, const std::string& label) {
+Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes, const ir::PassContext& context,
+                          const std::string& label) {
   for (const NetworkPass& p : passes) {
+    if (context.disables(p.name)) continue;
+    const auto start = std::chrono::steady_clock::now();
     KILN_TRY_CTX(p.run(net), "network pass '" + p.name + "'");
-    if (dump && (std::find(print_after.begin(), print_after.end(), p.name) != print_after.end() ||
-                 std::find(print_after.begin(), print_after.end(), "all") != print_after.end()))
-      dump(label.empty() ? p.name : p.name + " (" + label + ")", ir::print_graph(net.graph));
+    if (context.timed)
+      context.timed(p.name,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (context.shows_after(p.name))
+      context.dump(label.empty() ? p.name : p.name + " (" + label + ")", ir::print_graph(net.graph));
   }
   return Status::ok();
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/pass_context.h"
 #include "kiln/status.h"
 
 namespace kiln::engine {
@@ -44,15 +45,11 @@ struct NetworkPass {
   std::string description;
 };
 
-// Receives the graph text after a pass (`--print-after`).
-using IrDump = std::function<void(const std::string& pass, const std::string& ir_text)>;
-
-// Runs `passes` over `net` in order; an error names the pass. After each pass
-// named in `print_after` ("all" for each), `dump` (when set) receives the
-// network's graph text, under the pass's name followed by `label` (the shape
-// a range plan is emitting) when there is one.
-Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes,
-                          const std::vector<std::string>& print_after = {}, const IrDump& dump = nullptr,
+// Runs `passes` over `net` in order, skipping those `context` disables; an
+// error names the pass. After each pass the context shows, its dump receives
+// the network's graph text, under the pass's name followed by `label` (the
+// shape a range plan is emitting) when there is one.
+Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes, const ir::PassContext& context = {},
                           const std::string& label = "");
 
 }  // namespace kiln::engine

@@ -9,14 +9,26 @@ namespace kiln::lowering {
 
 const std::vector<PassInfo>& default_pipeline() {
   static const std::vector<PassInfo> passes = {
-      {"merge-storage-aliases", &merge_storage_aliases,
-       "weights over one storage with one view become one input; their other names are aliases"},
-      {"functionalize", &functionalize,
-       "in-place ops and writes through views become functional; buffer writes become outputs"},
-      {"split-complex", &split_complex,
-       "complex values become real and imaginary parts; Fourier transforms become products with DFT matrices"},
+      {"merge-storage-aliases",
+       &merge_storage_aliases,
+       "weights over one storage with one view become one input; their other names are aliases",
+       {},
+       nullptr,
+       true},
+      {"functionalize",
+       &functionalize,
+       "in-place ops and writes through views become functional; buffer writes become outputs",
+       {},
+       nullptr,
+       true},
+      {"split-complex",
+       &split_complex,
+       "complex values become real and imaginary parts; Fourier transforms become products with DFT matrices",
+       {},
+       nullptr,
+       true},
       {"decompose", &decompose_composites, "composite ops of the default dialect become core ops", decomposed_ops(),
-       &decompose_composites_keeping},
+       &decompose_composites_keeping, true},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
       {"fold-constants", &fold_constants, "evaluate nodes that depend only on weights and constants, once"},
       {"remove-static-asserts", &remove_static_asserts, "drop dtype checks the IR's types already decide"},
@@ -69,7 +81,12 @@ const std::vector<PassInfo>& default_pipeline() {
        "products of one input by several constant weights become one product and slices",
        {ir::OpKind::kMatmul, ir::OpKind::kMm, ir::OpKind::kAddTensor}},
       {"eliminate-dead-code", &eliminate_dead_code, "drop nodes whose results are unused"},
-      {"order-outputs", &order_outputs, "buffer mutations first, in buffer order, then user outputs"},
+      {"order-outputs",
+       &order_outputs,
+       "buffer mutations first, in buffer order, then user outputs",
+       {},
+       nullptr,
+       true},
   };
   return passes;
 }
@@ -81,16 +98,13 @@ Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const Pi
                          [&](const std::string& entry) { return ir::op_matches_entry(entry, ir::op_target(op)); });
     };
     const bool keeps = std::any_of(p.absorbs.begin(), p.absorbs.end(), forced);
-    if (keeps && !p.run_keeping) continue;
+    if ((keeps && !p.run_keeping) || options.disables(p.name)) continue;
     const auto start = std::chrono::steady_clock::now();
     KILN_TRY_CTX(keeps ? p.run_keeping(m, forced) : p.run(m), "pass '" + p.name + "'");
     if (options.timed)
       options.timed(p.name,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    const auto& pa = options.print_after;
-    if (options.dump &&
-        (std::find(pa.begin(), pa.end(), p.name) != pa.end() || std::find(pa.begin(), pa.end(), "all") != pa.end()))
-      options.dump(p.name, ir::print_graph(m.graph));
+    if (options.shows_after(p.name)) options.dump(p.name, ir::print_graph(m.graph));
   }
   return Status::ok();
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/ops.h"
+#include "ir/pass_context.h"
 #include "lowering/pass.h"
 
 namespace kiln::lowering {
@@ -21,23 +22,23 @@ struct PassInfo {
   // For a pass that rewrites each op on its own (decompositions): the pass
   // run leaving the ops forced out of engines alone, instead of skipped.
   Status (*run_keeping)(ir::Module&, const std::function<bool(ir::OpKind)>& kept) = nullptr;
+  // The program cannot run without it (in-place writes, complex values,
+  // composite ops, the output order): it cannot be disabled.
+  bool required = false;
 };
 
 // The passes a program goes through before it runs, in order.
 const std::vector<PassInfo>& default_pipeline();
 
-struct PipelineOptions {
-  // Pass names after which `dump` receives the printed IR ("all" for every pass).
-  std::vector<std::string> print_after;
-  std::function<void(const std::string& pass, const std::string& ir_text)> dump;
-  // Receives each pass's wall time in milliseconds (may be empty).
-  std::function<void(const std::string& pass, double ms)> timed;
+// The pass context (disabled passes, dumps, timing), and:
+struct PipelineOptions : ir::PassContext {
   // Op entries forced out of engines (CompileOptions::fallback_ops): passes
   // that would absorb one of them are skipped.
   std::vector<std::string> keep_ops;
 };
 
-// Runs `passes` in order; an error names the pass that failed.
+// Runs `passes` in order, skipping those the context disables; an error
+// names the pass that failed.
 Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const PipelineOptions& options = {});
 
 }  // namespace kiln::lowering

@@ -315,6 +315,30 @@ TEST_F(CliBadInput, MissingFilesAndBadOptions) {
   EXPECT_EQ(r.code, 2);
 }
 
+// --disable-pass: a pass a program can do without is skipped (and the result
+// still matches PyTorch); one it needs, or a name that is no pass, is exit 2.
+TEST_F(CliBadInput, DisabledPassesAreSkippedOrRefusedByName) {
+  CliResult r = kiln_cli("check " + kModel + " " + kIo +
+                         " --no-cache --disable-pass fold-batch-norm --disable-pass fuse-elementwise");
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = kiln_cli("inspect " + kModel + " --no-cache --print-after all --disable-pass fold-batch-norm");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("# IR after fuse-layer-norm\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("# IR after fold-batch-norm\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("batch_norm"), std::string::npos);
+  r = kiln_cli("inspect " + kModel + " --no-cache --print-after all --disable-pass fuse-elementwise");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("# IR after fuse-elementwise"), std::string::npos) << r.output;
+  r = kiln_cli("inspect " + kModel + " --no-cache --disable-pass functionalize");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("pass 'functionalize' cannot be disabled"), std::string::npos) << r.output;
+  r = kiln_cli("inspect " + kModel + " --no-cache --disable-pass frobnicate");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no pass 'frobnicate' to disable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fuse-gelu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu network passes: fuse-elementwise"), std::string::npos) << r.output;
+}
+
 // kiln compile writes a .kiln that check and run accept; the partition is explained.
 TEST_F(CliBadInput, CompileThenCheckAndInspectTheKilnFile) {
   const std::string out = (dir_ / "resnet.kiln").string();

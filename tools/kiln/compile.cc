@@ -50,8 +50,9 @@ Expected<ShapeProfile> parse_shape_profile(const std::string& text) {
 
 }  // namespace
 
-const std::vector<std::string> kCompileValued = {"device", "min-block-size", "fallback-ops", "precision",
-                                                 "cache-dir", "shape", "method", "batch-buckets"};
+const std::vector<std::string> kCompileValued = {"device",    "min-block-size", "fallback-ops",
+                                                 "precision", "cache-dir",      "shape",
+                                                 "method",    "batch-buckets",  "disable-pass"};
 const std::vector<std::string> kCompileFlags = {"require-full-compilation", "allow-fallback", "no-cache"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -105,6 +106,7 @@ Expected<LoadOptions> load_options(const Args& a, bool progress) {
         start = comma + 1;
       }
     }
+  if (auto it = a.options.find("disable-pass"); it != a.options.end()) c.disabled_passes = it->second;
   c.require_full_compilation = a.flag("require-full-compilation");
   c.allow_fallback = a.flag("allow-fallback");
   if (c.allow_fallback && c.require_full_compilation)

@@ -99,6 +99,8 @@ constexpr const char* kUsage =
     "  --cache-dir DIR | --no-cache engine cache (default ~/.cache/kiln); kiln inspect --cache DIR lists it\n"
     "  --min-block-size N           engine segments need N compute nodes (default 5)\n"
     "  --fallback-ops a,b           keep these ops out of engines (aten.relu.default, aten.relu or relu)\n"
+    "  --disable-pass NAME          skip a lowering pass or a backend network pass (repeatable; to find\n"
+    "                               which rewrite changes a result; an unknown name lists the passes)\n"
     "  --require-full-compilation   fail if any node would fall back\n"
     "  --allow-fallback             run a segment the device cannot build for the program's range of\n"
     "                               sizes (a dynamic size with no maximum) on the CPU reference kernels\n"

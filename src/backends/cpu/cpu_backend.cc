@@ -105,7 +105,7 @@ class CpuBackend final : public engine::Backend {
   Expected<std::vector<uint8_t>> build(Network net, const engine::BuildOptions& options) const override {
     KILN_TRY(net.verify());
     const size_t before = net.graph.nodes().size();
-    KILN_TRY(engine::run_network_passes(net, target_.passes, options.print_after, options.dump));
+    KILN_TRY(engine::run_network_passes(net, target_.passes, options.passes));
     KILN_TRY(engine::canonicalize(net));
     net.kernels.clear();
     for (const auto& n : net.graph.nodes()) {

@@ -1381,11 +1381,11 @@ class CudaBackend final : public engine::Backend {
     config.progress = options.progress;
     config.sizes_at_run_time = options_.sizes_at_run_time;
     config.symbols = options.symbols;
-    config.print_after = options.print_after;
-    if (options.dump) {
+    config.passes = options.passes;
+    if (options.passes.dump) {
       // The shapes of a range plan are emitted on several threads: one dump at a time.
       auto lock = std::make_shared<std::mutex>();
-      config.dump = [lock, dump = options.dump](const std::string& pass, const std::string& text) {
+      config.passes.dump = [lock, dump = options.passes.dump](const std::string& pass, const std::string& text) {
         std::lock_guard<std::mutex> hold(*lock);
         dump(pass, text);
       };

@@ -1002,7 +1002,7 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   std::string label;
   for (const auto& [symbol, value] : bindings)
     label += (label.empty() ? "" : ", ") + symbol + "=" + std::to_string(value);
-  KILN_TRY(engine::run_network_passes(shape, cuda_network_passes(), config.print_after, config.dump, label));
+  KILN_TRY(engine::run_network_passes(shape, cuda_network_passes(), config.passes, label));
   BuildConfig c = config;
   c.sizes_at_run_time = true;
   Builder b(shape, c);
@@ -1068,7 +1068,7 @@ Expected<ShapePlan> plan_for_shape(const engine::Network& net, const ir::SymBind
 Expected<CudaPlan> build_cuda_plan(engine::Network& net, const BuildConfig& config) {
   KILN_TRY(net.verify());
   if (!network_symbols(net).empty()) return build_range_plan(net, config);
-  KILN_TRY(engine::run_network_passes(net, cuda_network_passes(), config.print_after, config.dump));
+  KILN_TRY(engine::run_network_passes(net, cuda_network_passes(), config.passes));
   Builder b(net, config);
   return b.build();
 }

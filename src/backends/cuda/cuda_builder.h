@@ -37,9 +37,8 @@ struct BuildConfig {
   // The range of every size symbol (a network with symbolic sizes builds one
   // plan serving the whole range, tuned at each symbol's opt).
   std::map<std::string, ir::SymbolRange> symbols;
-  // engine::BuildOptions::print_after and dump, for the network passes.
-  std::vector<std::string> print_after;
-  engine::IrDump dump;
+  // engine::BuildOptions::passes: the network passes' context.
+  ir::PassContext passes;
 };
 
 // A generated kernel with which of its sizes it reads at run time.

@@ -111,6 +111,34 @@ TEST(CompileModule, PrintAfterShowsEachEnginesNetworkAfterTheBackendsPassAndSkip
   expect_runs_as_the_module(m, std::move(*cp));
 }
 
+TEST(CompileModule, ADisabledNetworkPassIsSkippedAndKeysTheEngine) {
+  const ir::Module m = module_from(kProgram);
+  CompileSettings s = cpu_settings();
+  std::vector<std::string> passes_run;
+  s.print_after = {"all"};
+  s.dump = [&](const std::string& pass, const std::string& text) {
+    passes_run.push_back(pass.substr(0, pass.find(' ')));
+    EXPECT_EQ(text.find("kiln.fused_elementwise"), std::string::npos) << text;
+  };
+  s.disabled_passes = {"fuse-elementwise"};
+  auto cp = compile_module(ir::clone_module(m), s);
+  ASSERT_TRUE(cp.has_value()) << cp.status().message();
+  EXPECT_TRUE(passes_run.empty());
+  expect_runs_as_the_module(m, std::move(*cp));
+
+  const engine::Backend* cpu = program::builtin_backends().find("cpu");
+  auto part = partition::partition_by_capability(
+      m, [](const ir::Node&) { return partition::Capability::yes(); },
+      partition::PartitionOptions{0, {}, false, false});
+  ASSERT_TRUE(part.has_value());
+  auto net = convert::convert_segment(m, part->segments.at(0), convert::builtin_converters(), cpu->target());
+  ASSERT_TRUE(net.has_value()) << net.status().message();
+  const std::string plain = engine_cache_key(*cpu, *net, Precision::kFp32);
+  EXPECT_NE(engine_cache_key(*cpu, *net, Precision::kFp32, {}, {"fuse-elementwise"}), plain);
+  // A lowering pass's name does not change an engine's key: its network shows what the pass did.
+  EXPECT_EQ(engine_cache_key(*cpu, *net, Precision::kFp32, {}, {"fuse-gelu"}), plain);
+}
+
 TEST(CompileModule, PartitionOnlyBuildsNoPlanAndTheNullDeviceBuildsNoEngine) {
   CompileSettings s = cpu_settings();
   s.build_engines = false;

@@ -62,7 +62,11 @@ TEST(FoldEpilogues, TheTargetsPassesFoldThenFuseAndShowTheNetworkAfterEach) {
                                      1, {"w", "b"});
   std::vector<std::pair<std::string, std::string>> dumps;
   auto dump = [&](const std::string& pass, const std::string& text) { dumps.emplace_back(pass, text); };
-  ASSERT_TRUE(engine::run_network_passes(net, cuda_network_passes(), {"all"}, dump, "s0=4").is_ok());
+  ir::PassContext all;
+  all.print_after = {"all"};
+  all.dump = dump;
+  const std::string text = ir::print_graph(net.graph);
+  ASSERT_TRUE(engine::run_network_passes(net, cuda_network_passes(), all, "s0=4").is_ok());
   ASSERT_EQ(dumps.size(), 2u);
   // After the folds: the bias is in the product, the exp and neg are not yet one layer.
   EXPECT_EQ(dumps[0].first, "fold-epilogues (s0=4)");
@@ -75,12 +79,17 @@ TEST(FoldEpilogues, TheTargetsPassesFoldThenFuseAndShowTheNetworkAfterEach) {
   EXPECT_EQ(dumps[1].second.find("aten.exp.default(self="), std::string::npos) << dumps[1].second;
   EXPECT_EQ(dumps[1].second, ir::print_graph(net.graph));
 
-  // Only the passes named are shown.
-  engine::Network again = network_from(ir::print_graph(net.graph), 1, {"w", "b"});
+  // Only the passes named are shown, and a disabled pass does not run.
+  engine::Network again = network_from(text, 1, {"w", "b"});
   dumps.clear();
-  ASSERT_TRUE(engine::run_network_passes(again, cuda_network_passes(), {"fuse-elementwise"}, dump).is_ok());
+  ir::PassContext some;
+  some.print_after = {"fuse-elementwise", "fold-epilogues"};
+  some.dump = dump;
+  some.disabled = {"fold-epilogues"};
+  ASSERT_TRUE(engine::run_network_passes(again, cuda_network_passes(), some).is_ok());
   ASSERT_EQ(dumps.size(), 1u);
   EXPECT_EQ(dumps[0].first, "fuse-elementwise");
+  EXPECT_EQ(dumps[0].second.find("kiln_bias="), std::string::npos) << dumps[0].second;
 }
 
 TEST(FoldEpilogues, RmsNormBetweenCastsTakesTheWeight) {
