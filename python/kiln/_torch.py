@@ -425,7 +425,7 @@ def _is_args_kwargs(example_inputs):
 
 def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", precision="fp32", min_block_size=5,
             fallback_ops=(), cache_dir=None, shapes=None, require_full_compilation=False, strict=False,
-            batch_buckets="auto", allow_fallback=False):
+            batch_buckets="auto", allow_fallback=False, disabled_passes=()):
     """Compiles a torch.export.ExportedProgram or an nn.Module with kiln.
 
     model: an ExportedProgram, or an nn.Module exported here with
@@ -444,6 +444,8 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
     allow_fallback: a segment the device cannot build for the program's range of sizes (a
         dynamic size with no maximum) runs on kiln's CPU reference kernels instead of raising.
         Asking for device="cuda" where CUDA cannot be used raises either way.
+    disabled_passes: passes to skip by name, lowering passes a program can do without or the
+        backend's network passes (as `--disable-pass`; an unknown name raises, listing them).
 
     Returns a CompiledModule, or a PartitionedModule when the program has ops
     kiln does not know (they run in PyTorch between kiln pieces).
@@ -464,7 +466,7 @@ def compile(model, example_inputs=None, *, dynamic_shapes=None, device="cpu", pr
     options = dict(device=device, precision=precision, cache_dir=_cache_dir(cache_dir), min_block_size=min_block_size,
                    fallback_ops=list(fallback_ops), shapes=_shape_list(shapes),
                    require_full_compilation=require_full_compilation, batch_buckets=batch_buckets,
-                   allow_fallback=allow_fallback)
+                   allow_fallback=allow_fallback, disabled_passes=list(disabled_passes))
     unknown = _unknown_ops(ep.graph)
     if not unknown:
         return _compile_exported(ep, options)

@@ -207,8 +207,10 @@ kiln::LoadOptions load_options(
     const std::string& device, const std::string& precision, const std::string& cache_dir, int min_block_size,
     const std::vector<std::string>& fallback_ops,
     const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-    bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
+    bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback,
+    const std::vector<std::string>& disabled_passes) {
   kiln::LoadOptions o;
+  o.compile.disabled_passes = disabled_passes;
   o.compile.allow_fallback = allow_fallback;
   kiln::Expected<kiln::BatchBuckets> b = kiln::parse_batch_buckets(batch_buckets);
   if (!b) raise(b.status());
@@ -334,9 +336,11 @@ NB_MODULE(_C, m) {
           [](const std::string& path, const std::string& device, const std::string& precision,
              const std::string& cache_dir, int min_block_size, const std::vector<std::string>& fallback_ops,
              const std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>& shapes,
-             bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback) {
-            kiln::LoadOptions o = load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
-                                               require_full_compilation, batch_buckets, allow_fallback);
+             bool require_full_compilation, const std::string& batch_buckets, bool allow_fallback,
+             const std::vector<std::string>& disabled_passes) {
+            kiln::LoadOptions o =
+                load_options(device, precision, cache_dir, min_block_size, fallback_ops, shapes,
+                             require_full_compilation, batch_buckets, allow_fallback, disabled_passes);
             // The environment as it is now (os.environ may have changed since import).
             kiln::set_settings(kiln::settings_from_environment());
             nb::gil_scoped_release release;
@@ -346,6 +350,7 @@ NB_MODULE(_C, m) {
           "fallback_ops"_a = std::vector<std::string>{},
           "shapes"_a = std::vector<std::tuple<std::string, kiln::Shape, kiln::Shape, kiln::Shape>>{},
           "require_full_compilation"_a = false, "batch_buckets"_a = "auto", "allow_fallback"_a = false,
+          "disabled_passes"_a = std::vector<std::string>{},
           "Loads a .pt2 (compiling it with these options) or a compiled .kiln file.")
       .def(
           "save",

@@ -266,6 +266,22 @@ def test_forced_fallback_op_in_the_middle(device, tmp_path):
         torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
 
 
+def test_disabled_passes_are_skipped_and_unknown_ones_raise(device, tmp_path):
+    model = ConvReluConv().eval()
+    x = torch.randn(2, 3, 16, 16)
+    def ops(c):
+        return {op for s in c.program.segments() for op in s["ops"]}
+
+    assert "kiln.conv_act" in ops(kiln.compile(model, (x,), device=device, min_block_size=1, cache_dir=tmp_path))
+    compiled = kiln.compile(model, (x,), device=device, min_block_size=1, cache_dir=tmp_path,
+                            disabled_passes=["fuse-conv-activation", "fuse-elementwise"])
+    assert "kiln.conv_act" not in ops(compiled) and "aten.relu.default" in ops(compiled), ops(compiled)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*on(device, x)).cpu(), model(x), **tol(device))
+    with pytest.raises(kiln.KilnError, match="no pass 'fuse-everything' to disable"):
+        kiln.compile(model, (x,), device=device, cache_dir=tmp_path, disabled_passes=["fuse-everything"])
+
+
 class WithUnknownOp(torch.nn.Module):
     """An op kiln does not know (aten.special_erfinv) between two pieces it compiles."""
 
