@@ -1,7 +1,6 @@
 #include "engine/memory_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 #include "ir/liveness.h"

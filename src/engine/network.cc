@@ -1,8 +1,5 @@
 #include "engine/network.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include "ir/printer.h"
 
 namespace kiln::engine {
@@ -33,16 +30,10 @@ std::string Network::to_text() const {
 
 Status run_network_passes(Network& net, const std::vector<NetworkPass>& passes, const ir::PassContext& context,
                           const std::string& label) {
-  for (const NetworkPass& p : passes) {
-    if (context.disables(p.name)) continue;
-    const auto start = std::chrono::steady_clock::now();
-    KILN_TRY_CTX(p.run(net), "network pass '" + p.name + "'");
-    if (context.timed)
-      context.timed(p.name,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    if (context.shows_after(p.name))
-      context.dump(label.empty() ? p.name : p.name + " (" + label + ")", ir::print_graph(net.graph));
-  }
+  for (const NetworkPass& p : passes)
+    if (!context.disables(p.name))
+      KILN_TRY(context.run_pass(
+          p.name, [&] { return p.run(net); }, net.graph, label));
   return Status::ok();
 }
 

@@ -9,7 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/status.h"
+
 namespace kiln::ir {
+
+class Graph;
 
 struct PassContext {
   // Pass names skipped (CompileOptions::disabled_passes).
@@ -27,6 +31,13 @@ struct PassContext {
     return dump && (std::find(print_after.begin(), print_after.end(), pass) != print_after.end() ||
                     std::find(print_after.begin(), print_after.end(), "all") != print_after.end());
   }
+
+  // Runs one pass (`run`) over `graph`: an error names it; then the
+  // instrument times it and, when it is shown, the dump receives the graph's
+  // text under the pass's name followed by `label` when there is one.
+  // Whether the pass is disabled is the caller's to decide.
+  Status run_pass(const std::string& pass, const std::function<Status()>& run, const Graph& graph,
+                  const std::string& label = "") const;
 };
 
 }  // namespace kiln::ir

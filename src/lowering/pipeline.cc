@@ -1,9 +1,6 @@
 #include "lowering/pipeline.h"
 
 #include <algorithm>
-#include <chrono>
-
-#include "ir/printer.h"
 
 namespace kiln::lowering {
 
@@ -99,12 +96,8 @@ Status run_pipeline(ir::Module& m, const std::vector<PassInfo>& passes, const Pi
     };
     const bool keeps = std::any_of(p.absorbs.begin(), p.absorbs.end(), forced);
     if ((keeps && !p.run_keeping) || options.disables(p.name)) continue;
-    const auto start = std::chrono::steady_clock::now();
-    KILN_TRY_CTX(keeps ? p.run_keeping(m, forced) : p.run(m), "pass '" + p.name + "'");
-    if (options.timed)
-      options.timed(p.name,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    if (options.shows_after(p.name)) options.dump(p.name, ir::print_graph(m.graph));
+    KILN_TRY(options.run_pass(
+        p.name, [&] { return keeps ? p.run_keeping(m, forced) : p.run(m); }, m.graph));
   }
   return Status::ok();
 }

@@ -999,9 +999,10 @@ Expected<ShapePlan> emit_shape(const engine::Network& net, const ir::SymBindings
   KILN_TRY(ir::specialize(shape.graph, bindings));
   for (const std::string& n : network_symbols(shape))
     return internal_error("size " + n + " has no value for this shape");
-  std::string label;
-  for (const auto& [symbol, value] : bindings)
-    label += (label.empty() ? "" : ", ") + symbol + "=" + std::to_string(value);
+  std::string label;  // names the shape in dumps
+  if (config.passes.dump)
+    for (const auto& [symbol, value] : bindings)
+      label += (label.empty() ? "" : ", ") + symbol + "=" + std::to_string(value);
   KILN_TRY(engine::run_network_passes(shape, cuda_network_passes(), config.passes, label));
   BuildConfig c = config;
   c.sizes_at_run_time = true;
