@@ -173,6 +173,15 @@ Expected<TRef> Builder::contiguous(const TRef& t, const std::string& layer, std:
   return out;
 }
 
+Expected<TRef> Builder::aligned(const TRef& t, const std::string& layer, int64_t bytes) {
+  if (t.buf.offset % bytes == 0) return t;
+  TRef out = new_tensor(t.dtype, t.sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
+  touch(t);
+  KILN_TRY(launch(layer + " align", std::move(k), {out.buf, t.buf}));
+  return out;
+}
+
 Expected<TRef> Builder::channels_last(const TRef& t, const std::string& layer) {
   if (t.sizes.size() != 4) return internal_error("channels-last needs a 4-D tensor");
   TRef out = new_tensor(t.dtype, t.sizes, true);

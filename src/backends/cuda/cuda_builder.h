@@ -169,6 +169,10 @@ class Builder {
   void add_conv(const std::string& layer, const ConvLaunch& c, std::initializer_list<const TRef*> uses);
   // `t` itself when contiguous, else a contiguous copy (dtype `to` when given).
   Expected<TRef> contiguous(const TRef& t, const std::string& layer, std::optional<DType> to = std::nullopt);
+  // `t` itself when its first element is `bytes`-aligned, else a contiguous
+  // copy in a fresh slot (a view at an odd offset into a tensor: a library
+  // call or a vectorized kernel needs its operands aligned).
+  Expected<TRef> aligned(const TRef& t, const std::string& layer, int64_t bytes);
   Expected<TRef> channels_last(const TRef& t, const std::string& layer);
   // A constant's device copy in dtype `dtype` (channels-last filter when asked).
   // transposed_matrix: a 2-D constant stored as its transpose; the TRef keeps

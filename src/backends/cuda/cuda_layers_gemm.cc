@@ -98,6 +98,11 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   };
   KILN_ASSIGN_OR_RETURN(A, full(A, M, K));
   KILN_ASSIGN_OR_RETURN(B, full(B, K, N));
+  // cuBLASLt is asked for algorithms that need kGemmMinAlignment (run() checks
+  // it), and the matrix-vector kernel loads 16 bytes at a time: a view at an
+  // odd offset is copied (a copy that contiguous() makes is aligned already).
+  KILN_ASSIGN_OR_RETURN(A, b.aligned(A, layer, static_cast<int64_t>(kGemmMinAlignment)));
+  KILN_ASSIGN_OR_RETURN(B, b.aligned(B, layer, static_cast<int64_t>(kGemmMinAlignment)));
   GemmLaunch g;
   GemmShape& s = g.shape;
   s.dtype = dt;
@@ -164,8 +169,7 @@ Status emit_gemm(Builder& b, const std::string& layer, TRef A, TRef B, const ir:
   gv.alpha = s.alpha;
   gv.has_bias = bias != nullptr;
   set_gemv_epilogue(gv, ep, nullptr, 0);
-  if (s.batch == 1 && !s.trans_a && s.trans_b && s.beta == 0.0f && !s.allow_tf32 && A.buf.offset % 16 == 0 &&
-      B.buf.offset % 16 == 0 && gemv_fits(gv)) {
+  if (s.batch == 1 && !s.trans_a && s.trans_b && s.beta == 0.0f && !s.allow_tf32 && gemv_fits(gv)) {
     // With gate_up: both halves in one pass over the activations, silu(gate) * up written.
     set_gemv_epilogue(gv, ep, gate_up, out_sizes.back());
     const TRef C = b.new_tensor(dt, gate_up ? out_sizes : sizes);
@@ -208,12 +212,7 @@ Status emit_gemv_fp8(Builder& b, const std::string& layer, TRef A, const ir::Val
     return invalid_argument("a matrix product of " + shape_to_string(A.sizes) + " and a [" + std::to_string(K) +
                             ", " + std::to_string(N) + "] weight");
   KILN_ASSIGN_OR_RETURN(A, b.contiguous(A, layer, dt));
-  if (A.buf.offset % 16 != 0) {  // a view into a tensor: copied to a fresh (aligned) one
-    const TRef fresh = b.new_tensor(dt, A.sizes);
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(fresh.layout(), A.layout()));
-    KILN_TRY(b.launch(layer + " copy", std::move(ck), {fresh.buf, A.buf}));
-    A = fresh;
-  }
+  KILN_ASSIGN_OR_RETURN(A, b.aligned(A, layer, 16));
   if (gate_up) KILN_TRY(check_gate_up(*gate_up, out_sizes.back(), N));
   GemvShape gv;
   gv.dtype = dt;
@@ -287,6 +286,7 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
       KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name, dt));
     }
     KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name));
+    KILN_ASSIGN_OR_RETURN(br, b.aligned(br, n.name, static_cast<int64_t>(kGemmMinAlignment)));
     bias = br;
     ep = string_arg(n, "kiln_act") == "relu" ? GemmEpilogue::kBiasRelu : GemmEpilogue::kBias;
   }

@@ -622,6 +622,39 @@ TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKerne
     EXPECT_EQ(st.layer.find("gemv"), std::string::npos) << "9 rows should be a library GEMM";
 }
 
+// A matrix product whose operand is a view at an offset that is no multiple
+// of 16 bytes (columns 1..8 of 13 at fp16: 2 bytes in) gets a copy of that
+// view into an aligned slot, so that cuBLASLt (asked for 16-byte alignment)
+// and the matrix-vector kernel (16-byte loads) get aligned operands; at any
+// row count, and the aligned operand (the weight) is read where it lies.
+TEST(RangePlan, AMatrixProductOfAViewAtAnOddOffsetReadsAnAlignedCopy) {
+  for (const char* dtype : {"float16", "float32"}) {
+    const std::string text = std::string("graph(%x: ") + dtype + "[s0, 13], %w: " + dtype + "[8, 16]) {\n" +
+                             "  %v: " + dtype + "[s0, 8] = aten.slice.Tensor(self=%x, dim=1, start=1, end=9)\n" +
+                             "  %y: " + dtype + "[s0, 16] = aten.mm.default(self=%v, mat2=%w)\n" + "  return (%y)\n}\n";
+    engine::Network net = testing::network_from(text, 1, {"w"});
+    const cuda::BuildConfig config = host_config({1, 64, 4});
+    for (int64_t rows : {2, 64}) {
+      auto shape = cuda::plan_for_shape(net, {{"s0", rows}}, config);
+      ASSERT_TRUE(shape.has_value()) << dtype << " " << rows << ": " << shape.status().message();
+      int copies = 0, products = 0;
+      for (const cuda::Step& st : shape->plan.steps) {
+        copies += st.layer.find(" align") != std::string::npos;
+        if (st.kind == cuda::Step::Kind::kGemm) {
+          ++products;
+          EXPECT_EQ(st.gemm.a.offset % 16, 0) << dtype << " " << rows;
+          EXPECT_EQ(st.gemm.b.offset % 16, 0) << dtype << " " << rows;
+        } else if (st.layer.find("gemv") != std::string::npos) {
+          ++products;
+          for (const cuda::BufferRef& r : st.kernel.args) EXPECT_EQ(r.offset % 16, 0) << dtype << " " << rows;
+        }
+      }
+      EXPECT_EQ(products, 1) << dtype << " " << rows;
+      EXPECT_EQ(copies, 1) << dtype << " " << rows << ": the view at 2 or 4 bytes in is copied once";
+    }
+  }
+}
+
 }  // namespace kiln::cuda
 
 namespace kiln::cuda {
