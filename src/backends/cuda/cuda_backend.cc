@@ -213,6 +213,9 @@ struct CudaEngine {
   // Whether the active shape's steps have run once: its first call launches
   // them one by one, a graph is captured when it comes again.
   bool launched = false;
+  // Set by launch() for a call whose graph is to be captured after its work
+  // is enqueued (run_on).
+  bool capture_pending = false;
   // Page-locked host memory the context's calls stage host inputs and
   // outputs through: a copy from or to pageable memory goes through the
   // driver's own staging, which calls of all contexts share (one at a time);
@@ -480,15 +483,17 @@ struct CudaEngine {
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
-    if (it == graphs.end() && !launched) {
-      // A shape's first call pays no capture: a size seen once may never come back.
+    if (it == graphs.end()) {
+      // No call waits for a capture. A shape's first call launches its steps
+      // one by one (a size seen once may never come back); when it comes
+      // again with these bindings, it launches them one by one again and its
+      // graph is captured once the call's work is all enqueued
+      // (capture_pending, run_on): on the host while the device runs it.
+      capture_pending = launched;
       launched = true;
       return enqueue(stream);
     }
-    if (it == graphs.end()) {
-      KILN_TRY(capture_graph());
-      it = graphs.begin();
-    } else if (it != graphs.begin()) {
+    if (it != graphs.begin()) {
       std::rotate(graphs.begin(), it, it + 1);
       it = graphs.begin();
     }
@@ -967,12 +972,19 @@ struct CudaEngine {
   // Makes every shape of a table engine's range ready on this context, when
   // the context keeps them all (shapes_kept at least the table's size): its
   // steps and descriptors, and a graph captured for calls whose inputs lie in
-  // the arena (host inputs), so that no call pays for a size's first use.
+  // the arena (host inputs), so that no call pays for a size's first use
+  // (except an engine's that writes inputs in place, below).
   // Runs when the context opens (at load for the first); no step runs (the
   // graphs are only uploaded). The shape at opt is made active again.
   Status prepare_table() {
     RangeCommon& c = *range->common;
     if (!c.table || !use_graphs || debug || profile || c.shapes_kept < c.table->starts.size()) return Status::ok();
+    // An engine that writes inputs in place (a decoder's KV caches) is called
+    // with that state bound where it lies (a session's device memory), and a
+    // graph captured here, over the arena's own slots, would never be
+    // replayed: its shapes are prepared without graphs, captured instead as
+    // sizes recur with the caller's bindings.
+    const bool in_place = std::any_of(alias_input.begin(), alias_input.end(), [](int in) { return in >= 0; });
     const auto start = std::chrono::steady_clock::now();
     size_t free_before = 0, total = 0;
     if (c.trace) KILN_CUDA_TRY(cudaMemGetInfo(&free_before, &total));
@@ -980,15 +992,15 @@ struct CudaEngine {
     const size_t count = c.table->starts.size();
     for (size_t i = 0; i < count; ++i) {
       KILN_TRY(use_shape(ShapeTable::values(c.symbols, i)).with_context("preparing the range's shapes"));
-      if (std::none_of(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; }))
+      if (!in_place && std::none_of(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; }))
         KILN_TRY(capture_graph().with_context(what + ": preparing the range's shapes"));
     }
     KILN_TRY(use_shape(opt));
     if (c.trace) {
       size_t free_after = 0;
       KILN_CUDA_TRY(cudaMemGetInfo(&free_after, &total));
-      std::fprintf(stderr, "kiln: %s: %zu shapes prepared with their graphs in %.3f ms, %.1f MiB of device memory\n",
-                   what.c_str(), count, ms_since(start),
+      std::fprintf(stderr, "kiln: %s: %zu shapes prepared %s in %.3f ms, %.1f MiB of device memory\n", what.c_str(),
+                   count, in_place ? "(graphs as sizes recur)" : "with their graphs", ms_since(start),
                    (static_cast<double>(free_before) - static_cast<double>(free_after)) / (1 << 20));
     }
     return Status::ok();
@@ -1682,6 +1694,10 @@ class CudaBackend final : public engine::Backend {
     KILN_TRY(copy_regions(device_copies, stream));
     staging_done.record();
     KILN_CUDA_TRY(cudaEventRecord(e->engine_done, stream));
+    if (e->capture_pending) {  // the host captures while the device runs this call's work
+      e->capture_pending = false;
+      KILN_TRY(e->capture_graph().with_context(e->what));
+    }
     if (timed) {
       KILN_CUDA_TRY(cudaStreamSynchronize(stream));
       std::fprintf(stderr,

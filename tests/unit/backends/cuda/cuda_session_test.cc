@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -569,6 +570,55 @@ TEST(CudaSession, GenerateWithAPrefillOverARangeOfLengthsGivesPyTorchsTokens) {
       EXPECT_TRUE(out->on_device);
       EXPECT_EQ(out->tokens, want);
     }
+  }
+}
+
+// A prefill over a range of prompt lengths writes its KV caches in place,
+// bound where the session keeps them, so the graphs that loading captures for
+// calls over the arena's own slots would never be replayed: loading captures
+// none. A length's first call launches its steps one by one; its second does
+// too and its graph is captured after the call's work is enqueued (no call
+// waits for a capture); its third replays that graph. All three give the same
+// bits, and the CPU program's logits.
+TEST(CudaSession, APrefillsGraphIsCapturedAfterASizeRecursAndReplayedWithTheSameBits) {
+  if (!cuda::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const cuda::RunTimeWork before = cuda::run_time_work();
+  auto gpu = compiled("llama_prefill_dyn.pt2", "cuda");
+  const cuda::RunTimeWork loaded = cuda::run_time_work();
+  EXPECT_EQ(loaded.graphs_captured, before.graphs_captured) << "graphs captured at load";
+  auto cpu = compiled("llama_prefill_dyn.pt2", "cpu");
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_NE(cpu, nullptr);
+  auto prompt = [](int64_t n) {
+    Tensor ids = Tensor::zeros(DType::Int64, {1, n}), pos = Tensor::zeros(DType::Int64, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      ids.data<int64_t>()[i] = (7 * i + 3) % 100;
+      pos.data<int64_t>()[i] = i;
+    }
+    return std::vector<Tensor>{ids, pos};
+  };
+  Session session(gpu), reference(cpu);
+  std::map<int64_t, std::vector<Tensor>> logits;
+  for (int64_t n : {5, 11, 5, 11, 5, 11}) {
+    ASSERT_TRUE(session.reset().is_ok());
+    auto out = session.run(prompt(n));
+    ASSERT_TRUE(out.has_value()) << out.status().message();
+    logits[n].push_back((*out)[0]);
+    const cuda::RunTimeWork now = cuda::run_time_work();
+    const size_t calls = logits[n].size();
+    // One graph per length, captured by its second call (the first call of
+    // the other length in between captures nothing).
+    const uint64_t want = (logits[5].size() >= 2) + (logits[11].size() >= 2);
+    EXPECT_EQ(now.graphs_captured - loaded.graphs_captured, want) << "length " << n << ", call " << calls;
+  }
+  for (int64_t n : {5, 11}) {
+    SCOPED_TRACE("length " + std::to_string(n));
+    ASSERT_TRUE(reference.reset().is_ok());
+    auto want = reference.run(prompt(n));
+    ASSERT_TRUE(want.has_value()) << want.status().message();
+    EXPECT_LE(max_abs_diff(logits[n][0], (*want)[0]), 1e-3);
+    EXPECT_TRUE(logits[n][1].same_bytes(logits[n][0])) << "launched one by one again, then captured";
+    EXPECT_TRUE(logits[n][2].same_bytes(logits[n][0])) << "the captured graph replayed";
   }
 }
 
