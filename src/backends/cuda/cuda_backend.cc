@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <list>
 #include <map>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "backends/cuda/cuda_builder.h"
@@ -163,6 +165,159 @@ struct RangeState {
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
 };
 
+// Captures CUDA graphs on a thread of its own, so that no call waits for a
+// capture: a job is a copy of everything a shape's steps launch with (kernel
+// arguments and GEMM pointers resolved for the call's bindings, the
+// constants they read held alive), and its result, a graph ready to launch,
+// is taken by the context's next call (CudaEngine::install_captured). Steps
+// that launch through cuDNN share the context's handle and are captured on
+// the call's thread instead (CudaEngine::capture_pending).
+class GraphCapturer {
+ public:
+  struct KernelStep {
+    cudaKernel_t kernel = nullptr;
+    KernelLaunch launch;  // grid, block, shared bytes
+    std::vector<void*> args;
+    std::vector<int64_t> dims;
+  };
+  struct GemmStep {
+    std::shared_ptr<const GemmOp> op;
+    const void *a = nullptr, *b = nullptr, *bias = nullptr;
+    void* c = nullptr;
+  };
+  // What identifies the graph: the shape's symbol values (empty for a
+  // fixed-shape engine), the bindings, the arena's generation and the
+  // constants' memory it reads.
+  struct Key {
+    std::vector<int64_t> shape;
+    std::vector<uint8_t*> bound;
+    uint64_t generation = 0;
+    std::vector<const void*> constants;
+  };
+  struct Job {
+    Key key;
+    std::vector<std::variant<KernelStep, GemmStep>> steps;
+    std::vector<std::shared_ptr<const DeviceBuffer>> keep;  // the constants, alive until the graph is installed
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    bool early_launch = false;
+  };
+  struct Done {
+    Key key;
+    cudaGraphExec_t exec = nullptr;  // null: the capture failed (the shape launches step by step)
+    std::vector<std::shared_ptr<const DeviceBuffer>> keep;
+  };
+
+  GraphCapturer() { cudaGetDevice(&device_); }
+  GraphCapturer(const GraphCapturer&) = delete;
+  GraphCapturer& operator=(const GraphCapturer&) = delete;
+  ~GraphCapturer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    for (Done& d : done_)
+      if (d.exec) cudaGraphExecDestroy(d.exec);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  void submit(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(job));
+      if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+    }
+    changed_.notify_all();
+  }
+
+  // The graphs captured since the last take.
+  std::vector<Done> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(done_, {});
+  }
+
+  // Returns once every job submitted so far is captured (or failed).
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  }
+
+ private:
+  void work() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      Done d{job.key, capture(job), std::move(job.keep)};
+      lock.lock();
+      // Counted once the next call can take it.
+      if (d.exec) run_time_work_counters().graphs_captured.fetch_add(1, std::memory_order_relaxed);
+      done_.push_back(std::move(d));
+      busy_ = false;
+      changed_.notify_all();
+    }
+  }
+
+  cudaGraphExec_t capture(const Job& job) {
+    if (!stream_ && cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) return nullptr;
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return nullptr;
+    bool ok = true;
+    for (const auto& step : job.steps) {
+      if (const auto* k = std::get_if<KernelStep>(&step)) {
+        std::vector<void*> args = k->args;
+        std::vector<int64_t> dims = k->dims;
+        std::vector<void*> params(args.size());
+        for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
+        if (!dims.empty()) params.push_back(dims.data());
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(k->launch.grid[0], k->launch.grid[1], k->launch.grid[2]);
+        config.blockDim = dim3(k->launch.block[0], k->launch.block[1], k->launch.block[2]);
+        config.dynamicSmemBytes = k->launch.shared_bytes;
+        config.stream = stream_;
+        cudaLaunchAttribute early{};
+        early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        early.val.programmaticStreamSerializationAllowed = 1;
+        if (job.early_launch) {
+          config.attrs = &early;
+          config.numAttrs = 1;
+        }
+        ok = cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(k->kernel), params.data()) == cudaSuccess;
+      } else {
+        const auto& g = std::get<GemmStep>(step);
+        ok = g.op->run(g.a, g.b, g.c, g.bias, job.workspace, job.workspace_bytes, stream_).is_ok();
+      }
+      if (!ok) break;
+    }
+    cudaGraph_t graph = nullptr;
+    const bool ended = cudaStreamEndCapture(stream_, &graph) == cudaSuccess;
+    cudaGraphExec_t exec = nullptr;
+    if (ok && ended && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+    if (graph) cudaGraphDestroy(graph);
+    if (exec && (cudaGraphUpload(exec, stream_) != cudaSuccess || cudaStreamSynchronize(stream_) != cudaSuccess)) {
+      cudaGraphExecDestroy(exec);
+      exec = nullptr;
+    }
+    if (!exec) (void)cudaGetLastError();  // a failed capture leaves no error behind for the next call
+    return exec;
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;  // the worker's own
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Job> jobs_;
+  std::vector<Done> done_;
+  bool busy_ = false, stop_ = false;
+  std::thread worker_;
+};
+
 // One execution context of an engine: the memory, stream, library handles,
 // prepared shapes and captured graphs of calls that run one at a time. The
 // kernels, weights and (for a range engine) layer graph are the engine's,
@@ -213,9 +368,17 @@ struct CudaEngine {
   // Whether the active shape's steps have run once: its first call launches
   // them one by one, a graph is captured when it comes again.
   bool launched = false;
-  // Set by launch() for a call whose graph is to be captured after its work
-  // is enqueued (run_on).
+  // Set by launch() for a call whose graph is to be captured on this thread
+  // after its work is enqueued (run_on): a shape with cuDNN steps, whose
+  // handle is the context's.
   bool capture_pending = false;
+  // The other shapes' graphs are captured on the capturer's thread; the
+  // (shape, bindings) it is capturing, and those whose capture failed (they
+  // launch step by step).
+  std::unique_ptr<GraphCapturer> capturer;
+  std::set<std::pair<std::vector<int64_t>, std::vector<uint8_t*>>> capturing, not_captured;
+  // Counts the arena's moves: a graph captured before one reads the old arena.
+  uint64_t arena_generation = 0;
   // Page-locked host memory the context's calls stage host inputs and
   // outputs through: a copy from or to pageable memory goes through the
   // driver's own staging, which calls of all contexts share (one at a time);
@@ -251,6 +414,7 @@ struct CudaEngine {
   std::unique_ptr<RangeState> range;  // engines built for a range of shapes
 
   ~CudaEngine() {
+    capturer.reset();  // its thread reads this context's memory: stopped first
     for (auto& [b, g] : graphs) cudaGraphExecDestroy(g);
     gemms.clear();
     convs.clear();
@@ -482,14 +646,16 @@ struct CudaEngine {
     if (trace) return traced_run(stream, *trace);
     if (debug) return debug_run(stream);
     if (!use_graphs) return enqueue(stream);
+    install_captured();
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const auto& g) { return g.first == bound; });
     if (it == graphs.end()) {
       // No call waits for a capture. A shape's first call launches its steps
       // one by one (a size seen once may never come back); when it comes
       // again with these bindings, it launches them one by one again and its
-      // graph is captured once the call's work is all enqueued
-      // (capture_pending, run_on): on the host while the device runs it.
-      capture_pending = launched;
+      // graph is captured on the capturer's thread (or, for cuDNN steps, once
+      // the call's work is all enqueued: capture_pending, run_on); a later
+      // call replays it.
+      if (launched) request_capture();
       launched = true;
       return enqueue(stream);
     }
@@ -528,12 +694,96 @@ struct CudaEngine {
       cudaGraphExecDestroy(exec);
       return cuda_status(ue, "cudaGraphUpload");
     }
-    if (graphs.size() == kMaxGraphs) {
-      cudaGraphExecDestroy(graphs.back().second);
-      graphs.pop_back();
-    }
-    graphs.insert(graphs.begin(), {bound, exec});
+    add_graph(graphs, bound, exec);
     return Status::ok();
+  }
+
+  // Keeps `exec` first among a shape's graphs (the least recently used one
+  // dropped past kMaxGraphs; a second graph for the same bindings dropped).
+  static void add_graph(std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>>& list,
+                        const std::vector<uint8_t*>& b, cudaGraphExec_t exec) {
+    if (std::any_of(list.begin(), list.end(), [&](const auto& g) { return g.first == b; })) {
+      cudaGraphExecDestroy(exec);
+      return;
+    }
+    if (list.size() == kMaxGraphs) {
+      cudaGraphExecDestroy(list.back().second);
+      list.pop_back();
+    }
+    list.insert(list.begin(), {b, exec});
+  }
+
+  static std::vector<const void*> constant_memory(const std::vector<std::shared_ptr<const DeviceBuffer>>& cs) {
+    std::vector<const void*> out;
+    for (const auto& c : cs) out.push_back(c ? c->bytes() : nullptr);
+    return out;
+  }
+
+  // Asks for the active shape's graph with the current bindings: on the
+  // capturer's thread, from a copy of what its steps launch with; on this
+  // thread after the call's work (capture_pending) when a step runs cuDNN.
+  void request_capture() {
+    std::pair<std::vector<int64_t>, std::vector<uint8_t*>> id{range ? range->active : std::vector<int64_t>{}, bound};
+    if (capturing.count(id) || not_captured.count(id)) return;
+    GraphCapturer::Job job;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& st = plan.steps[i];
+      if (st.kind == Step::Kind::kConv) {
+        capture_pending = true;
+        return;
+      }
+      if (st.kind == Step::Kind::kKernel) {
+        job.steps.emplace_back(GraphCapturer::KernelStep{kernels[static_cast<size_t>(st.kernel.kernel)], st.kernel,
+                                                         kernel_args[i], kernel_dims[i]});
+      } else {
+        const GemmLaunch& g = st.gemm;
+        job.steps.emplace_back(
+            GraphCapturer::GemmStep{gemms[i], ptr(g.a), ptr(g.b), g.has_bias ? ptr(g.bias) : nullptr, ptr(g.c)});
+      }
+    }
+    job.key = {id.first, id.second, arena_generation, constant_memory(constants)};
+    job.keep = constants;
+    job.workspace = workspace.get();
+    job.workspace_bytes = workspace.nbytes();
+    job.early_launch = early_launch;
+    if (!capturer) capturer = std::make_unique<GraphCapturer>();
+    capturing.insert(std::move(id));
+    capturer->submit(std::move(job));
+  }
+
+  // Puts each graph the capturer finished with its shape, if that shape is
+  // still kept with the same arena and constants (else the graph is dropped).
+  void install_captured() {
+    if (!capturer) return;
+    for (GraphCapturer::Done& d : capturer->take()) {
+      std::pair<std::vector<int64_t>, std::vector<uint8_t*>> id{d.key.shape, d.key.bound};
+      capturing.erase(id);
+      if (!d.exec) {
+        not_captured.insert(std::move(id));
+        continue;
+      }
+      std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>>* list = nullptr;
+      if (d.key.generation == arena_generation) {
+        if (!range || d.key.shape == range->active) {
+          if (constant_memory(constants) == d.key.constants) list = &graphs;
+        } else {
+          for (auto& [shape, inst] : range->shapes)
+            if (shape == d.key.shape && constant_memory(inst.constants) == d.key.constants) list = &inst.graphs;
+        }
+      }
+      if (list) {
+        add_graph(*list, d.key.bound, d.exec);
+      } else {
+        cudaGraphExecDestroy(d.exec);
+      }
+    }
+  }
+
+  // Waits for the graphs being captured, and puts them with their shapes.
+  void finish_captures() {
+    if (!capturer) return;
+    capturer->wait_idle();
+    install_captured();
   }
 
   // Whether `t` can be bound in place of an input slot: contiguous CUDA
@@ -872,6 +1122,7 @@ struct CudaEngine {
       Expected<DeviceBuffer> fresh = DeviceBuffer::allocate(static_cast<size_t>(next.plan.arena_bytes));
       if (!fresh) {
         KILN_ASSIGN_OR_RETURN(arena, DeviceBuffer::allocate(old_bytes));
+        ++arena_generation;
         KILN_CUDA_TRY(cudaMemsetAsync(arena.get(), 0, arena.nbytes(), own_stream));
         KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
         r.shapes.clear();
@@ -881,6 +1132,7 @@ struct CudaEngine {
         return fresh.status().with_context(what + ": a new shape");
       }
       arena = std::move(*fresh);
+      ++arena_generation;
       KILN_CUDA_TRY(cudaMemsetAsync(arena.get(), 0, arena.nbytes(), own_stream));
       KILN_CUDA_TRY(cudaStreamSynchronize(own_stream));
       r.shapes.clear();
@@ -1722,6 +1974,7 @@ class CudaBackend final : public engine::Backend {
     for (size_t i = 0; i < g->size(); ++i) {
       CudaEngineGroup::Lease lease = g->acquire_at(i);
       CudaEngine* e = lease.get();
+      e->finish_captures();
       Status st = cuda_status(cudaEventSynchronize(e->engine_done), "cudaEventSynchronize");
       if (st) st = e->take_error(e->own_stream, true);
       if (first && !st) first = std::move(st);
