@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frontend/pt2_loader.h"
+#include "ir/op_schema.h"
 
 namespace kiln::frontend {
 
@@ -364,6 +365,7 @@ struct GraphBuilder {
         for (const auto& [an, value] : respelled->extra) args.push_back({an, value});
       if (autocast) KILN_TRY(cast_for_autocast(jn, name, args));
       ir::Node* node = g.add_node(*op, scope + name, std::move(args), {});
+      KILN_TRY(ir::check_arguments(*node).with_context(r.source()));
       const json& meta = field(jn, "metadata");
       if (meta.is_object()) {
         for (auto it = meta.begin(); it != meta.end(); ++it)

@@ -61,8 +61,10 @@ class KernelArgs {
   Expected<std::vector<Tensor>> tensors(std::string_view name) const;
   Expected<std::vector<std::optional<Tensor>>> optional_tensors(std::string_view name) const;
 
-  // Scalars and lists; `fallback` is the schema default used when the argument
-  // was omitted (torch.export leaves defaults out). Without a fallback a missing
+  // Scalars and lists. An argument the node leaves out reads as the default
+  // its op's schema declares (ir::argument_or_default; torch.export leaves
+  // defaults out); `fallback` serves ops without a schema (kiln's own) and
+  // arguments whose declared default is None. Without either a missing
   // argument is an error naming the node.
   Expected<int64_t> int_arg(std::string_view name, std::optional<int64_t> fallback = std::nullopt) const;
   // A dim argument of a rank-`rank` tensor, wrapped into [0, rank) (a 0-d

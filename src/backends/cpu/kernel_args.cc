@@ -1,6 +1,6 @@
-#include "backends/cpu/kernel.h"
-
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernel.h"
+#include "ir/op_schema.h"
 
 namespace kiln::cpu {
 
@@ -9,7 +9,7 @@ bool is_none(const ir::Arg& a) { return std::holds_alternative<ir::NoneArg>(a); 
 }  // namespace
 
 bool KernelArgs::has(std::string_view name) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   return a != nullptr && !is_none(*a);
 }
 
@@ -18,7 +18,7 @@ Status KernelArgs::error(const std::string& message) const {
 }
 
 Expected<const ir::Arg*> KernelArgs::require(std::string_view name) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) return error("missing argument '" + std::string(name) + "'");
   return a;
 }
@@ -92,7 +92,7 @@ Expected<std::vector<std::optional<Tensor>>> KernelArgs::optional_tensors(std::s
 }
 
 Expected<int64_t> KernelArgs::int_arg(std::string_view name, std::optional<int64_t> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");
@@ -117,7 +117,7 @@ Expected<std::optional<int64_t>> KernelArgs::optional_int(std::string_view name)
 }
 
 Expected<double> KernelArgs::float_arg(std::string_view name, std::optional<double> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");
@@ -133,7 +133,7 @@ Expected<std::optional<double>> KernelArgs::optional_float(std::string_view name
 }
 
 Expected<bool> KernelArgs::bool_arg(std::string_view name, std::optional<bool> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");
@@ -150,7 +150,7 @@ Expected<bool> KernelArgs::bool_arg(std::string_view name, std::optional<bool> f
 
 Expected<std::vector<int64_t>> KernelArgs::ints(std::string_view name,
                                                 std::optional<std::vector<int64_t>> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");
@@ -181,7 +181,7 @@ Expected<std::optional<std::vector<int64_t>>> KernelArgs::optional_ints(std::str
 }
 
 Expected<Scalar> KernelArgs::scalar(std::string_view name, std::optional<Scalar> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");
@@ -210,14 +210,14 @@ Expected<std::optional<Scalar>> KernelArgs::optional_scalar(std::string_view nam
 }
 
 Expected<std::optional<DType>> KernelArgs::dtype_arg(std::string_view name) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) return std::optional<DType>();
   if (const DType* d = std::get_if<DType>(a)) return std::optional<DType>(*d);
   return error("argument '" + std::string(name) + "' is not a dtype");
 }
 
 Expected<std::string> KernelArgs::string_arg(std::string_view name, std::optional<std::string> fallback) const {
-  const ir::Arg* a = node_.find(name);
+  const ir::Arg* a = ir::argument_or_default(node_, name);
   if (a == nullptr || is_none(*a)) {
     if (fallback) return *fallback;
     return error("missing argument '" + std::string(name) + "'");

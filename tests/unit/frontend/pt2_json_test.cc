@@ -248,6 +248,21 @@ TEST(Pt2Json, WhatCannotBeReadIsRefusedNamingWhere) {
         j["graph_module"]["signature"]["input_specs"][4] = {{"token", {}}};
       },
       {"signature.input_specs[4]"});
+  // Arguments against the op's schema (ir::check_arguments): a name the op
+  // does not declare, a required argument left out, a tensor where the
+  // schema wants an int, and no tensor where it wants one.
+  expect_refused([&](json& j) { nodes(j)[1]["inputs"].push_back(arg("scale", n(2))); },
+                 {"node 'linear' (aten.linear.default)", "argument 'scale' is not one the op declares",
+                  "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"});
+  expect_refused([&](json& j) { nodes(j)[1]["inputs"].erase(1); },
+                 {"node 'linear'", "argument 'weight' (Tensor) is not given"});
+  expect_refused([&](json& j) { nodes(j)[5]["inputs"][2]["arg"] = tensor("x"); },
+                 {"node 'split'", "argument 'dim' is int, not a tensor"});
+  expect_refused(
+      [&](json& j) {
+        nodes(j)[1]["inputs"][1]["arg"] = {{"as_string", "w"}};
+      },
+      {"node 'linear'", "argument 'weight' must be a tensor"});
 }
 
 }  // namespace
