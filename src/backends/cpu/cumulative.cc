@@ -135,7 +135,7 @@ Status gradient(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::optional<Scalar> spacing, a.optional_scalar("spacing"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> dim, a.optional_int("dim"));
-  KILN_ASSIGN_OR_RETURN(int64_t order, a.int_arg("edge_order", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t order, a.int_arg("edge_order"));
   if (order != 1 && order != 2) return a.error("edge_order must be 1 or 2, got " + std::to_string(order));
   if (self.dim() == 0) return a.error("gradient of a 0-d tensor");
   const double h = spacing ? spacing->to_double() : 1.0;

@@ -108,7 +108,7 @@ Status binary_arith(KernelArgs& a, Arith op, bool reversed) {
   const bool has_alpha = op == Arith::kAdd || op == Arith::kSub;
   Scalar alpha = Scalar::of_int(1);
   if (has_alpha) {
-    KILN_ASSIGN_OR_RETURN(alpha, a.scalar("alpha", Scalar::of_int(1)));
+    KILN_ASSIGN_OR_RETURN(alpha, a.scalar("alpha"));
   }
 
   const DType common = result_type(promo(lhs, rhs));
@@ -738,7 +738,7 @@ Status modulo_kernel(KernelArgs& a) {
 
 // leaky_relu(x) = x > 0 ? x : x * negative_slope, in floating types.
 Status leaky_relu_kernel(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Scalar slope, a.scalar("negative_slope", Scalar::of_float(0.01)));
+  KILN_ASSIGN_OR_RETURN(Scalar slope, a.scalar("negative_slope"));
   const double s = slope.to_double();
   return floating_unary(a, "leaky_relu", false, [s](auto x) {
     using C = decltype(x);
@@ -748,9 +748,9 @@ Status leaky_relu_kernel(KernelArgs& a) {
 
 // elu(x) = x > 0 ? scale * x : scale * alpha * (exp(x * input_scale) - 1).
 Status elu_kernel(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha", Scalar::of_int(1)));
-  KILN_ASSIGN_OR_RETURN(Scalar scale, a.scalar("scale", Scalar::of_int(1)));
-  KILN_ASSIGN_OR_RETURN(Scalar input_scale, a.scalar("input_scale", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha"));
+  KILN_ASSIGN_OR_RETURN(Scalar scale, a.scalar("scale"));
+  KILN_ASSIGN_OR_RETURN(Scalar input_scale, a.scalar("input_scale"));
   const double al = alpha.to_double(), sc = scale.to_double(), is = input_scale.to_double();
   return floating_unary(a, "elu", false, [al, sc, is](auto x) {
     using C = decltype(x);
@@ -830,7 +830,7 @@ Status hardsigmoid_kernel(KernelArgs& a) {
 }
 
 Status gelu_kernel(KernelArgs& a) {
-  auto arg = a.string_arg("approximate", std::string("none"));
+  auto arg = a.string_arg("approximate");
   if (!arg.has_value()) return arg.status();
   const std::string& approximate = arg.value();
   if (approximate == "none") {
@@ -961,8 +961,8 @@ Status clamp_min_kernel(KernelArgs& a) {
 // hardtanh keeps self's dtype.
 Status hardtanh_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(Scalar lo, a.scalar("min_val", Scalar::of_int(-1)));
-  KILN_ASSIGN_OR_RETURN(Scalar hi, a.scalar("max_val", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar lo, a.scalar("min_val"));
+  KILN_ASSIGN_OR_RETURN(Scalar hi, a.scalar("max_val"));
   if (self.dtype() == DType::Bool) return a.error("hardtanh is not supported for bool tensors");
   return clamp_to(a, self, self.dtype(), lo, hi);
 }

@@ -475,7 +475,7 @@ Status solve_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor A, floating_matrix(a, "A"));
   KILN_ASSIGN_OR_RETURN(Tensor B, floating_matrix(a, "B", 1));
   KILN_TRY(square(a, A, "A"));
-  KILN_ASSIGN_OR_RETURN(bool left, a.bool_arg("left", true));
+  KILN_ASSIGN_OR_RETURN(bool left, a.bool_arg("left"));
   KILN_ASSIGN_OR_RETURN(bool check, a.bool_arg("check_errors", false));
   const bool ex = a.node().op == ir::OpKind::kLinalgSolveEx;
   const Rhs rhs = rhs_of(A, B, left);
@@ -556,8 +556,8 @@ Status solve_triangular_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor B, floating_matrix(a, "B"));
   KILN_TRY(square(a, A, "self"));
   KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper"));
-  KILN_ASSIGN_OR_RETURN(bool left, a.bool_arg("left", true));
-  KILN_ASSIGN_OR_RETURN(bool unit, a.bool_arg("unitriangular", false));
+  KILN_ASSIGN_OR_RETURN(bool left, a.bool_arg("left"));
+  KILN_ASSIGN_OR_RETURN(bool unit, a.bool_arg("unitriangular"));
   const int64_t n = A.size(-1);
   if ((left ? B.size(-2) : B.size(-1)) != n) return a.error("A and B do not match: " + B.type_string());
   KILN_ASSIGN_OR_RETURN(Shape batch, broadcast_batch(a, A, B));
@@ -579,7 +579,7 @@ Status solve_triangular_kernel(KernelArgs& a) {
 Status cholesky_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
   KILN_TRY(square(a, t, "self"));
-  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper", false));
+  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper"));
   KILN_ASSIGN_OR_RETURN(bool check, a.bool_arg("check_errors", false));
   const bool ex = a.node().op == ir::OpKind::kLinalgCholeskyEx;
   Mats ms = read_mats(t);
@@ -602,7 +602,7 @@ Status cholesky_solve_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor B, floating_matrix(a, "self"));
   KILN_ASSIGN_OR_RETURN(Tensor L, floating_matrix(a, "input2"));
   KILN_TRY(square(a, L, "input2"));
-  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper", false));
+  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper"));
   if (B.size(-2) != L.size(-1)) return a.error("input2 and self do not match: " + B.type_string());
   KILN_ASSIGN_OR_RETURN(Shape batch, broadcast_batch(a, B, L));
   const Mats ls = read_mats(L, batch);
@@ -620,7 +620,7 @@ Status cholesky_solve_kernel(KernelArgs& a) {
 Status cholesky_inverse_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
   KILN_TRY(square(a, t, "self"));
-  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper", false));
+  KILN_ASSIGN_OR_RETURN(bool upper, a.bool_arg("upper"));
   Mats ms = read_mats(t);
   for (Mat& m : ms.m) {
     int info = 0;
@@ -668,7 +668,7 @@ Status eigh_kernel(KernelArgs& a) {
   const ir::OpKind op = a.node().op;
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, a.has("A") ? "A" : "self"));
   KILN_TRY(square(a, t, "A"));
-  KILN_ASSIGN_OR_RETURN(std::string uplo, a.string_arg("UPLO", "L"));
+  KILN_ASSIGN_OR_RETURN(std::string uplo, a.string_arg("UPLO"));
   if (uplo != "L" && uplo != "U" && uplo != "l" && uplo != "u")
     return a.error("UPLO must be 'L' or 'U', got '" + uplo + "'");
   KILN_ASSIGN_OR_RETURN(bool vectors, a.bool_arg("compute_v", op != ir::OpKind::kLinalgEigvalsh));
@@ -743,7 +743,7 @@ Expected<std::vector<double>> thresholds(KernelArgs& a, const Tensor& t, const M
 // linalg_matrix_rank.{atol_rtol_tensor, atol_rtol_float, default, tol_tensor}(input, atol, rtol, hermitian)
 Status matrix_rank_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, a.has("input") ? "input" : "self"));
-  KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian", false));
+  KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian"));
   if (hermitian) KILN_TRY(square(a, t, "input"));
   const Mats ms = read_mats(t);
   std::vector<std::vector<double>> spectra;
@@ -764,7 +764,7 @@ Status matrix_rank_kernel(KernelArgs& a) {
 // kept (PyTorch keeps only values strictly above the tolerance).
 Status pinv_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
-  KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian", false));
+  KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian"));
   if (hermitian) KILN_TRY(square(a, t, "self"));
   const Mats ms = read_mats(t);
   std::vector<Eigh> eighs;
@@ -897,8 +897,8 @@ Expected<DType> norm_dtype(KernelArgs& a, const Tensor& t) {
 Status matrix_norm_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
   KILN_ASSIGN_OR_RETURN(NormOrd o, norm_ord(a, "ord", a.node().op == ir::OpKind::kLinalgMatrixNormStrOrd));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.ints("dim", std::vector<int64_t>{-2, -1}));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, a.ints("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(DType dt, norm_dtype(a, t));
   KILN_ASSIGN_OR_RETURN(Tensor out, matrix_norm(a, t, o, dims, keepdim, dt));
   a.set_output(0, out);
@@ -1182,7 +1182,7 @@ Status qr_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, op == ir::OpKind::kLinalgQr ? "A" : "self"));
   std::string mode = "reduced";
   if (op == ir::OpKind::kLinalgQr) {
-    KILN_ASSIGN_OR_RETURN(mode, a.string_arg("mode", "reduced"));
+    KILN_ASSIGN_OR_RETURN(mode, a.string_arg("mode"));
   } else if (op == ir::OpKind::kQr) {
     KILN_ASSIGN_OR_RETURN(bool some, a.bool_arg("some", true));
     mode = some ? "reduced" : "complete";
@@ -1234,7 +1234,7 @@ void set_factor_outputs(KernelArgs& a, const Shape& batch, const std::vector<Mat
 Status lu_factor_kernel(KernelArgs& a) {
   const ir::OpKind op = a.node().op;
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, op == ir::OpKind::kLuWithInfo ? "self" : "A"));
-  KILN_ASSIGN_OR_RETURN(bool pivot, a.bool_arg("pivot", true));
+  KILN_ASSIGN_OR_RETURN(bool pivot, a.bool_arg("pivot"));
   if (!pivot) return a.error("LU without pivoting is CUDA-only in PyTorch; kiln factors with partial pivoting");
   const Mats ms = read_mats(t);
   const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
@@ -1255,8 +1255,8 @@ Status lu_factor_kernel(KernelArgs& a) {
 Status lu_unpack_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "LU_data"));
   KILN_ASSIGN_OR_RETURN(Tensor piv, a.tensor("LU_pivots"));
-  KILN_ASSIGN_OR_RETURN(bool unpack_data, a.bool_arg("unpack_data", true));
-  KILN_ASSIGN_OR_RETURN(bool unpack_pivots, a.bool_arg("unpack_pivots", true));
+  KILN_ASSIGN_OR_RETURN(bool unpack_data, a.bool_arg("unpack_data"));
+  KILN_ASSIGN_OR_RETURN(bool unpack_pivots, a.bool_arg("unpack_pivots"));
   const Mats ms = read_mats(t);
   const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
   if (unpack_pivots && (piv.dim() != t.dim() - 1 || piv.size(-1) != k || is_floating(piv.dtype()) ||
@@ -1300,8 +1300,8 @@ Status lu_unpack_kernel(KernelArgs& a) {
 // and V are zeros of [m, m] and [n, n], as torch returns them.
 Status svd_v_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
-  KILN_ASSIGN_OR_RETURN(bool some, a.bool_arg("some", true));
-  KILN_ASSIGN_OR_RETURN(bool uv, a.bool_arg("compute_uv", true));
+  KILN_ASSIGN_OR_RETURN(bool some, a.bool_arg("some"));
+  KILN_ASSIGN_OR_RETURN(bool uv, a.bool_arg("compute_uv"));
   const Mats ms = read_mats(t);
   const int64_t m = t.size(-2), n = t.size(-1), k = std::min(m, n);
   std::vector<Mat> us, vs;
@@ -1413,9 +1413,9 @@ Status vander_kernel(KernelArgs& a) {
 // linalg_diagonal(A, offset, dim1, dim2): diagonal's elements, copied.
 Status linalg_diagonal_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, a.tensor("A"));
-  KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", t.dim(), -2));
-  KILN_ASSIGN_OR_RETURN(int64_t d2, a.dim_arg("dim2", t.dim(), -1));
+  KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset"));
+  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", t.dim()));
+  KILN_ASSIGN_OR_RETURN(int64_t d2, a.dim_arg("dim2", t.dim()));
   if (d1 == d2) return a.error("dim1 and dim2 must differ");
   const int64_t len = std::max<int64_t>(
       0, offset >= 0 ? std::min(t.size(d1), t.size(d2) - offset) : std::min(t.size(d1) + offset, t.size(d2)));

@@ -40,7 +40,7 @@ Status cat(KernelArgs& a) {
   }
   if (parts.empty()) return set(a, Tensor::zeros(dtype, {0}));
   const Tensor& ref = parts[0];
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim()));
   Shape shape = ref.sizes();
   shape[d] = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -68,7 +68,7 @@ Status stack(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, a.tensors("tensors"));
   if (tensors.empty()) return a.error("stack expects a non-empty list of tensors");
   const Tensor& ref = tensors[0];
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim() + 1, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", ref.dim() + 1));
   DType dtype = ref.dtype();
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].sizes() != ref.sizes())
@@ -210,7 +210,7 @@ Status embedding(KernelArgs& a) {
 template <bool kLower>
 Status triangle(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t diagonal, a.int_arg("diagonal", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t diagonal, a.int_arg("diagonal"));
   if (self.dim() < 2)
     return a.error(std::string(kLower ? "tril" : "triu") + " needs a tensor of at least 2 dimensions, got " +
                    self.type_string());
@@ -264,7 +264,7 @@ Status repeat(KernelArgs& a) {
 Status constant_pad_nd(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.ints("pad"));
-  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("value", Scalar::of_int(0)));
+  KILN_ASSIGN_OR_RETURN(Scalar value, a.scalar("value"));
   if (pad.size() % 2 != 0) return a.error("length of pad must be even, got " + shape_to_string(pad));
   if (static_cast<int64_t>(pad.size() / 2) > self.dim())
     return a.error("length of pad " + shape_to_string(pad) +
@@ -386,7 +386,7 @@ Status mode_pad(KernelArgs& a, const Tensor& self, const std::vector<int64_t>& p
 Status pad_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pad, a.ints("pad"));
-  KILN_ASSIGN_OR_RETURN(std::string mode, a.string_arg("mode", std::string("constant")));
+  KILN_ASSIGN_OR_RETURN(std::string mode, a.string_arg("mode"));
   if (mode == "constant") return constant_pad_nd(a);
   if (mode == "reflect") return mode_pad(a, self, pad, PadMode::kReflect);
   if (mode == "replicate") return mode_pad(a, self, pad, PadMode::kReplicate);
@@ -431,7 +431,7 @@ Status nonzero(KernelArgs& a) {
 Status nonzero_static(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t size, a.int_arg("size"));
-  KILN_ASSIGN_OR_RETURN(int64_t fill, a.int_arg("fill_value", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t fill, a.int_arg("fill_value"));
   if (size < 0) return a.error("nonzero_static: size must be non-negative, got " + std::to_string(size));
   Tensor m = cast_copy(self, DType::Bool);
   const bool* mp = m.data<bool>();
@@ -533,10 +533,10 @@ Status pixel_shuffle(KernelArgs& a) {
 // use inequality (logical xor), as PyTorch does.
 Status diff(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t n, a.int_arg("n", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t n, a.int_arg("n"));
   if (self.dim() == 0) return a.error("diff expects a tensor with at least one dimension");
   if (n < 0) return a.error("order must be non-negative, got " + std::to_string(n));
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.dim_arg("dim", self.dim(), -1));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(auto prepend, a.optional_tensor("prepend"));
   KILN_ASSIGN_OR_RETURN(auto append, a.optional_tensor("append"));
   std::vector<Tensor> parts;

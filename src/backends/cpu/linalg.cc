@@ -143,8 +143,8 @@ Status add_product(KernelArgs& a, bool batched) {
   KILN_ASSIGN_OR_RETURN(Tensor s, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor(n1));
   KILN_ASSIGN_OR_RETURN(Tensor y, a.tensor(n2));
-  KILN_ASSIGN_OR_RETURN(Scalar beta, a.scalar("beta", Scalar::of_int(1)));
-  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar beta, a.scalar("beta"));
+  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha"));
   KILN_TRY(check_operands(a, {{"self", &s}, {n1, &x}, {n2, &y}}));
   const int64_t rank = batched ? 3 : 2;
   if (x.dim() != rank || y.dim() != rank || x.size(-1) != y.size(-2) || (batched && x.size(0) != y.size(0)))

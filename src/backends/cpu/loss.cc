@@ -19,7 +19,7 @@ namespace {
 Status multilabel_margin_loss(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor target, a.tensor("target"));
-  KILN_ASSIGN_OR_RETURN(int64_t reduction, a.int_arg("reduction", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t reduction, a.int_arg("reduction"));
   if (!is_floating(self.dtype())) return a.error("self must be floating-point, got " + self.type_string());
   if (self.dim() > 2 || target.sizes() != self.sizes() || !is_integral(target.dtype()))
     return a.error("target " + target.type_string() + " must be integers of self's shape " + self.type_string());

@@ -365,7 +365,7 @@ Status group_norm(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(int64_t groups, a.int_arg("num_groups"));
   KILN_ASSIGN_OR_RETURN(auto weight, a.optional_tensor("weight"));
   KILN_ASSIGN_OR_RETURN(auto bias, a.optional_tensor("bias"));
-  KILN_ASSIGN_OR_RETURN(double eps, a.float_arg("eps", 1e-5));
+  KILN_ASSIGN_OR_RETURN(double eps, a.float_arg("eps"));
   Tensor out, mean, rstd;
   KILN_TRY(group_norm_common(a, x, groups, weight, bias, eps, out, mean, rstd));
   a.set_output(0, out);

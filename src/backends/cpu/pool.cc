@@ -72,7 +72,7 @@ struct PoolSpec {
 
 Status read_pool_spec(const KernelArgs& a, const Planes& p, bool with_dilation, PoolSpec& s) {
   KILN_ASSIGN_OR_RETURN(s.k, pair_arg(a, "kernel_size", std::nullopt));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> st, a.ints("stride", std::vector<int64_t>{}));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> st, a.ints("stride"));
   if (st.empty()) {
     s.stride = s.k;  // an empty stride means the kernel size
   } else {
@@ -82,7 +82,7 @@ Status read_pool_spec(const KernelArgs& a, const Planes& p, bool with_dilation, 
   if (with_dilation) {
     KILN_ASSIGN_OR_RETURN(s.dilation, pair_arg(a, "dilation", 1));
   }
-  KILN_ASSIGN_OR_RETURN(s.ceil_mode, a.bool_arg("ceil_mode", false));
+  KILN_ASSIGN_OR_RETURN(s.ceil_mode, a.bool_arg("ceil_mode"));
   for (int d = 0; d < 2; ++d) {
     if (s.k[d] <= 0 || s.stride[d] <= 0 || s.dilation[d] <= 0 || s.pad[d] < 0)
       return a.error("kernel_size, stride and dilation must be positive and padding non-negative");
@@ -166,7 +166,7 @@ Status avg_pool2d(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Planes p, planes_of(a, input));
   PoolSpec s;
   KILN_TRY(read_pool_spec(a, p, /*with_dilation=*/false, s));
-  KILN_ASSIGN_OR_RETURN(bool count_include_pad, a.bool_arg("count_include_pad", true));
+  KILN_ASSIGN_OR_RETURN(bool count_include_pad, a.bool_arg("count_include_pad"));
   KILN_ASSIGN_OR_RETURN(auto divisor_override, a.optional_int("divisor_override"));
   if (divisor_override && *divisor_override == 0) return a.error("divisor_override must not be zero");
   const bool integral = input.dtype() == DType::Int64;

@@ -123,7 +123,7 @@ Status sum_like(KernelArgs& a, const Tensor& input, const std::optional<std::vec
 Status sum_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(auto dtype, a.dtype_arg("dtype"));
   return sum_like(a, x, dims, keepdim, dtype, /*mean=*/false);
 }
@@ -137,7 +137,7 @@ Status sum_all(KernelArgs& a) {
 Status mean_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(auto dtype, a.dtype_arg("dtype"));
   return sum_like(a, x, dims, keepdim, dtype, /*mean=*/true);
 }
@@ -182,8 +182,8 @@ void reduce_extreme(const Tensor& v, const ReducePlan& p, bool want_max, Tensor*
 
 Status amax_amin(KernelArgs& a, bool want_max) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(auto dims, a.ints("dim", std::vector<int64_t>{}));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(auto dims, a.ints("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
   KILN_TRY(require_nonempty(a, x, p, want_max ? "amax" : "amin"));
   const DType wide = wide_type(x.dtype());
@@ -200,7 +200,7 @@ Status amin(KernelArgs& a) { return amax_amin(a, false); }
 Status extreme_dim(KernelArgs& a, bool want_max) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, std::vector<int64_t>{dim}, keepdim));
   KILN_TRY(require_nonempty(a, x, p, want_max ? "max" : "min"));
   const DType wide = wide_type(x.dtype());
@@ -219,7 +219,7 @@ Status min_dim(KernelArgs& a) { return extreme_dim(a, false); }
 Status aminmax(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dim, a.optional_int("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   std::optional<std::vector<int64_t>> dims;
   if (dim) dims = std::vector<int64_t>{*dim};
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
@@ -240,8 +240,8 @@ Status aminmax(KernelArgs& a) {
 // by value alone (std::sort, as ATen), the index of the last pair of the run.
 Status mode(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim", -1));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   const std::vector<int64_t> dims = x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim};
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduction(a, x, dims, keepdim));
   KILN_TRY(require_nonempty(a, x, p, "mode"));
@@ -283,7 +283,7 @@ Status arg_extreme(KernelArgs& a, bool want_max) {
   const char* name = want_max ? "argmax" : "argmin";
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dim, a.optional_int("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   std::optional<std::vector<int64_t>> dims;
   if (dim) dims = std::vector<int64_t>{*dim};
   if (!dim && x.numel() == 0)
@@ -306,7 +306,7 @@ Status var_like(KernelArgs& a, bool with_mean) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
   KILN_ASSIGN_OR_RETURN(auto correction, a.optional_scalar("correction"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   if (!is_floating(x.dtype()))
     return a.error("var needs a floating-point input, got " + std::string(dtype_name(x.dtype())));
   const double c = correction ? correction->to_double() : 1.0;
@@ -367,7 +367,7 @@ template <bool kAll>
 Status any_all_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   return any_like(a, x, std::vector<int64_t>{dim}, keepdim, kAll);
 }
 
@@ -376,7 +376,7 @@ template <bool kAll>
 Status any_all_dims(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   if (dims && dims->empty()) dims.reset();
   return any_like(a, x, dims, keepdim, kAll);
 }
@@ -428,7 +428,7 @@ Status prod_all(KernelArgs& a) {
 Status prod_dim(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t dim, a.int_arg("dim"));
-  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim", false));
+  KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
   KILN_ASSIGN_OR_RETURN(auto dtype, a.dtype_arg("dtype"));
   return prod_like(a, x, std::vector<int64_t>{dim}, keepdim, dtype);
 }
@@ -517,7 +517,7 @@ Status segment_reduce(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::string reduce, a.string_arg("reduce"));
   KILN_ASSIGN_OR_RETURN(std::optional<Tensor> lengths, a.optional_tensor("lengths"));
   KILN_ASSIGN_OR_RETURN(std::optional<Tensor> offsets, a.optional_tensor("offsets"));
-  KILN_ASSIGN_OR_RETURN(int64_t axis_arg, a.int_arg("axis", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_arg, a.int_arg("axis"));
   KILN_ASSIGN_OR_RETURN(std::optional<double> initial, a.optional_float("initial"));
   if (reduce != "sum" && reduce != "mean" && reduce != "max" && reduce != "min" && reduce != "prod")
     return a.error("reduce must be sum, mean, max, min or prod, got '" + reduce + "'");

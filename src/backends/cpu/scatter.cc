@@ -43,10 +43,10 @@ Status slice_scatter(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor src, a.tensor("src"));
   if (self.dim() == 0) return a.error("slice_scatter cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start, a.optional_int("start"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end, a.optional_int("end"));
-  KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step"));
   if (step <= 0) return a.error("slice step must be positive, got " + std::to_string(step));
   const auto [s, e] = clamp_slice(start, end, self.size(d));
   Tensor out = cast_copy(self, self.dtype());
@@ -157,7 +157,7 @@ Status index_put(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(std::vector<std::optional<Tensor>> indices, a.optional_tensors("indices"));
   KILN_ASSIGN_OR_RETURN(Tensor values, a.tensor("values"));
-  KILN_ASSIGN_OR_RETURN(bool accumulate, a.bool_arg("accumulate", false));
+  KILN_ASSIGN_OR_RETURN(bool accumulate, a.bool_arg("accumulate"));
   Tensor out = cast_copy(self, self.dtype());
   auto plan = plan_advanced_index(out, indices);
   if (!plan.has_value()) return a.error("index_put: " + plan.status().message());

@@ -202,7 +202,7 @@ Status scatter_with_reduce(KernelArgs& a) {
 Status scatter_reduce_two(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::string name, a.string_arg("reduce"));
   KILN_ASSIGN_OR_RETURN(Reduce r, parse_reduce(a, name));
-  KILN_ASSIGN_OR_RETURN(bool include_self, a.bool_arg("include_self", true));
+  KILN_ASSIGN_OR_RETURN(bool include_self, a.bool_arg("include_self"));
   return scatter_kernel(a, true, r, include_self);
 }
 
@@ -269,14 +269,14 @@ Status index_kernel(KernelArgs& a, bool has_source, Reduce r, bool include_self,
 }
 
 Status index_add(KernelArgs& a) {
-  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha", Scalar::of_int(1)));
+  KILN_ASSIGN_OR_RETURN(Scalar alpha, a.scalar("alpha"));
   return index_kernel(a, true, Reduce::kSum, true, alpha.to_double());
 }
 Status index_reduce(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(std::string name, a.string_arg("reduce"));
   if (name == "sum") return a.error("index_reduce takes reduce prod, mean, amax or amin, got 'sum'");
   KILN_ASSIGN_OR_RETURN(Reduce r, parse_reduce(a, name));
-  KILN_ASSIGN_OR_RETURN(bool include_self, a.bool_arg("include_self", true));
+  KILN_ASSIGN_OR_RETURN(bool include_self, a.bool_arg("include_self"));
   return index_kernel(a, true, r, include_self, 1.0);
 }
 Status index_fill(KernelArgs& a) { return index_kernel(a, false, Reduce::kReplace, true, 1.0); }

@@ -105,15 +105,15 @@ Status take_ordered(KernelArgs& a, const Tensor& self, int64_t d, int64_t k, boo
 // sort(self, dim, descending) and sort.stable(self, stable, dim, descending): values and indices.
 Status sort(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
-  KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending", false));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
+  KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending"));
   return take_ordered(a, self, d, self.dim() == 0 ? 1 : self.size(d), descending, true, true);
 }
 
 Status argsort(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
-  KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending", false));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
+  KILN_ASSIGN_OR_RETURN(bool descending, a.bool_arg("descending"));
   return take_ordered(a, self, d, self.dim() == 0 ? 1 : self.size(d), descending, false, true);
 }
 
@@ -126,8 +126,8 @@ Status msort(KernelArgs& a) {
 Status topk(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(int64_t k, a.int_arg("k"));
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), -1));
-  KILN_ASSIGN_OR_RETURN(bool largest, a.bool_arg("largest", true));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
+  KILN_ASSIGN_OR_RETURN(bool largest, a.bool_arg("largest"));
   const int64_t len = self.dim() == 0 ? 1 : self.size(d);
   if (k < 0 || k > len)
     return a.error("topk: k (" + std::to_string(k) + ") out of range for a dim of size " + std::to_string(len));
@@ -148,7 +148,7 @@ Status pick_kernel(KernelArgs& a, Pick pick, bool whole) {
     x = x.reshape({x.numel()});
   } else {
     KILN_ASSIGN_OR_RETURN(d, a.dim_arg("dim", self.dim(), -1));
-    KILN_ASSIGN_OR_RETURN(keepdim, a.bool_arg("keepdim", false));
+    KILN_ASSIGN_OR_RETURN(keepdim, a.bool_arg("keepdim"));
   }
   if (pick == Pick::kKth) {
     KILN_ASSIGN_OR_RETURN(k, a.int_arg("k"));
@@ -269,8 +269,8 @@ Status insertion_points(KernelArgs& a, const Tensor& sorted_in, const Tensor& va
 Status searchsorted(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor sorted, a.tensor("sorted_sequence"));
   KILN_ASSIGN_OR_RETURN(Tensor values, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(bool out_int32, a.bool_arg("out_int32", false));
-  KILN_ASSIGN_OR_RETURN(bool right, a.bool_arg("right", false));
+  KILN_ASSIGN_OR_RETURN(bool out_int32, a.bool_arg("out_int32"));
+  KILN_ASSIGN_OR_RETURN(bool right, a.bool_arg("right"));
   std::optional<std::string> side;
   if (a.has("side")) {
     auto s = a.string_arg("side");
@@ -290,8 +290,8 @@ Status bucketize(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor values, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Tensor boundaries, a.tensor("boundaries"));
   if (boundaries.dim() != 1) return a.error("boundaries must be 1-d, got " + boundaries.type_string());
-  KILN_ASSIGN_OR_RETURN(bool out_int32, a.bool_arg("out_int32", false));
-  KILN_ASSIGN_OR_RETURN(bool right, a.bool_arg("right", false));
+  KILN_ASSIGN_OR_RETURN(bool out_int32, a.bool_arg("out_int32"));
+  KILN_ASSIGN_OR_RETURN(bool right, a.bool_arg("right"));
   return insertion_points(a, boundaries, values, right, out_int32, std::nullopt);
 }
 
@@ -301,9 +301,9 @@ Status bucketize(KernelArgs& a) {
 // the last bin, values outside and NaN in none), in self's floating dtype.
 Status histc(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t bins, a.int_arg("bins", 100));
-  KILN_ASSIGN_OR_RETURN(double lo, a.float_arg("min", 0.0));
-  KILN_ASSIGN_OR_RETURN(double hi, a.float_arg("max", 0.0));
+  KILN_ASSIGN_OR_RETURN(int64_t bins, a.int_arg("bins"));
+  KILN_ASSIGN_OR_RETURN(double lo, a.float_arg("min"));
+  KILN_ASSIGN_OR_RETURN(double hi, a.float_arg("max"));
   if (!is_floating(self.dtype())) return a.error("histc takes a floating tensor, got " + self.type_string());
   if (bins <= 0) return a.error("histc: bins must be positive, got " + std::to_string(bins));
   if (lo > hi) return a.error("histc: max must be at least min");
@@ -345,7 +345,7 @@ Status histc(KernelArgs& a) {
 Status isin(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor elements, a.tensor("elements"));
   KILN_ASSIGN_OR_RETURN(Tensor tests, a.tensor("test_elements"));
-  KILN_ASSIGN_OR_RETURN(bool invert, a.bool_arg("invert", false));
+  KILN_ASSIGN_OR_RETURN(bool invert, a.bool_arg("invert"));
   const Tensor e = cast_copy(elements, DType::Float64), t = cast_copy(tests, DType::Float64);
   if (elements.dtype() == DType::Int64 || tests.dtype() == DType::Int64) {
     // int64 compared exactly, not through double
@@ -416,8 +416,8 @@ Status unique_kernel(KernelArgs& a, bool consecutive) {
     std::copy(count.begin(), count.end(), counts.data<int64_t>());
   });
   // As ATen: an output not asked for is an empty tensor.
-  KILN_ASSIGN_OR_RETURN(bool want_inverse, a.bool_arg("return_inverse", false));
-  KILN_ASSIGN_OR_RETURN(bool want_counts, a.bool_arg("return_counts", false));
+  KILN_ASSIGN_OR_RETURN(bool want_inverse, a.bool_arg("return_inverse"));
+  KILN_ASSIGN_OR_RETURN(bool want_counts, a.bool_arg("return_counts"));
   a.set_output(0, values);
   a.set_output(1, want_inverse ? inverse : Tensor::zeros(DType::Int64, {0}));
   a.set_output(2, want_counts ? counts : Tensor::zeros(DType::Int64, {0}));

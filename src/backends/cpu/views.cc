@@ -102,8 +102,8 @@ Status view(KernelArgs& a) {
 
 Status flatten(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
-  KILN_ASSIGN_OR_RETURN(int64_t start, a.dim_arg("start_dim", self.dim(), 0));
-  KILN_ASSIGN_OR_RETURN(int64_t end, a.dim_arg("end_dim", self.dim(), -1));
+  KILN_ASSIGN_OR_RETURN(int64_t start, a.dim_arg("start_dim", self.dim()));
+  KILN_ASSIGN_OR_RETURN(int64_t end, a.dim_arg("end_dim", self.dim()));
   if (start > end) return a.error("flatten() has invalid args: start_dim cannot come after end_dim");
   if (self.dim() == 0) return set(a, reshape_to(self, {1}));
   Shape shape(self.sizes().begin(), self.sizes().begin() + start);
@@ -174,10 +174,10 @@ Status select(KernelArgs& a) {
 Status slice(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("slice() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> start_arg, a.optional_int("start"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> end_arg, a.optional_int("end"));
-  KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t step, a.int_arg("step"));
   if (step <= 0) return a.error("slice step must be positive, got " + std::to_string(step));
   const auto [start, end] = clamp_slice(start_arg, end_arg, self.size(d));
   return set(a, slice_view(self, d, start, end, step));
@@ -305,9 +305,9 @@ Status as_strided(KernelArgs& a) {
 Status diagonal(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() < 2) return a.error("diagonal takes a tensor of at least 2 dims, got " + self.type_string());
-  KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", self.dim(), 0));
-  KILN_ASSIGN_OR_RETURN(int64_t d2, a.dim_arg("dim2", self.dim(), 1));
+  KILN_ASSIGN_OR_RETURN(int64_t offset, a.int_arg("offset"));
+  KILN_ASSIGN_OR_RETURN(int64_t d1, a.dim_arg("dim1", self.dim()));
+  KILN_ASSIGN_OR_RETURN(int64_t d2, a.dim_arg("dim2", self.dim()));
   if (d1 == d2) return a.error("diagonal dimensions cannot be identical: " + std::to_string(d1));
   const int64_t s1 = self.size(d1), s2 = self.size(d2);
   const int64_t len = std::max<int64_t>(0, offset >= 0 ? std::min(s1, s2 - offset) : std::min(s1 + offset, s2));
@@ -396,7 +396,7 @@ std::vector<int64_t> split_lengths(int64_t dim_size, int64_t split_size) {
 Status split(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("split() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(int64_t split_size, a.int_arg("split_size"));
   const int64_t size = self.size(d);
   if (split_size < 0 || (split_size == 0 && size != 0))
@@ -408,7 +408,7 @@ Status split(KernelArgs& a) {
 Status split_with_sizes(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("split_with_sizes() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, a.ints("split_sizes"));
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -424,7 +424,7 @@ Status split_with_sizes(KernelArgs& a) {
 Status chunk(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("chunk() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   KILN_ASSIGN_OR_RETURN(int64_t chunks, a.int_arg("chunks"));
   if (chunks <= 0) return a.error("chunk expects 'chunks' to be greater than 0, got " + std::to_string(chunks));
   const int64_t size = self.size(d);
@@ -436,7 +436,7 @@ Status chunk(KernelArgs& a) {
 Status unbind(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   if (self.dim() == 0) return a.error("unbind() cannot be applied to a 0-dim tensor");
-  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim(), 0));
+  KILN_ASSIGN_OR_RETURN(int64_t d, a.dim_arg("dim", self.dim()));
   const int64_t n = self.size(d);
   if (static_cast<size_t>(n) != a.node().outputs.size())
     return a.error("unbind of " + self.type_string() + " along dim " + std::to_string(d) + " gives " +

@@ -238,7 +238,7 @@ Expected<Pool3> read_pool(const KernelArgs& a, const Volume& v, bool dilation) {
   if (dilation) {
     KILN_ASSIGN_OR_RETURN(p.dilation, triple(a, "dilation", 1));
   }
-  KILN_ASSIGN_OR_RETURN(p.ceil_mode, a.bool_arg("ceil_mode", false));
+  KILN_ASSIGN_OR_RETURN(p.ceil_mode, a.bool_arg("ceil_mode"));
   for (int i = 0; i < 3; ++i) {
     if (p.k[i] <= 0 || p.stride[i] <= 0 || p.dilation[i] <= 0 || p.pad[i] < 0)
       return a.error("kernel_size, stride and dilation must be positive and padding non-negative");
@@ -308,7 +308,7 @@ Status avg_pool3d(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor self, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(Volume v, read_volume(a, self, "self"));
   KILN_ASSIGN_OR_RETURN(Pool3 p, read_pool(a, v, false));
-  KILN_ASSIGN_OR_RETURN(bool include_pad, a.bool_arg("count_include_pad", true));
+  KILN_ASSIGN_OR_RETURN(bool include_pad, a.bool_arg("count_include_pad"));
   KILN_ASSIGN_OR_RETURN(std::optional<int64_t> divisor, a.optional_int("divisor_override"));
   if (divisor && *divisor == 0) return a.error("divisor_override must not be zero");
   const Dims3& o = p.out;

@@ -165,6 +165,30 @@ struct RangeState {
   std::list<std::pair<std::vector<int64_t>, Instance>> shapes;
 };
 
+// Launches one kernel step: its pointers and (when it reads sizes at run
+// time) its KilnDims as parameters; with programmatic stream serialization
+// when `early` (KILN_CUDA_PDL=1: the kernel may launch before the one before
+// it ends, and waits for it in kiln_enter_after_prior_grid).
+cudaError_t launch_kernel(cudaKernel_t kernel, const KernelLaunch& k, const std::vector<void*>& args,
+                          const std::vector<int64_t>& dims, cudaStream_t stream, bool early) {
+  std::vector<void*> params(args.size());
+  for (size_t a = 0; a < args.size(); ++a) params[a] = const_cast<void**>(&args[a]);
+  if (!dims.empty()) params.push_back(const_cast<int64_t*>(dims.data()));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(k.grid[0], k.grid[1], k.grid[2]);
+  config.blockDim = dim3(k.block[0], k.block[1], k.block[2]);
+  config.dynamicSmemBytes = k.shared_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (early) {
+    config.attrs = &attr;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), params.data());
+}
+
 // Captures CUDA graphs on a thread of its own, so that no call waits for a
 // capture: a job is a copy of everything a shape's steps launch with (kernel
 // arguments and GEMM pointers resolved for the call's bindings, the
@@ -271,24 +295,7 @@ class GraphCapturer {
     bool ok = true;
     for (const auto& step : job.steps) {
       if (const auto* k = std::get_if<KernelStep>(&step)) {
-        std::vector<void*> args = k->args;
-        std::vector<int64_t> dims = k->dims;
-        std::vector<void*> params(args.size());
-        for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
-        if (!dims.empty()) params.push_back(dims.data());
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(k->launch.grid[0], k->launch.grid[1], k->launch.grid[2]);
-        config.blockDim = dim3(k->launch.block[0], k->launch.block[1], k->launch.block[2]);
-        config.dynamicSmemBytes = k->launch.shared_bytes;
-        config.stream = stream_;
-        cudaLaunchAttribute early{};
-        early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        early.val.programmaticStreamSerializationAllowed = 1;
-        if (job.early_launch) {
-          config.attrs = &early;
-          config.numAttrs = 1;
-        }
-        ok = cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(k->kernel), params.data()) == cudaSuccess;
+        ok = launch_kernel(k->kernel, k->launch, k->args, k->dims, stream_, job.early_launch) == cudaSuccess;
       } else {
         const auto& g = std::get<GemmStep>(step);
         ok = g.op->run(g.a, g.b, g.c, g.bias, job.workspace, job.workspace_bytes, stream_).is_ok();
@@ -469,25 +476,8 @@ struct CudaEngine {
       const Step& s = plan.steps[i];
       switch (s.kind) {
         case Step::Kind::kKernel: {
-          const KernelLaunch& k = s.kernel;
-          std::vector<void*>& args = kernel_args[i];
-          std::vector<void*> params(args.size());
-          for (size_t a = 0; a < args.size(); ++a) params[a] = &args[a];
-          if (!kernel_dims[i].empty()) params.push_back(kernel_dims[i].data());
-          cudaLaunchConfig_t config{};
-          config.gridDim = dim3(k.grid[0], k.grid[1], k.grid[2]);
-          config.blockDim = dim3(k.block[0], k.block[1], k.block[2]);
-          config.dynamicSmemBytes = k.shared_bytes;
-          config.stream = stream;
-          cudaLaunchAttribute early{};
-          early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-          early.val.programmaticStreamSerializationAllowed = 1;
-          if (early_launch) {
-            config.attrs = &early;
-            config.numAttrs = 1;
-          }
-          const cudaError_t e = cudaLaunchKernelExC(
-              &config, reinterpret_cast<const void*>(kernels[static_cast<size_t>(k.kernel)]), params.data());
+          const cudaError_t e = launch_kernel(kernels[static_cast<size_t>(s.kernel.kernel)], s.kernel, kernel_args[i],
+                                              kernel_dims[i], stream, early_launch);
           KILN_TRY(cuda_status(e, "cudaLaunchKernel").with_context("layer '" + s.layer + "'"));
           break;
         }
