@@ -23,13 +23,15 @@
 // and mv of vectors (inner of higher ranks through matmul); movedim,
 // fliplr, flipud, tile, broadcast_tensors; var, std, var_mean and std_mean
 // over static dims.
+#include "lowering/decompose.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <vector>
 
-#include "lowering/decompose.h"
+#include "ir/op_schema.h"
 #include "lowering/pass.h"
 
 namespace kiln::lowering {
@@ -133,10 +135,21 @@ ir::Value* floating_operand(const ir::Node& n, std::string_view arg) {
     return nullptr;
   return x;
 }
-// A number argument with its default.
+// A number argument with its default (for a default the schema does not
+// declare: one that depends on the dtype, or an op of kiln's own).
 std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def) {
   if (absent(n, arg)) return def;
   return ctx.number(n, arg);
+}
+
+std::optional<double> number_arg(const PatternContext& ctx, const ir::Node& n, std::string_view arg) {
+  if (!absent(n, arg)) return ctx.number(n, arg);
+  const ir::Arg* d = ir::argument_or_default(n, arg);
+  if (!d) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(d)) return static_cast<double>(*i);
+  if (const auto* f = std::get_if<double>(d)) return *f;
+  if (const auto* b = std::get_if<bool>(d)) return *b ? 1.0 : 0.0;
+  return std::nullopt;
 }
 
 namespace {
@@ -305,8 +318,8 @@ Expected<bool> logit(PatternContext& ctx, ir::Node& n) {
 // softplus(x, beta, threshold) = x * beta > threshold ? x : log1p(exp(x * beta)) / beta.
 Expected<bool> softplus(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto beta = number_or(ctx, n, "beta", 1.0);
-  const auto threshold = number_or(ctx, n, "threshold", 20.0);
+  const auto beta = number_arg(ctx, n, "beta");
+  const auto threshold = number_arg(ctx, n, "threshold");
   if (!x || !beta || !threshold) return false;
   Nodes b(ctx, n);
   const DType dt = x->type.dtype;
@@ -328,7 +341,7 @@ Expected<bool> mish(PatternContext& ctx, ir::Node& n) {
 // celu(x, alpha) = elu(x, alpha, input_scale = 1 / alpha); selu = elu with SELU's constants.
 Expected<bool> celu(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto alpha = number_or(ctx, n, "alpha", 1.0);
+  const auto alpha = number_arg(ctx, n, "alpha");
   if (!x || !alpha || *alpha == 0.0) return false;
   Nodes b(ctx, n);
   return b.done(b.unary(OpKind::kElu, x, {{"alpha", *alpha}, {"scale", 1.0}, {"input_scale", 1.0 / *alpha}}));
@@ -353,7 +366,7 @@ Expected<bool> relu6(PatternContext& ctx, ir::Node& n) {
 // hardshrink(x, l) = |x| <= l ? 0 : x.
 Expected<bool> hardshrink(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto l = number_or(ctx, n, "lambd", 0.5);
+  const auto l = number_arg(ctx, n, "lambd");
   if (!x || !l) return false;
   Nodes b(ctx, n);
   return b.done(b.fill(x, b.compare(OpKind::kLeScalar, b.unary(OpKind::kAbs, x), *l), 0.0));
@@ -362,7 +375,7 @@ Expected<bool> hardshrink(PatternContext& ctx, ir::Node& n) {
 // softshrink(x, l) = x > l ? x - l : (x < -l ? x + l : 0) (NaN gives 0, as ATen's kernel).
 Expected<bool> softshrink(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto l = number_or(ctx, n, "lambd", 0.5);
+  const auto l = number_arg(ctx, n, "lambd");
   if (!x || !l) return false;
   Nodes b(ctx, n);
   const DType dt = x->type.dtype;

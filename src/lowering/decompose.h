@@ -141,6 +141,9 @@ ir::Value* floating_operand(const ir::Node& n, std::string_view arg = "self");
 
 // A number argument with its default.
 std::optional<double> number_or(const PatternContext& ctx, const ir::Node& n, std::string_view arg, double def);
+// A number argument, or the default its op's schema declares when it is left
+// out (ir::argument_or_default); nullopt when neither is a number.
+std::optional<double> number_arg(const PatternContext& ctx, const ir::Node& n, std::string_view arg);
 
 // One entry of the table of decompositions: the op and the function that
 // rewrites a node of it (false: left as it is).

@@ -90,8 +90,8 @@ Expected<bool> prelu(PatternContext& ctx, ir::Node& n) {
 Expected<bool> isclose(PatternContext& ctx, ir::Node& n) {
   ir::Value* a = PatternContext::tensor_arg(n, "self");
   ir::Value* o = PatternContext::tensor_arg(n, "other");
-  const auto rtol = number_or(ctx, n, "rtol", 1e-5);
-  const auto atol = number_or(ctx, n, "atol", 1e-8);
+  const auto rtol = number_arg(ctx, n, "rtol");
+  const auto atol = number_arg(ctx, n, "atol");
   const auto equal_nan = bool_value(n, "equal_nan", false);
   if (!a || !o || n.outputs.size() != 1 || !is_floating(a->type.dtype) || o->type.dtype != a->type.dtype || !rtol ||
       !atol || !equal_nan)
@@ -147,7 +147,7 @@ Expected<bool> float_power(PatternContext& ctx, ir::Node& n) {
 // trapezoid(y, dx, dim) = (sum(y, dim) - (y[0] + y[-1]) / 2) dx.
 Expected<bool> trapezoid(PatternContext& ctx, ir::Node& n) {
   ir::Value* y = PatternContext::tensor_arg(n, "y");
-  const auto dx = number_or(ctx, n, "dx", 1.0);
+  const auto dx = number_arg(ctx, n, "dx");
   const auto dim = int_value(n, "dim", -1);
   if (!y || n.outputs.size() != 1 || !is_floating(y->type.dtype) || n.outputs[0]->type.dtype != y->type.dtype || !dx ||
       !dim)
@@ -261,8 +261,8 @@ Expected<bool> trapezoid_x(PatternContext& ctx, ir::Node& n) {
 // rrelu outside training is leaky_relu with the mean slope (lower + upper) / 2.
 Expected<bool> rrelu(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto lower = number_or(ctx, n, "lower", 1.0 / 8);
-  const auto upper = number_or(ctx, n, "upper", 1.0 / 3);
+  const auto lower = number_arg(ctx, n, "lower");
+  const auto upper = number_arg(ctx, n, "upper");
   const auto training = bool_value(n, "training", false);
   if (!x || !lower || !upper || !training || *training) return false;
   Nodes b(ctx, n);

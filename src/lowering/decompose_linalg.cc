@@ -52,8 +52,8 @@ ir::Value* scaled_sum(Nodes& b, ir::Value* self, ir::Value* product, double beta
 // addbmm = ... + alpha sum(bmm(b1, b2), 0).
 Expected<bool> add_product(PatternContext& ctx, ir::Node& n) {
   ir::Value* self = PatternContext::tensor_arg(n, "self");
-  const auto beta = number_or(ctx, n, "beta", 1.0);
-  const auto alpha = number_or(ctx, n, "alpha", 1.0);
+  const auto beta = number_arg(ctx, n, "beta");
+  const auto alpha = number_arg(ctx, n, "alpha");
   if (!self || n.outputs.size() != 1 || !is_floating(self->type.dtype) ||
       n.outputs[0]->type.dtype != self->type.dtype || !beta || !alpha || !static_sizes(n.outputs[0]->type))
     return false;

@@ -86,7 +86,7 @@ Expected<bool> margin_ranking_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* x1 = PatternContext::tensor_arg(n, "input1");
   ir::Value* x2 = PatternContext::tensor_arg(n, "input2");
   ir::Value* t = PatternContext::tensor_arg(n, "target");
-  const auto margin = number_or(ctx, n, "margin", 0.0);
+  const auto margin = number_arg(ctx, n, "margin");
   if (!floating_pair(n, x1, x2) || !t || t->type.dtype != x1->type.dtype || !margin) return false;
   Nodes b(ctx, n);
   const DType dt = x1->type.dtype;
@@ -101,7 +101,7 @@ Expected<bool> margin_ranking_loss(PatternContext& ctx, ir::Node& n) {
 Expected<bool> hinge_embedding_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   ir::Value* t = PatternContext::tensor_arg(n, "target");
-  const auto margin = number_or(ctx, n, "margin", 1.0);
+  const auto margin = number_arg(ctx, n, "margin");
   if (!floating_pair(n, x, t) || !margin || !same_sizes(x->type.sizes, t->type.sizes)) return false;
   Nodes b(ctx, n);
   ir::Value* clamped =
@@ -211,7 +211,7 @@ Expected<bool> cosine_embedding_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* x1 = PatternContext::tensor_arg(n, "input1");
   ir::Value* x2 = PatternContext::tensor_arg(n, "input2");
   ir::Value* t = PatternContext::tensor_arg(n, "target");
-  const auto margin = number_or(ctx, n, "margin", 0.0);
+  const auto margin = number_arg(ctx, n, "margin");
   if (!floating_pair(n, x1, x2) || !t || !margin || !same_sizes(x1->type.sizes, x2->type.sizes)) return false;
   const size_t d = t->type.sizes.size();
   if (x1->type.sizes.size() != d + 1) return false;
@@ -313,7 +313,7 @@ Expected<bool> cross_entropy(PatternContext& ctx, ir::Node& n) {
   ir::Value* w = PatternContext::tensor_arg(n, "weight");
   const auto reduction = int_value(n, "reduction", 1);
   const auto ignore = int_value(n, "ignore_index", -100);
-  const auto ls = number_or(ctx, n, "label_smoothing", 0.0);
+  const auto ls = number_arg(ctx, n, "label_smoothing");
   const auto xs = x ? static_sizes(x->type) : std::nullopt;
   if (!x || !t || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype ||
       !reduction || *reduction < 0 || *reduction > 2 || !ignore || !ls || !xs || xs->empty() ||
@@ -385,8 +385,8 @@ ir::Value* pairwise(Nodes& b, ir::Value* x1, ir::Value* x2, double p, double eps
 Expected<bool> pairwise_distance(PatternContext& ctx, ir::Node& n) {
   ir::Value* x1 = PatternContext::tensor_arg(n, "x1");
   ir::Value* x2 = PatternContext::tensor_arg(n, "x2");
-  const auto p = number_or(ctx, n, "p", 2.0);
-  const auto eps = number_or(ctx, n, "eps", 1e-6);
+  const auto p = number_arg(ctx, n, "p");
+  const auto eps = number_arg(ctx, n, "eps");
   const auto keepdim = bool_value(n, "keepdim", false);
   if (!floating_pair(n, x1, x2) || !p || !eps || !keepdim || *p == 0) return false;
   Nodes b(ctx, n);
@@ -399,9 +399,9 @@ Expected<bool> triplet_margin_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* a = PatternContext::tensor_arg(n, "anchor");
   ir::Value* pos = PatternContext::tensor_arg(n, "positive");
   ir::Value* neg = PatternContext::tensor_arg(n, "negative");
-  const auto margin = number_or(ctx, n, "margin", 1.0);
-  const auto p = number_or(ctx, n, "p", 2.0);
-  const auto eps = number_or(ctx, n, "eps", 1e-6);
+  const auto margin = number_arg(ctx, n, "margin");
+  const auto p = number_arg(ctx, n, "p");
+  const auto eps = number_arg(ctx, n, "eps");
   const auto swap = bool_value(n, "swap", false);
   if (!floating_pair(n, a, pos) || !neg || neg->type.dtype != a->type.dtype || !margin || !p || !eps || !swap ||
       *p == 0)
@@ -425,7 +425,7 @@ Expected<bool> cosine_similarity(PatternContext& ctx, ir::Node& n) {
   ir::Value* x1 = PatternContext::tensor_arg(n, "x1");
   ir::Value* x2 = PatternContext::tensor_arg(n, "x2");
   const auto dim = int_value(n, "dim", 1);
-  const auto eps = number_or(ctx, n, "eps", 1e-8);
+  const auto eps = number_arg(ctx, n, "eps");
   if (!floating_pair(n, x1, x2) || !dim || !eps) return false;
   Nodes b(ctx, n);
   const DType dt = x1->type.dtype;
@@ -454,7 +454,7 @@ Expected<bool> cosine_similarity(PatternContext& ctx, ir::Node& n) {
 Expected<bool> dist(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   ir::Value* y = PatternContext::tensor_arg(n, "other");
-  const auto p = number_or(ctx, n, "p", 2.0);
+  const auto p = number_arg(ctx, n, "p");
   if (!floating_pair(n, x, y) || !p || *p == 0) return false;
   Nodes b(ctx, n);
   ir::Value* d = b.binary(OpKind::kSubTensor, x, y, x->type.dtype);

@@ -500,7 +500,7 @@ Expected<bool> diagonal_scatter(PatternContext& ctx, ir::Node& n) {
 // pdist(x [N, M], p): the p-norm of x[i] - x[j] for every i < j, in row order.
 Expected<bool> pdist(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n, n.find("input") ? "input" : "self");
-  const auto p = number_or(ctx, n, "p", 2.0);
+  const auto p = number_arg(ctx, n, "p");
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   if (!x || !p || *p < 0 || !sx || sx->size() != 2) return false;
   const int64_t rows = (*sx)[0], m = (*sx)[1];
@@ -624,8 +624,8 @@ Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
   ir::Value* t = PatternContext::tensor_arg(n, "target");
   ir::Value* w = PatternContext::tensor_arg(n, "weight");
-  const auto p = number_or(ctx, n, "p", 1.0);
-  const auto margin = number_or(ctx, n, "margin", 1.0);
+  const auto p = number_arg(ctx, n, "p");
+  const auto margin = number_arg(ctx, n, "margin");
   const auto reduction = int_value(n, "reduction", 1);
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   const auto st = t ? static_sizes(t->type) : std::nullopt;
