@@ -183,7 +183,7 @@ Expected<bool> logsumexp(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
     return false;
-  const auto keepdim = bool_value(n, "keepdim", false);
+  const auto keepdim = bool_value(n, "keepdim");
   const auto dims = reduced_dims(int_list(n, "dim", std::vector<int64_t>{}), x->type.sizes.size());
   if (!keepdim || !dims) return false;
   const ir::TensorType kept = reduced(x->type, *dims, true);
@@ -222,7 +222,7 @@ Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
       n.outputs[0]->type.dtype != x->type.dtype)
     return false;
   const std::optional<double> ord = n.find("ord") ? ctx.number(n, "ord") : std::optional<double>(2.0);
-  const auto keepdim = bool_value(n, "keepdim", false);
+  const auto keepdim = bool_value(n, "keepdim");
   const auto dims = node_reduced_dims(n, x->type.sizes.size());
   if (!ord || *ord == 0 || std::isnan(*ord) || !keepdim || !dims) return false;
   const ir::TensorType out = n.outputs[0]->type;
@@ -457,7 +457,7 @@ Expected<bool> positive(PatternContext& ctx, ir::Node& n) {
 // glu(x, dim) = a * sigmoid(b), a and b the halves of x along dim.
 Expected<bool> glu(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = floating_operand(n);
-  const auto dim = int_value(n, "dim", -1);
+  const auto dim = int_value(n, "dim");
   if (!x || !dim) return false;
   const int64_t rank = static_cast<int64_t>(x->type.sizes.size());
   const int64_t d = *dim < 0 ? *dim + rank : *dim;

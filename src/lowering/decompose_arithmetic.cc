@@ -49,7 +49,7 @@ Expected<bool> nan_reduction(PatternContext& ctx, ir::Node& n) {
       !absent(n, "dtype"))
     return false;
   const auto dims = node_reduced_dims(n, x->type.sizes.size());
-  const auto keepdim = bool_value(n, "keepdim", false);
+  const auto keepdim = bool_value(n, "keepdim");
   if (!dims || !keepdim) return false;
   Nodes b(ctx, n);
   ir::Value* nan = b.add(OpKind::kIsnan, {{"self", x}}, {DType::Bool, x->type.sizes});
@@ -92,7 +92,7 @@ Expected<bool> isclose(PatternContext& ctx, ir::Node& n) {
   ir::Value* o = PatternContext::tensor_arg(n, "other");
   const auto rtol = number_arg(ctx, n, "rtol");
   const auto atol = number_arg(ctx, n, "atol");
-  const auto equal_nan = bool_value(n, "equal_nan", false);
+  const auto equal_nan = bool_value(n, "equal_nan");
   if (!a || !o || n.outputs.size() != 1 || !is_floating(a->type.dtype) || o->type.dtype != a->type.dtype || !rtol ||
       !atol || !equal_nan)
     return false;

@@ -86,11 +86,11 @@ Expected<bool> slice_scatter(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   ir::Value* src = PatternContext::tensor_arg(n, "src");
   if (!x || !src || n.outputs.size() != 1 || src->type.dtype != x->type.dtype || x->type.sizes.empty()) return false;
-  const auto dim = int_value(n, "dim", 0);
+  const auto dim = int_value(n, "dim");
   const int64_t d = dim ? norm_dim(*dim, x->type.sizes.size()) : -1;
   if (d < 0 || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
   const int64_t len = x->type.sizes[static_cast<size_t>(d)].value;
-  const auto step = int_value(n, "step", 1);
+  const auto step = int_value(n, "step");
   std::optional<int64_t> start = int64_t{0}, end = len;
   if (!absent(n, "start")) start = int_value(n, "start");
   if (!absent(n, "end")) end = int_value(n, "end");
@@ -121,8 +121,8 @@ Expected<bool> argwhere(PatternContext& ctx, ir::Node& n) {
 // table of the C * r positions, viewed [C, r].
 Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto r = int_value(n, "r", 2);
-  const auto with_replacement = bool_value(n, "with_replacement", false);
+  const auto r = int_value(n, "r");
+  const auto with_replacement = bool_value(n, "with_replacement");
   if (!x || n.outputs.size() != 1 || !r || !with_replacement) return false;
   // torch.export leaves the count an unbacked size (u0); it is known here.
   const auto xs = static_sizes(x->type);
@@ -223,8 +223,8 @@ ir::Value* diag_embed_of(Nodes& b, ir::Value* x, int64_t offset, int64_t dim1, i
 
 Expected<bool> diag_embed(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto offset = int_value(n, "offset", 0);
-  const auto d1 = int_value(n, "dim1", -2), d2 = int_value(n, "dim2", -1);
+  const auto offset = int_value(n, "offset");
+  const auto d1 = int_value(n, "dim1"), d2 = int_value(n, "dim2");
   if (!x || n.outputs.size() != 1 || !offset || !d1 || !d2) return false;
   Nodes b(ctx, n);
   return b.done(diag_embed_of(b, x, *offset, *d1, *d2, b.out()));

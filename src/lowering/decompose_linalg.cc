@@ -114,7 +114,7 @@ Expected<bool> cross(PatternContext& ctx, ir::Node& n) {
     for (size_t i = 0; i < out->size() && d < 0; ++i)
       if ((*out)[i] == 3) d = static_cast<int64_t>(i);
   } else {
-    const auto given = int_value(n, "dim", -1);
+    const auto given = int_value(n, "dim");
     d = given ? norm_dim(*given, out->size()) : -1;
   }
   if (d < 0 || (*out)[static_cast<size_t>(d)] != 3) return false;

@@ -33,7 +33,7 @@ using ir::OpKind;
 // at the root's output type; null for another reduction or a mismatched type.
 ir::Value* reduce_loss(Nodes& b, const ir::Node& n, ir::Value* l) {
   if (!l) return nullptr;
-  const auto r = int_value(n, "reduction", 1);
+  const auto r = int_value(n, "reduction");
   if (!r || l->type.dtype != b.out().dtype) return nullptr;
   if (*r == 0) return same_sizes(l->type.sizes, b.out().sizes) ? l : nullptr;
   if (*r != 1 && *r != 2) return nullptr;
@@ -311,8 +311,8 @@ Expected<bool> cross_entropy(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   ir::Value* t = PatternContext::tensor_arg(n, "target");
   ir::Value* w = PatternContext::tensor_arg(n, "weight");
-  const auto reduction = int_value(n, "reduction", 1);
-  const auto ignore = int_value(n, "ignore_index", -100);
+  const auto reduction = int_value(n, "reduction");
+  const auto ignore = int_value(n, "ignore_index");
   const auto ls = number_arg(ctx, n, "label_smoothing");
   const auto xs = x ? static_sizes(x->type) : std::nullopt;
   if (!x || !t || n.outputs.size() != 1 || !is_floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype ||
@@ -387,7 +387,7 @@ Expected<bool> pairwise_distance(PatternContext& ctx, ir::Node& n) {
   ir::Value* x2 = PatternContext::tensor_arg(n, "x2");
   const auto p = number_arg(ctx, n, "p");
   const auto eps = number_arg(ctx, n, "eps");
-  const auto keepdim = bool_value(n, "keepdim", false);
+  const auto keepdim = bool_value(n, "keepdim");
   if (!floating_pair(n, x1, x2) || !p || !eps || !keepdim || *p == 0) return false;
   Nodes b(ctx, n);
   return b.done(pairwise(b, x1, x2, *p, *eps, *keepdim));

@@ -53,7 +53,7 @@ Expected<bool> pool1d(PatternContext& ctx, ir::Node& n) {
     auto k = pair("kernel_size", 1, std::nullopt);
     auto s = pair("stride", 1, std::vector<int64_t>{});
     auto p = pair("padding", 0, std::vector<int64_t>{0});
-    const auto ceil = bool_value(n, "ceil_mode", false);
+    const auto ceil = bool_value(n, "ceil_mode");
     if (!k || k->empty() || !s || !p || p->empty() || !ceil) return false;
     if (s->empty()) s = k;
     args = {{"kernel_size", *k}, {"stride", *s}, {"padding", *p}};

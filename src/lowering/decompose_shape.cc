@@ -34,7 +34,7 @@ using ir::OpKind;
 Expected<bool> roll(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   const auto shifts = int_list(n, "shifts");
-  const auto dims = int_list(n, "dims", std::vector<int64_t>{});
+  const auto dims = int_list(n, "dims");
   const auto sizes = x ? static_sizes(x->type) : std::nullopt;
   if (!x || n.outputs.size() != 1 || !shifts || !dims || !sizes) return false;
   Nodes b(ctx, n);
@@ -75,8 +75,8 @@ Expected<bool> roll(PatternContext& ctx, ir::Node& n) {
 // rot90(x, k, dims): k = 1: flip dims[1] then transpose; 2: flip both; 3: flip dims[0] then transpose.
 Expected<bool> rot90(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto k = int_value(n, "k", 1);
-  const auto dims = int_list(n, "dims", std::vector<int64_t>{0, 1});
+  const auto k = int_value(n, "k");
+  const auto dims = int_list(n, "dims");
   if (!x || n.outputs.size() != 1 || !k || !dims || dims->size() != 2) return false;
   const int64_t d0 = norm_dim((*dims)[0], x->type.sizes.size()), d1 = norm_dim((*dims)[1], x->type.sizes.size());
   if (d0 < 0 || d1 < 0 || d0 == d1) return false;
@@ -148,7 +148,7 @@ Expected<bool> stack_like(PatternContext& ctx, ir::Node& n) {
 // along it (sizes may be symbolic).
 Expected<bool> stack(PatternContext& ctx, ir::Node& n) {
   const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
-  const auto dim = int_value(n, "dim", 0);
+  const auto dim = int_value(n, "dim");
   if (!ins || ins->empty() || !dim || n.outputs.size() != 1) return false;
   const int64_t d = norm_dim(*dim, (*ins)[0]->type.sizes.size() + 1);
   if (d < 0) return false;
@@ -201,8 +201,8 @@ Expected<bool> repeat(PatternContext& ctx, ir::Node& n) {
 // (an empty result) are left as they are.
 Expected<bool> diff(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto order = int_value(n, "n", 1);
-  const auto dim = int_value(n, "dim", -1);
+  const auto order = int_value(n, "n");
+  const auto dim = int_value(n, "dim");
   if (!x || !order || *order < 0 || !dim || n.outputs.size() != 1 || x->type.dtype == DType::Bool ||
       n.outputs[0]->type.dtype != x->type.dtype)
     return false;
@@ -463,7 +463,7 @@ Expected<bool> split_like(PatternContext& ctx, ir::Node& n) {
       d = 2;
       break;
     default: {
-      const auto given = int_value(n, "dim", 0);
+      const auto given = int_value(n, "dim");
       d = given ? norm_dim(*given, rank) : -1;
     }
   }

@@ -332,7 +332,7 @@ Expected<bool> bilinear(PatternContext& ctx, ir::Node& n) {
 Expected<bool> weight_norm(PatternContext& ctx, ir::Node& n) {
   ir::Value* v = PatternContext::tensor_arg(n, "v");
   ir::Value* g = PatternContext::tensor_arg(n, "g");
-  const auto dim = int_value(n, "dim", 0);
+  const auto dim = int_value(n, "dim");
   if (!floating_pair(n, v, g) || !dim || v->type.sizes.empty()) return false;
   const int64_t rank = static_cast<int64_t>(v->type.sizes.size());
   if (*dim < -1 || *dim >= rank) return false;
@@ -419,9 +419,9 @@ Expected<bool> combinations(PatternContext& ctx, ir::Node& n) {
 Expected<bool> triangular_solve(PatternContext& ctx, ir::Node& n) {
   ir::Value* rhs = PatternContext::tensor_arg(n, "self");
   ir::Value* a = PatternContext::tensor_arg(n, "A");
-  const auto upper = bool_value(n, "upper", true);
-  const auto transpose = bool_value(n, "transpose", false);
-  const auto unit = bool_value(n, "unitriangular", false);
+  const auto upper = bool_value(n, "upper");
+  const auto transpose = bool_value(n, "transpose");
+  const auto unit = bool_value(n, "unitriangular");
   if (!rhs || !a || !upper || !transpose || !unit || n.outputs.size() != 2 || a->type.sizes.size() < 2) return false;
   Nodes b(ctx, n);
   ir::Value* coefficient = a;
@@ -481,7 +481,7 @@ Expected<bool> diagonal_scatter(PatternContext& ctx, ir::Node& n) {
   ir::Value* src = PatternContext::tensor_arg(n, "src");
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   const auto ss = src ? static_sizes(src->type) : std::nullopt;
-  const auto offset = int_value(n, "offset", 0), dim1 = int_value(n, "dim1", 0), dim2 = int_value(n, "dim2", 1);
+  const auto offset = int_value(n, "offset"), dim1 = int_value(n, "dim1"), dim2 = int_value(n, "dim2");
   if (!sx || !ss || sx->size() < 2 || src->type.dtype != x->type.dtype || !offset || !dim1 || !dim2 || n.outputs.size() != 1)
     return false;
   const int64_t d1 = norm_dim(*dim1, sx->size()), d2 = norm_dim(*dim2, sx->size());
@@ -531,7 +531,7 @@ Expected<bool> put(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
   ir::Value* idx = PatternContext::tensor_arg(n, "index");
   ir::Value* src = PatternContext::tensor_arg(n, "source");
-  const auto accumulate = bool_value(n, "accumulate", false);
+  const auto accumulate = bool_value(n, "accumulate");
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   const auto si = idx ? static_sizes(idx->type) : std::nullopt;
   const auto ss = src ? static_sizes(src->type) : std::nullopt;
@@ -583,7 +583,7 @@ Expected<bool> masked_scatter(PatternContext& ctx, ir::Node& n) {
 // ((y[1:] + y[:-1]) * diff(x)).cumsum(dim) / 2, or (dx / 2 * (y[1:] + y[:-1])).cumsum(dim).
 Expected<bool> cumulative_trapezoid(PatternContext& ctx, ir::Node& n) {
   ir::Value* y = floating_operand(n, "y");
-  const auto dim = int_value(n, "dim", -1);
+  const auto dim = int_value(n, "dim");
   const auto ys = y ? static_sizes(y->type) : std::nullopt;
   if (!y || !dim || !ys) return false;
   const int64_t d = norm_dim(*dim, ys->size());
@@ -626,7 +626,7 @@ Expected<bool> multi_margin_loss(PatternContext& ctx, ir::Node& n) {
   ir::Value* w = PatternContext::tensor_arg(n, "weight");
   const auto p = number_arg(ctx, n, "p");
   const auto margin = number_arg(ctx, n, "margin");
-  const auto reduction = int_value(n, "reduction", 1);
+  const auto reduction = int_value(n, "reduction");
   const auto sx = x ? static_sizes(x->type) : std::nullopt;
   const auto st = t ? static_sizes(t->type) : std::nullopt;
   if (!x || !sx || sx->size() > 2 || !st || t->type.dtype != DType::Int64 || !p || (*p != 1 && *p != 2) ||

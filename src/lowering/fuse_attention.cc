@@ -245,7 +245,7 @@ Value* match_softmax(const PatternContext& ctx, Value* p) {
   ir::Node* not_any = ctx.producer_if(cond, OpKind::kLogicalNot);
   Value* any_v = not_any && ctx.single_use(cond) ? PatternContext::tensor_arg(*not_any, "self") : nullptr;
   ir::Node* any = any_v ? ctx.producer_if(any_v, OpKind::kAnyDim) : nullptr;
-  if (!any || !ctx.single_use(any_v) || bool_value(*any, "keepdim", false) != true) return nullptr;
+  if (!any || !ctx.single_use(any_v) || bool_value(*any, "keepdim") != true) return nullptr;
   const auto any_dim = int_value(*any, "dim");
   Value* finite = PatternContext::tensor_arg(*any, "self");
   if (!any_dim || !finite || !is_last_dim(*any_dim, finite->type.sizes.size())) return nullptr;

@@ -54,7 +54,7 @@ std::optional<RmsCore> match_rsqrt(const PatternContext& ctx, ir::Value* r) {
   if (!x) return std::nullopt;
   const auto dims = int_list(*mean_node, "dim");
   if (!dims || dims->size() != 1 || !is_last_dim((*dims)[0], x->type.sizes.size())) return std::nullopt;
-  if (bool_value(*mean_node, "keepdim", false) != true || !absent(*mean_node, "dtype")) return std::nullopt;
+  if (bool_value(*mean_node, "keepdim") != true || !absent(*mean_node, "dtype")) return std::nullopt;
   return RmsCore{x, eps};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ir/op_schema.h"
 #include "lowering/pass.h"
 
 namespace kiln::lowering {
@@ -171,9 +172,21 @@ bool same_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b) {
 
 bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::fabs(b); }
 
+namespace {
+
+// Argument `arg` of `n`, or its op's declared default when it is left out;
+// null when neither or the default is None.
+const ir::Arg* given_or_default(const ir::Node& n, std::string_view arg) {
+  if (const ir::Arg* a = n.find(arg)) return a;
+  const ir::Arg* d = ir::argument_or_default(n, arg);
+  return d && !std::holds_alternative<ir::NoneArg>(*d) ? d : nullptr;
+}
+
+}  // namespace
+
 std::optional<std::vector<int64_t>> int_list(const ir::Node& n, std::string_view arg,
                                              std::optional<std::vector<int64_t>> fallback) {
-  const ir::Arg* a = n.find(arg);
+  const ir::Arg* a = given_or_default(n, arg);
   if (!a || std::holds_alternative<ir::NoneArg>(*a)) return fallback;
   if (const auto* l = std::get_if<std::vector<int64_t>>(a)) return *l;
   if (const auto* i = std::get_if<int64_t>(a)) return std::vector<int64_t>{*i};
@@ -181,14 +194,14 @@ std::optional<std::vector<int64_t>> int_list(const ir::Node& n, std::string_view
 }
 
 std::optional<int64_t> int_value(const ir::Node& n, std::string_view arg, std::optional<int64_t> fallback) {
-  const ir::Arg* a = n.find(arg);
+  const ir::Arg* a = given_or_default(n, arg);
   if (!a) return fallback;
   if (const auto* i = std::get_if<int64_t>(a)) return *i;
   return std::nullopt;
 }
 
 std::optional<bool> bool_value(const ir::Node& n, std::string_view arg, std::optional<bool> fallback) {
-  const ir::Arg* a = n.find(arg);
+  const ir::Arg* a = given_or_default(n, arg);
   if (!a) return fallback;
   if (const auto* b = std::get_if<bool>(a)) return *b;
   return std::nullopt;

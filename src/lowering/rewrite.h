@@ -93,13 +93,16 @@ bool same_dim(const ir::Dim& a, const ir::Dim& b);
 bool same_sizes(const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b);
 // |a - b| <= rel * |b|.
 bool near(double a, double b, double rel = 1e-6);
-// An int list argument, or `fallback` when absent.
+// Argument readers: the argument, else the default its op's schema declares
+// (ir::argument_or_default), else `fallback` (an op of kiln's own, a None
+// default); nullopt when the argument is of another kind.
+// An int list argument.
 std::optional<std::vector<int64_t>> int_list(const ir::Node& n, std::string_view arg,
                                              std::optional<std::vector<int64_t>> fallback = std::nullopt);
-// An int argument, or `fallback` when absent.
+// An int argument.
 std::optional<int64_t> int_value(const ir::Node& n, std::string_view arg,
                                  std::optional<int64_t> fallback = std::nullopt);
-// A bool argument, or `fallback` when absent.
+// A bool argument.
 std::optional<bool> bool_value(const ir::Node& n, std::string_view arg, std::optional<bool> fallback = std::nullopt);
 // True when argument `arg` is absent or None.
 bool absent(const ir::Node& n, std::string_view arg);

@@ -317,7 +317,7 @@ Status Splitter::transform(ir::Node& n) {
   std::vector<int64_t> dims, sizes;
   bool sizes_given = false;
   if (form.rank == 1) {
-    const auto d = int_value(n, "dim", -1);
+    const auto d = int_value(n, "dim");
     const ir::Arg* a = n.find("n");
     const bool has_n = a && !std::holds_alternative<ir::NoneArg>(*a);
     const auto len = has_n ? int_value(n, "n") : std::optional<int64_t>(-1);
@@ -423,7 +423,7 @@ Status Splitter::stft(ir::Node& n) {
   const bool as_real = !complex_value(n.outputs[0]);
   const auto hop = absent(n, "hop_length") ? std::optional<int64_t>(*n_fft / 4) : int_value(n, "hop_length");
   const auto win = absent(n, "win_length") ? std::optional<int64_t>(*n_fft) : int_value(n, "win_length");
-  const auto normalized = bool_value(n, "normalized", false);
+  const auto normalized = bool_value(n, "normalized");
   const auto one_sided = absent(n, "onesided") ? std::optional<bool>(true) : bool_value(n, "onesided");
   const size_t rank = x->type.sizes.size();
   if (!hop || *hop < 1 || !win || *win < 1 || *win > *n_fft || !normalized || !one_sided || (rank != 1 && rank != 2))
