@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -189,6 +190,30 @@ cudaError_t launch_kernel(cudaKernel_t kernel, const KernelLaunch& k, const std:
   return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), params.data());
 }
 
+// Captures what `enqueue` puts on `stream` (capturing it runs nothing) as a
+// graph, instantiated and uploaded to the device (its work put there now,
+// not at its first launch) and waited for: the launch may come on another
+// stream. The stream must be this thread's to capture on.
+Expected<cudaGraphExec_t> capture_on(cudaStream_t stream, const std::function<Status(cudaStream_t)>& enqueue) {
+  KILN_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status st = enqueue(stream);
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(stream, &g);
+  KILN_TRY(st);
+  KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
+  cudaError_t ue = cudaGraphUpload(exec, stream);
+  if (ue == cudaSuccess) ue = cudaStreamSynchronize(stream);
+  if (ue != cudaSuccess) {
+    cudaGraphExecDestroy(exec);
+    return cuda_status(ue, "cudaGraphUpload");
+  }
+  return exec;
+}
+
 // Captures CUDA graphs on a thread of its own, so that no call waits for a
 // capture: a job is a copy of everything a shape's steps launch with (kernel
 // arguments and GEMM pointers resolved for the call's bindings, the
@@ -209,14 +234,13 @@ class GraphCapturer {
     const void *a = nullptr, *b = nullptr, *bias = nullptr;
     void* c = nullptr;
   };
-  // What identifies the graph: the shape's symbol values (empty for a
-  // fixed-shape engine), the bindings, the arena's generation and the
-  // constants' memory it reads.
+  // What identifies the graph with `keep` (the constants it reads): the
+  // shape's symbol values (empty for a fixed-shape engine), the bindings and
+  // the arena's generation.
   struct Key {
     std::vector<int64_t> shape;
     std::vector<uint8_t*> bound;
     uint64_t generation = 0;
-    std::vector<const void*> constants;
   };
   struct Job {
     Key key;
@@ -291,28 +315,21 @@ class GraphCapturer {
 
   cudaGraphExec_t capture(const Job& job) {
     if (!stream_ && cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) return nullptr;
-    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return nullptr;
-    bool ok = true;
-    for (const auto& step : job.steps) {
-      if (const auto* k = std::get_if<KernelStep>(&step)) {
-        ok = launch_kernel(k->kernel, k->launch, k->args, k->dims, stream_, job.early_launch) == cudaSuccess;
-      } else {
-        const auto& g = std::get<GemmStep>(step);
-        ok = g.op->run(g.a, g.b, g.c, g.bias, job.workspace, job.workspace_bytes, stream_).is_ok();
+    Expected<cudaGraphExec_t> exec = capture_on(stream_, [&](cudaStream_t s) -> Status {
+      for (const auto& step : job.steps) {
+        if (const auto* k = std::get_if<KernelStep>(&step)) {
+          KILN_TRY(cuda_status(launch_kernel(k->kernel, k->launch, k->args, k->dims, s, job.early_launch),
+                               "cudaLaunchKernel"));
+        } else {
+          const auto& g = std::get<GemmStep>(step);
+          KILN_TRY(g.op->run(g.a, g.b, g.c, g.bias, job.workspace, job.workspace_bytes, s));
+        }
       }
-      if (!ok) break;
-    }
-    cudaGraph_t graph = nullptr;
-    const bool ended = cudaStreamEndCapture(stream_, &graph) == cudaSuccess;
-    cudaGraphExec_t exec = nullptr;
-    if (ok && ended && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
-    if (graph) cudaGraphDestroy(graph);
-    if (exec && (cudaGraphUpload(exec, stream_) != cudaSuccess || cudaStreamSynchronize(stream_) != cudaSuccess)) {
-      cudaGraphExecDestroy(exec);
-      exec = nullptr;
-    }
-    if (!exec) (void)cudaGetLastError();  // a failed capture leaves no error behind for the next call
-    return exec;
+      return Status::ok();
+    });
+    if (exec) return *exec;
+    (void)cudaGetLastError();  // a failed capture leaves no error behind for the next call
+    return nullptr;
   }
 
   int device_ = 0;
@@ -665,25 +682,7 @@ struct CudaEngine {
   // capturing.
   Status capture_graph() {
     run_time_work_counters().graphs_captured.fetch_add(1, std::memory_order_relaxed);
-    cudaStream_t capture = own_stream;
-    KILN_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-    Status st = enqueue(capture);
-    cudaGraph_t g = nullptr;
-    const cudaError_t e = cudaStreamEndCapture(capture, &g);
-    KILN_TRY(st);
-    KILN_TRY(cuda_status(e, "cudaStreamEndCapture"));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
-    cudaGraphDestroy(g);
-    KILN_TRY(cuda_status(ie, "cudaGraphInstantiate"));
-    // Its work put on the device now, not at its first launch, and waited
-    // for (the launch may come on another stream).
-    cudaError_t ue = cudaGraphUpload(exec, capture);
-    if (ue == cudaSuccess) ue = cudaStreamSynchronize(capture);
-    if (ue != cudaSuccess) {
-      cudaGraphExecDestroy(exec);
-      return cuda_status(ue, "cudaGraphUpload");
-    }
+    KILN_ASSIGN_OR_RETURN(cudaGraphExec_t exec, capture_on(own_stream, [&](cudaStream_t s) { return enqueue(s); }));
     add_graph(graphs, bound, exec);
     return Status::ok();
   }
@@ -731,7 +730,7 @@ struct CudaEngine {
             GraphCapturer::GemmStep{gemms[i], ptr(g.a), ptr(g.b), g.has_bias ? ptr(g.bias) : nullptr, ptr(g.c)});
       }
     }
-    job.key = {id.first, id.second, arena_generation, constant_memory(constants)};
+    job.key = {id.first, id.second, arena_generation};
     job.keep = constants;
     job.workspace = workspace.get();
     job.workspace_bytes = workspace.nbytes();
@@ -754,11 +753,12 @@ struct CudaEngine {
       }
       std::vector<std::pair<std::vector<uint8_t*>, cudaGraphExec_t>>* list = nullptr;
       if (d.key.generation == arena_generation) {
+        const std::vector<const void*> read = constant_memory(d.keep);
         if (!range || d.key.shape == range->active) {
-          if (constant_memory(constants) == d.key.constants) list = &graphs;
+          if (constant_memory(constants) == read) list = &graphs;
         } else {
           for (auto& [shape, inst] : range->shapes)
-            if (shape == d.key.shape && constant_memory(inst.constants) == d.key.constants) list = &inst.graphs;
+            if (shape == d.key.shape && constant_memory(inst.constants) == read) list = &inst.graphs;
         }
       }
       if (list) {

@@ -163,33 +163,29 @@ void Builder::add_conv(const std::string& layer, const ConvLaunch& c, std::initi
   add_step(std::move(s), uses);
 }
 
-Expected<TRef> Builder::contiguous(const TRef& t, const std::string& layer, std::optional<DType> to) {
-  const DType want = to.value_or(t.dtype);
-  if (t.contiguous() && want == t.dtype) return t;
-  TRef out = new_tensor(want, t.sizes);
+Expected<TRef> Builder::copied(const TRef& t, TRef out, const std::string& layer) {
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
   touch(t);
   KILN_TRY(launch(layer, std::move(k), {out.buf, t.buf}));
   return out;
 }
 
+Expected<TRef> Builder::contiguous(const TRef& t, const std::string& layer, std::optional<DType> to) {
+  const DType want = to.value_or(t.dtype);
+  if (t.contiguous() && want == t.dtype) return t;
+  return copied(t, new_tensor(want, t.sizes), layer);
+}
+
 Expected<TRef> Builder::aligned(const TRef& t, const std::string& layer, int64_t bytes) {
   if (t.buf.offset % bytes == 0) return t;
-  TRef out = new_tensor(t.dtype, t.sizes);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
-  touch(t);
-  KILN_TRY(launch(layer + " align", std::move(k), {out.buf, t.buf}));
-  return out;
+  return copied(t, new_tensor(t.dtype, t.sizes), layer + " align");
 }
 
 Expected<TRef> Builder::channels_last(const TRef& t, const std::string& layer) {
   if (t.sizes.size() != 4) return internal_error("channels-last needs a 4-D tensor");
   TRef out = new_tensor(t.dtype, t.sizes, true);
   if (out.strides == t.strides) return t;
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, copy_kernel(out.layout(), t.layout()));
-  touch(t);
-  KILN_TRY(launch(layer, std::move(k), {out.buf, t.buf}));
-  return out;
+  return copied(t, std::move(out), layer);
 }
 
 Expected<TRef> Builder::constant(const ir::Value* v, DType dtype, bool channels_last_filter, bool transposed_matrix,

@@ -190,6 +190,8 @@ class Builder {
  private:
   using Alloc = engine::ArenaBlock;  // its steps are plan steps
   void touch(const TRef& t);
+  // `out` after a copy kernel step that writes `t` into it.
+  Expected<TRef> copied(const TRef& t, TRef out, const std::string& layer);
   void add_step(Step s, std::initializer_list<const TRef*> uses);
   Status plan_memory();
   void resolve(BufferRef& r) const;
