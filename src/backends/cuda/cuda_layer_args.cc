@@ -1,9 +1,11 @@
-// What the CUDA builder's layers share: reading a node's arguments, and
-// layouts (views, broadcasts) of tensors already placed.
+// What the CUDA builder's layers share: reading a node's arguments (an
+// argument not given reads as its op's schema default), and layouts (views,
+// broadcasts) of tensors already placed.
 #include <algorithm>
 #include <numeric>
 
 #include "backends/cuda/cuda_layers.h"
+#include "ir/op_schema.h"
 
 namespace kiln::cuda::layers {
 
@@ -15,7 +17,7 @@ const ir::Value* value_arg(const ir::Node& n, std::string_view name) {
 }
 
 std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   if (!a) return std::nullopt;
   if (const auto* i = std::get_if<int64_t>(a)) return *i;
   if (const auto* b = std::get_if<bool>(a)) return *b ? 1 : 0;
@@ -23,7 +25,7 @@ std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name) {
 }
 
 std::optional<double> double_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   if (!a) return std::nullopt;
   if (const auto* d = std::get_if<double>(a)) return *d;
   if (const auto* i = std::get_if<int64_t>(a)) return static_cast<double>(*i);
@@ -31,7 +33,7 @@ std::optional<double> double_arg(const ir::Node& n, std::string_view name) {
 }
 
 bool bool_arg(const ir::Node& n, std::string_view name, bool def) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   if (!a) return def;
   if (const auto* b = std::get_if<bool>(a)) return *b;
   if (const auto* i = std::get_if<int64_t>(a)) return *i != 0;
@@ -39,19 +41,19 @@ bool bool_arg(const ir::Node& n, std::string_view name, bool def) {
 }
 
 std::string string_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   if (!a) return "";
   const auto* s = std::get_if<std::string>(a);
   return s ? *s : "";
 }
 
 bool is_none(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   return !a || std::holds_alternative<ir::NoneArg>(*a);
 }
 
 std::optional<std::vector<int64_t>> ints_arg(const ir::Node& n, std::string_view name) {
-  const ir::Arg* a = n.find(name);
+  const ir::Arg* a = ir::argument_or_default(n, name);
   if (!a) return std::nullopt;
   if (const auto* v = std::get_if<std::vector<int64_t>>(a)) return *v;
   if (const auto* i = std::get_if<int64_t>(a)) return std::vector<int64_t>{*i};

@@ -21,9 +21,12 @@ using ir::OpKind;
 
 // The value argument `name` of `n`, or null.
 const ir::Value* value_arg(const ir::Node& n, std::string_view name);
+// The readers below read an argument `n` does not give as the default its
+// op's schema declares (ir::argument_or_default); nullopt, `def`, "" or true
+// (is_none) when there is neither.
 std::optional<int64_t> int_arg(const ir::Node& n, std::string_view name);
 std::optional<double> double_arg(const ir::Node& n, std::string_view name);
-bool bool_arg(const ir::Node& n, std::string_view name, bool def);
+bool bool_arg(const ir::Node& n, std::string_view name, bool def = false);
 std::string string_arg(const ir::Node& n, std::string_view name);
 bool is_none(const ir::Node& n, std::string_view name);
 // A list of integers (static sizes or numbers), or nullopt.

@@ -124,7 +124,7 @@ Status emit_attention(Builder& b, const ir::Node& n) {
     p.mask = m.layout();
     mask = m;
   }
-  p.causal = bool_arg(n, "is_causal", false);
+  p.causal = bool_arg(n, "is_causal");
   p.scale = double_arg(n, "scale").value_or(1.0 / std::sqrt(static_cast<double>(q.sizes[3])));
   const std::vector<int64_t> os = static_sizes(out);
   // 16-bit attention over several query rows runs on the tensor cores in one

@@ -287,7 +287,7 @@ std::string conv_refusal(const ir::Node& n) {
   const size_t r = rank(x);
   if ((r != 4 && r != 3) || rank(w) != r || rank(out) != r) return "convolutions other than batched 1-D and 2-D";
   if (n.op == OpKind::kConvolution) {
-    if (bool_arg(n, "transposed", false)) return "transposed convolution";
+    if (bool_arg(n, "transposed")) return "transposed convolution";
     for (int64_t p : ints_arg(n, "output_padding").value_or(std::vector<int64_t>{}))
       if (p != 0) return "convolution with output padding";
   }

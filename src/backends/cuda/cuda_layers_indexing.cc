@@ -240,7 +240,7 @@ std::string gather_refusal(const ir::Node& n) {
   if (!idx || !x || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
     return "gather with non-integer indices";
   if (rank(idx) != rank(x) || rank(x) == 0) return "gather whose index rank differs from the input's";
-  if (bool_arg(n, "sparse_grad", false)) return "gather with sparse_grad";
+  if (bool_arg(n, "sparse_grad")) return "gather with sparse_grad";
   return "";
 }
 

@@ -304,20 +304,22 @@ Status emit_pool(Builder& b, const ir::Node& n) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
   PoolParams p;
-  auto pair = [&](std::string_view name, std::vector<int64_t> def) {
-    auto v = ints_arg(n, name).value_or(def);
-    if (v.empty()) v = def;
+  // Sizes the schema defaults (padding 0, dilation 1); a stride of [] is the kernel's.
+  auto pair = [&](std::string_view name, std::vector<int64_t> if_empty = {}) {
+    auto v = ints_arg(n, name).value_or(std::vector<int64_t>{});
+    if (v.empty()) v = if_empty;
+    if (v.empty()) v = {0};
     return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
   };
   if (n.op == OpKind::kAdaptiveAvgPool2d || n.op == OpKind::kAdaptiveAvgPool2dInternal) {
     p.kind = PoolParams::Kind::kAdaptiveAvg;
   } else {
     p.kind = n.op == OpKind::kMaxPool2d ? PoolParams::Kind::kMax : PoolParams::Kind::kAvg;
-    std::tie(p.kh, p.kw) = pair("kernel_size", {1});
+    std::tie(p.kh, p.kw) = pair("kernel_size");
     std::tie(p.sh, p.sw) = pair("stride", {p.kh, p.kw});
-    std::tie(p.ph, p.pw) = pair("padding", {0});
-    if (p.kind == PoolParams::Kind::kMax) std::tie(p.dh, p.dw) = pair("dilation", {1});
-    p.count_include_pad = bool_arg(n, "count_include_pad", true);
+    std::tie(p.ph, p.pw) = pair("padding");
+    if (p.kind == PoolParams::Kind::kMax) std::tie(p.dh, p.dw) = pair("dilation");
+    p.count_include_pad = bool_arg(n, "count_include_pad");
     p.divisor_override = int_arg(n, "divisor_override").value_or(0);
   }
   const bool cl = x.sizes.size() == 4 && x.strides[1] == 1 && x.sizes[1] > 1;
@@ -343,7 +345,7 @@ std::string row_refusal(const ir::Node& n) {
   if (const int64_t d = norm_dim(int_arg(n, "dim").value_or(-1), rank(x));
       rank(x) > 0 && (d < 0 || d >= static_cast<int64_t>(rank(x))))
     return "softmax over a dim the tensor lacks";
-  if (bool_arg(n, "half_to_float", false)) return "softmax with half_to_float";
+  if (bool_arg(n, "half_to_float")) return "softmax with half_to_float";
   return "";
 }
 

@@ -222,7 +222,7 @@ std::string identity_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   if (n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor || !out)
     return "an identity of something that is not a tensor";
-  if (n.op == OpKind::kDropout && bool_arg(n, "train", false)) return "dropout in training mode";
+  if (n.op == OpKind::kDropout && bool_arg(n, "train")) return "dropout in training mode";
   return "";
 }
 
