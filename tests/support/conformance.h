@@ -686,6 +686,61 @@ inline std::vector<ConformanceCase> conformance_cases() {
            1e-4,
            2},
           1, 2, 6),
+      ranged({"pointwise_integers_and_mixed_dtypes",  // the pointwise layer: PyTorch's promotion, exact integers
+              R"(graph(%i: int64[s0, 6], %j: int32[s0, 6], %x: float32[s0, 6], %u: uint8[s0, 6], %b: int8[s0, 6]) {
+  %j1: int32[s0, 6] = aten.add.Scalar(self=%j, other=1)
+  %a: int64[s0, 6] = aten.remainder.Scalar(self=%i, other=7)
+  %c: int64[s0, 6] = aten.neg.default(self=%i)
+  %d: int64[s0, 6] = aten.div.Tensor_mode(self=%c, other=%j1, rounding_mode="floor")
+  %e: int64[s0, 6] = aten.fmod.Tensor(self=%c, other=%j1)
+  %f: float32[s0, 6] = aten.div.Tensor(self=%i, other=%j1)
+  %g: float32[s0, 6] = aten.add.Tensor(self=%x, other=%j, alpha=2)
+  %h: bool[s0, 6] = aten.lt.Scalar(self=%i, other=500.5)
+  %k: int64[s0, 6] = aten.bitwise_and.Tensor(self=%i, other=%j)
+  %l: int32[s0, 6] = aten.pow.Tensor_Scalar(self=%j, exponent=2)
+  %m: int64[s0, 6] = aten.maximum.default(self=%c, other=%j)
+  %n: int64[s0, 6] = aten.sign.default(self=%d)
+  %o: int64[s0, 6] = aten.abs.default(self=%e)
+  %p: bool[s0, 6] = aten.logical_and.default(self=%i, other=%x)
+  %q: bool[s0, 6] = aten.logical_not.default(self=%j)
+  %r: uint8[s0, 6] = aten.add.Tensor(self=%u, other=%u)
+  %t: int8[s0, 6] = aten.mul.Tensor(self=%b, other=%b)
+  %v: int16[s0, 6] = aten.sub.Tensor(self=%u, other=%b)
+  %w: float32[s0, 6] = aten.sqrt.default(self=%i)
+  %y: int64[s0, 6] = aten.clamp.default(self=%c, min=-600, max=-10)
+  %z: bool[s0, 6] = aten.bitwise_not.default(self=%h)
+  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z)
+}
+)",
+              {1000, 50, 0, 256, 100}},
+             1, 3, 20),
+      ranged({"pointwise_math_and_float64",  // math functions the fused programs do not know, float64 tensors
+              R"(graph(%x: float32[s0, 7], %y: float32[s0, 7], %z: float64[s0, 7]) {
+  %a: float32[s0, 7] = aten.acos.default(self=%x)
+  %b: float32[s0, 7] = aten.cosh.default(self=%x)
+  %c: float32[s0, 7] = aten.exp2.default(self=%y)
+  %d: float32[s0, 7] = aten.log10.default(self=%x)
+  %e: float32[s0, 7] = aten.atan2.default(self=%x, other=%y)
+  %f: float32[s0, 7] = aten.copysign.Tensor(self=%x, other=%y)
+  %g: float32[s0, 7] = aten.logaddexp.default(self=%x, other=%y)
+  %h: float32[s0, 7] = aten.fmax.default(self=%x, other=%y)
+  %k: float32[s0, 7] = aten.clamp.Tensor(self=%x, min=%y)
+  %l: float32[s0, 7] = aten.special_erfcx.default(self=%x)
+  %m: float32[s0, 7] = aten.special_bessel_j0.default(self=%y)
+  %n: float32[s0, 7] = aten.leaky_relu.default(self=%x, negative_slope=0.2)
+  %o: float32[s0, 7] = aten.elu.default(self=%y, alpha=1.5)
+  %p: bool[s0, 7] = aten.isnan.default(self=%d)
+  %q: bool[s0, 7] = aten.signbit.default(self=%x)
+  %r: float64[s0, 7] = aten.mul.Tensor(self=%z, other=%z)
+  %t: float64[s0, 7] = aten.sin.default(self=%z)
+  %u: float64[s0, 7] = aten.add.Tensor(self=%r, other=%x)
+  %v: float32[s0, 7] = aten._to_copy.default(self=%t, dtype=dtype.float32)
+  %w: float32[s0, 7] = aten.pow.Tensor_Tensor(self=%c, exponent=%y)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w)
+}
+)",
+              {0, 0, 0}},
+             1, 3, 20),
       ranged({"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
               R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, s0, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

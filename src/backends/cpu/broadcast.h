@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "base/promotion.h"
 #include "kiln/dtype.h"
 #include "kiln/tensor.h"
 
@@ -226,20 +227,9 @@ void map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor
 
 // ---- type promotion
 
-// One operand of an op, as PyTorch's result_type sees it: a tensor with
-// dimensions, a 0-d tensor, or a Python number ("wrapped number": int ->
-// int64, float -> float64, bool -> bool).
-struct PromotionOperand {
-  DType dtype = DType::Float32;
-  bool zero_dim = false;
-  bool wrapped_number = false;
-};
-
-// PyTorch's result_type over operands: dimensioned tensors win over 0-d
-// tensors, which win over Python numbers, unless a lower group holds a higher
-// category (bool < integer < floating). A Python float becomes float32 (the
-// default dtype). An empty list gives float32.
-DType result_type(std::span<const PromotionOperand> operands);
+// PromotionOperand and result_type: base/promotion.h (the CUDA layers promote the same way).
+using kiln::PromotionOperand;
+using kiln::result_type;
 
 // `s` as a 0-d tensor of `dtype`, or an error when the value does not fit
 // (ATen's Scalar::to<T>() check, used by fill-like ops, clamp bounds and

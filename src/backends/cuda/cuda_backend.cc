@@ -1585,7 +1585,10 @@ class CudaBackend final : public engine::Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
     target_.backend = "cuda";
-    target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32, DType::Bool};
+    // float64 and the narrow integers only in elementwise layers, casts and
+    // views (cuda_refusal says so for the rest).
+    target_.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
+                      DType::Bool,    DType::Float64, DType::Int16,    DType::Int8,  DType::UInt8};
     target_.symbolic_dims = true;  // one engine per segment serves a range of sizes (build_cuda_plan)
     target_.finite_ranges = true;  // its arena is planned for the largest size
     target_.prefers_batch_buckets = true;

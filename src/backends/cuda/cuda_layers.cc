@@ -137,7 +137,7 @@ Family family(OpKind op) {
     default: break;
   }
   if (ir::op_category(op) == ir::OpCategory::kSym && op != OpKind::kLocalScalarDense) return Family::kSize;
-  return engine::is_elementwise_program_op(op) ? Family::kElementwise : Family::kNone;
+  return engine::is_elementwise_program_op(op) || pointwise_implements(op) ? Family::kElementwise : Family::kNone;
 }
 
 // A number in the network specialized to a shape: the size of a tensor's dimension, or a scalar whose expression in the
@@ -153,12 +153,40 @@ std::string size_refusal(const ir::Node& n) {
   return "";
 }
 
+// Layers other than elementwise ones, casts and views take float32, the
+// 16-bit floats, int64, int32 and bool tensors.
+std::string wide_dtype_refusal(const ir::Node& n) {
+  auto check = [&](const ir::Value* v) -> std::string {
+    if (v->kind != ir::ValueKind::kTensor) return "";
+    switch (v->type.dtype) {
+      case DType::Float32:
+      case DType::Float16:
+      case DType::BFloat16:
+      case DType::Int64:
+      case DType::Int32:
+      case DType::Bool: return "";
+      default:
+        return "dtype " + std::string(dtype_name(v->type.dtype)) + " of '" + v->name + "': the CUDA layer for " +
+               std::string(ir::op_target(n.op)) + " takes float32, float16, bfloat16, int64, int32 and bool";
+    }
+  };
+  for (const ir::Value* v : n.operands())
+    if (std::string why = check(v); !why.empty()) return why;
+  for (const ir::Value* v : n.outputs)
+    if (std::string why = check(v); !why.empty()) return why;
+  return "";
+}
+
 }  // namespace
 
 bool cuda_implements(ir::OpKind op) { return family(op) != Family::kNone; }
 
 std::string cuda_refusal(const ir::Node& n) {
-  switch (family(n.op)) {
+  const Family f = family(n.op);
+  if (f != Family::kElementwise && f != Family::kCast && f != Family::kView && f != Family::kIdentity &&
+      f != Family::kCopyInto && f != Family::kSize)
+    if (std::string why = wide_dtype_refusal(n); !why.empty()) return why;
+  switch (f) {
     case Family::kElementwise: return elementwise_refusal(n);
     case Family::kIdentity: return identity_refusal(n);
     case Family::kCast: return cast_refusal(n);

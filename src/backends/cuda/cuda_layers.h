@@ -85,6 +85,11 @@ Status emit_program(Builder& b, const std::string& layer, const engine::Elementw
                     const std::vector<const ir::Value*>& operands, const ir::Value* out);
 Status emit_program_on(Builder& b, const std::string& layer, const engine::ElementwiseProgram& prog,
                        std::vector<TRef> operands, const ir::Value* out);
+// One elementwise op over tensors of any dtypes, promoted as PyTorch does,
+// for what the programs above do not take (cuda_layers_pointwise.cc).
+bool pointwise_implements(ir::OpKind op);
+std::string pointwise_refusal(const ir::Node& n);
+Status emit_pointwise(Builder& b, const ir::Node& n);
 std::string copy_into_refusal(const ir::Node& n);
 Status emit_copy_into(Builder& b, const ir::Node& n);
 std::string arange_refusal(const ir::Node& n);

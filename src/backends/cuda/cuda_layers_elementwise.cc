@@ -239,7 +239,7 @@ Status emit_elementwise(Builder& b, const ir::Node& n) {
   }
   std::vector<ir::Value*> operands;
   auto instr = engine::elementwise_instr(n, &operands);
-  if (!instr) return unsupported("not an elementwise layer the GPU builder can generate");
+  if (!instr) return emit_pointwise(b, n);
   engine::ElementwiseProgram prog;
   prog.num_inputs = static_cast<int>(operands.size());
   prog.instrs.push_back(*instr);
@@ -260,13 +260,12 @@ Status emit_arange(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// Fused programs, integer arithmetic and comparisons, floating comparisons, where.
+// Fused programs, integer arithmetic and comparisons, floating comparisons,
+// where; the pointwise layer for the rest.
 std::string elementwise_refusal(const ir::Node& n) {
   if (n.op == OpKind::kFusedElementwise || integer_binary(n) || where_select(n) || floating_compare(n)) return "";
-  if (n.op == OpKind::kWhere) return "where on numbers, or on values of another kind than its result";
-  if (!engine::is_fusible_elementwise(n))
-    return "the GPU generates elementwise kernels for floating tensors of one dtype with number arguments only";
-  return "";
+  if (engine::is_fusible_elementwise(n)) return "";
+  return pointwise_refusal(n);
 }
 
 // copy_ of a tensor that broadcasts to self.

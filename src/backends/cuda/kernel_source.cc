@@ -466,6 +466,48 @@ Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& p
   return k;
 }
 
+std::string compute_literal(double v, DType compute) { return literal(v, compute); }
+
+double rounded_to_dtype(double v, DType t) { return rounded_to(v, t); }
+
+Expected<GeneratedKernel> pointwise_kernel(const std::string& expr, DType compute, const StridedLayout& out,
+                                           const std::vector<StridedLayout>& inputs) {
+  KILN_TRY(check_layout(out, "output"));
+  std::string C;
+  switch (compute) {
+    case DType::Float64: C = "double"; break;
+    case DType::Float32: C = "float"; break;
+    case DType::Int64: C = "long long"; break;
+    case DType::Int32: C = "int"; break;
+    default: return invalid_argument("pointwise kernels compute in double, float, long long or int");
+  }
+  std::vector<const std::vector<int64_t>*> strides{&out.strides};
+  std::vector<std::string> types;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    KILN_TRY(check_layout(inputs[k], "input"));
+    if (inputs[k].sizes != out.sizes)
+      return invalid_argument("pointwise input " + std::to_string(k) + " is not at the output's sizes");
+    KILN_ASSIGN_OR_RETURN(std::string t, device_type_name(inputs[k].dtype));
+    types.push_back(std::move(t));
+    strides.push_back(&inputs[k].strides);
+  }
+  KILN_ASSIGN_OR_RETURN(std::string O, device_type_name(out.dtype));
+  const int64_t n = out.numel();
+  const Loop loop = coalesce(out.sizes, strides);
+  Sizes D;
+  std::ostringstream s;
+  s << "#include \"kiln/pointwise.cuh\"\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") KILN_KERNEL(" << O << "* __restrict__ out";
+  for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << types[k] << "* __restrict__ in" << k;
+  s << " KILN_DIMS) {\n  typedef " << C << " C;\n  using namespace kiln;\n  kiln_enter_after_prior_grid();\n";
+  s << grid_stride_loop(loop, n, D);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    s << "    const C a" << k << " = kiln_cvt<C, " << types[k] << ">(in" << k << "[o" << (k + 1) << "]);\n";
+  s << "    auto result = " << expr << ";\n";
+  s << "    out[o0] = kiln_cvt<" << O << ", decltype(result)>(result);\n  }\n}\n";
+  return launch_1d(s.str(), n, D);
+}
+
 Expected<GeneratedKernel> where_kernel(const StridedLayout& out, const StridedLayout& cond, const StridedLayout& a,
                                        const StridedLayout& b) {
   KILN_TRY(check_layout(out, "output"));

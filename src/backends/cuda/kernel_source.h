@@ -82,6 +82,22 @@ Expected<std::string> device_type_name(DType dtype);
 Expected<GeneratedKernel> elementwise_kernel(const engine::ElementwiseProgram& program, const StridedLayout& out,
                                              const std::vector<StridedLayout>& inputs);
 
+// An exact literal of `v` in generated code of compute type float
+// (compute Float32) or double (Float64): its bit pattern, so inf, nan and
+// every digit survive.
+std::string compute_literal(double v, DType compute);
+// `v` stored into dtype `t` and read back (a Python number converted to a
+// 16-bit or 32-bit float tensor's dtype); unchanged for other dtypes.
+double rounded_to_dtype(double v, DType t);
+
+// One pointwise op over tensors of any dtypes (kiln/pointwise.cuh): each
+// input converted to `compute` (Float64, Float32, Int64 or Int32: double,
+// float, long long, int) as a0, a1, ...; `expr` (C++ over them, of the
+// compute type or bool) converted to out's dtype. Every input at out's sizes
+// through its strides. Params: out, then inputs in order.
+Expected<GeneratedKernel> pointwise_kernel(const std::string& expr, DType compute, const StridedLayout& out,
+                                           const std::vector<StridedLayout>& inputs);
+
 // out = in converted to out's dtype (any of kiln's dtypes; bool as 0/1), both of
 // the same logical sizes with their own strides. Params: out, in.
 Expected<GeneratedKernel> copy_kernel(const StridedLayout& out, const StridedLayout& in);

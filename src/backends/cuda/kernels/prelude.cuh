@@ -41,7 +41,10 @@ template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __n
   template <> __device__ __forceinline__ double kiln_cvt<double, S>(S v) { return kiln_ld(v); } \
   template <> __device__ __forceinline__ long long kiln_cvt<long long, S>(S v) { return (long long)kiln_ld(v); } \
   template <> __device__ __forceinline__ int kiln_cvt<int, S>(S v) { return (int)kiln_ld(v); } \
-  template <> __device__ __forceinline__ bool kiln_cvt<bool, S>(S v) { return kiln_ld(v) != 0.0f; }
+  template <> __device__ __forceinline__ bool kiln_cvt<bool, S>(S v) { return kiln_ld(v) != 0.0f; } \
+  template <> __device__ __forceinline__ short kiln_cvt<short, S>(S v) { return (short)kiln_ld(v); } \
+  template <> __device__ __forceinline__ signed char kiln_cvt<signed char, S>(S v) { return (signed char)kiln_ld(v); } \
+  template <> __device__ __forceinline__ unsigned char kiln_cvt<unsigned char, S>(S v) { return (unsigned char)kiln_ld(v); }
 KILN_CVT_FROM16(__half)
 KILN_CVT_FROM16(__nv_bfloat16)
 #define KILN_CVT_TO16(D) \
@@ -49,7 +52,10 @@ KILN_CVT_FROM16(__nv_bfloat16)
   template <> __device__ __forceinline__ D kiln_cvt<D, double>(double v) { return kiln_st<D>((float)v); } \
   template <> __device__ __forceinline__ D kiln_cvt<D, long long>(long long v) { return kiln_st<D>((float)v); } \
   template <> __device__ __forceinline__ D kiln_cvt<D, int>(int v) { return kiln_st<D>((float)v); } \
-  template <> __device__ __forceinline__ D kiln_cvt<D, bool>(bool v) { return kiln_st<D>(v ? 1.0f : 0.0f); }
+  template <> __device__ __forceinline__ D kiln_cvt<D, bool>(bool v) { return kiln_st<D>(v ? 1.0f : 0.0f); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, short>(short v) { return kiln_st<D>((float)v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, signed char>(signed char v) { return kiln_st<D>((float)v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, unsigned char>(unsigned char v) { return kiln_st<D>((float)v); }
 KILN_CVT_TO16(__half)
 KILN_CVT_TO16(__nv_bfloat16)
 template <> __device__ __forceinline__ __half kiln_cvt<__half, __nv_bfloat16>(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }

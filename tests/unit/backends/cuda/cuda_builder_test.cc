@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ir/printer.h"
+#include "support/conformance.h"
 #include "support/cuda_plan_sample.h"
 #include "support/network_text.h"
 
@@ -402,19 +403,34 @@ TEST(NodeRefusal, NamesWhatTheBuilderCannotTake) {
 )")
                 .find("training"),
             std::string::npos);
-  // Integer add/sub/mul (positions, counters) are taken; other integer arithmetic is not.
+  // Integer arithmetic is taken (positions, counters; the pointwise layer for the rest).
   EXPECT_EQ(refusal_of(R"(graph(%x: int64[4, 8]) {
   %y: int64[4, 8] = aten.add.Tensor(self=%x, other=%x)
   return (%y)
 }
 )"),
             "");
-  EXPECT_NE(refusal_of(R"(graph(%x: int64[4, 8]) {
+  EXPECT_EQ(refusal_of(R"(graph(%x: int64[4, 8]) {
   %y: int64[4, 8] = aten.neg.default(self=%x)
   return (%y)
 }
 )"),
             "");
+  // Ops not defined on a dtype are refused naming it.
+  EXPECT_NE(refusal_of(R"(graph(%x: float32[4, 8]) {
+  %y: float32[4, 8] = aten.bitwise_not.default(self=%x)
+  return (%y)
+}
+)")
+                .find("floating"),
+            std::string::npos);
+  EXPECT_NE(refusal_of(R"(graph(%x: float64[4, 8], %w: float64[8, 4]) {
+  %y: float64[4, 4] = aten.mm.default(self=%x, mat2=%w)
+  return (%y)
+}
+)")
+                .find("float64"),
+            std::string::npos);
   EXPECT_NE(refusal_of(R"(graph(%x: float32[8], %w: float32[8, 4]) {
   %y: float32[4] = aten.matmul.default(self=%x, other=%w)
   return (%y)
@@ -588,6 +604,36 @@ TEST(RangePlan, ArgmaxCumsumAndSoftmaxOverAnotherDimArePlannedAsTheirKernels) {
   // softmax over dim 0: the input with that dim moved last, and the result (a
   // permuted view of the rows) copied into its engine output.
   EXPECT_EQ(templates.count("kiln::copy"), 2u);
+}
+
+// The pointwise layer's conformance cases (integers, bools, narrow integers,
+// mixed dtypes, float64, math and special functions) are taken whole by the
+// CUDA builder, planned on the host, and every kernel they need compiles for
+// sm_90; the GPU runs them against the reference (CudaConformance).
+TEST(RangePlan, PointwiseOpsOfAnyDtypeArePlannedWholeAndTheirKernelsCompile) {
+  int cases = 0;
+  for (const testing::ConformanceCase& c : testing::conformance_cases()) {
+    if (c.name.rfind("pointwise_", 0) != 0) continue;
+    ++cases;
+    engine::Network net = network_from(c.ir);
+    for (const auto& n : net.graph.nodes()) EXPECT_EQ(cuda_refusal(*n), "") << c.name << ": " << n->describe();
+    for (const char* precision : {"fp32", "fp16"}) {
+      cuda::BuildConfig config = host_config(c.s0);
+      config.precision = *parse_precision(precision);
+      auto shape = cuda::plan_for_shape(net, {{"s0", 3}}, config);
+      ASSERT_TRUE(shape.has_value()) << c.name << " " << precision << ": " << shape.status().message();
+      std::vector<const KernelChoice*> all;
+      std::vector<std::string> names;
+      for (const KernelChoice& k : shape->kernels) {
+        all.push_back(&k);
+        names.push_back("k" + std::to_string(names.size()));
+      }
+      ASSERT_GE(all.size(), net.graph.nodes().size() / 2) << c.name;
+      auto m = compile_kernels(all, names, "sm_90");
+      ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
+    }
+  }
+  EXPECT_EQ(cases, 2);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
