@@ -709,7 +709,8 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %w: float32[s0, 6] = aten.sqrt.default(self=%i)
   %y: int64[s0, 6] = aten.clamp.default(self=%c, min=-600, max=-10)
   %z: bool[s0, 6] = aten.bitwise_not.default(self=%h)
-  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z)
+  %s: float32[s0] = aten.sum.dim_IntList(self=%j, dim=[1], dtype=dtype.float32)
+  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s)
 }
 )",
               {1000, 50, 0, 256, 100}},

@@ -103,8 +103,8 @@ std::optional<PointwiseOp> pointwise_op(const ir::Node& n) {
   if (float_function(op) || op == OpKind::kRsqrt || op == OpKind::kReciprocal || op == OpKind::kSigmoid ||
       op == OpKind::kDeg2rad || op == OpKind::kRad2deg)
     return PointwiseOp{{"self"}, Result::kFloating};
-  if (special_function(op) || op == OpKind::kSpecialSphericalBesselJ0 || op == OpKind::kSpecialEntr)
-    return PointwiseOp{{"self"}, Result::kFloating, true};
+  if (special_function(op) || op == OpKind::kSpecialEntr) return PointwiseOp{{"self"}, Result::kFloating, true};
+  if (op == OpKind::kSpecialSphericalBesselJ0) return PointwiseOp{{"x"}, Result::kFloating, true};
   if (is_compare(op)) return PointwiseOp{{"self", "other"}, Result::kBool};
   switch (op) {
     case OpKind::kNeg:

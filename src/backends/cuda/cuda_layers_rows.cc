@@ -256,8 +256,9 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) return emit_arg_reduce(b, n);
   if (n.op == OpKind::kCumsum) return emit_cumsum(b, n);
   const ir::Value* out = n.outputs[0];
-  // Integer and bool tensors reduce exactly, in their own types (sums to int64).
-  const bool exact = !floating(value_arg(n, "self")->type.dtype);
+  // Integer and bool tensors reduce exactly, in their own types (sums to
+  // int64); to a floating result (a dtype argument) they are converted first.
+  const bool exact = !floating(out->type.dtype);
   const DType dt = exact ? out->type.dtype : b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
   if (!exact && x.dtype != dt) {
@@ -366,8 +367,9 @@ std::string reduce_refusal(const ir::Node& n) {
     if (!int_arg(n, "dim")) return "cumsum over a dim that is not a number";
     return "";
   }
-  if (!is_none(n, "dtype")) return "reductions with a dtype argument";
-  if (!floating(x->type.dtype)) {
+  if (floating(x->type.dtype) && !floating(n.outputs[0]->type.dtype))
+    return "reductions of floating tensors to an integer dtype";
+  if (!floating(n.outputs[0]->type.dtype)) {
     if (n.op == OpKind::kMean || n.op == OpKind::kMeanDim) return "mean of a non-floating tensor";
     const bool sum = n.op == OpKind::kSum || n.op == OpKind::kSumDimIntList;
     if (sum && n.outputs[0]->type.dtype != DType::Int64) return "integer sums to a dtype other than int64";
