@@ -764,7 +764,10 @@ Status matrix_rank_kernel(KernelArgs& a) {
 // kept (PyTorch keeps only values strictly above the tolerance).
 Status pinv_kernel(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor t, floating_matrix(a, "self"));
-  KILN_ASSIGN_OR_RETURN(bool hermitian, a.bool_arg("hermitian"));
+  bool hermitian = false;  // pinverse has no such argument
+  if (a.node().op != ir::OpKind::kPinverse) {
+    KILN_ASSIGN_OR_RETURN(hermitian, a.bool_arg("hermitian"));
+  }
   if (hermitian) KILN_TRY(square(a, t, "self"));
   const Mats ms = read_mats(t);
   std::vector<Eigh> eighs;

@@ -128,6 +128,8 @@ TEST(FactorizeKernels, RankPinvNormsAndConditionNumbers) {
   const std::vector<double> p = values(run_op_tensor(OpKind::kLinalgPinvAtolRtolTensor, {{"self", rank1}}));
   const std::vector<double> want = {1 / 70.0, 2 / 70.0, 3 / 70.0, 2 / 70.0, 4 / 70.0, 6 / 70.0};
   expect_near_all(p, want, 1e-6);
+  // torch.pinverse(self, rcond) is the same inverse; it has no hermitian argument.
+  expect_near_all(values(run_op_tensor(OpKind::kPinverse, {{"self", rank1}})), want, 1e-6);
   // rtol 1: the tolerance is the largest singular value itself, and PyTorch
   // keeps only values strictly above it, so every matrix's pinv is zero
   // (the threshold and the kept values must come from one decomposition).
