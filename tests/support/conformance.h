@@ -686,7 +686,8 @@ inline std::vector<ConformanceCase> conformance_cases() {
            1e-4,
            2},
           1, 2, 6),
-      ranged({"pointwise_integers_and_mixed_dtypes",  // the pointwise layer: PyTorch's promotion, exact integers
+      ranged({"pointwise_integers_and_mixed_dtypes",  // the pointwise layer (PyTorch's promotion, exact integers),
+                                                      // any/all, a sum to float
               R"(graph(%i: int64[s0, 6], %j: int32[s0, 6], %x: float32[s0, 6], %u: uint8[s0, 6], %b: int8[s0, 6]) {
   %j1: int32[s0, 6] = aten.add.Scalar(self=%j, other=1)
   %a: int64[s0, 6] = aten.remainder.Scalar(self=%i, other=7)
@@ -710,7 +711,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %y: int64[s0, 6] = aten.clamp.default(self=%c, min=-600, max=-10)
   %z: bool[s0, 6] = aten.bitwise_not.default(self=%h)
   %s: float32[s0] = aten.sum.dim_IntList(self=%j, dim=[1], dtype=dtype.float32)
-  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s)
+  %x1: bool[s0] = aten.any.dim(self=%j, dim=1)
+  %x2: bool[] = aten.all.default(self=%i)
+  %x3: bool[6] = aten.any.dims(self=%h, dim=[0])
+  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s, %x1, %x2, %x3)
 }
 )",
               {1000, 50, 0, 256, 100}},

@@ -99,7 +99,13 @@ Family family(OpKind op) {
     case OpKind::kAmin:
     case OpKind::kArgmax:
     case OpKind::kArgmin:
-    case OpKind::kCumsum: return Family::kReduce;
+    case OpKind::kCumsum:
+    case OpKind::kAny:
+    case OpKind::kAnyDim:
+    case OpKind::kAnyDims:
+    case OpKind::kAll:
+    case OpKind::kAllDim:
+    case OpKind::kAllDims: return Family::kReduce;
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kAdaptiveAvgPool2d:

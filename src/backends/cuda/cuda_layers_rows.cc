@@ -252,16 +252,25 @@ Status emit_cumsum(Builder& b, const ir::Node& n) {
 
 }  // namespace
 
+namespace {
+
+bool is_any(OpKind op) { return op == OpKind::kAny || op == OpKind::kAnyDim || op == OpKind::kAnyDims; }
+bool is_all(OpKind op) { return op == OpKind::kAll || op == OpKind::kAllDim || op == OpKind::kAllDims; }
+
+}  // namespace
+
 Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) return emit_arg_reduce(b, n);
   if (n.op == OpKind::kCumsum) return emit_cumsum(b, n);
   const ir::Value* out = n.outputs[0];
   // Integer and bool tensors reduce exactly, in their own types (sums to
   // int64); to a floating result (a dtype argument) they are converted first.
+  // any / all: the max / min of the input converted to bool.
   const bool exact = !floating(out->type.dtype);
+  const bool any = is_any(n.op), all = is_all(n.op);
   const DType dt = exact ? out->type.dtype : b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
-  if (!exact && x.dtype != dt) {
+  if ((!exact || any || all) && x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
   const size_t rank = x.sizes.size();
@@ -288,9 +297,15 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   }
   ReduceOp op = ReduceOp::kSum;
   if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
-  if (n.op == OpKind::kAmax) op = ReduceOp::kMax;
-  if (n.op == OpKind::kAmin) op = ReduceOp::kMin;
+  if (n.op == OpKind::kAmax || any) op = ReduceOp::kMax;
+  if (n.op == OpKind::kAmin || all) op = ReduceOp::kMin;
   TRef o = b.new_tensor(dt, static_sizes(out));
+  if ((any || all) && prod(rd.reduced_sizes) == 0) {  // any of nothing is false, all of nothing true
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, fill_kernel(o.layout(), all ? 1.0 : 0.0));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf}));
+    b.bind(out, o);
+    return Status::ok();
+  }
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, exact ? reduce_int_kernel(op, dt, x.dtype, rd) : reduce_kernel(op, dt, rd));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
   b.bind(out, o);
@@ -367,6 +382,8 @@ std::string reduce_refusal(const ir::Node& n) {
     if (!int_arg(n, "dim")) return "cumsum over a dim that is not a number";
     return "";
   }
+  if (is_any(n.op) || is_all(n.op))
+    return n.outputs[0]->type.dtype == DType::Bool ? "" : "any or all to a dtype other than bool";
   if (floating(x->type.dtype) && !floating(n.outputs[0]->type.dtype))
     return "reductions of floating tensors to an integer dtype";
   if (!floating(n.outputs[0]->type.dtype)) {
