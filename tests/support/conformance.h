@@ -746,6 +746,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0, 0, 0}},
              1, 3, 20),
+      {"diagonal_views",  // diagonals above, on and below, of any two dims: strides over the input's bytes
+       R"(graph(%x: float32[4, 5, 6]) {
+  %a: float32[6, 4] = aten.diagonal.default(self=%x)
+  %b: float32[4, 4] = aten.diagonal.default(self=%x, offset=2, dim1=1, dim2=2)
+  %c: float32[5, 4] = aten.diagonal.default(self=%x, offset=-1, dim1=2, dim2=0)
+  %d: float32[5, 4] = aten.mul.Scalar(self=%c, other=2.0)
+  %e: float32[4, 0] = aten.diagonal.default(self=%x, offset=7, dim1=1, dim2=2)
+  return (%a, %b, %d, %e)
+}
+)",
+       {0}},
       ranged({"decode_bookkeeping",  // positions and counters of a static-cache decoder, and the cache write
               R"(graph(%pos: int64[1], %len: int64[], %cache: float32[1, 2, s0, 4], %x: float32[1, 2, 1, 4]) {
   %p1: int64[1] = aten.add.Tensor(self=%pos, other=%len)

@@ -62,6 +62,7 @@ Family family(OpKind op) {
     case OpKind::kSplitWithSizes:
     case OpKind::kChunk:
     case OpKind::kUnbind:
+    case OpKind::kDiagonal:
     case OpKind::kAsStrided: return Family::kView;
     case OpKind::kAlias:
     case OpKind::kDetach:

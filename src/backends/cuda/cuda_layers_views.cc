@@ -36,6 +36,35 @@ Status emit_view(Builder& b, const ir::Node& n) {
     return Status::ok();
   };
   switch (n.op) {
+    case OpKind::kDiagonal: {
+      // The other dims in order, then the diagonal: its stride the sum of
+      // both dims', its start `offset` along dim2 (above) or dim1 (below).
+      if (rank < 2) return invalid_argument("diagonal of a " + std::to_string(rank) + "-d tensor");
+      KILN_ASSIGN_OR_RETURN(const size_t d1, dim_in(int_arg(n, "dim1").value_or(0), rank, "diagonal"));
+      KILN_ASSIGN_OR_RETURN(const size_t d2, dim_in(int_arg(n, "dim2").value_or(1), rank, "diagonal"));
+      if (d1 == d2) return invalid_argument("diagonal of dim " + std::to_string(d1) + " with itself");
+      const int64_t off = int_arg(n, "offset").value_or(0);
+      const int64_t len = std::max<int64_t>(
+          0, off >= 0 ? std::min(in.sizes[d1], in.sizes[d2] - off) : std::min(in.sizes[d1] + off, in.sizes[d2]));
+      TRef r = in;
+      r.sizes.clear();
+      r.strides.clear();
+      for (size_t d = 0; d < rank; ++d)
+        if (d != d1 && d != d2) {
+          r.sizes.push_back(in.sizes[d]);
+          r.strides.push_back(in.strides[d]);
+        }
+      r.sizes.push_back(len);
+      r.strides.push_back(in.strides[d1] + in.strides[d2]);
+      if (len > 0)
+        r.buf.offset +=
+            (off >= 0 ? off * in.strides[d2] : -off * in.strides[d1]) * static_cast<int64_t>(dtype_size(in.dtype));
+      if (r.sizes != out_sizes)
+        return invalid_argument("the exported output " + shape_to_string(out_sizes) + " of a diagonal of " +
+                                shape_to_string(in.sizes) + " is not " + shape_to_string(r.sizes));
+      b.bind(out, r);
+      return Status::ok();
+    }
     case OpKind::kPermute: {
       auto dims = ints_arg(n, "dims");
       if (!dims || dims->size() != rank) return invalid_argument("permute: bad dims");
