@@ -714,7 +714,8 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %x1: bool[s0] = aten.any.dim(self=%j, dim=1)
   %x2: bool[] = aten.all.default(self=%i)
   %x3: bool[6] = aten.any.dims(self=%h, dim=[0])
-  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s, %x1, %x2, %x3)
+  %x4: int64[s0, 6] = aten.cumprod.default(self=%j, dim=1)
+  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s, %x1, %x2, %x3, %x4)
 }
 )",
               {1000, 50, 0, 256, 100}},
@@ -741,7 +742,9 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %u: float64[s0, 7] = aten.add.Tensor(self=%r, other=%x)
   %v: float32[s0, 7] = aten._to_copy.default(self=%t, dtype=dtype.float32)
   %w: float32[s0, 7] = aten.pow.Tensor_Tensor(self=%c, exponent=%y)
-  return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w)
+  %x1: float32[s0, 7] = aten.cumprod.default(self=%x, dim=1)
+  %x2: float32[s0, 7] = aten.logcumsumexp.default(self=%y, dim=1)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2)
 }
 )",
               {0, 0, 0}},

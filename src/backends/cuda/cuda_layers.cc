@@ -101,6 +101,8 @@ Family family(OpKind op) {
     case OpKind::kArgmax:
     case OpKind::kArgmin:
     case OpKind::kCumsum:
+    case OpKind::kCumprod:
+    case OpKind::kLogcumsumexp:
     case OpKind::kAny:
     case OpKind::kAnyDim:
     case OpKind::kAnyDims:

@@ -223,7 +223,8 @@ Status emit_arg_reduce(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
-// cumsum(self, dim): floating tensors in their (compute) dtype, integers and bool to int64.
+// cumsum, cumprod, logcumsumexp(self, dim): floating tensors in their
+// (compute) dtype, integers and bool to int64 (not logcumsumexp).
 Status emit_cumsum(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
@@ -244,7 +245,10 @@ Status emit_cumsum(Builder& b, const ir::Node& n) {
     b.bind(out, o);
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, cumsum_kernel(dt, x.dtype, outer, len, inner));
+  const ScanOp op = n.op == OpKind::kCumprod        ? ScanOp::kProd
+                    : n.op == OpKind::kLogcumsumexp ? ScanOp::kLogSumExp
+                                                    : ScanOp::kSum;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, cumsum_kernel(dt, x.dtype, outer, len, inner, op));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
   b.bind(out, o);
   return Status::ok();
@@ -261,7 +265,7 @@ bool is_all(OpKind op) { return op == OpKind::kAll || op == OpKind::kAllDim || o
 
 Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) return emit_arg_reduce(b, n);
-  if (n.op == OpKind::kCumsum) return emit_cumsum(b, n);
+  if (n.op == OpKind::kCumsum || n.op == OpKind::kCumprod || n.op == OpKind::kLogcumsumexp) return emit_cumsum(b, n);
   const ir::Value* out = n.outputs[0];
   // Integer and bool tensors reduce exactly, in their own types (sums to
   // int64); to a floating result (a dtype argument) they are converted first.
@@ -376,10 +380,11 @@ std::string reduce_refusal(const ir::Node& n) {
     if (!is_none(n, "dim") && !int_arg(n, "dim")) return "argmax or argmin over a dim that is not a number";
     return "";
   }
-  if (n.op == OpKind::kCumsum) {
+  if (n.op == OpKind::kLogcumsumexp && !floating(x->type.dtype)) return "logcumsumexp of a non-floating tensor";
+  if (n.op == OpKind::kCumsum || n.op == OpKind::kCumprod || n.op == OpKind::kLogcumsumexp) {
     const DType want = floating(x->type.dtype) ? x->type.dtype : DType::Int64;
-    if (n.outputs[0]->type.dtype != want) return "cumsum to another dtype";
-    if (!int_arg(n, "dim")) return "cumsum over a dim that is not a number";
+    if (n.outputs[0]->type.dtype != want) return "a cumulative sum or product to another dtype";
+    if (!int_arg(n, "dim")) return "a scan over a dim that is not a number";
     return "";
   }
   if (is_any(n.op) || is_all(n.op))

@@ -743,10 +743,11 @@ Expected<GeneratedKernel> arg_reduce_kernel(bool is_max, DType in, const ReduceD
   return k;
 }
 
-Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner) {
+Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner, ScanOp op) {
   const bool floating_in = is_float_type(in);
   if (floating_in ? out != in : out != DType::Int64)
-    return unsupported("cumsum on the GPU keeps a floating input's dtype and sums integers and bool to int64");
+    return unsupported("scans on the GPU keep a floating input's dtype and take integers and bool to int64");
+  if (op == ScanOp::kLogSumExp && !floating_in) return unsupported("logcumsumexp of a non-floating tensor");
   KILN_ASSIGN_OR_RETURN(std::string TO, device_type_name(out));
   KILN_ASSIGN_OR_RETURN(std::string TI, device_type_name(in));
   // As torch's CPU kernel accumulates: float for 16-bit floats, double for float32 and float64, wrapping 64 bits for
@@ -754,7 +755,8 @@ Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int6
   const std::string acc = !floating_in                                    ? "unsigned long long"
                           : in == DType::Float16 || in == DType::BFloat16 ? "float"
                                                                           : "double";
-  return template_1d("kiln/reduce.cuh", "kiln::cumsum", {TO, TI, acc}, {outer * inner, len, inner}, outer * inner);
+  return template_1d("kiln/reduce.cuh", "kiln::cumsum", {TO, TI, acc, std::to_string(static_cast<int>(op))},
+                     {outer * inner, len, inner}, outer * inner);
 }
 
 Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in) {

@@ -167,7 +167,9 @@ Expected<GeneratedKernel> arg_reduce_kernel(bool is_max, DType in, const ReduceD
 // tensors, accumulated as torch's CPU kernel does (float for 16-bit floats,
 // double for float32 and float64, wrapping int64 for integers and bool, which give int64).
 // Params: out, in.
-Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner);
+enum class ScanOp { kSum = 0, kProd = 1, kLogSumExp = 2 };
+Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int64_t len, int64_t inner,
+                                        ScanOp op = ScanOp::kSum);
 
 // 2-D pooling over NCHW-indexed tensors of any strides. Params: out, in.
 struct PoolParams {

@@ -164,23 +164,35 @@ __global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, c
   if (lane == 0) out[o] = at < 0 ? 0 : at;
 }
 
-// Inclusive cumulative sum along one dim of a contiguous tensor viewed as
-// [outer, len, inner], one thread per line (o, i), in the order and the types
+// Inclusive scans along one dim of a contiguous tensor viewed as [outer,
+// len, inner], one thread per line (o, i), in the order and the types
 // torch's CPU kernel accumulates in (Acc: float for 16-bit floats, double for
 // float32 and float64, wrapping 64-bit integers for integers and bool), each
-// element rounded to TO. Params: out, in. Sizes: 0 lines (outer * inner),
-// 1 len, 2 inner.
-template <typename TO, typename TI, typename Acc, class D, class... P>
+// element rounded to TO. Op: 0 sum, 1 product, 2 log-sum-exp (floating;
+// NaN stays NaN, equal infinities stay as they are). Params: out, in.
+// Sizes: 0 lines (outer * inner), 1 len, 2 inner.
+template <typename TO, typename TI, typename Acc, int Op, class D, class... P>
 __global__ void __launch_bounds__(256) cumsum(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
   kiln_enter_after_prior_grid();
   const long long lines = D::at(0, kd...), len = D::at(1, kd...), inner = D::at(2, kd...);
   for (long long t = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; t < lines;
        t += static_cast<long long>(gridDim.x) * 256) {
     const long long first = (t / inner) * len * inner + t % inner;
-    Acc acc = Acc(0);
+    Acc acc = Op == 1 ? Acc(1) : Acc(0);
+    if constexpr (Op == 2) acc = -Acc(INFINITY);
     for (long long j = 0; j < len; ++j) {
       const long long k = first + j * inner;
-      acc = acc + kiln_cvt<Acc, TI>(in[k]);
+      const Acc v = kiln_cvt<Acc, TI>(in[k]);
+      if constexpr (Op == 0) {
+        acc = acc + v;
+      } else if constexpr (Op == 1) {
+        acc = acc * v;
+      } else if (v != v || acc != acc) {
+        acc = v != v ? v : acc;
+      } else {
+        const Acc lo = acc < v ? acc : v, hi = acc < v ? v : acc;
+        if (lo != hi || isfinite(lo)) acc = hi + log1p(exp(lo - hi));
+      }
       out[k] = kiln_cvt<TO, Acc>(acc);
     }
   }

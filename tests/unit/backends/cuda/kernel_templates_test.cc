@@ -365,9 +365,12 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
         add(arg_reduce_kernel(is_max, in, d));
       }
     add(cumsum_kernel(is_floating(in) ? in : DType::Int64, in, 2, 7, 3));
+    add(cumsum_kernel(is_floating(in) ? in : DType::Int64, in, 2, 7, 3, ScanOp::kProd));
+    if (is_floating(in)) add(cumsum_kernel(in, in, 2, 7, 3, ScanOp::kLogSumExp));
   }
   EXPECT_FALSE(cumsum_kernel(DType::Float32, DType::Int32, 1, 4, 1).has_value());
   EXPECT_FALSE(cumsum_kernel(DType::Float16, DType::Float32, 1, 4, 1).has_value());
+  EXPECT_FALSE(cumsum_kernel(DType::Int64, DType::Int32, 1, 4, 1, ScanOp::kLogSumExp).has_value());
   if (::testing::Test::HasFatalFailure()) return;
   std::set<std::string> templates;
   for (const GeneratedKernel& k : ks) templates.insert(k.templ);
