@@ -744,7 +744,14 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %w: float32[s0, 7] = aten.pow.Tensor_Tensor(self=%c, exponent=%y)
   %x1: float32[s0, 7] = aten.cumprod.default(self=%x, dim=1)
   %x2: float32[s0, 7] = aten.logcumsumexp.default(self=%y, dim=1)
-  return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2)
+  %x3: float32[s0, 7] = aten.digamma.default(self=%c)
+  %x4: float32[s0, 7] = aten.polygamma.default(n=2, self=%c)
+  %x5: float32[s0, 7] = aten.special_chebyshev_polynomial_t.default(x=%x, n=5)
+  %x6: float32[s0, 7] = aten.special_legendre_polynomial_p.default(x=%y, n=%b)
+  %b2: float32[s0, 7] = aten.add.Scalar(self=%b, other=1.0)
+  %x7: float32[s0, 7] = aten.special_zeta.default(self=%b2, other=%c)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2, %x3, %x4, %x5, %x6,
+          %x7)
 }
 )",
               {0, 0, 0}},

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numbers>
 
+#include "backends/cuda/kernels/special_functions.cuh"
+
 namespace kiln::cpu::special {
 
 namespace {
@@ -260,82 +262,10 @@ double entr(double x) {
   return -kInf;
 }
 
-// Recurrence up to x >= 10, then the asymptotic series
-// log x - 1/(2x) - sum B_2k / (2k x^2k); reflection for negative x.
-double digamma(double x) {
-  if (std::isnan(x)) return x;
-  if (x == 0) return std::copysign(kInf, -x);
-  if (x < 0) {
-    if (x == std::trunc(x)) return kNaN;
-    double whole;
-    const double frac = std::modf(x, &whole);
-    return digamma(1 - x) - kPi / std::tan(kPi * frac);
-  }
-  if (std::isinf(x)) return x;
-  double result = 0;
-  while (x < 10) {
-    result -= 1 / x;
-    x += 1;
-  }
-  constexpr std::array<double, 7> kB2kOver2k = {1.0 / 12,     -1.0 / 120, 1.0 / 252, -1.0 / 240,
-                                                  1.0 / 132,    -691.0 / 32760, 1.0 / 12};
-  const double z = 1 / (x * x);
-  double series = 0, zk = z;
-  for (double c : kB2kOver2k) {
-    series += c * zk;
-    zk *= z;
-  }
-  return result + std::log(x) - 0.5 / x - series;
-}
-
-// sum_{k<N} (q+k)^-s plus the Euler-Maclaurin tail at a = q + N, with a at
-// least 10 and at least s so that the tail's terms shrink.
-double hurwitz_zeta(double s, double q) {
-  if (std::isnan(s) || std::isnan(q)) return kNaN;
-  if (s == 1) return kInf;
-  if (s < 1) return kNaN;
-  if (q <= 0) {
-    if (q == std::floor(q)) return kInf;
-    if (s != std::floor(s)) return kNaN;  // (q+k)^-s is not real
-  }
-  if (std::isinf(s)) return q == 1 ? 1 : (q > 1 ? 0 : kInf);
-  const double start = std::max(10.0, s);
-  double sum = 0, a = q;
-  while (a < start) {
-    sum += std::pow(a, -s);
-    a += 1;
-  }
-  // B_2j / (2j)! for j = 1..12
-  constexpr std::array<double, 12> kB = {
-      1.0 / 6 / 2,
-      -1.0 / 30 / 24,
-      1.0 / 42 / 720,
-      -1.0 / 30 / 40320,
-      5.0 / 66 / 3628800,
-      -691.0 / 2730 / 479001600,
-      7.0 / 6 / 87178291200.0,
-      -3617.0 / 510 / 20922789888000.0,
-      43867.0 / 798 / 6402373705728000.0,
-      -174611.0 / 330 / 2432902008176640000.0,
-      854513.0 / 138 / 1.1240007277776077e21,
-      -236364091.0 / 2730 / 6.204484017332394e23};
-  double tail = std::pow(a, 1 - s) / (s - 1) + 0.5 * std::pow(a, -s);
-  double factor = s * std::pow(a, -s - 1);  // s (s+1) ... (s+2j-2) a^(-s-2j+1)
-  for (size_t j = 0; j < kB.size(); ++j) {
-    const double term = kB[j] * factor;
-    tail += term;
-    if (std::abs(term) < 1e-17 * std::abs(sum + tail)) break;
-    factor *= (s + 2 * j + 1) * (s + 2 * j + 2) / (a * a);
-  }
-  return sum + tail;
-}
-
-double polygamma(int64_t n, double x) {
-  if (n < 0) return kNaN;
-  if (n == 0) return digamma(x);
-  const double sign = n % 2 == 1 ? 1 : -1;
-  return sign * std::exp(std::lgamma(n + 1.0)) * hurwitz_zeta(static_cast<double>(n + 1), x);
-}
+// Written once for both backends (kernels/special_functions.cuh).
+double digamma(double x) { return special_functions::digamma(x); }
+double hurwitz_zeta(double s, double q) { return special_functions::hurwitz_zeta(s, q); }
+double polygamma(int64_t n, double x) { return special_functions::polygamma(n, x); }
 
 double igamma(double a, double x) {
   if (std::isnan(a) || std::isnan(x) || x < 0 || a < 0) return kNaN;
@@ -362,49 +292,11 @@ double mvlgamma(double x, int64_t p) {
 }
 
 double polynomial(Polynomial kind, double x, int64_t n) {
-  if (std::isnan(x)) return x;
-  if (n < 0) return 0;
-  using enum Polynomial;
-  const double nd = static_cast<double>(n);
-  // Inside (-1, 1), high-degree Chebyshev polynomials by their angle forms.
-  if (n > 6 && std::abs(x) < 1 && (kind == kChebyshevT || kind == kChebyshevU || kind == kChebyshevV ||
-                                   kind == kChebyshevW)) {
-    const double t = std::acos(x);
-    switch (kind) {
-      case kChebyshevT: return std::cos(nd * t);
-      case kChebyshevU: return std::sin((nd + 1) * t) / std::sin(t);
-      case kChebyshevV: return std::cos((nd + 0.5) * t) / std::cos(t / 2);
-      default: return std::sin((nd + 0.5) * t) / std::sin(t / 2);
-    }
-  }
-  double p0 = 1, p1;
-  switch (kind) {
-    case kChebyshevT: p1 = x; break;
-    case kChebyshevU: p1 = 2 * x; break;
-    case kChebyshevV: p1 = 2 * x - 1; break;
-    case kChebyshevW: p1 = 2 * x + 1; break;
-    case kHermiteH: p1 = 2 * x; break;
-    case kHermiteHe: p1 = x; break;
-    case kLaguerre: p1 = 1 - x; break;
-    case kLegendre: p1 = x; break;
-  }
-  if (n == 0) return p0;
-  for (int64_t k = 1; k < n && std::isfinite(p1); ++k) {
-    const double kd = static_cast<double>(k);
-    double next;
-    switch (kind) {
-      case kHermiteH: next = 2 * x * p1 - 2 * kd * p0; break;
-      case kHermiteHe: next = x * p1 - kd * p0; break;
-      case kLaguerre: next = ((2 * kd + 1 - x) * p1 - kd * p0) / (kd + 1); break;
-      case kLegendre: next = ((2 * kd + 1) * x * p1 - kd * p0) / (kd + 1); break;
-      default: next = 2 * x * p1 - p0; break;  // every Chebyshev kind
-    }
-    p0 = p1;
-    p1 = next;
-  }
-  return p1;
+  return special_functions::polynomial(static_cast<int>(kind), x, n);
 }
 
-double shifted_chebyshev(Polynomial kind, double x, int64_t n) { return polynomial(kind, 2 * x - 1, n); }
+double shifted_chebyshev(Polynomial kind, double x, int64_t n) {
+  return special_functions::shifted_chebyshev(static_cast<int>(kind), x, n);
+}
 
 }  // namespace kiln::cpu::special

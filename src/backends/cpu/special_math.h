@@ -52,6 +52,7 @@ double mvlgamma(double x, int64_t p);
 // Orthogonal polynomials of degree n (n < 0 gives 0) at x: Chebyshev of the
 // four kinds and their shifted forms on [0, 1], Hermite (physicists' H and
 // probabilists' He), Laguerre and Legendre.
+// In the order of special_functions::PolynomialKind (kernels/special_functions.cuh).
 enum class Polynomial { kChebyshevT, kChebyshevU, kChebyshevV, kChebyshevW, kHermiteH, kHermiteHe, kLaguerre, kLegendre };
 double polynomial(Polynomial kind, double x, int64_t n);
 double shifted_chebyshev(Polynomial kind, double x, int64_t n);

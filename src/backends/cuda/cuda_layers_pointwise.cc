@@ -98,6 +98,26 @@ const char* special_function(OpKind op) {
   }
 }
 
+// The orthogonal polynomials (x, n): special_functions::PolynomialKind, and
+// whether shifted to [0, 1]; -1 for other ops.
+std::pair<int, bool> polynomial_kind(OpKind op) {
+  switch (op) {
+    case OpKind::kSpecialChebyshevPolynomialT: return {0, false};
+    case OpKind::kSpecialChebyshevPolynomialU: return {1, false};
+    case OpKind::kSpecialChebyshevPolynomialV: return {2, false};
+    case OpKind::kSpecialChebyshevPolynomialW: return {3, false};
+    case OpKind::kSpecialHermitePolynomialH: return {4, false};
+    case OpKind::kSpecialHermitePolynomialHe: return {5, false};
+    case OpKind::kSpecialLaguerrePolynomialL: return {6, false};
+    case OpKind::kSpecialLegendrePolynomialP: return {7, false};
+    case OpKind::kSpecialShiftedChebyshevPolynomialT: return {0, true};
+    case OpKind::kSpecialShiftedChebyshevPolynomialU: return {1, true};
+    case OpKind::kSpecialShiftedChebyshevPolynomialV: return {2, true};
+    case OpKind::kSpecialShiftedChebyshevPolynomialW: return {3, true};
+    default: return {-1, false};
+  }
+}
+
 std::optional<PointwiseOp> pointwise_op(const ir::Node& n) {
   const OpKind op = n.op;
   if (float_function(op) || op == OpKind::kRsqrt || op == OpKind::kReciprocal || op == OpKind::kSigmoid ||
@@ -105,6 +125,10 @@ std::optional<PointwiseOp> pointwise_op(const ir::Node& n) {
     return PointwiseOp{{"self"}, Result::kFloating};
   if (special_function(op) || op == OpKind::kSpecialEntr) return PointwiseOp{{"self"}, Result::kFloating, true};
   if (op == OpKind::kSpecialSphericalBesselJ0) return PointwiseOp{{"x"}, Result::kFloating, true};
+  if (op == OpKind::kDigamma || op == OpKind::kPolygamma || op == OpKind::kSpecialPolygamma)
+    return PointwiseOp{{"self"}, Result::kFloating, true};
+  if (op == OpKind::kSpecialZeta) return PointwiseOp{{"self", "other"}, Result::kFloating, true};
+  if (polynomial_kind(op).first >= 0) return PointwiseOp{{"x", "n"}, Result::kFloating, true};
   if (is_compare(op)) return PointwiseOp{{"self", "other"}, Result::kBool};
   switch (op) {
     case OpKind::kNeg:
@@ -340,7 +364,19 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
     if (!al.number() || al.value() == 1.0) return v;
     return "(" + v + " * " + number(al.d, al.i, al.kind != Operand::Kind::kFloat) + ")";
   };
+  if (const auto [kind, shifted] = polynomial_kind(n.op); kind >= 0)
+    return std::string("special_functions::") + (shifted ? "shifted_chebyshev(" : "polynomial(") +
+           std::to_string(kind) + ", " + x + ", (long long)" + y + ")";
   switch (n.op) {
+    case OpKind::kDigamma: return "special_functions::digamma(" + x + ")";
+    case OpKind::kPolygamma:
+    case OpKind::kSpecialPolygamma: {
+      KILN_ASSIGN_OR_RETURN(Operand order, operand(n, "n"));
+      if (order.kind != Operand::Kind::kInt || order.i < 0)
+        return unsupported("polygamma of an order that is not >= 0");
+      return "special_functions::polygamma(" + std::to_string(order.i) + "LL, " + x + ")";
+    }
+    case OpKind::kSpecialZeta: return "special_functions::hurwitz_zeta(" + x + ", " + y + ")";
     case OpKind::kRsqrt: return one + " / sqrt(" + x + ")";
     case OpKind::kReciprocal: return one + " / " + x;
     case OpKind::kSigmoid: return one + " / (" + one + " + exp(-" + x + "))";

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kiln/prelude.cuh"
+#include "kiln/special_functions.cuh"
 
 namespace kiln {
 
