@@ -125,27 +125,12 @@ Family family(OpKind op) {
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:
     case OpKind::kCacheWrite: return Family::kIndexCopy;
-    case OpKind::kLtTensor:
-    case OpKind::kLtScalar:
-    case OpKind::kLeTensor:
-    case OpKind::kLeScalar:
-    case OpKind::kGtTensor:
-    case OpKind::kGtScalar:
-    case OpKind::kGeTensor:
-    case OpKind::kGeScalar:
-    case OpKind::kEqTensor:
-    case OpKind::kEqScalar:
-    case OpKind::kNeTensor:
-    case OpKind::kNeScalar: return Family::kElementwise;  // integer ones here; floating ones if fusible
-    case OpKind::kAndTensor:
-    case OpKind::kBitwiseAndTensor:
-    case OpKind::kBitwiseOrTensor:
     case OpKind::kFusedElementwise:
-    case OpKind::kWhere:
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
   }
   if (ir::op_category(op) == ir::OpCategory::kSym && op != OpKind::kLocalScalarDense) return Family::kSize;
+  // Comparisons, where, bitwise and logical ops among them (pointwise_implements).
   return engine::is_elementwise_program_op(op) || pointwise_implements(op) ? Family::kElementwise : Family::kNone;
 }
 
