@@ -750,8 +750,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %x6: float32[s0, 7] = aten.special_legendre_polynomial_p.default(x=%y, n=%b)
   %b2: float32[s0, 7] = aten.add.Scalar(self=%b, other=1.0)
   %x7: float32[s0, 7] = aten.special_zeta.default(self=%b2, other=%c)
+  %x8: float64[s0, 7] = aten._softmax.default(self=%z, dim=1, half_to_float=false)
+  %x9: float64[7] = aten.sum.dim_IntList(self=%z, dim=[0])
   return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2, %x3, %x4, %x5, %x6,
-          %x7)
+          %x7, %x8, %x9)
 }
 )",
               {0, 0, 0}},

@@ -147,11 +147,18 @@ std::string size_refusal(const ir::Node& n) {
   return "";
 }
 
+bool is_softmax(OpKind op) {
+  return op == OpKind::kSoftmax || op == OpKind::kSoftmaxInternal || op == OpKind::kLogSoftmax ||
+         op == OpKind::kLogSoftmaxInternal;
+}
+
 // Layers other than elementwise ones, casts and views take float32, the
-// 16-bit floats, int64, int32 and bool tensors.
-std::string wide_dtype_refusal(const ir::Node& n) {
+// 16-bit floats, int64, int32 and bool tensors; softmax and reductions
+// float64 too (their kernels compute in double for it).
+std::string wide_dtype_refusal(const ir::Node& n, bool float64) {
   auto check = [&](const ir::Value* v) -> std::string {
     if (v->kind != ir::ValueKind::kTensor) return "";
+    if (float64 && v->type.dtype == DType::Float64) return "";
     switch (v->type.dtype) {
       case DType::Float32:
       case DType::Float16:
@@ -179,7 +186,7 @@ std::string cuda_refusal(const ir::Node& n) {
   const Family f = family(n.op);
   if (f != Family::kElementwise && f != Family::kCast && f != Family::kView && f != Family::kIdentity &&
       f != Family::kCopyInto && f != Family::kSize)
-    if (std::string why = wide_dtype_refusal(n); !why.empty()) return why;
+    if (std::string why = wide_dtype_refusal(n, f == Family::kReduce || is_softmax(n.op)); !why.empty()) return why;
   switch (f) {
     case Family::kElementwise: return elementwise_refusal(n);
     case Family::kIdentity: return identity_refusal(n);
