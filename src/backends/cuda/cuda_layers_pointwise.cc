@@ -8,6 +8,7 @@
 // functions, ...). One generated kernel per node (pointwise_kernel); each
 // op's expression is written here once, over the helpers of
 // kernels/pointwise.cuh.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -325,22 +326,42 @@ Expected<Plan> plan_of(const ir::Node& n) {
 Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<const ir::Value*>& tensors) {
   const DType C = p.compute;
   const bool fl = floating_compute(C);
-  // A number as the compute type: rounded to the promoted dtype first, as
-  // torch converts a Python number to it (`exact`: read at full precision).
-  auto number = [&](double v, int64_t i, bool integral, bool exact = false) -> std::string {
-    if (!fl) {
-      const int64_t x = integral ? i : static_cast<int64_t>(v);
-      return x == INT64_MIN ? "C(-9223372036854775807LL - 1)" : "C(" + std::to_string(x) + "LL)";
+  // A number as the compute type, converted to the promoted dtype first as
+  // torch converts a Python number to it: rounded to a float dtype
+  // (`exact`: read at full precision, as mul/div by a number and the
+  // activations' parameters are), wrapped into a narrow integer dtype, a
+  // bool's truth (`by_value`: kept as it is, saturated to the compute type,
+  // as clamp bounds are).
+  auto number = [&](double v, int64_t i, bool integral, bool exact = false, bool by_value = false) -> std::string {
+    const double d = integral ? static_cast<double>(i) : v;
+    if (fl) return compute_literal(exact || by_value ? d : rounded_to_dtype(d, p.common), C);
+    int64_t x = integral ? i : static_cast<int64_t>(v);
+    if (by_value) {
+      if (C == DType::Int32) x = std::clamp<int64_t>(x, INT32_MIN, INT32_MAX);
+    } else {
+      switch (p.common) {
+        case DType::Bool: x = d != 0; break;
+        case DType::UInt8: x = static_cast<uint8_t>(x); break;
+        case DType::Int8: x = static_cast<int8_t>(x); break;
+        case DType::Int16: x = static_cast<int16_t>(x); break;
+        case DType::Int32: x = static_cast<int32_t>(x); break;
+        default: break;
+      }
     }
-    return compute_literal(exact ? v : rounded_to_dtype(v, p.common), C);
+    return x == INT64_MIN ? "C(-9223372036854775807LL - 1)" : "C(" + std::to_string(x) + "LL)";
   };
+  const bool is_clamp = n.op == OpKind::kClamp || n.op == OpKind::kClampMin || n.op == OpKind::kClampMax;
+  const bool mul_div = n.op == OpKind::kMulTensor || n.op == OpKind::kMulScalar || n.op == OpKind::kDivTensor ||
+                       n.op == OpKind::kDivScalar;
+  const bool half = p.common == DType::Float16 || p.common == DType::BFloat16;
   std::vector<std::string> a;
-  for (const Operand& o : p.operands) {
+  for (size_t k = 0; k < p.operands.size(); ++k) {
+    const Operand& o = p.operands[k];
     if (o.kind == Operand::Kind::kTensor) {
       a.push_back("a" + std::to_string(tensors.size()));
       tensors.push_back(o.tensor);
     } else if (o.number()) {
-      a.push_back(number(o.d, o.i, o.kind != Operand::Kind::kFloat));
+      a.push_back(number(o.d, o.i, o.kind != Operand::Kind::kFloat, mul_div && half && k == 1, is_clamp && k > 0));
     } else {
       a.push_back("");
     }
@@ -348,7 +369,7 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
   auto param = [&](const char* name) -> Expected<std::string> {
     KILN_ASSIGN_OR_RETURN(Operand o, operand(n, name));
     if (!o.number()) return unsupported(std::string(name) + " that is not a number");
-    return number(o.d, o.i, o.kind != Operand::Kind::kFloat);
+    return number(o.d, o.i, o.kind != Operand::Kind::kFloat, true);
   };
   auto need_float = [&]() -> Status {
     if (!fl) return unsupported(std::string(ir::op_target(n.op)) + " of integer or bool tensors");
@@ -382,7 +403,8 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
     case OpKind::kSigmoid: return one + " / (" + one + " + exp(-" + x + "))";
     case OpKind::kDeg2rad: return x + " * " + compute_literal(3.14159265358979323846 / 180.0, C);
     case OpKind::kRad2deg: return x + " * " + compute_literal(180.0 / 3.14159265358979323846, C);
-    case OpKind::kSpecialSphericalBesselJ0: return "(" + x + " == 0.0 ? 1.0 : sin(" + x + ") / " + x + ")";
+    case OpKind::kSpecialSphericalBesselJ0:
+      return "(isinf(" + x + ") ? 0.0 : " + x + " == 0.0 ? 1.0 : sin(" + x + ") / " + x + ")";
     case OpKind::kSpecialEntr:
       return "(" + x + " != " + x + " ? " + x + " : " + x + " > 0.0 ? -" + x + " * log(" + x + ") : " + x +
              " == 0.0 ? 0.0 : -(double)INFINITY)";
@@ -460,6 +482,16 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
     case OpKind::kFmodTensor:
     case OpKind::kFmodScalar: return "pw_fmod(" + x + ", " + y + ")";
     case OpKind::kPowTensorScalar:
+      if (fl && p.operands[1].number()) {  // ATen's forms of these exponents (sqrt keeps -0 and takes -inf to nan)
+        const double v = p.operands[1].value();
+        if (v == 2.0) return "(" + x + " * " + x + ")";
+        if (v == 3.0) return "(" + x + " * " + x + " * " + x + ")";
+        if (v == 0.5) return "sqrt(" + x + ")";
+        if (v == -0.5) return "(C(1) / sqrt(" + x + "))";
+        if (v == -1.0) return "(C(1) / " + x + ")";
+        if (v == -2.0) return "(C(1) / (" + x + " * " + x + "))";
+      }
+      [[fallthrough]];
     case OpKind::kPowTensorTensor:
     case OpKind::kPowScalar:
     case OpKind::kFloatPowerTensorTensor:
@@ -472,6 +504,8 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
     case OpKind::kHypot: return "hypot(" + x + ", " + y + ")";
     case OpKind::kCopysignTensor: return "copysign(" + x + ", " + y + ")";
     case OpKind::kNextafter:
+      if (p.common != DType::Float32 && p.common != DType::Float64)
+        return unsupported("nextafter of tensors other than float32 and float64");
       return std::string(C == DType::Float32 ? "nextafterf(" : "nextafter(") + x + ", " + y + ")";
     case OpKind::kLogaddexp: return "pw_logaddexp(" + x + ", " + y + ")";
     case OpKind::kLogaddexp2: return "pw_logaddexp2(" + x + ", " + y + ")";
@@ -546,16 +580,27 @@ Status emit_pointwise(Builder& b, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(std::string expr, expression(n, p, tensors));
   const ir::Value* out = n.outputs[0];
   const std::vector<int64_t> sizes = static_sizes(out);
+  // Tensors of another dtype are converted to the promoted one first, as
+  // torch casts operands to the common dtype (a predicate's operands) or
+  // to the result's; a mask or a condition is read as it is.
+  const DType promoted = b.compute_dtype(p.op.result == Result::kBool ? p.common : out->type.dtype);
+  std::vector<DType> via;
+  for (size_t k = 0; k < p.operands.size(); ++k) {
+    if (p.operands[k].kind != Operand::Kind::kTensor) continue;
+    const std::string_view name = p.op.operands[k];
+    via.push_back(name == "mask" || name == "condition" ? DType::Bool : promoted);
+  }
   std::vector<TRef> ins;
   std::vector<StridedLayout> layouts;
-  for (const ir::Value* v : tensors) {
-    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(v));
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(TRef r, b.ref(tensors[k]));
     KILN_ASSIGN_OR_RETURN(r, expanded(r, sizes));
+    if (via[k] == DType::Bool && r.dtype != DType::Bool) via[k] = r.dtype;
     layouts.push_back(r.layout());
     ins.push_back(r);
   }
   TRef o = b.new_tensor(b.compute_dtype(out->type.dtype), sizes);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pointwise_kernel(expr, p.compute, o.layout(), layouts));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pointwise_kernel(expr, p.compute, o.layout(), layouts, via));
   std::vector<BufferRef> args{o.buf};
   for (const TRef& r : ins) args.push_back(r.buf);
   KILN_TRY(b.launch(n.name, std::move(k), args));

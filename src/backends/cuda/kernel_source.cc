@@ -471,7 +471,8 @@ std::string compute_literal(double v, DType compute) { return literal(v, compute
 double rounded_to_dtype(double v, DType t) { return rounded_to(v, t); }
 
 Expected<GeneratedKernel> pointwise_kernel(const std::string& expr, DType compute, const StridedLayout& out,
-                                           const std::vector<StridedLayout>& inputs) {
+                                           const std::vector<StridedLayout>& inputs, const std::vector<DType>& via) {
+  if (via.size() != inputs.size()) return invalid_argument("pointwise_kernel: one via dtype per input");
   KILN_TRY(check_layout(out, "output"));
   std::string C;
   switch (compute) {
@@ -501,8 +502,16 @@ Expected<GeneratedKernel> pointwise_kernel(const std::string& expr, DType comput
   for (size_t k = 0; k < inputs.size(); ++k) s << ", const " << types[k] << "* __restrict__ in" << k;
   s << " KILN_DIMS) {\n  typedef " << C << " C;\n  using namespace kiln;\n  kiln_enter_after_prior_grid();\n";
   s << grid_stride_loop(loop, n, D);
-  for (size_t k = 0; k < inputs.size(); ++k)
-    s << "    const C a" << k << " = kiln_cvt<C, " << types[k] << ">(in" << k << "[o" << (k + 1) << "]);\n";
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string load = "in" + std::to_string(k) + "[o" + std::to_string(k + 1) + "]";
+    if (via[k] == inputs[k].dtype) {
+      s << "    const C a" << k << " = kiln_cvt<C, " << types[k] << ">(" << load << ");\n";
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::string V, device_type_name(via[k]));
+      s << "    const C a" << k << " = kiln_cvt<C, " << V << ">(kiln_cvt<" << V << ", " << types[k] << ">(" << load
+        << "));\n";
+    }
+  }
   s << "    auto result = " << expr << ";\n";
   s << "    out[o0] = kiln_cvt<" << O << ", decltype(result)>(result);\n  }\n}\n";
   return launch_1d(s.str(), n, D);

@@ -94,9 +94,11 @@ double rounded_to_dtype(double v, DType t);
 // input converted to `compute` (Float64, Float32, Int64 or Int32: double,
 // float, long long, int) as a0, a1, ...; `expr` (C++ over them, of the
 // compute type or bool) converted to out's dtype. Every input at out's sizes
-// through its strides. Params: out, then inputs in order.
+// through its strides; input k is first converted to via[k] where that is
+// not its own dtype (torch's cast to the promoted dtype). Params: out, then
+// inputs in order.
 Expected<GeneratedKernel> pointwise_kernel(const std::string& expr, DType compute, const StridedLayout& out,
-                                           const std::vector<StridedLayout>& inputs);
+                                           const std::vector<StridedLayout>& inputs, const std::vector<DType>& via);
 
 // out = in converted to out's dtype (any of kiln's dtypes; bool as 0/1), both of
 // the same logical sizes with their own strides. Params: out, in.

@@ -39,6 +39,7 @@ __device__ __forceinline__ C pw_div_floor(C a, C b) {
     return f;
   } else {
     if (b == 0) return 0;
+    if (b == C(-1)) return C(0ULL - (unsigned long long)a);  // the most negative value wraps, as on the CPU
     C q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
@@ -51,6 +52,7 @@ __device__ __forceinline__ C pw_div_trunc(C a, C b) {
   if constexpr (is_float_c<C>::value) {
     return trunc(a / b);
   } else {
+    if (b == C(-1)) return C(0ULL - (unsigned long long)a);
     return b == 0 ? C(0) : a / b;
   }
 }
@@ -63,7 +65,7 @@ __device__ __forceinline__ C pw_remainder(C a, C b) {
     if (m != C(0) && ((b < C(0)) != (m < C(0)))) m += b;
     return m;
   } else {
-    if (b == 0) return 0;
+    if (b == 0 || b == C(-1)) return 0;
     C m = a % b;
     if (m != 0 && ((b < 0) != (m < 0))) m += b;
     return m;
@@ -76,7 +78,7 @@ __device__ __forceinline__ C pw_fmod(C a, C b) {
   if constexpr (is_float_c<C>::value) {
     return fmod(a, b);
   } else {
-    return b == 0 ? C(0) : a % b;
+    return b == 0 || b == C(-1) ? C(0) : a % b;
   }
 }
 

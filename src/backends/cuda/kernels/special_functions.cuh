@@ -45,20 +45,11 @@ inline double inf() { return HUGE_VAL; }
 inline double nan_value() { return std::nan(""); }
 #endif
 
-// Recurrence up to x >= 10, then the asymptotic series
-// log x - 1/(2x) - sum B_2k / (2k x^2k); reflection for negative x.
-KILN_SPECIAL_FN double digamma(double x) {
-  if (isnan(x)) return x;
-  if (x == 0) return signbit(x) ? inf() : -inf();
-  double result = 0;
-  if (x < 0) {
-    if (x == trunc(x)) return nan_value();
-    double whole;
-    const double frac = modf(x, &whole);
-    result = -kPi / tan(kPi * frac);
-    x = 1 - x;
-  }
+// digamma of x > 0: the recurrence up to x >= 10, then the asymptotic
+// series log x - 1/(2x) - sum B_2k / (2k x^2k).
+KILN_SPECIAL_FN double digamma_positive(double x) {
   if (isinf(x)) return x;
+  double result = 0;
   while (x < 10) {
     result -= 1 / x;
     x += 1;
@@ -71,6 +62,19 @@ KILN_SPECIAL_FN double digamma(double x) {
     zk *= z;
   }
   return result + log(x) - 0.5 / x - series;
+}
+
+// digamma, by reflection for negative x.
+KILN_SPECIAL_FN double digamma(double x) {
+  if (isnan(x)) return x;
+  if (x == 0) return signbit(x) ? inf() : -inf();
+  if (x < 0) {
+    if (x == trunc(x)) return nan_value();
+    double whole;
+    const double frac = modf(x, &whole);
+    return digamma_positive(1 - x) - kPi / tan(kPi * frac);
+  }
+  return digamma_positive(x);
 }
 
 // sum_{k<N} (q+k)^-s plus the Euler-Maclaurin tail at a = q + N, with a at
