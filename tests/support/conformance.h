@@ -715,7 +715,13 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %x2: bool[] = aten.all.default(self=%i)
   %x3: bool[6] = aten.any.dims(self=%h, dim=[0])
   %x4: int64[s0, 6] = aten.cumprod.default(self=%j, dim=1)
-  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s, %x1, %x2, %x3, %x4)
+  %j8: int32[s0, 6] = aten.mul.Scalar(self=%j, other=-8)
+  %fj: float32[s0, 6] = aten._to_copy.default(self=%j8, dtype=dtype.float32)
+  %x5: uint8[s0, 6] = aten._to_copy.default(self=%fj, dtype=dtype.uint8)
+  %x6: int8[s0, 6] = aten._to_copy.default(self=%fj, dtype=dtype.int8)
+  %x7: int16[s0, 6] = aten._to_copy.default(self=%fj, dtype=dtype.int16)
+  return (%a, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %t, %v, %w, %y, %z, %s, %x1, %x2, %x3, %x4, %x5,
+          %x6, %x7)
 }
 )",
               {1000, 50, 0, 256, 100}},

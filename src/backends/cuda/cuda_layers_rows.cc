@@ -303,6 +303,9 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
   if (n.op == OpKind::kAmax || any) op = ReduceOp::kMax;
   if (n.op == OpKind::kAmin || all) op = ReduceOp::kMin;
+  if (prod(rd.kept_sizes) != prod(static_sizes(out)))
+    return invalid_argument("a reduction of " + shape_to_string(x.sizes) + " keeps " + shape_to_string(rd.kept_sizes) +
+                            ", not the exported result's " + shape_to_string(static_sizes(out)));
   TRef o = b.new_tensor(dt, static_sizes(out));
   if ((any || all) && prod(rd.reduced_sizes) == 0) {  // any of nothing is false, all of nothing true
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, fill_kernel(o.layout(), all ? 1.0 : 0.0));
@@ -387,8 +390,12 @@ std::string reduce_refusal(const ir::Node& n) {
     if (!int_arg(n, "dim")) return "a scan over a dim that is not a number";
     return "";
   }
-  if (is_any(n.op) || is_all(n.op))
+  if (is_any(n.op) || is_all(n.op)) {
+    // An explicit empty list of dims reduces nothing (PyTorch's any/all), unlike sum's.
+    if (auto dims = ints_arg(n, "dim"); n.find("dim") && !is_none(n, "dim") && dims && dims->empty())
+      return "any or all over an empty list of dims";
     return n.outputs[0]->type.dtype == DType::Bool ? "" : "any or all to a dtype other than bool";
+  }
   if (floating(x->type.dtype) && !floating(n.outputs[0]->type.dtype))
     return "reductions of floating tensors to an integer dtype";
   if (!floating(n.outputs[0]->type.dtype)) {

@@ -32,8 +32,19 @@ template <typename C> __device__ __forceinline__ C kiln_max(C a, C b) { return a
 template <typename C> __device__ __forceinline__ C kiln_clamp_lo(C a, C lo) { return a != a ? a : (lo != lo ? lo : (a < lo ? lo : a)); }
 template <typename C> __device__ __forceinline__ C kiln_clamp_hi(C a, C hi) { return a != a ? a : (hi != hi ? hi : (a > hi ? hi : a)); }
 // Conversions between any two element types (bool as 0/1), through double for
-// integers and through float for 16-bit floats.
+// integers and through float for 16-bit floats; a float to a narrow integer
+// (int16, int8, uint8) truncates through int32 and wraps, NaN and values
+// out of int32's range giving INT32_MIN first, as the CPU kernels do.
 template <typename D, typename S> __device__ __forceinline__ D kiln_cvt(S v) { return static_cast<D>(v); }
+__device__ __forceinline__ int kiln_to_int32(double d) {
+  return (d >= -2147483648.0 && d < 2147483648.0) ? (int)d : (int)0x80000000u;
+}
+#define KILN_CVT_NARROW(D) \
+  template <> __device__ __forceinline__ D kiln_cvt<D, float>(float v) { return (D)kiln_to_int32(v); } \
+  template <> __device__ __forceinline__ D kiln_cvt<D, double>(double v) { return (D)kiln_to_int32(v); }
+KILN_CVT_NARROW(short)
+KILN_CVT_NARROW(signed char)
+KILN_CVT_NARROW(unsigned char)
 template <> __device__ __forceinline__ __half kiln_cvt<__half, __half>(__half v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 v) { return v; }
 #define KILN_CVT_FROM16(S) \
@@ -42,9 +53,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 kiln_cvt<__nv_bfloat16, __n
   template <> __device__ __forceinline__ long long kiln_cvt<long long, S>(S v) { return (long long)kiln_ld(v); } \
   template <> __device__ __forceinline__ int kiln_cvt<int, S>(S v) { return (int)kiln_ld(v); } \
   template <> __device__ __forceinline__ bool kiln_cvt<bool, S>(S v) { return kiln_ld(v) != 0.0f; } \
-  template <> __device__ __forceinline__ short kiln_cvt<short, S>(S v) { return (short)kiln_ld(v); } \
-  template <> __device__ __forceinline__ signed char kiln_cvt<signed char, S>(S v) { return (signed char)kiln_ld(v); } \
-  template <> __device__ __forceinline__ unsigned char kiln_cvt<unsigned char, S>(S v) { return (unsigned char)kiln_ld(v); }
+  template <> __device__ __forceinline__ short kiln_cvt<short, S>(S v) { return (short)kiln_to_int32(kiln_ld(v)); } \
+  template <> __device__ __forceinline__ signed char kiln_cvt<signed char, S>(S v) { return (signed char)kiln_to_int32(kiln_ld(v)); } \
+  template <> __device__ __forceinline__ unsigned char kiln_cvt<unsigned char, S>(S v) { return (unsigned char)kiln_to_int32(kiln_ld(v)); }
 KILN_CVT_FROM16(__half)
 KILN_CVT_FROM16(__nv_bfloat16)
 #define KILN_CVT_TO16(D) \

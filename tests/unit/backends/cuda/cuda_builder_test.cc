@@ -416,6 +416,14 @@ TEST(NodeRefusal, NamesWhatTheBuilderCannotTake) {
 }
 )"),
             "");
+  // any/all over an explicit empty list of dims reduce nothing: refused, not reduced whole.
+  EXPECT_NE(refusal_of(R"(graph(%x: bool[4, 8]) {
+  %y: bool[4, 8] = aten.any.dims(self=%x, dim=[])
+  return (%y)
+}
+)")
+                .find("empty list"),
+            std::string::npos);
   // Ops not defined on a dtype are refused naming it.
   EXPECT_NE(refusal_of(R"(graph(%x: float32[4, 8]) {
   %y: float32[4, 8] = aten.bitwise_not.default(self=%x)
