@@ -644,6 +644,16 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {5, 1000}},
              1, 3, 20),
+      {"reductions_past_one_grid",  // more outputs than one launch's grid holds (65535 * 16 blocks of 8 warps):
+                                    // the grid strides over the rest; x: integers 0..199, ties take the first
+       R"(graph(%x: float32[8392577, 2], %i: int64[8392577, 2]) {
+  %s: float32[8392577] = aten.sum.dim_IntList(self=%x, dim=[1])
+  %a: int64[8392577] = aten.argmax.default(self=%x, dim=1)
+  %c: int64[8392577] = aten.sum.dim_IntList(self=%i, dim=[1])
+  return (%s, %a, %c)
+}
+)",
+       {200, 1000}},
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

@@ -26,7 +26,8 @@ __device__ __forceinline__ long long reduce_offset(long long i, const P&... kd) 
 }
 
 // out[o] (contiguous) = reduce over the reduced index space of in at o: one
-// warp per output element, 8 per block. Params: out, in.
+// warp per output element, 8 per block, the grid striding over the outputs
+// when there are more than it holds. Params: out, in.
 // Sizes: 0 outputs, 1 elements reduced per output, then the kept dims'
 // sizes and strides (K each, in out's row-major order), then the reduced
 // dims' sizes and strides (R each).
@@ -34,37 +35,38 @@ template <typename T, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __restrict__ in, P... kd) {
   kiln_enter_after_prior_grid();
   using C = typename compute_type<T>::type;
-  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  const long long base = reduce_offset<2, K, D>(o, kd...);
-  constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
-  C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : C(0);
-  bool nan = false;
-  const long long n_red = D::at(1, kd...);
-  for (long long j = lane; j < n_red; j += 32) {
-    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
-    const C v = kiln_ld(in[off]);
-    if constexpr (kMax || kMin) {
-      nan = nan || v != v;
-      acc = kMax ? kiln_max(acc, v) : kiln_min(acc, v);
-    } else {
-      acc += v;
+  for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
+       o += static_cast<long long>(gridDim.x) * 8) {
+    const long long base = reduce_offset<2, K, D>(o, kd...);
+    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
+    C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : C(0);
+    bool nan = false;
+    const long long n_red = D::at(1, kd...);
+    for (long long j = lane; j < n_red; j += 32) {
+      const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
+      const C v = kiln_ld(in[off]);
+      if constexpr (kMax || kMin) {
+        nan = nan || v != v;
+        acc = kMax ? kiln_max(acc, v) : kiln_min(acc, v);
+      } else {
+        acc += v;
+      }
     }
-  }
-  if constexpr (kMax) acc = kiln_warp_max(acc);
-  if constexpr (kMin) acc = kiln_warp_min(acc);
-  if constexpr (!kMax && !kMin) acc = kiln_warp_sum(acc);
-  if constexpr (kMax || kMin) {
-    nan = __any_sync(0xffffffffu, nan);
-    if (nan) acc = C(NAN);
-  }
-  if constexpr (Kind == kReduceMean) acc = acc / C(n_red);
-  if (lane == 0) {
-    if constexpr (sizeof(T) == 8) {
-      out[o] = acc;
-    } else {
-      out[o] = kiln_st<T>(acc);
+    if constexpr (kMax) acc = kiln_warp_max(acc);
+    if constexpr (kMin) acc = kiln_warp_min(acc);
+    if constexpr (!kMax && !kMin) acc = kiln_warp_sum(acc);
+    if constexpr (kMax || kMin) {
+      nan = __any_sync(0xffffffffu, nan);
+      if (nan) acc = C(NAN);
+    }
+    if constexpr (Kind == kReduceMean) acc = acc / C(n_red);
+    if (lane == 0) {
+      if constexpr (sizeof(T) == 8) {
+        out[o] = acc;
+      } else {
+        out[o] = kiln_st<T>(acc);
+      }
     }
   }
 }
@@ -75,26 +77,29 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
 template <typename TO, typename TI, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
   kiln_enter_after_prior_grid();
-  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  const long long base = reduce_offset<2, K, D>(o, kd...);
-  constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
-  constexpr long long kLowest = -9223372036854775807LL - 1, kHighest = 9223372036854775807LL;
-  long long acc = kMax ? kLowest : kMin ? kHighest : 0;
-  const long long n_red = D::at(1, kd...);
-  for (long long j = lane; j < n_red; j += 32) {
-    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
-    const long long v = static_cast<long long>(in[off]);
-    acc = kMax ? (v > acc ? v : acc) : kMin ? (v < acc ? v : acc) : static_cast<long long>(
-                                                                        static_cast<unsigned long long>(acc) + v);
+  for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
+       o += static_cast<long long>(gridDim.x) * 8) {
+    const long long base = reduce_offset<2, K, D>(o, kd...);
+    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
+    constexpr long long kLowest = -9223372036854775807LL - 1, kHighest = 9223372036854775807LL;
+    long long acc = kMax ? kLowest : kMin ? kHighest : 0;
+    const long long n_red = D::at(1, kd...);
+    for (long long j = lane; j < n_red; j += 32) {
+      const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
+      const long long v = static_cast<long long>(in[off]);
+      acc = kMax   ? (v > acc ? v : acc)
+            : kMin ? (v < acc ? v : acc)
+                   : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
+    }
+    for (int s = 16; s > 0; s >>= 1) {
+      const long long v = __shfl_xor_sync(0xffffffffu, acc, s);
+      acc = kMax   ? (v > acc ? v : acc)
+            : kMin ? (v < acc ? v : acc)
+                   : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
+    }
+    if (lane == 0) out[o] = static_cast<TO>(acc);
   }
-  for (int s = 16; s > 0; s >>= 1) {
-    const long long v = __shfl_xor_sync(0xffffffffu, acc, s);
-    acc = kMax ? (v > acc ? v : acc) : kMin ? (v < acc ? v : acc) : static_cast<long long>(
-                                                                        static_cast<unsigned long long>(acc) + v);
-  }
-  if (lane == 0) out[o] = static_cast<TO>(acc);
 }
 
 // The type argmax/argmin compare in, and an element read into it.
@@ -128,40 +133,41 @@ __global__ void __launch_bounds__(256) arg_reduce(long long* __restrict__ out, c
   kiln_enter_after_prior_grid();
   using A = arg_compute<T>;
   using C = typename A::type;
-  const long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (o >= D::at(0, kd...)) return;
   const int lane = threadIdx.x & 31;
-  const long long base = reduce_offset<2, K, D>(o, kd...);
-  // Each lane's first extreme among its indices (j increasing: a later equal value does not take it).
-  C best = C(0);
-  long long at = -1;
-  bool best_nan = false;
-  const long long n_red = D::at(1, kd...);
-  for (long long j = lane; j < n_red; j += 32) {
-    const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
-    const C v = A::ld(in[off]);
-    const bool nan = v != v;
-    if (at < 0 || (!best_nan && (nan || (IsMax ? v > best : v < best)))) {
-      best = v;
-      at = j;
-      best_nan = nan;
+  for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
+       o += static_cast<long long>(gridDim.x) * 8) {
+    const long long base = reduce_offset<2, K, D>(o, kd...);
+    // Each lane's first extreme among its indices (j increasing: a later equal value does not take it).
+    C best = C(0);
+    long long at = -1;
+    bool best_nan = false;
+    const long long n_red = D::at(1, kd...);
+    for (long long j = lane; j < n_red; j += 32) {
+      const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
+      const C v = A::ld(in[off]);
+      const bool nan = v != v;
+      if (at < 0 || (!best_nan && (nan || (IsMax ? v > best : v < best)))) {
+        best = v;
+        at = j;
+        best_nan = nan;
+      }
     }
-  }
-  // The lanes' candidates met: the better value, or of equal ones (NaN equal to NaN) the lower index.
-  for (int s = 16; s > 0; s >>= 1) {
-    const C ob = __shfl_xor_sync(0xffffffffu, best, s);
-    const long long oat = __shfl_xor_sync(0xffffffffu, at, s);
-    const bool on = __shfl_xor_sync(0xffffffffu, best_nan ? 1 : 0, s) != 0;
-    if (oat < 0) continue;
-    const bool better = (on && !best_nan) || (!on && !best_nan && (IsMax ? ob > best : ob < best));
-    const bool equal = (on && best_nan) || (!on && !best_nan && ob == best);
-    if (at < 0 || better || (equal && oat < at)) {
-      best = ob;
-      at = oat;
-      best_nan = on;
+    // The lanes' candidates met: the better value, or of equal ones (NaN equal to NaN) the lower index.
+    for (int s = 16; s > 0; s >>= 1) {
+      const C ob = __shfl_xor_sync(0xffffffffu, best, s);
+      const long long oat = __shfl_xor_sync(0xffffffffu, at, s);
+      const bool on = __shfl_xor_sync(0xffffffffu, best_nan ? 1 : 0, s) != 0;
+      if (oat < 0) continue;
+      const bool better = (on && !best_nan) || (!on && !best_nan && (IsMax ? ob > best : ob < best));
+      const bool equal = (on && best_nan) || (!on && !best_nan && ob == best);
+      if (at < 0 || better || (equal && oat < at)) {
+        best = ob;
+        at = oat;
+        best_nan = on;
+      }
     }
+    if (lane == 0) out[o] = at < 0 ? 0 : at;
   }
-  if (lane == 0) out[o] = at < 0 ? 0 : at;
 }
 
 // Inclusive scans along one dim of a contiguous tensor viewed as [outer,

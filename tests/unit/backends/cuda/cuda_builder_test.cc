@@ -615,14 +615,17 @@ TEST(RangePlan, ArgmaxCumsumAndSoftmaxOverAnotherDimArePlannedAsTheirKernels) {
 }
 
 // The pointwise layer's conformance cases (integers, bools, narrow integers,
-// mixed dtypes, float64, math and special functions) and the diagonal views
-// case are taken whole by the
-// CUDA builder, planned on the host, and every kernel they need compiles for
-// sm_90; the GPU runs them against the reference (CudaConformance).
-TEST(RangePlan, PointwiseOpsOfAnyDtypeArePlannedWholeAndTheirKernelsCompile) {
+// mixed dtypes, float64, math and special functions), the diagonal views
+// case and the reduction cases (one past a single grid's outputs among them)
+// are taken whole by the CUDA builder, planned on the host, and every kernel
+// they need compiles for sm_90; the GPU runs them against the reference
+// (CudaConformance).
+TEST(RangePlan, PointwiseAndReductionCasesArePlannedWholeAndTheirKernelsCompile) {
   int cases = 0;
   for (const testing::ConformanceCase& c : testing::conformance_cases()) {
-    if (c.name.rfind("pointwise_", 0) != 0 && c.name != "diagonal_views") continue;
+    static const std::set<std::string> others = {"diagonal_views", "reductions", "integer_reductions",
+                                                 "reductions_past_one_grid", "argmax_argmin_cumsum"};
+    if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
     for (const auto& n : net.graph.nodes()) EXPECT_EQ(cuda_refusal(*n), "") << c.name << ": " << n->describe();
@@ -642,7 +645,7 @@ TEST(RangePlan, PointwiseOpsOfAnyDtypeArePlannedWholeAndTheirKernelsCompile) {
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(cases, 7);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
