@@ -371,13 +371,18 @@ Status any_all_dim(KernelArgs& a) {
   return any_like(a, x, std::vector<int64_t>{dim}, keepdim, kAll);
 }
 
-// any.dims / all.dims(self, dim=None, keepdim): several dims, or every dim.
+// any.dims / all.dims(self, dim=None, keepdim): several dims, every dim (None), or none ([]).
 template <bool kAll>
 Status any_all_dims(KernelArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor x, a.tensor("self"));
   KILN_ASSIGN_OR_RETURN(auto dims, a.optional_ints("dim"));
   KILN_ASSIGN_OR_RETURN(bool keepdim, a.bool_arg("keepdim"));
-  if (dims && dims->empty()) dims.reset();
+  if (dims && dims->empty()) {
+    // An explicit empty list reduces nothing (unlike sum's): each element's truth, in x's shape.
+    const Tensor v = x.to(DType::Bool).contiguous();
+    a.set_output(0, x.dtype() == DType::UInt8 ? v.to(DType::UInt8) : v);
+    return Status::ok();
+  }
   return any_like(a, x, dims, keepdim, kAll);
 }
 

@@ -222,7 +222,7 @@ TEST(ReductionKernels, AnyAndAnyDim) {
 
 // all: true where every element is nonzero (NaN counts as nonzero), over
 // every dim, one dim or several; any.dims likewise; an empty reduction is
-// true for all and false for any.
+// true for all and false for any; an empty list of dims reduces nothing.
 TEST(ReductionKernels, AllAndAnyOverDims) {
   Tensor x = make_tensor(DType::Float32, {2, 3}, {1, kNaN, -2, 1, 0, 3});
   EXPECT_EQ(run_op_tensor(OpKind::kAll, {{"self", x}}).item_int(), 0);
@@ -240,6 +240,15 @@ TEST(ReductionKernels, AllAndAnyOverDims) {
   Tensor empty = Tensor::zeros(DType::Float32, {0, 3});
   EXPECT_EQ(run_op_tensor(OpKind::kAllDim, {{"self", empty}, {"dim", I(0)}}).int_at(2), 1);
   EXPECT_EQ(run_op_tensor(OpKind::kAnyDims, {{"self", empty}, {"dim", Is({0})}}).int_at(2), 0);
+  // An explicit empty list of dims reduces nothing (torch.any(x, dim=()) is x's truth, element by element).
+  for (OpKind op : {OpKind::kAllDims, OpKind::kAnyDims}) {
+    Tensor each = run_op_tensor(op, {{"self", x}, {"dim", Is({})}});
+    EXPECT_EQ(each.dtype(), DType::Bool);
+    EXPECT_EQ(each.sizes(), (Shape{2, 3}));
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(each.int_at(i), i == 4 ? 0 : 1) << i;
+  }
+  // None reduces every dim.
+  EXPECT_EQ(run_op_tensor(OpKind::kAnyDims, {{"self", zeros}}).sizes(), Shape{});
 }
 
 // max() / min() of every element (a NaN wins); prod of all or one dim, int64 for integers.
