@@ -654,6 +654,24 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
        {200, 1000}},
+      ranged(
+          {"index_put_general",  // writes through Nones, negative and broadcast indices (unique, from arange);
+                                 // accumulation at random indices with repeats, float and int64
+           R"(graph(%x: float32[s0, 6, 5], %v: float32[5], %w: float32[s0, 3, 2], %y: float32[6, 5], %k: int64[s0], %u: float32[s0, 5], %z: int64[6], %q: int64[s0]) {
+  %r: int64[3] = aten.arange.start_step(start=0, end=6, step=2)
+  %n: int64[3] = aten.sub.Scalar(self=%r, other=6)
+  %a: float32[s0, 6, 5] = aten.index_put.default(self=%x, indices=?[None, %n], values=%v)
+  %i: int64[3, 1] = aten.view.default(self=%r, size=[3, 1])
+  %j: int64[2] = aten.arange.default(end=2)
+  %b: float32[s0, 6, 5] = aten.index_put.default(self=%a, indices=?[None, %i, %j], values=%w)
+  %c: float32[6, 5] = aten.index_put.default(self=%y, indices=[%k], values=%u, accumulate=true)
+  %d: int64[6] = aten.index_put.default(self=%z, indices=?[%k], values=%q, accumulate=true)
+  return (%b, %c, %d)
+}
+)",
+           {0, 0, 0, 0, 6, 0, 100, 100},
+           1e-5},
+          1, 4, 20),
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

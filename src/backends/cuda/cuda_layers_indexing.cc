@@ -45,13 +45,19 @@ struct IndexRead {
   std::vector<const ir::Value*> indices;
 };
 
-std::optional<IndexRead> index_read(const ir::Node& n) {
-  // Tensor?[] (Nones among them) or Tensor[] (none), as the program spells it.
+// The indices of torch.index or index_put: Tensor?[] (Nones among them) or
+// Tensor[] (none), as the program spells it.
+std::vector<std::optional<ir::Value*>> index_list(const ir::Node& n) {
   std::vector<std::optional<ir::Value*>> all;
   const ir::Arg* arg = n.find("indices");
   if (const auto* opt = arg ? std::get_if<std::vector<std::optional<ir::Value*>>>(arg) : nullptr) all = *opt;
   if (const auto* plain = arg ? std::get_if<std::vector<ir::Value*>>(arg) : nullptr)
     all.assign(plain->begin(), plain->end());
+  return all;
+}
+
+std::optional<IndexRead> index_read(const ir::Node& n) {
+  const std::vector<std::optional<ir::Value*>> all = index_list(n);
   const auto* list = &all;
   const ir::Value* self = value_arg(n, "self");
   if (list->empty() || !self || self->kind != ir::ValueKind::kTensor || n.outputs.size() != 1) return std::nullopt;
@@ -146,9 +152,9 @@ std::optional<IndexWrite> index_write(const ir::Node& n) {
   if (!w.self || n.outputs.size() != 1) return std::nullopt;
   const size_t rank = std::max<size_t>(1, w.self->type.sizes.size());
   if (n.op == OpKind::kIndexPut) {
-    const auto* idx = std::get_if<std::vector<std::optional<ir::Value*>>>(n.find("indices"));
-    const ir::Arg* acc = n.find("accumulate");
-    if (!idx || idx->empty() || (acc && std::get_if<bool>(acc) && *std::get_if<bool>(acc))) return std::nullopt;
+    const std::vector<std::optional<ir::Value*>> list = index_list(n);
+    const auto* idx = &list;
+    if (idx->empty() || bool_arg(n, "accumulate")) return std::nullopt;
     for (size_t k = 0; k + 1 < idx->size(); ++k)
       if ((*idx)[k]) return std::nullopt;
     if (!idx->back() || idx->size() > rank) return std::nullopt;
@@ -174,6 +180,71 @@ std::optional<IndexWrite> index_write(const ir::Node& n) {
   return w;
 }
 
+// The sizes the shapes broadcast to (aligned right), or nullopt.
+std::optional<std::vector<int64_t>> broadcast_all(const std::vector<std::vector<int64_t>>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  std::vector<int64_t> out(rank, 1);
+  for (const auto& s : shapes)
+    for (size_t k = 0; k < s.size(); ++k) {
+      int64_t& o = out[rank - s.size() + k];
+      if (s[k] != 1 && o != 1 && s[k] != o) return std::nullopt;
+      if (o == 1) o = s[k];
+    }
+  return out;
+}
+
+// index_put with index tensors for consecutive dims (Nones around them),
+// values broadcast to the indexed sizes: self copied, then each value
+// written (or, with accumulate, added atomically) at its indices.
+Status emit_index_put(Builder& b, const ir::Node& n) {
+  std::optional<IndexRead> r = index_read(n);
+  if (!r) return unsupported(n.name + ": an index_put other than index tensors for consecutive dims");
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  TRef dst = b.new_tensor(dt, static_sizes(out));
+  if (dst.sizes != x.sizes) return invalid_argument(n.name + ": index_put's result differs from self in size");
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
+  // The indexed space: self's dims before the indices, their broadcast sizes, self's dims after.
+  std::vector<std::vector<int64_t>> index_shapes;
+  for (const ir::Value* v : r->indices) index_shapes.push_back(static_sizes(v));
+  std::optional<std::vector<int64_t>> bshape = broadcast_all(index_shapes);
+  if (!bshape) return invalid_argument(n.name + ": its index tensors do not broadcast together");
+  const auto first = static_cast<size_t>(r->first), count = r->indices.size();
+  std::vector<int64_t> space(dst.sizes.begin(), dst.sizes.begin() + static_cast<std::ptrdiff_t>(first));
+  space.insert(space.end(), bshape->begin(), bshape->end());
+  space.insert(space.end(), dst.sizes.begin() + static_cast<std::ptrdiff_t>(first + count), dst.sizes.end());
+  const auto index_rank = static_cast<int64_t>(bshape->size());
+  std::vector<StridedLayout> layouts;
+  std::vector<BufferRef> args;
+  for (const ir::Value* v : r->indices) {
+    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, *bshape));
+    StridedLayout l{t.dtype, space, std::vector<int64_t>(space.size(), 0)};
+    for (int64_t d = 0; d < index_rank; ++d)
+      l.strides[first + static_cast<size_t>(d)] = wide.strides[static_cast<size_t>(d)];
+    layouts.push_back(std::move(l));
+    args.push_back(t.buf);
+  }
+  KILN_ASSIGN_OR_RETURN(TRef values, b.ref(value_arg(n, "values")));
+  KILN_ASSIGN_OR_RETURN(values, b.contiguous(values, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef wide_values, expanded(values, space));
+  if (prod(space) > 0) {
+    const int code = b.add_error_layer(n.name);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                          index_kernel(wide_values.layout(), dst.layout(), layouts, r->first, index_rank, code,
+                                       bool_arg(n, "accumulate") ? IndexAccess::kAccumulate : IndexAccess::kPut));
+    std::vector<BufferRef> all{values.buf, dst.buf};
+    all.insert(all.end(), args.begin(), args.end());
+    all.push_back(b.error_word());
+    KILN_TRY(b.launch(n.name, std::move(k), all));
+  }
+  b.bind(out, dst);
+  return Status::ok();
+}
+
 }  // namespace
 
 // index_copy / index_put (into a copy of self) and kiln.cache_write (into the
@@ -181,6 +252,7 @@ std::optional<IndexWrite> index_write(const ir::Node& n) {
 Status emit_index_copy(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   std::optional<IndexWrite> w = index_write(n);
+  if (!w && n.op == OpKind::kIndexPut) return emit_index_put(b, n);
   if (!w) return unsupported("not a write of rows at positions");
   const bool in_place = n.op == OpKind::kCacheWrite;
   TRef dst;
@@ -244,9 +316,29 @@ std::string gather_refusal(const ir::Node& n) {
   return "";
 }
 
-// Rows written at positions along one dim (index_copy, index_put, cache writes).
+// Rows written at positions along one dim (index_copy, index_put, cache
+// writes); index_put with integer index tensors for consecutive dims.
 std::string index_copy_refusal(const ir::Node& n) {
   std::optional<IndexWrite> w = index_write(n);
+  if (!w && n.op == OpKind::kIndexPut) {
+    const std::optional<IndexRead> r = index_read(n);
+    if (!r)
+      return "index_put with a bool mask (the count it writes depends on the data) or with index tensors for dims "
+             "that are not consecutive";
+    const ir::Value* self = value_arg(n, "self");
+    const ir::Value* values = value_arg(n, "values");
+    if (!values || values->kind != ir::ValueKind::kTensor || values->type.dtype != self->type.dtype)
+      return "index_put of values whose dtype differs from self's";
+    size_t index_rank = 0;
+    for (const ir::Value* v : r->indices) index_rank = std::max(index_rank, v->type.sizes.size());
+    if (values->type.sizes.size() > self->type.sizes.size() - r->indices.size() + index_rank)
+      return "index_put of values with more dims than the places they are written to";
+    if (bool_arg(n, "accumulate") &&
+        !(is_floating(self->type.dtype) || self->type.dtype == DType::Int64 || self->type.dtype == DType::Int32))
+      return "index_put accumulating into " + std::string(dtype_name(self->type.dtype)) +
+             " (atomic adds take floats, int64 and int32)";
+    return "";
+  }
   if (!w) return "index writes other than rows at positions along one dim (one position index, Nones before it)";
   if (w->index->type.dtype != DType::Int64 && w->index->type.dtype != DType::Int32)
     return "index writes with non-integer indices";

@@ -1065,7 +1065,7 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
 
 Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLayout& in,
                                        const std::vector<StridedLayout>& indices, int64_t first, int64_t index_rank,
-                                       int error_code) {
+                                       int error_code, IndexAccess access) {
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(in, "input"));
   const int64_t count = static_cast<int64_t>(indices.size());
@@ -1074,6 +1074,10 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
       rank != static_cast<int64_t>(in.sizes.size()) - count + index_rank || out.dtype != in.dtype)
     return invalid_argument("index: output, input and index ranks do not fit");
   if (count > 4) return unsupported("index with more than 4 index tensors");
+  if (access == IndexAccess::kAccumulate &&
+      !(is_float_type(in.dtype) || in.dtype == DType::Int64 || in.dtype == DType::Int32))
+    return unsupported("index_put accumulating into " + std::string(dtype_name(in.dtype)) +
+                       " (atomic adds take floats, int64 and int32)");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
   std::vector<std::string> targs{T};
   for (const StridedLayout& l : indices) {
@@ -1083,7 +1087,8 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
     KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(l.dtype));
     targs.push_back(I);
   }
-  for (int64_t v : {rank, first, index_rank, static_cast<int64_t>(error_code)}) targs.push_back(std::to_string(v));
+  for (int64_t v : {rank, first, index_rank, static_cast<int64_t>(error_code), static_cast<int64_t>(access)})
+    targs.push_back(std::to_string(v));
   const int64_t n = out.numel();
   std::vector<int64_t> dims{n};
   dims.insert(dims.end(), out.sizes.begin(), out.sizes.end());

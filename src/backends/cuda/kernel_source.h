@@ -275,9 +275,17 @@ Expected<GeneratedKernel> gather_kernel(const StridedLayout& out, const StridedL
 // (zero strides where it does not vary). An index outside [-size, size) of
 // its dim sets *error to error_code and writes zero. Params: out, in, each
 // index, error (int32).
+//
+// With `put`, index_put into `in` (self, written in place): `out` is the
+// values, given at the indexed sizes (broadcast through zero strides), each
+// written to self at its indices (or, with `accumulate`, added atomically:
+// float32, float64, the 16-bit floats, int64 and int32). An index out of
+// range sets the error word and writes nothing. Params: values, self, each
+// index, error.
+enum class IndexAccess { kRead, kPut, kAccumulate };
 Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLayout& in,
                                        const std::vector<StridedLayout>& indices, int64_t first, int64_t index_rank,
-                                       int error_code);
+                                       int error_code, IndexAccess access = IndexAccess::kRead);
 
 // out = cond ? a : b (torch.where): cond a bool layout, a and b layouts of
 // out's dtype (or, for a floating out, of any floating dtype, converted), all

@@ -114,18 +114,36 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// torch.index with Count index tensors (types I0.., the unused ones any) for
-// in's dims First..First+Count-1: out has in's dims before First, then the
-// indices' broadcast sizes (IndexRank dims), then in's dims after
-// First + Count; each index is read at out's coordinates through its own
-// strides. An index in [-size, 0) counts from the end, one outside
-// [-size, size) writes zero. Sizes: 0 n, 1.. out's Rank sizes, out's Rank
-// strides, each index's Rank strides, in's strides (Rank - IndexRank + Count),
-// then in's sizes along the Count indexed dims.
+// How index_body moves an element: torch.index's read, index_put's write,
+// or index_put's accumulation (an atomic add: duplicate positions sum).
+enum IndexMode { kIndexRead = 0, kIndexPut = 1, kIndexAdd = 2 };
+
+// The element at p increased by v, atomically; 64-bit integers wrap.
+__device__ __forceinline__ void kiln_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(__half* p, __half v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(__nv_bfloat16* p, __nv_bfloat16 v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(long long* p, long long v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+// torch.index and index_put with Count index tensors (types I0.., the unused
+// ones any) for self's dims First..First+Count-1, over the indexed space:
+// self's dims before First, then the indices' broadcast sizes (IndexRank
+// dims), then self's dims after First + Count (Rank dims in all). Each index
+// is read at the space's coordinates through its own strides; `a` at the
+// space's strides, self at its own. kIndexRead: out (a) = self[indices], an
+// index in [-size, 0) counting from the end, one outside [-size, size)
+// writing zero. kIndexPut / kIndexAdd: self[indices] = (or +=) values (a,
+// broadcast to the space: stride 0 where it repeats), an index out of range
+// writing nothing. Either sets the error word for an index out of range.
+// Sizes: 0 n, 1.. the space's Rank sizes, a's Rank strides, each index's
+// Rank strides, self's strides (Rank - IndexRank + Count), then self's sizes
+// along the Count indexed dims.
 template <typename T, typename I0, typename I1, typename I2, typename I3, int Count, int Rank, int First,
-          int IndexRank, int ErrorCode, class D, class... P>
-__device__ __forceinline__ void index_body(T* __restrict__ out, const T* __restrict__ in, const void* const* idx,
-                                           int* error, const P&... kd) {
+          int IndexRank, int ErrorCode, int Mode, class D, class... P>
+__device__ __forceinline__ void index_body(T* a, T* self, const void* const* idx, int* error, const P&... kd) {
   constexpr int InRank = Rank - IndexRank + Count;
   constexpr int kOutStrides = 1 + Rank, kIdx = 1 + 2 * Rank, kIn = kIdx + Count * Rank, kExtent = kIn + InRank;
   const long long n = D::at(0, kd...);
@@ -162,52 +180,52 @@ __device__ __forceinline__ void index_body(T* __restrict__ out, const T* __restr
     }
     if (bad) {
       atomicExch(error, ErrorCode);
-      out[oo] = static_cast<T>(0);
+      if constexpr (Mode == kIndexRead) a[oo] = static_cast<T>(0);
       continue;
     }
-    out[oo] = in[io];
+    if constexpr (Mode == kIndexRead) a[oo] = self[io];
+    if constexpr (Mode == kIndexPut) self[io] = a[oo];
+    if constexpr (Mode == kIndexAdd) kiln_atomic_add(self + io, a[oo]);
   }
 }
 
-// Params: out, in, index0, error.
-template <typename T, typename I0, int Rank, int First, int IndexRank, int ErrorCode, class D, class... P>
-__global__ void __launch_bounds__(256)
-    index1(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, int* error, P... kd) {
+// Params: a (out, or values), self, index0, error.
+template <typename T, typename I0, int Rank, int First, int IndexRank, int ErrorCode, int Mode, class D, class... P>
+__global__ void __launch_bounds__(256) index1(T* a, T* self, const I0* __restrict__ x0, int* error, P... kd) {
   kiln_enter_after_prior_grid();
   const void* idx[1] = {x0};
-  index_body<T, I0, I0, I0, I0, 1, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+  index_body<T, I0, I0, I0, I0, 1, Rank, First, IndexRank, ErrorCode, Mode, D>(a, self, idx, error, kd...);
 }
 
-// Params: out, in, index0, index1, error.
-template <typename T, typename I0, typename I1, int Rank, int First, int IndexRank, int ErrorCode, class D,
+// Params: a (out, or values), self, index0, index1, error.
+template <typename T, typename I0, typename I1, int Rank, int First, int IndexRank, int ErrorCode, int Mode, class D,
           class... P>
-__global__ void __launch_bounds__(256) index2(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0,
-                                              const I1* __restrict__ x1, int* error, P... kd) {
+__global__ void __launch_bounds__(256)
+    index2(T* a, T* self, const I0* __restrict__ x0, const I1* __restrict__ x1, int* error, P... kd) {
   kiln_enter_after_prior_grid();
   const void* idx[2] = {x0, x1};
-  index_body<T, I0, I1, I0, I0, 2, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+  index_body<T, I0, I1, I0, I0, 2, Rank, First, IndexRank, ErrorCode, Mode, D>(a, self, idx, error, kd...);
 }
 
-// Params: out, in, index0, index1, index2, error.
+// Params: a (out, or values), self, index0, index1, index2, error.
 template <typename T, typename I0, typename I1, typename I2, int Rank, int First, int IndexRank, int ErrorCode,
-          class D, class... P>
-__global__ void __launch_bounds__(256)
-    index3(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
-           const I2* __restrict__ x2, int* error, P... kd) {
+          int Mode, class D, class... P>
+__global__ void __launch_bounds__(256) index3(T* a, T* self, const I0* __restrict__ x0, const I1* __restrict__ x1,
+                                              const I2* __restrict__ x2, int* error, P... kd) {
   kiln_enter_after_prior_grid();
   const void* idx[3] = {x0, x1, x2};
-  index_body<T, I0, I1, I2, I0, 3, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+  index_body<T, I0, I1, I2, I0, 3, Rank, First, IndexRank, ErrorCode, Mode, D>(a, self, idx, error, kd...);
 }
 
-// Params: out, in, index0, index1, index2, index3, error.
+// Params: a (out, or values), self, index0, index1, index2, index3, error.
 template <typename T, typename I0, typename I1, typename I2, typename I3, int Rank, int First, int IndexRank,
-          int ErrorCode, class D, class... P>
+          int ErrorCode, int Mode, class D, class... P>
 __global__ void __launch_bounds__(256)
-    index4(T* __restrict__ out, const T* __restrict__ in, const I0* __restrict__ x0, const I1* __restrict__ x1,
-           const I2* __restrict__ x2, const I3* __restrict__ x3, int* error, P... kd) {
+    index4(T* a, T* self, const I0* __restrict__ x0, const I1* __restrict__ x1, const I2* __restrict__ x2,
+           const I3* __restrict__ x3, int* error, P... kd) {
   kiln_enter_after_prior_grid();
   const void* idx[4] = {x0, x1, x2, x3};
-  index_body<T, I0, I1, I2, I3, 4, Rank, First, IndexRank, ErrorCode, D>(out, in, idx, error, kd...);
+  index_body<T, I0, I1, I2, I3, 4, Rank, First, IndexRank, ErrorCode, Mode, D>(a, self, idx, error, kd...);
 }
 
 }  // namespace kiln
