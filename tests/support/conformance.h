@@ -672,6 +672,30 @@ inline std::vector<ConformanceCase> conformance_cases() {
            {0, 0, 0, 0, 6, 0, 100, 100},
            1e-5},
           1, 4, 20),
+      ranged(
+          {"scatter_family",  // random indices with repeats for the reductions (float and int64; mean floors
+                              // integers), a value written at repeats, unique indices (arange) for src
+           R"(graph(%x: float32[6, 5], %i: int64[s0, 3], %u: float32[s0, 4], %z: int64[6, 5], %q: int64[s0, 4], %k: int64[s0], %w: float32[s0, 5]) {
+  %a: float32[6, 5] = aten.scatter_add.default(self=%x, dim=0, index=%i, src=%u)
+  %b: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=0, index=%i, src=%u, reduce="amax", include_self=false)
+  %c: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=0, index=%i, src=%u, reduce="mean")
+  %d: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=0, index=%i, src=%u, reduce="prod")
+  %e: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=-2, index=%i, src=%u, reduce="amin")
+  %f: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=0, index=%i, src=%u, reduce="mean", include_self=false)
+  %g: int64[6, 5] = aten.scatter_reduce.two(self=%z, dim=0, index=%i, src=%q, reduce="mean")
+  %h: int64[6, 5] = aten.scatter_reduce.two(self=%z, dim=0, index=%i, src=%q, reduce="amax", include_self=false)
+  %j: float32[6, 5] = aten.index_add.default(self=%x, dim=0, index=%k, source=%w, alpha=2)
+  %l: float32[6, 5] = aten.index_reduce.default(self=%x, dim=0, index=%k, source=%w, reduce="amax")
+  %m: float32[6, 5] = aten.scatter.value(self=%x, dim=0, index=%i, value=0.5)
+  %p: int64[3] = aten.arange.default(end=3)
+  %p2: int64[1, 3] = aten.view.default(self=%p, size=[1, 3])
+  %n: float32[6, 5] = aten.scatter.src(self=%x, dim=1, index=%p2, src=%u)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %j, %l, %m, %n)
+}
+)",
+           {0, 6, 0, 100, 100, 6, 0},
+           1e-5},
+          1, 4, 20),
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

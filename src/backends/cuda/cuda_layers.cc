@@ -31,6 +31,7 @@ enum class Family {
   kPad,
   kCast,
   kIndexCopy,
+  kScatter,
   kCopyInto,
   kRotary
 };
@@ -125,6 +126,14 @@ Family family(OpKind op) {
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:
     case OpKind::kCacheWrite: return Family::kIndexCopy;
+    case OpKind::kScatterSrc:
+    case OpKind::kScatterValue:
+    case OpKind::kScatterReduce:
+    case OpKind::kScatterValueReduce:
+    case OpKind::kScatterAdd:
+    case OpKind::kScatterReduceTwo:
+    case OpKind::kIndexAdd:
+    case OpKind::kIndexReduce: return Family::kScatter;
     case OpKind::kFusedElementwise:
     case OpKind::kSiluMul: return Family::kElementwise;
     default: break;
@@ -202,6 +211,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kCat: return cat_refusal(n);
     case Family::kPad: return pad_refusal(n);
     case Family::kIndexCopy: return index_copy_refusal(n);
+    case Family::kScatter: return scatter_refusal(n);
     case Family::kCopyInto: return copy_into_refusal(n);
     case Family::kView: return n.op == OpKind::kAsStrided ? as_strided_refusal(n) : "";
     case Family::kArange: return arange_refusal(n);
@@ -235,6 +245,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kCat: return emit_cat(b, n);
     case Family::kPad: return emit_pad(b, n);
     case Family::kIndexCopy: return emit_index_copy(b, n);
+    case Family::kScatter: return emit_scatter(b, n);
     case Family::kCopyInto: return emit_copy_into(b, n);
     case Family::kRotary: return emit_rotary(b, n);
     case Family::kNone: break;

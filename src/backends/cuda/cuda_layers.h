@@ -124,5 +124,8 @@ std::string gather_refusal(const ir::Node& n);
 Status emit_gather(Builder& b, const ir::Node& n);
 std::string index_copy_refusal(const ir::Node& n);
 Status emit_index_copy(Builder& b, const ir::Node& n);
+// scatter, scatter_add, scatter_reduce, index_add and index_reduce.
+std::string scatter_refusal(const ir::Node& n);
+Status emit_scatter(Builder& b, const ir::Node& n);
 
 }  // namespace kiln::cuda::layers

@@ -288,6 +288,163 @@ Status emit_index_copy(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+namespace {
+
+// A scatter-family node read: what lands where, and how it combines.
+struct ScatterForm {
+  const ir::Value* self = nullptr;
+  const ir::Value* index = nullptr;
+  const ir::Value* src = nullptr;  // null: `value` lands everywhere
+  double value = 0;
+  int64_t dim = 0;
+  ScatterOp op = ScatterOp::kPut;
+  bool include_self = true;
+  bool along = false;  // index_add / index_reduce: a 1-d index of slices along dim
+  double alpha = 1;
+};
+
+// `n` read as a scatter into `f`, or why it cannot be.
+std::string scatter_form(const ir::Node& n, ScatterForm& f) {
+  f.self = value_arg(n, "self");
+  f.index = value_arg(n, "index");
+  const bool value = n.op == OpKind::kScatterValue || n.op == OpKind::kScatterValueReduce;
+  f.along = n.op == OpKind::kIndexAdd || n.op == OpKind::kIndexReduce;
+  f.src = value ? nullptr : value_arg(n, f.along ? "source" : "src");
+  if (!f.self || !f.index || (!value && !f.src) || n.outputs.size() != 1) return "a scatter without its operands";
+  if (value) {
+    std::optional<double> v = double_arg(n, "value");
+    if (!v) return "a scatter of a value that is not a number";
+    f.value = *v;
+  }
+  const std::string reduce = string_arg(n, "reduce");
+  switch (n.op) {
+    case OpKind::kScatterSrc:
+    case OpKind::kScatterValue: f.op = ScatterOp::kPut; break;
+    case OpKind::kScatterAdd:
+    case OpKind::kIndexAdd: f.op = ScatterOp::kAdd; break;
+    case OpKind::kScatterReduce:
+    case OpKind::kScatterValueReduce:
+      if (reduce != "add" && reduce != "multiply") return "scatter with reduce '" + reduce + "'";
+      f.op = reduce == "add" ? ScatterOp::kAdd : ScatterOp::kMul;
+      break;
+    case OpKind::kScatterReduceTwo:
+    case OpKind::kIndexReduce:
+      if (reduce == "sum" && n.op == OpKind::kScatterReduceTwo) {
+        f.op = ScatterOp::kAdd;
+      } else if (reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin") {
+        f.op = reduce == "prod"   ? ScatterOp::kMul
+               : reduce == "mean" ? ScatterOp::kMean
+               : reduce == "amax" ? ScatterOp::kMax
+                                  : ScatterOp::kMin;
+      } else {
+        return std::string(ir::op_target(n.op)) + " with reduce '" + reduce + "'";
+      }
+      f.include_self = bool_arg(n, "include_self", true);
+      break;
+    default: return "not a scatter";
+  }
+  if (n.op == OpKind::kIndexAdd) f.alpha = double_arg(n, "alpha").value_or(1);
+  const size_t r = std::max<size_t>(1, rank(f.self));
+  f.dim = norm_dim(int_arg(n, "dim").value_or(0), r);
+  if (f.dim < 0) return "a scatter along a dim self lacks";
+  const DType it = f.index->type.dtype;
+  if (it != DType::Int64 && !(f.along && it == DType::Int32)) return "a scatter with indices that are not int64";
+  if (f.src && f.src->type.dtype != f.self->type.dtype) return "a scatter of values whose dtype differs from self's";
+  if (f.self->type.dtype == DType::Bool && f.op != ScatterOp::kPut) return "a scatter reducing bool elements";
+  if (f.along ? rank(f.index) > 1 || std::max<size_t>(1, rank(f.src)) != r
+              : std::max<size_t>(1, rank(f.index)) != r || (f.src && std::max<size_t>(1, rank(f.src)) != r))
+    return "a scatter whose index, values and self differ in rank";
+  return "";
+}
+
+// A value's sizes and strides with a 0-d tensor as [1].
+std::vector<int64_t> at_least_1d(const std::vector<int64_t>& v, int64_t one) {
+  return v.empty() ? std::vector<int64_t>{one} : v;
+}
+
+}  // namespace
+
+// scatter, scatter_add, scatter_reduce, index_add, index_reduce: self
+// copied, then the values land (phase 0 clears their places for a reduction
+// without self, phase 2 divides mean's sums).
+std::string scatter_refusal(const ir::Node& n) {
+  ScatterForm f;
+  return scatter_form(n, f);
+}
+
+Status emit_scatter(Builder& b, const ir::Node& n) {
+  ScatterForm f;
+  if (std::string why = scatter_form(n, f); !why.empty()) return unsupported(n.name + ": " + why);
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(f.self));
+  TRef dst = b.new_tensor(dt, static_sizes(out));
+  if (dst.sizes != x.sizes) return invalid_argument(n.name + ": the result differs from self in size");
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
+  KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
+  const std::vector<int64_t> self_sizes = at_least_1d(dst.sizes, 1);
+  const size_t r = self_sizes.size(), d = static_cast<size_t>(f.dim);
+  KILN_ASSIGN_OR_RETURN(TRef idx, b.ref(f.index));
+  TRef src;
+  if (f.src) {
+    KILN_ASSIGN_OR_RETURN(src, b.ref(f.src));
+    if (src.dtype != dt) {
+      KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, dt));
+    }
+  } else {
+    src = b.new_tensor(dt, {1});
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel fk, fill_kernel(src.layout(), f.value));
+    KILN_TRY(b.launch(n.name, std::move(fk), {src.buf}));
+  }
+  ScatterShape s;
+  s.dtype = dt;
+  s.index_dtype = idx.dtype;
+  s.dim = f.dim;
+  s.extent = self_sizes[d];
+  s.dst_numel = prod(self_sizes);
+  s.alpha = f.alpha;
+  s.dst_strides = contiguous_strides_of(self_sizes);
+  const std::vector<int64_t> src_sizes = f.src ? at_least_1d(src.sizes, 1) : std::vector<int64_t>(r, 1);
+  s.src_strides = f.src ? at_least_1d(src.strides, 1) : std::vector<int64_t>(r, 0);
+  if (f.along) {
+    // Slice i of the source lands in slice index[i] of self along dim.
+    s.space = src_sizes;
+    s.index_strides.assign(r, 0);
+    s.index_strides[d] = idx.strides.empty() ? 0 : idx.strides[0];
+    for (size_t k = 0; k < r; ++k)
+      if (k == d ? src_sizes[k] != prod(idx.sizes) : src_sizes[k] != self_sizes[k])
+        return invalid_argument(n.name + ": the source's slices do not fit self and the index");
+  } else {
+    s.space = at_least_1d(idx.sizes, 1);
+    s.index_strides = at_least_1d(idx.strides, 1);
+    for (size_t k = 0; k < r; ++k)
+      if ((k != d && s.space[k] > self_sizes[k]) || (f.src && s.space[k] > src_sizes[k]))
+        return invalid_argument(n.name + ": the index is larger than self or the values at dim " + std::to_string(k));
+  }
+  b.bind(out, dst);
+  if (prod(s.space) == 0) return Status::ok();
+  const int code = b.add_error_layer(n.name);
+  BufferRef count = b.error_word();  // read by Mean only
+  if (f.op == ScatterOp::kMean) {
+    TRef c = b.new_tensor(DType::Int32, self_sizes);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel fk, fill_kernel(c.layout(), f.include_self ? 1 : 0));
+    KILN_TRY(b.launch(n.name, std::move(fk), {c.buf}));
+    count = c.buf;
+  }
+  const std::vector<BufferRef> args{dst.buf, src.buf, idx.buf, count, b.error_word()};
+  if (f.op != ScatterOp::kPut && !f.include_self) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k0, scatter_kernel(s, f.op, 0, code));
+    KILN_TRY(b.launch(n.name, std::move(k0), args));
+  }
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k1, scatter_kernel(s, f.op, 1, code));
+  KILN_TRY(b.launch(n.name, std::move(k1), args));
+  if (f.op == ScatterOp::kMean) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k2, scatter_kernel(s, f.op, 2, code));
+    KILN_TRY(b.launch(n.name, std::move(k2), args));
+  }
+  return Status::ok();
+}
+
 // Embedding rows and index_select along any dim by integer indices.
 std::string gather_rows_refusal(const ir::Node& n) {
   const ir::Value* idx = value_arg(n, n.op == OpKind::kEmbedding ? "indices" : "index");

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <sstream>
 
 namespace kiln::cuda {
@@ -1097,6 +1099,33 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
   dims.insert(dims.end(), in.strides.begin(), in.strides.end());
   for (int64_t m = 0; m < count; ++m) dims.push_back(in.sizes[static_cast<size_t>(first + m)]);
   return template_1d("kiln/index.cuh", "kiln::index" + std::to_string(count), std::move(targs), std::move(dims), n);
+}
+
+Expected<GeneratedKernel> scatter_kernel(const ScatterShape& s, ScatterOp op, int phase, int error_code) {
+  const size_t rank = s.space.size();
+  if (rank == 0 || s.index_strides.size() != rank || s.src_strides.size() != rank || s.dst_strides.size() != rank ||
+      s.dim < 0 || s.dim >= static_cast<int64_t>(rank) || phase < 0 || phase > 2)
+    return invalid_argument("scatter: the space, strides and dim do not fit");
+  if (s.index_dtype != DType::Int64 && s.index_dtype != DType::Int32)
+    return unsupported("scatter takes int64 or int32 indices");
+  const bool takes = s.dtype == DType::Bool
+                         ? op == ScatterOp::kPut
+                         : s.dtype == DType::Float32 || s.dtype == DType::Float16 || s.dtype == DType::BFloat16 ||
+                               s.dtype == DType::Int64 || s.dtype == DType::Int32;
+  if (!takes)
+    return unsupported("scatter into " + std::string(dtype_name(s.dtype)) +
+                       " (float32, the 16-bit floats, int64 and int32; bool only written)");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(s.dtype));
+  KILN_ASSIGN_OR_RETURN(std::string I, device_type_name(s.index_dtype));
+  const int64_t n =
+      phase == 2 ? s.dst_numel : std::accumulate(s.space.begin(), s.space.end(), int64_t{1}, std::multiplies<>());
+  std::vector<int64_t> dims{n, s.extent, std::bit_cast<int64_t>(s.alpha)};
+  for (const std::vector<int64_t>* v : {&s.space, &s.index_strides, &s.src_strides, &s.dst_strides})
+    dims.insert(dims.end(), v->begin(), v->end());
+  return template_1d("kiln/index.cuh", "kiln::scatter",
+                     {T, I, std::to_string(rank), std::to_string(s.dim), std::to_string(error_code),
+                      std::to_string(static_cast<int>(op)), std::to_string(phase)},
+                     std::move(dims), n);
 }
 
 Expected<GeneratedKernel> arange_kernel(DType dtype, int64_t n, int64_t start, int64_t step) {

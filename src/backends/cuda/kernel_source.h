@@ -310,6 +310,25 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
                                                 const StridedLayout& a, const StridedLayout* b, int64_t scalar,
                                                 int64_t alpha);
 
+// torch.scatter, scatter_add, scatter_reduce, index_add and index_reduce
+// (kiln/index.cuh's scatter): over `space`, each src element (through
+// src_strides; all 0 for a value) lands in dst (through dst_strides) at its
+// coordinates with dim's replaced by the index's entry there (through
+// index_strides); an entry outside [0, extent) sets *error to error_code.
+// Phase 0 puts the op's identity where values land (a reduction without
+// self), 1 combines, 2 divides Mean's sums by their counts over dst's
+// `dst_numel` elements. Put takes float32, the 16-bit floats, int64, int32
+// and bool; the reductions all but bool. Params: dst, src, index, count
+// (int32, Mean), error.
+enum class ScatterOp { kPut = 0, kAdd = 1, kMul = 2, kMax = 3, kMin = 4, kMean = 5 };
+struct ScatterShape {
+  DType dtype = DType::Float32, index_dtype = DType::Int64;
+  std::vector<int64_t> space, index_strides, src_strides, dst_strides;
+  int64_t dim = 0, extent = 0, dst_numel = 0;
+  double alpha = 1;  // Add's scale of each value
+};
+Expected<GeneratedKernel> scatter_kernel(const ScatterShape& s, ScatterOp op, int phase, int error_code);
+
 // index_copy's scatter: out[o, index[j], i] = src[o, j, i] with src viewed as
 // [outer, count, inner] (contiguous) and out as [outer, out_dim, inner]
 // (contiguous); index has `count` int64 or int32 entries. An index outside

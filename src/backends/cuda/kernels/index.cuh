@@ -229,3 +229,177 @@ __global__ void __launch_bounds__(256)
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+// How a scatter combines a value with the element it lands on.
+enum ScatterOp { kScatterPut = 0, kScatterAdd = 1, kScatterMul = 2, kScatterMax = 3, kScatterMin = 4, kScatterMean = 5 };
+
+// An element type's bits as the unsigned integer of its size (for atomicCAS).
+template <typename T> struct scatter_bits;
+template <> struct scatter_bits<float> {
+  using U = unsigned int;
+  static __device__ __forceinline__ U to(float v) { return __float_as_uint(v); }
+  static __device__ __forceinline__ float from(U u) { return __uint_as_float(u); }
+};
+template <> struct scatter_bits<double> {
+  using U = unsigned long long;
+  static __device__ __forceinline__ U to(double v) { return static_cast<U>(__double_as_longlong(v)); }
+  static __device__ __forceinline__ double from(U u) { return __longlong_as_double(static_cast<long long>(u)); }
+};
+template <> struct scatter_bits<__half> {
+  using U = unsigned short;
+  static __device__ __forceinline__ U to(__half v) { return __half_as_ushort(v); }
+  static __device__ __forceinline__ __half from(U u) { return __ushort_as_half(u); }
+};
+template <> struct scatter_bits<__nv_bfloat16> {
+  using U = unsigned short;
+  static __device__ __forceinline__ U to(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from(U u) { return __ushort_as_bfloat16(u); }
+};
+template <> struct scatter_bits<int> {
+  using U = unsigned int;
+  static __device__ __forceinline__ U to(int v) { return static_cast<U>(v); }
+  static __device__ __forceinline__ int from(U u) { return static_cast<int>(u); }
+};
+template <> struct scatter_bits<long long> {
+  using U = unsigned long long;
+  static __device__ __forceinline__ U to(long long v) { return static_cast<U>(v); }
+  static __device__ __forceinline__ long long from(U u) { return static_cast<long long>(u); }
+};
+
+// The element type's compute type for a scatter: float for 16-bit floats, else itself.
+template <typename T> struct scatter_compute { using type = T; };
+template <> struct scatter_compute<__half> { using type = float; };
+template <> struct scatter_compute<__nv_bfloat16> { using type = float; };
+
+// x combined with v as the CPU kernels combine them: products wrap for
+// integers; max and min keep a NaN (the one already there first).
+template <int Op, typename C>
+__device__ __forceinline__ C scatter_combine(C x, C v) {
+  if constexpr (Op == kScatterMul) {
+    if constexpr (sizeof(C) == 8 && C(0.5) == C(0)) {
+      return static_cast<C>(static_cast<unsigned long long>(x) * static_cast<unsigned long long>(v));
+    } else if constexpr (C(0.5) == C(0)) {
+      return static_cast<C>(static_cast<unsigned int>(x) * static_cast<unsigned int>(v));
+    } else {
+      return x * v;
+    }
+  } else if constexpr (Op == kScatterMax || Op == kScatterMin) {
+    if (v != v || x != x) return x != x ? x : v;
+    return Op == kScatterMax ? (x < v ? v : x) : (v < x ? v : x);
+  } else {
+    return x + v;
+  }
+}
+
+// *p = combine(*p, v), atomically (a compare-and-swap loop; adds through
+// kiln_atomic_add).
+template <int Op, typename T>
+__device__ __forceinline__ void scatter_update(T* p, T v) {
+  if constexpr (Op == kScatterAdd || Op == kScatterMean) {
+    kiln_atomic_add(p, v);
+  } else {
+    using B = scatter_bits<T>;
+    using C = typename scatter_compute<T>::type;
+    typename B::U* q = reinterpret_cast<typename B::U*>(p);
+    typename B::U seen = *reinterpret_cast<volatile typename B::U*>(q), want;
+    do {
+      want = seen;
+      const C x = kiln_cvt<C>(B::from(want));
+      const T next = kiln_cvt<T>(scatter_combine<Op, C>(x, kiln_cvt<C>(v)));
+      seen = atomicCAS(q, want, B::to(next));
+    } while (seen != want);
+  }
+}
+
+// The value a reduction starts from where self is not included.
+template <int Op, typename T>
+__device__ __forceinline__ T scatter_identity() {
+  using C = typename scatter_compute<T>::type;
+  if constexpr (Op == kScatterMul) return kiln_cvt<T>(C(1));
+  if constexpr (Op == kScatterMax || Op == kScatterMin) {
+    if constexpr (sizeof(T) == 8 && C(0.5) == C(0)) {
+      return Op == kScatterMax ? static_cast<T>(-9223372036854775807LL - 1) : static_cast<T>(9223372036854775807LL);
+    } else if constexpr (C(0.5) == C(0)) {
+      return Op == kScatterMax ? static_cast<T>(-2147483647 - 1) : static_cast<T>(2147483647);
+    } else {
+      return kiln_cvt<T>(Op == kScatterMax ? -C(INFINITY) : C(INFINITY));
+    }
+  }
+  return kiln_cvt<T>(C(0));
+}
+
+// torch.scatter, scatter_add, scatter_reduce, index_add and index_reduce
+// into dst (a copy of self, written in place) over an index space of Rank
+// dims: at each coordinate c, ix = index[c] (through the index's strides;
+// one outside [0, extent) sets the error word and writes nothing), and
+// src[c] (through its strides; all 0 for a value) lands at c with c[Dim]
+// replaced by ix (through dst's strides). Phase 0 sets each landing place to
+// Op's identity (a reduction that leaves self out); phase 1 combines (Put
+// writes; Add and Mean add, Mean counting into count as well; Mul, Max and
+// Min through compare-and-swap); phase 2 divides each element of dst by its
+// count where that is above 0 (Mean; integers floor, as ATen's mean).
+// Params: dst, src, index, count (int32, Mean only), error.
+// Sizes: 0 n (the space's elements; dst's for phase 2), 1 extent (dst's
+// size along Dim), 2 alpha (a double's bits; Add scales by it where it is
+// not 1), then the space's Rank sizes, the index's, src's and dst's Rank
+// strides.
+template <typename T, typename I, int Rank, int Dim, int ErrorCode, int Op, int Phase, class D, class... P>
+__global__ void __launch_bounds__(256) scatter(T* dst, const T* __restrict__ src, const I* __restrict__ index,
+                                               int* count, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
+  using C = typename scatter_compute<T>::type;
+  const long long n = D::at(0, kd...), extent = D::at(1, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    if constexpr (Phase == 2) {
+      const int c = count[i];
+      if (c <= 0) continue;
+      if constexpr (C(0.5) == C(0)) {
+        const C v = static_cast<C>(dst[i]), q = v / c;
+        dst[i] = static_cast<T>((q * c != v && (v < 0) != (c < 0)) ? q - 1 : q);
+      } else {
+        dst[i] = kiln_cvt<T>(kiln_cvt<C>(dst[i]) / static_cast<C>(c));
+      }
+    } else {
+      long long r = i, xo = 0, so = 0, dox = 0;
+#pragma unroll
+      for (int d = Rank - 1; d >= 0; --d) {
+        const long long size = D::at(3 + d, kd...), c = r % size;
+        r /= size;
+        xo += c * D::at(3 + Rank + d, kd...);
+        so += c * D::at(3 + 2 * Rank + d, kd...);
+        if (d != Dim) dox += c * D::at(3 + 3 * Rank + d, kd...);
+      }
+      const long long ix = static_cast<long long>(index[xo]);
+      if (ix < 0 || ix >= extent) {
+        atomicExch(error, ErrorCode);
+        continue;
+      }
+      T* at = dst + dox + ix * D::at(3 + 3 * Rank + Dim, kd...);
+      if constexpr (Phase == 0) {
+        *at = scatter_identity<Op, T>();
+      } else if constexpr (Op == kScatterPut) {
+        *at = src[so];
+      } else {
+        T v = src[so];
+        if constexpr (Op == kScatterAdd) {
+          const long long alpha_bits = D::at(2, kd...);
+          const double alpha = __longlong_as_double(alpha_bits);
+          if (alpha != 1.0) {
+            if constexpr (C(0.5) == C(0)) {
+              v = static_cast<T>(static_cast<long long>(static_cast<double>(v) * alpha));
+            } else {
+              v = kiln_cvt<T>(static_cast<C>(static_cast<double>(kiln_cvt<C>(v)) * alpha));
+            }
+          }
+        }
+        scatter_update<Op, T>(at, v);
+        if constexpr (Op == kScatterMean) atomicAdd(count + (at - dst), 1);
+      }
+    }
+  }
+}
+
+}  // namespace kiln
