@@ -696,6 +696,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
            {0, 6, 0, 100, 100, 6, 0},
            1e-5},
           1, 4, 20),
+      ranged({"var_and_var_mean",  // two passes per output; at s0 = 1 the first divides by 0 (NaN, as torch)
+              R"(graph(%x: float32[4, s0, 10]) {
+  %v: float32[4, 10] = aten.var.correction(self=%x, dim=[1])
+  %w: float32[4, 1, 1] = aten.var.correction(self=%x, dim=[1, 2], correction=0, keepdim=true)
+  %a: float32[s0], %m: float32[s0] = aten.var_mean.correction(self=%x, dim=[0, -1], correction=2)
+  %u: float32[] = aten.var.correction(self=%x)
+  return (%v, %w, %a, %m, %u)
+}
+)",
+              {0}},
+             1, 6, 20),
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

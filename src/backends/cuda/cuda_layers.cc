@@ -109,7 +109,9 @@ Family family(OpKind op) {
     case OpKind::kAnyDims:
     case OpKind::kAll:
     case OpKind::kAllDim:
-    case OpKind::kAllDims: return Family::kReduce;
+    case OpKind::kAllDims:
+    case OpKind::kVarCorrection:
+    case OpKind::kVarMeanCorrection: return Family::kReduce;
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kAdaptiveAvgPool2d:

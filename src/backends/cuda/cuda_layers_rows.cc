@@ -260,12 +260,64 @@ namespace {
 
 bool is_any(OpKind op) { return op == OpKind::kAny || op == OpKind::kAnyDim || op == OpKind::kAnyDims; }
 bool is_all(OpKind op) { return op == OpKind::kAll || op == OpKind::kAllDim || op == OpKind::kAllDims; }
+bool is_var(OpKind op) { return op == OpKind::kVarCorrection || op == OpKind::kVarMeanCorrection; }
+
+// Which dims of a rank-`rank` tensor node `n`'s "dim" reduces: every one for
+// None or [], and a 0-d tensor whole for dim 0 or -1, as PyTorch has it.
+Expected<std::vector<bool>> reduced_dims(const ir::Node& n, size_t rank) {
+  std::vector<bool> reduced(rank, false);
+  auto dims = ints_arg(n, "dim");
+  if (!dims || dims->empty()) return std::vector<bool>(rank, true);
+  for (int64_t d : *dims) {
+    const int64_t nd = norm_dim(d, std::max<size_t>(rank, 1));
+    if (nd < 0 || nd >= std::max<int64_t>(static_cast<int64_t>(rank), 1))
+      return invalid_argument("reduction over dim " + std::to_string(d) + " of a " + std::to_string(rank) +
+                              "-d tensor");
+    if (rank > 0) reduced[static_cast<size_t>(nd)] = true;
+  }
+  return reduced;
+}
+
+// `x`'s dims split into kept and reduced ones.
+ReduceDims split_dims(const TRef& x, const std::vector<bool>& reduced) {
+  ReduceDims rd;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    (reduced[d] ? rd.reduced_sizes : rd.kept_sizes).push_back(x.sizes[d]);
+    (reduced[d] ? rd.reduced_strides : rd.kept_strides).push_back(x.strides[d]);
+  }
+  return rd;
+}
+
+// var.correction / var_mean.correction(self, dim, correction=1, keepdim):
+// one kernel, two passes per output.
+Status emit_var(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(n, x.sizes.size()));
+  const ReduceDims rd = split_dims(x, reduced);
+  if (prod(rd.kept_sizes) != prod(static_sizes(out)))
+    return invalid_argument("var of " + shape_to_string(x.sizes) + " keeps " + shape_to_string(rd.kept_sizes) +
+                            ", not the exported result's " + shape_to_string(static_sizes(out)));
+  const bool with_mean = n.op == OpKind::kVarMeanCorrection;
+  TRef var = b.new_tensor(dt, static_sizes(out));
+  TRef mean = with_mean ? b.new_tensor(dt, static_sizes(n.outputs[1])) : var;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, var_kernel(dt, rd, double_arg(n, "correction").value_or(1.0), with_mean));
+  KILN_TRY(b.launch(n.name, std::move(k), {var.buf, mean.buf, x.buf}));
+  b.bind(out, var);
+  if (with_mean) b.bind(n.outputs[1], mean);
+  return Status::ok();
+}
 
 }  // namespace
 
 Status emit_reduce(Builder& b, const ir::Node& n) {
   if (n.op == OpKind::kArgmax || n.op == OpKind::kArgmin) return emit_arg_reduce(b, n);
   if (n.op == OpKind::kCumsum || n.op == OpKind::kCumprod || n.op == OpKind::kLogcumsumexp) return emit_cumsum(b, n);
+  if (is_var(n.op)) return emit_var(b, n);
   const ir::Value* out = n.outputs[0];
   // Integer and bool tensors reduce exactly, in their own types (sums to
   // int64); to a floating result (a dtype argument) they are converted first.
@@ -277,28 +329,8 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if ((!exact || any || all) && x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
-  const size_t rank = x.sizes.size();
-  std::vector<bool> reduced(rank, false);
-  auto dims = ints_arg(n, "dim");
-  if (!dims || dims->empty()) {
-    reduced.assign(rank, true);
-  } else {
-    // dim 0 or -1 of a 0-d tensor reduces it whole, as PyTorch has it.
-    for (int64_t d : *dims) {
-      const int64_t nd = norm_dim(d, std::max<size_t>(rank, 1));
-      if (nd < 0 || nd >= std::max<int64_t>(static_cast<int64_t>(rank), 1))
-        return invalid_argument("reduction over dim " + std::to_string(d) + " of a " + std::to_string(rank) +
-                                "-d tensor");
-      if (rank > 0) reduced[static_cast<size_t>(nd)] = true;
-    }
-  }
-  ReduceDims rd;
-  for (size_t d = 0; d < rank; ++d) {
-    auto& sz = reduced[d] ? rd.reduced_sizes : rd.kept_sizes;
-    auto& st = reduced[d] ? rd.reduced_strides : rd.kept_strides;
-    sz.push_back(x.sizes[d]);
-    st.push_back(x.strides[d]);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(n, x.sizes.size()));
+  const ReduceDims rd = split_dims(x, reduced);
   ReduceOp op = ReduceOp::kSum;
   if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
   if (n.op == OpKind::kAmax || any) op = ReduceOp::kMax;
@@ -384,6 +416,15 @@ std::string reduce_refusal(const ir::Node& n) {
     return "";
   }
   if (n.op == OpKind::kLogcumsumexp && !floating(x->type.dtype)) return "logcumsumexp of a non-floating tensor";
+  if (is_var(n.op)) {
+    if (!floating(x->type.dtype)) return "var of a non-floating tensor";
+    for (const ir::Value* o : n.outputs)
+      if (o->type.dtype != x->type.dtype) return "var or its mean in a dtype other than the input's";
+    if (n.find("correction") && !is_none(n, "correction") && !double_arg(n, "correction"))
+      return "var with a correction that is not a number";
+    if (n.find("dim") && !is_none(n, "dim") && !ints_arg(n, "dim")) return "reduction dims that are not a list";
+    return "";
+  }
   if (n.op == OpKind::kCumsum || n.op == OpKind::kCumprod || n.op == OpKind::kLogcumsumexp) {
     const DType want = floating(x->type.dtype) ? x->type.dtype : DType::Int64;
     if (n.outputs[0]->type.dtype != want) return "a cumulative sum or product to another dtype";

@@ -731,6 +731,14 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   return k;
 }
 
+Expected<GeneratedKernel> var_kernel(DType dtype, const ReduceDims& dims, double correction, bool with_mean) {
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(ReduceOp::kSum, dtype, dims));
+  k.templ = "kiln::reduce_var";
+  k.targs = {k.targs[0], k.targs[2], k.targs[3], with_mean ? "true" : "false"};
+  k.dims.push_back(std::bit_cast<int64_t>(correction));
+  return k;
+}
+
 Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims) {
   if (is_float_type(in) || is_float_type(out)) return unsupported("integer reductions take integer or bool tensors");
   if (op == ReduceOp::kMean) return unsupported("mean of an integer tensor");

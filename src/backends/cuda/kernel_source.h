@@ -157,6 +157,10 @@ struct ReduceDims {
   std::vector<int64_t> reduced_sizes, reduced_strides;
 };
 Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDims& dims);
+// var (and with `with_mean` the mean) of a floating tensor over the reduced
+// dims, divided by max(0, n - correction), laid out as reduce. Params: var,
+// mean (written with with_mean), in.
+Expected<GeneratedKernel> var_kernel(DType dtype, const ReduceDims& dims, double correction, bool with_mean);
 // The same over integer or bool tensors (`in`): sums to int64, max and min
 // in `in`'s type (`out`), exact. Params: out, in.
 Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims);

@@ -71,6 +71,45 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
   }
 }
 
+// var (and with WithMean the mean) over the reduced index space at each
+// output, in the compute type: one warp per output element and two passes
+// (the mean, then the squared deviations from it), divided by
+// max(0, n - correction) (0 gives inf or NaN, as torch does). Laid out and
+// launched as reduce, the correction's double bits after the sizes.
+// Params: var, mean (written with WithMean), in.
+template <typename T, int K, int R, bool WithMean, class D, class... P>
+__global__ void __launch_bounds__(256) reduce_var(T* __restrict__ out, T* __restrict__ mean_out,
+                                                  const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
+  using C = typename compute_type<T>::type;
+  const int lane = threadIdx.x & 31;
+  const long long n_red = D::at(1, kd...);
+  const double correction = __longlong_as_double(D::at(2 + 2 * K + 2 * R, kd...));
+  const double divisor = static_cast<double>(n_red) - correction;
+  for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
+       o += static_cast<long long>(gridDim.x) * 8) {
+    const long long base = reduce_offset<2, K, D>(o, kd...);
+    C sum = C(0);
+    for (long long j = lane; j < n_red; j += 32) sum += kiln_ld(in[base + reduce_offset<2 + 2 * K, R, D>(j, kd...)]);
+    const C mean = kiln_warp_sum(sum) / C(n_red);
+    C m2 = C(0);
+    for (long long j = lane; j < n_red; j += 32) {
+      const C d = kiln_ld(in[base + reduce_offset<2 + 2 * K, R, D>(j, kd...)]) - mean;
+      m2 += d * d;
+    }
+    const C var = kiln_warp_sum(m2) / C(divisor > 0 ? divisor : 0.0);
+    if (lane == 0) {
+      if constexpr (sizeof(T) == 8) {
+        out[o] = var;
+        if constexpr (WithMean) mean_out[o] = mean;
+      } else {
+        out[o] = kiln_st<T>(var);
+        if constexpr (WithMean) mean_out[o] = kiln_st<T>(mean);
+      }
+    }
+  }
+}
+
 // Reductions of integer and bool tensors, exact in 64 bits: sum to TO (int64,
 // as torch.sum promotes integers), max and min in the input's type. Laid out
 // and launched as reduce. Params: out, in.
