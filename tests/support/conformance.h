@@ -707,6 +707,19 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0}},
              1, 6, 20),
+      ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
+              R"(graph(%x: float32[s0, 3, 5, 6]) {
+  %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")
+  %b: float32[s0, 3, 5, 11] = aten.pad.default(self=%x, pad=[3, 2], mode="replicate")
+  %c: float32[s0, 3, 7, 10] = aten.pad.default(self=%x, pad=[4, 0, 1, 1], mode="circular")
+  %d: float32[s0, 3, 7, 4] = aten.replication_pad2d.default(self=%x, padding=[-1, -1, 1, 1])
+  %e: float32[s0, 3, 5, 10] = aten.reflection_pad2d.default(self=%x, padding=[2, 2, 0, 0])
+  %f: float32[s0, 3, 6, 6] = aten.pad.default(self=%x, pad=[0, 0, 0, 1], mode="constant", value=0.5)
+  return (%a, %b, %c, %d, %e, %f)
+}
+)",
+              {0}},
+             1, 2, 9),
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

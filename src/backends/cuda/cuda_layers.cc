@@ -123,7 +123,14 @@ Family family(OpKind op) {
     case OpKind::kGather:
     case OpKind::kIndexTensor: return Family::kGatherDim;
     case OpKind::kCat: return Family::kCat;
-    case OpKind::kConstantPadNd: return Family::kPad;
+    case OpKind::kConstantPadNd:
+    case OpKind::kPad:
+    case OpKind::kReflectionPad1d:
+    case OpKind::kReflectionPad2d:
+    case OpKind::kReflectionPad3d:
+    case OpKind::kReplicationPad1d:
+    case OpKind::kReplicationPad2d:
+    case OpKind::kReplicationPad3d: return Family::kPad;
     case OpKind::kRotary: return Family::kRotary;
     case OpKind::kIndexCopy:
     case OpKind::kIndexPut:

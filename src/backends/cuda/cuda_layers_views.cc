@@ -195,12 +195,76 @@ Status emit_cat(Builder& b, const ir::Node& n) {
 
 // constant_pad_nd: the output filled with the value where padding grows a
 // dim, then the input (cropped where padding is negative) copied into place.
+namespace {
+
+// A pad node's mode: aten.pad's, or its op's (reflection_padNd, replication_padNd).
+std::string pad_mode(const ir::Node& n) {
+  switch (n.op) {
+    case OpKind::kPad: {
+      const std::string m = string_arg(n, "mode");
+      return m.empty() ? "constant" : m;
+    }
+    case OpKind::kReflectionPad1d:
+    case OpKind::kReflectionPad2d:
+    case OpKind::kReflectionPad3d: return "reflect";
+    case OpKind::kReplicationPad1d:
+    case OpKind::kReplicationPad2d:
+    case OpKind::kReplicationPad3d: return "replicate";
+    default: return "constant";
+  }
+}
+
+// The pads, last dim first, before and after each.
+std::optional<std::vector<int64_t>> pad_list(const ir::Node& n) {
+  return ints_arg(n, n.op == OpKind::kConstantPadNd || n.op == OpKind::kPad ? "pad" : "padding");
+}
+
+// A pad that reads past the edges: one gather kernel.
+Status emit_pad_edges(Builder& b, const ir::Node& n, const std::string& mode) {
+  const ir::Value* out = n.outputs[0];
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
+  const DType dt = b.compute_dtype(out->type.dtype);
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  const std::vector<int64_t> os = static_sizes(out);
+  const auto pad = pad_list(n);
+  if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > x.sizes.size() || os.size() != x.sizes.size())
+    return invalid_argument(n.name + ": a " + mode + " pad of " + shape_to_string(x.sizes) + " to " +
+                            shape_to_string(os));
+  std::vector<int64_t> before(os.size(), 0);
+  for (size_t k = 0; k < pad->size() / 2; ++k) {
+    const size_t d = x.sizes.size() - 1 - k;
+    const int64_t lo = (*pad)[2 * k], hi = (*pad)[2 * k + 1], len = x.sizes[d];
+    if (len + lo + hi != os[d])
+      return invalid_argument(n.name + ": a pad of " + shape_to_string(x.sizes) + " by " + std::to_string(lo) + ", " +
+                              std::to_string(hi) + " along dim " + std::to_string(d) + " does not give the exported " +
+                              shape_to_string(os));
+    if (mode == "reflect" ? lo >= len || hi >= len : mode == "circular" ? lo > len || hi > len : len < 1)
+      return invalid_argument(n.name + ": a " + mode + " pad of " + std::to_string(lo) + ", " + std::to_string(hi) +
+                              " along dim " + std::to_string(d) + " of size " + std::to_string(len) +
+                              " reaches past the other edge");
+    before[d] = lo;
+  }
+  TRef o = b.new_tensor(dt, os);
+  if (prod(os) > 0) {
+    const int m = mode == "reflect" ? 0 : mode == "replicate" ? 1 : 2;
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pad_edges_kernel(o.layout(), x.layout(), before, m));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status emit_pad(Builder& b, const ir::Node& n) {
+  if (const std::string mode = pad_mode(n); mode != "constant") return emit_pad_edges(b, n, mode);
   const ir::Value* out = n.outputs[0];
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(n.operands()[0]));
   const DType dt = b.compute_dtype(out->type.dtype);
   const std::vector<int64_t> os = static_sizes(out);
-  const auto pad = ints_arg(n, "pad");
+  const auto pad = pad_list(n);
   if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > x.sizes.size() || os.size() != x.sizes.size())
     return invalid_argument("constant_pad_nd of " + shape_to_string(x.sizes) + " to " + shape_to_string(os));
   TRef o = b.new_tensor(dt, os);
@@ -287,8 +351,11 @@ std::string as_strided_refusal(const ir::Node& n) {
 std::string pad_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   if (!out || n.operands().empty() || n.operands()[0]->kind != ir::ValueKind::kTensor) return "not a tensor pad";
-  const auto pad = ints_arg(n, "pad");
+  const auto pad = pad_list(n);
   if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > rank(out)) return "a pad list that is not pairs of the dims";
+  if (const std::string mode = pad_mode(n);
+      mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+    return "a pad of mode '" + mode + "'";
   if (n.find("value") && !is_none(n, "value") && !double_arg(n, "value")) return "a pad value that is not a number";
   if (n.operands()[0]->type.dtype != out->type.dtype) return "a pad that changes the dtype";
   return "";

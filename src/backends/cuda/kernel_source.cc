@@ -1109,6 +1109,25 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
   return template_1d("kiln/index.cuh", "kiln::index" + std::to_string(count), std::move(targs), std::move(dims), n);
 }
 
+Expected<GeneratedKernel> pad_edges_kernel(const StridedLayout& out, const StridedLayout& in,
+                                           const std::vector<int64_t>& before, int mode) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  const size_t rank = out.sizes.size();
+  if (rank == 0 || in.sizes.size() != rank || before.size() != rank || out.dtype != in.dtype || mode < 0 || mode > 2 ||
+      !out.is_contiguous())
+    return invalid_argument("pad: output, input and pads do not fit");
+  for (int64_t s : in.sizes)
+    if (s < 1) return invalid_argument("pad: a reflected, replicated or circular pad of an empty dim");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(out.dtype));
+  const int64_t n = out.numel();
+  std::vector<int64_t> dims{n};
+  for (const std::vector<int64_t>* v : {&out.sizes, &in.sizes, &in.strides, &before})
+    dims.insert(dims.end(), v->begin(), v->end());
+  return template_1d("kiln/index.cuh", "kiln::pad_edges", {T, std::to_string(rank), std::to_string(mode)},
+                     std::move(dims), n);
+}
+
 Expected<GeneratedKernel> scatter_kernel(const ScatterShape& s, ScatterOp op, int phase, int error_code) {
   const size_t rank = s.space.size();
   if (rank == 0 || s.index_strides.size() != rank || s.src_strides.size() != rank || s.dst_strides.size() != rank ||

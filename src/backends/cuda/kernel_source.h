@@ -314,6 +314,13 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
                                                 const StridedLayout& a, const StridedLayout* b, int64_t scalar,
                                                 int64_t alpha);
 
+// A pad that reads past the edges (kiln/index.cuh's pad_edges): out
+// (contiguous) from in of the same rank, each dim's `before` pad (negative:
+// cropped) reflected (mode 0), replicated (1) or wrapped (2) back inside.
+// Params: out, in.
+Expected<GeneratedKernel> pad_edges_kernel(const StridedLayout& out, const StridedLayout& in,
+                                           const std::vector<int64_t>& before, int mode);
+
 // torch.scatter, scatter_add, scatter_reduce, index_add and index_reduce
 // (kiln/index.cuh's scatter): over `space`, each src element (through
 // src_strides; all 0 for a value) lands in dst (through dst_strides) at its

@@ -403,3 +403,42 @@ __global__ void __launch_bounds__(256) scatter(T* dst, const T* __restrict__ src
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+// How a pad reads past the edge: mirrored without repeating the edge
+// (reflect), the edge repeated (replicate), or wrapped around (circular).
+enum PadMode { kPadReflect = 0, kPadReplicate = 1, kPadCircular = 2 };
+
+// out[c] = in[s] with s[d] = c[d] - lo[d] brought inside [0, in's size) by
+// Mode along each dim (a dim not padded has lo 0). Params: out, in.
+// Sizes: 0 n, then out's Rank sizes, in's Rank sizes, in's Rank strides and
+// the Rank pads before (negative: cropped).
+template <typename T, int Rank, int Mode, class D, class... P>
+__global__ void __launch_bounds__(256) pad_edges(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n = D::at(0, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    long long r = i, off = 0;
+#pragma unroll
+    for (int d = Rank - 1; d >= 0; --d) {
+      const long long size = D::at(1 + d, kd...), c = r % size;
+      r /= size;
+      const long long len = D::at(1 + Rank + d, kd...);
+      long long s = c - D::at(1 + 3 * Rank + d, kd...);
+      if constexpr (Mode == kPadReflect) {
+        if (s < 0) s = -s;
+        if (s >= len) s = 2 * (len - 1) - s;
+      } else if constexpr (Mode == kPadReplicate) {
+        s = s < 0 ? 0 : (s >= len ? len - 1 : s);
+      } else {
+        s = ((s % len) + len) % len;
+      }
+      off += s * D::at(1 + 2 * Rank + d, kd...);
+    }
+    out[i] = in[off];
+  }
+}
+
+}  // namespace kiln

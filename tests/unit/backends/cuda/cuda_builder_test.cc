@@ -616,16 +616,17 @@ TEST(RangePlan, ArgmaxCumsumAndSoftmaxOverAnotherDimArePlannedAsTheirKernels) {
 
 // The pointwise layer's conformance cases (integers, bools, narrow integers,
 // mixed dtypes, float64, math and special functions), the diagonal views
-// case and the reduction cases (one past a single grid's outputs among them)
+// case, the reduction cases (one past a single grid's outputs among them), index_put, the scatter family and pad modes
 // are taken whole by the CUDA builder, planned on the host, and every kernel
 // they need compiles for sm_90; the GPU runs them against the reference
 // (CudaConformance).
-TEST(RangePlan, PointwiseAndReductionCasesArePlannedWholeAndTheirKernelsCompile) {
+TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKernelsCompile) {
   int cases = 0;
   for (const testing::ConformanceCase& c : testing::conformance_cases()) {
     static const std::set<std::string> others = {
-        "diagonal_views",       "reductions",        "integer_reductions", "reductions_past_one_grid",
-        "argmax_argmin_cumsum", "index_put_general", "scatter_family",     "var_and_var_mean"};
+        "diagonal_views",           "reductions",           "integer_reductions",
+        "reductions_past_one_grid", "argmax_argmin_cumsum", "index_put_general",
+        "scatter_family",           "var_and_var_mean",     "pad_modes"};
     if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
@@ -646,7 +647,7 @@ TEST(RangePlan, PointwiseAndReductionCasesArePlannedWholeAndTheirKernelsCompile)
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 10);
+  EXPECT_EQ(cases, 11);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
