@@ -655,9 +655,9 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
        {200, 1000}},
       ranged(
-          {"index_put_general",  // writes through Nones, negative and broadcast indices (unique, from arange);
-                                 // accumulation at random indices with repeats, float and int64
-           R"(graph(%x: float32[s0, 6, 5], %v: float32[5], %w: float32[s0, 3, 2], %y: float32[6, 5], %k: int64[s0], %u: float32[s0, 5], %z: int64[6], %q: int64[s0]) {
+          {"index_put_general",  // writes through Nones, negative and broadcast indices (unique, from arange), rows at
+                                 // negative positions; accumulation at random indices with repeats, float and int64
+           R"(graph(%x: float32[s0, 6, 5], %v: float32[5], %w: float32[s0, 3, 2], %y: float32[6, 5], %k: int64[s0], %u: float32[s0, 5], %z: int64[6], %q: int64[s0], %t: float32[3, 5]) {
   %r: int64[3] = aten.arange.start_step(start=0, end=6, step=2)
   %n: int64[3] = aten.sub.Scalar(self=%r, other=6)
   %a: float32[s0, 6, 5] = aten.index_put.default(self=%x, indices=?[None, %n], values=%v)
@@ -666,15 +666,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %b: float32[s0, 6, 5] = aten.index_put.default(self=%a, indices=?[None, %i, %j], values=%w)
   %c: float32[6, 5] = aten.index_put.default(self=%y, indices=[%k], values=%u, accumulate=true)
   %d: int64[6] = aten.index_put.default(self=%z, indices=?[%k], values=%q, accumulate=true)
-  return (%b, %c, %d)
+  %e: float32[6, 5] = aten.index_put.default(self=%y, indices=[%n], values=%t)
+  return (%b, %c, %d, %e)
 }
 )",
-           {0, 0, 0, 0, 6, 0, 100, 100},
+           {0, 0, 0, 0, 6, 0, 100, 100, 0},
            1e-5},
           1, 4, 20),
       ranged(
           {"scatter_family",  // random indices with repeats for the reductions (float and int64; mean floors
-                              // integers), a value written at repeats, unique indices (arange) for src
+                              // integers), a value written at repeats (truncated into int64), unique indices (arange)
+                              // for src
            R"(graph(%x: float32[6, 5], %i: int64[s0, 3], %u: float32[s0, 4], %z: int64[6, 5], %q: int64[s0, 4], %k: int64[s0], %w: float32[s0, 5]) {
   %a: float32[6, 5] = aten.scatter_add.default(self=%x, dim=0, index=%i, src=%u)
   %b: float32[6, 5] = aten.scatter_reduce.two(self=%x, dim=0, index=%i, src=%u, reduce="amax", include_self=false)
@@ -690,7 +692,8 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %p: int64[3] = aten.arange.default(end=3)
   %p2: int64[1, 3] = aten.view.default(self=%p, size=[1, 3])
   %n: float32[6, 5] = aten.scatter.src(self=%x, dim=1, index=%p2, src=%u)
-  return (%a, %b, %c, %d, %e, %f, %g, %h, %j, %l, %m, %n)
+  %o: int64[6, 5] = aten.scatter.value(self=%z, dim=0, index=%i, value=2.5)
+  return (%a, %b, %c, %d, %e, %f, %g, %h, %j, %l, %m, %n, %o)
 }
 )",
            {0, 6, 0, 100, 100, 6, 0},

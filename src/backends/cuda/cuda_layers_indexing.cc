@@ -135,9 +135,9 @@ Status emit_gather(Builder& b, const ir::Node& n) {
 
 namespace {
 
-// A write of rows at positions along one dim: index_copy, kiln.cache_write, or
-// index_put with one position index (Nones before it) and values that are the
-// rows, perhaps without leading 1s (torch's x[:, :, pos] = v).
+// A write of rows at positions along one dim: index_copy or kiln.cache_write
+// (a position out of range is an error; index_put, which counts negative
+// positions from the end, takes emit_index_put).
 struct IndexWrite {
   const ir::Value* self = nullptr;
   const ir::Value* index = nullptr;
@@ -151,21 +151,10 @@ std::optional<IndexWrite> index_write(const ir::Node& n) {
   w.self = value_arg(n, "self");
   if (!w.self || n.outputs.size() != 1) return std::nullopt;
   const size_t rank = std::max<size_t>(1, w.self->type.sizes.size());
-  if (n.op == OpKind::kIndexPut) {
-    const std::vector<std::optional<ir::Value*>> list = index_list(n);
-    const auto* idx = &list;
-    if (idx->empty() || bool_arg(n, "accumulate")) return std::nullopt;
-    for (size_t k = 0; k + 1 < idx->size(); ++k)
-      if ((*idx)[k]) return std::nullopt;
-    if (!idx->back() || idx->size() > rank) return std::nullopt;
-    w.index = *idx->back();
-    w.dim = static_cast<int64_t>(idx->size()) - 1;
-    w.source = value_arg(n, "values");
-  } else {
-    w.index = value_arg(n, "index");
-    w.source = value_arg(n, "source");
-    w.dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
-  }
+  if (n.op == OpKind::kIndexPut) return std::nullopt;  // emit_index_put: it counts negative indices from the end
+  w.index = value_arg(n, "index");
+  w.source = value_arg(n, "source");
+  w.dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
   if (!w.index || !w.source || w.index->type.sizes.size() > 1 || w.dim < 0 || w.dim >= static_cast<int64_t>(rank))
     return std::nullopt;
   w.rows = w.self->type.sizes.empty() ? std::vector<int64_t>{1} : static_sizes(w.self);
@@ -315,6 +304,14 @@ std::string scatter_form(const ir::Node& n, ScatterForm& f) {
     std::optional<double> v = double_arg(n, "value");
     if (!v) return "a scatter of a value that is not a number";
     f.value = *v;
+    // Into integers the value truncates (as the CPU kernels convert it), into bool it is its truth.
+    if (f.self->type.dtype == DType::Bool) {
+      f.value = f.value != 0 ? 1 : 0;
+    } else if (!floating(f.self->type.dtype)) {
+      if (!std::isfinite(f.value) || std::fabs(f.value) > 9.0e15)
+        return "a scatter of a value an integer tensor cannot hold exactly";
+      f.value = std::trunc(f.value);
+    }
   }
   const std::string reduce = string_arg(n, "reduce");
   switch (n.op) {
@@ -345,8 +342,11 @@ std::string scatter_form(const ir::Node& n, ScatterForm& f) {
   }
   if (n.op == OpKind::kIndexAdd) f.alpha = double_arg(n, "alpha").value_or(1);
   const size_t r = std::max<size_t>(1, rank(f.self));
-  f.dim = norm_dim(int_arg(n, "dim").value_or(0), r);
-  if (f.dim < 0) return "a scatter along a dim self lacks";
+  if (r > 8) return "a scatter into more than 8 dims";
+  const std::optional<int64_t> dim = int_arg(n, "dim");
+  if (!dim) return "a scatter along a dim that is not a number";
+  f.dim = norm_dim(*dim, r);
+  if (f.dim < 0 || f.dim >= static_cast<int64_t>(r)) return "a scatter along a dim self lacks";
   const DType it = f.index->type.dtype;
   if (it != DType::Int64 && !(f.along && it == DType::Int32)) return "a scatter with indices that are not int64";
   if (f.src && f.src->type.dtype != f.self->type.dtype) return "a scatter of values whose dtype differs from self's";
@@ -360,6 +360,31 @@ std::string scatter_form(const ir::Node& n, ScatterForm& f) {
 // A value's sizes and strides with a 0-d tensor as [1].
 std::vector<int64_t> at_least_1d(const std::vector<int64_t>& v, int64_t one) {
   return v.empty() ? std::vector<int64_t>{one} : v;
+}
+
+// The scatter's phases into dst (see emit_scatter).
+Status launch_scatter(Builder& b, const std::string& layer, const ScatterForm& f, const ScatterShape& s,
+                      const TRef& dst, const TRef& src, const TRef& idx) {
+  const int code = b.add_error_layer(layer);
+  BufferRef count = b.error_word();  // read by Mean only
+  if (f.op == ScatterOp::kMean) {
+    TRef c = b.new_tensor(DType::Int32, dst.sizes.empty() ? std::vector<int64_t>{1} : dst.sizes);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel fk, fill_kernel(c.layout(), f.include_self ? 1 : 0));
+    KILN_TRY(b.launch(layer, std::move(fk), {c.buf}));
+    count = c.buf;
+  }
+  const std::vector<BufferRef> args{dst.buf, src.buf, idx.buf, count, b.error_word()};
+  if (f.op != ScatterOp::kPut && !f.include_self) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k0, scatter_kernel(s, f.op, 0, code));
+    KILN_TRY(b.launch(layer, std::move(k0), args));
+  }
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k1, scatter_kernel(s, f.op, 1, code));
+  KILN_TRY(b.launch(layer, std::move(k1), args));
+  if (f.op == ScatterOp::kMean) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k2, scatter_kernel(s, f.op, 2, code));
+    KILN_TRY(b.launch(layer, std::move(k2), args));
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -378,8 +403,12 @@ Status emit_scatter(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(f.self));
-  TRef dst = b.new_tensor(dt, static_sizes(out));
-  if (dst.sizes != x.sizes) return invalid_argument(n.name + ": the result differs from self in size");
+  const TRef result = b.new_tensor(dt, static_sizes(out));
+  if (result.sizes != x.sizes) return invalid_argument(n.name + ": the result differs from self in size");
+  // 16-bit reductions combine in float32, rounded once at the end as the CPU kernels do.
+  const bool wide = f.op != ScatterOp::kPut && (dt == DType::Float16 || dt == DType::BFloat16);
+  const DType work = wide ? DType::Float32 : dt;
+  const TRef dst = wide ? b.new_tensor(work, result.sizes) : result;
   KILN_ASSIGN_OR_RETURN(GeneratedKernel ck, copy_kernel(dst.layout(), x.layout()));
   KILN_TRY(b.launch(n.name, std::move(ck), {dst.buf, x.buf}));
   const std::vector<int64_t> self_sizes = at_least_1d(dst.sizes, 1);
@@ -388,16 +417,16 @@ Status emit_scatter(Builder& b, const ir::Node& n) {
   TRef src;
   if (f.src) {
     KILN_ASSIGN_OR_RETURN(src, b.ref(f.src));
-    if (src.dtype != dt) {
-      KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, dt));
+    if (src.dtype != work) {
+      KILN_ASSIGN_OR_RETURN(src, b.contiguous(src, n.name, work));
     }
   } else {
-    src = b.new_tensor(dt, {1});
+    src = b.new_tensor(work, {1});
     KILN_ASSIGN_OR_RETURN(GeneratedKernel fk, fill_kernel(src.layout(), f.value));
     KILN_TRY(b.launch(n.name, std::move(fk), {src.buf}));
   }
   ScatterShape s;
-  s.dtype = dt;
+  s.dtype = work;
   s.index_dtype = idx.dtype;
   s.dim = f.dim;
   s.extent = self_sizes[d];
@@ -421,26 +450,11 @@ Status emit_scatter(Builder& b, const ir::Node& n) {
       if ((k != d && s.space[k] > self_sizes[k]) || (f.src && s.space[k] > src_sizes[k]))
         return invalid_argument(n.name + ": the index is larger than self or the values at dim " + std::to_string(k));
   }
-  b.bind(out, dst);
-  if (prod(s.space) == 0) return Status::ok();
-  const int code = b.add_error_layer(n.name);
-  BufferRef count = b.error_word();  // read by Mean only
-  if (f.op == ScatterOp::kMean) {
-    TRef c = b.new_tensor(DType::Int32, self_sizes);
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel fk, fill_kernel(c.layout(), f.include_self ? 1 : 0));
-    KILN_TRY(b.launch(n.name, std::move(fk), {c.buf}));
-    count = c.buf;
-  }
-  const std::vector<BufferRef> args{dst.buf, src.buf, idx.buf, count, b.error_word()};
-  if (f.op != ScatterOp::kPut && !f.include_self) {
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k0, scatter_kernel(s, f.op, 0, code));
-    KILN_TRY(b.launch(n.name, std::move(k0), args));
-  }
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k1, scatter_kernel(s, f.op, 1, code));
-  KILN_TRY(b.launch(n.name, std::move(k1), args));
-  if (f.op == ScatterOp::kMean) {
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k2, scatter_kernel(s, f.op, 2, code));
-    KILN_TRY(b.launch(n.name, std::move(k2), args));
+  b.bind(out, result);
+  if (prod(s.space) > 0) KILN_TRY(launch_scatter(b, n.name, f, s, dst, src, idx));
+  if (wide) {
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel back, copy_kernel(result.layout(), dst.layout()));
+    KILN_TRY(b.launch(n.name, std::move(back), {result.buf, dst.buf}));
   }
   return Status::ok();
 }
@@ -460,10 +474,15 @@ std::string gather_rows_refusal(const ir::Node& n) {
 
 // torch.gather and torch.index with integer index tensors for consecutive dims.
 std::string gather_refusal(const ir::Node& n) {
-  if (n.op == OpKind::kIndexTensor)
-    return index_read(n) ? ""
-                         : "index with a bool mask (its result's size depends on the data) or with index "
-                           "tensors for dims that are not consecutive";
+  if (n.op == OpKind::kIndexTensor) {
+    const std::optional<IndexRead> r = index_read(n);
+    if (!r)
+      return "index with a bool mask (its result's size depends on the data) or with index tensors for dims that "
+             "are not consecutive";
+    if (r->indices.size() > 4) return "index with more than 4 index tensors";
+    if (rank(value_arg(n, "self")) > 6) return "index into more than 6 dims";
+    return "";
+  }
   const ir::Value* idx = value_arg(n, "index");
   const ir::Value* x = value_arg(n, "self");
   if (!idx || !x || (idx->type.dtype != DType::Int64 && idx->type.dtype != DType::Int32))
@@ -482,7 +501,9 @@ std::string index_copy_refusal(const ir::Node& n) {
     if (!r)
       return "index_put with a bool mask (the count it writes depends on the data) or with index tensors for dims "
              "that are not consecutive";
+    if (r->indices.size() > 4) return "index_put with more than 4 index tensors";
     const ir::Value* self = value_arg(n, "self");
+    if (rank(self) > 6) return "index_put into more than 6 dims";
     const ir::Value* values = value_arg(n, "values");
     if (!values || values->kind != ir::ValueKind::kTensor || values->type.dtype != self->type.dtype)
       return "index_put of values whose dtype differs from self's";
