@@ -282,7 +282,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
               R"(graph(%x: float32[6, s0]) {
   %s: float32[6, s0] = aten.softmax.int(self=%x, dim=-1)
   %l: float32[6, s0] = aten._log_softmax.default(self=%x, dim=1, half_to_float=false)
-  return (%s, %l)
+  %h: bfloat16[6, s0] = aten.to.dtype(self=%x, dtype=dtype.bfloat16)
+  %w: float32[6, s0] = aten.softmax.int(self=%h, dim=0, dtype=dtype.float32)
+  %v: float64[6, s0] = aten.log_softmax.int(self=%x, dim=-1, dtype=dtype.float64)
+  return (%s, %l, %w, %v)
 }
 )",
               {0}},

@@ -390,8 +390,10 @@ std::string row_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   if (n.op == OpKind::kGroupNorm) return group_norm_refusal(n);
   const ir::Value* x = value_arg(n, n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm ? "input" : "self");
-  if (!x || !floating(x->type.dtype) || !out || out->type.dtype != x->type.dtype)
-    return "row operations in floating types with the input's dtype";
+  if (!x || !floating(x->type.dtype) || !out || !floating(out->type.dtype)) return "row operations in floating types";
+  // softmax's dtype argument: the input converted first, as torch does (emit_row's copy converts it).
+  if (out->type.dtype != x->type.dtype && (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm))
+    return "norms to a dtype other than the input's";
   if (n.op == OpKind::kLayerNorm || n.op == OpKind::kRmsNorm) {
     auto ns = ints_arg(n, "normalized_shape");
     if (!ns) return "normalized_shape is not a static list";
