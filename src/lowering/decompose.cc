@@ -218,15 +218,38 @@ Expected<bool> logsumexp(PatternContext& ctx, ir::Node& n) {
 
 Expected<bool> vector_norm(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype) || !absent(n, "dtype") ||
-      n.outputs[0]->type.dtype != x->type.dtype)
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype)) return false;
+  const ir::TensorType out = n.outputs[0]->type;
+  // dtype: the input converted to it first, as torch does.
+  if (!absent(n, "dtype")) {
+    const auto* d = std::get_if<DType>(n.find("dtype"));
+    if (!d || *d != out.dtype || !is_floating(*d)) return false;
+  } else if (out.dtype != x->type.dtype) {
     return false;
+  }
   const std::optional<double> ord = n.find("ord") ? ctx.number(n, "ord") : std::optional<double>(2.0);
   const auto keepdim = bool_value(n, "keepdim");
   const auto dims = node_reduced_dims(n, x->type.sizes.size());
-  if (!ord || *ord == 0 || std::isnan(*ord) || !keepdim || !dims) return false;
-  const ir::TensorType out = n.outputs[0]->type;
+  if (!ord || std::isnan(*ord) || !keepdim || !dims) return false;
   const std::string& b = n.name;
+  if (x->type.dtype != out.dtype) {
+    ir::TensorType converted = x->type;
+    converted.dtype = out.dtype;
+    x = ctx.insert_before(&n, OpKind::kToCopy, b + "_converted", {{"self", x}, {"dtype", out.dtype}}, converted)
+            ->outputs[0];
+  }
+  if (*ord == 0) {  // the count of nonzero elements (NaN among them)
+    ir::TensorType mask = x->type;
+    mask.dtype = DType::Bool;
+    ir::Value* nz =
+        ctx.insert_before(&n, OpKind::kNeScalar, b + "_nonzero", {{"self", x}, {"other", 0.0}}, mask)->outputs[0];
+    ir::Value* count =
+        ctx.insert_before(&n, OpKind::kSumDimIntList, b,
+                          {{"self", nz}, {"dim", *dims}, {"keepdim", *keepdim}, {"dtype", out.dtype}}, out)
+            ->outputs[0];
+    ctx.replace_uses(n.outputs[0], count);
+    return true;
+  }
   auto reduce = [&](OpKind op, ir::Value* v, const std::string& name) {
     return ctx.insert_before(&n, op, name, {{"self", v}, {"dim", *dims}, {"keepdim", *keepdim}}, out)->outputs[0];
   };
