@@ -88,17 +88,22 @@ TEST(Decompose, VectorNormsOfEachOrder) {
   %big: float32[3] = aten.linalg_vector_norm.default(self=%x, ord=inf, dim=[0])
   %small: float32[3] = aten.linalg_vector_norm.default(self=%x, ord=-inf, dim=[0])
   %three: float32[] = aten.linalg_vector_norm.default(self=%x, ord=3.0)
-  %zero: float32[] = aten.linalg_vector_norm.default(self=%x, ord=0)
-  return (%two, %one, %big, %small, %three, %zero)
+  %zero: float32[2] = aten.linalg_vector_norm.default(self=%x, ord=0, dim=[1])
+  %wide: float64[] = aten.linalg_vector_norm.default(self=%x, dtype=dtype.float64)
+  return (%two, %one, %big, %small, %three, %zero, %wide)
 }
 )",
-                           &ops);
-  EXPECT_EQ(ops["aten.linalg_vector_norm.default"], 1);  // ord 0 (a count) is left alone
-  m.graph.outputs().pop_back();                          // (and has no kernel to run)
-  m.output_specs.pop_back();
+                            &ops);
+  EXPECT_EQ(ops["aten.linalg_vector_norm.default"], 0);  // every order, and a dtype
   const Tensor x = matrix(2, 3, {3, -4, 0, 1, 2, -2});
   auto out = run(m, {x});
-  ASSERT_EQ(out.size(), 5u);
+  ASSERT_EQ(out.size(), 7u);
+  // Order 0 counts the nonzero elements of each row; a dtype converts the input first.
+  EXPECT_EQ(out[5].dtype(), DType::Float32);
+  EXPECT_EQ(out[5].value_at(0), 2.0);
+  EXPECT_EQ(out[5].value_at(1), 3.0);
+  EXPECT_EQ(out[6].dtype(), DType::Float64);
+  EXPECT_NEAR(out[6].value_at(0), std::sqrt(9.0 + 16 + 0 + 1 + 4 + 4), 1e-12);
   EXPECT_NEAR(out[0].value_at(0), 5.0, 1e-6);
   EXPECT_NEAR(out[0].value_at(1), 3.0, 1e-6);
   ASSERT_EQ(out[1].sizes(), (Shape{2, 1}));
