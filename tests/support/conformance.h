@@ -726,6 +726,20 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0}},
              1, 2, 9),
+      ranged(
+          {"conv_transposed",  // stride, padding, dilation and output padding; 1-D; filters as weights
+           R"(graph(%x: float32[s0, 4, 5, 6], %x1: float32[s0, 4, 7], %w: float32[4, 3, 3, 2], %bias: float32[3], %w1: float32[4, 2, 3]) {
+  %a: float32[s0, 3, 10, 8] = aten.convolution.default(input=%x, weight=%w, bias=%bias, stride=[2, 1], padding=[1, 0], dilation=[1, 2], transposed=true, output_padding=[1, 0], groups=1)
+  %b: float32[s0, 2, 19] = aten.conv_transpose1d.default(input=%x1, weight=%w1, stride=[3], padding=[1])
+  %c: float32[s0, 3, 7, 7] = aten.conv_transpose2d.input(input=%x, weight=%w, bias=%bias)
+  return (%a, %b, %c)
+}
+)",
+           {0, 0, 0, 0, 0},
+           1e-5,
+           1e-4,
+           2},
+          1, 2, 5),
       ranged({"softmax_other_dims",  // over a middle dim and the first: rows gathered with the dim last
               R"(graph(%x: float32[s0, 6, 5]) {
   %a: float32[s0, 6, 5] = aten._softmax.default(self=%x, dim=1, half_to_float=false)

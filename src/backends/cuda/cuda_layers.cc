@@ -84,6 +84,8 @@ Family family(OpKind op) {
     case OpKind::kAddmm: return Family::kGemm;
     case OpKind::kConv1d:
     case OpKind::kConv2d:
+    case OpKind::kConvTranspose1d:
+    case OpKind::kConvTranspose2d:
     case OpKind::kConvolution:
     case OpKind::kConvAct: return Family::kConv;
     case OpKind::kLayerNorm:

@@ -32,9 +32,119 @@ bool use_im2col_gemm(const ConvShape& s, DType dt) {
 // The channel count a 16-bit channels-last convolution's input is padded to when it has fewer.
 constexpr int64_t kPaddedChannels = 8;
 
+bool is_transposed(const ir::Node& n) {
+  return n.op == OpKind::kConvTranspose1d || n.op == OpKind::kConvTranspose2d ||
+         (n.op == OpKind::kConvolution && bool_arg(n, "transposed"));
+}
+
+// A transposed convolution (groups 1) as a GEMM and a gather: the input's
+// pixels as rows [N*H*W, Cin] times the filter [Cin, Cout*R*S] give each
+// pixel's contributions, and col2im sums, at each output position, those of
+// the taps that reach it (plus the bias). No atomics: the same bits every run.
+Status emit_conv_transposed(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "input")));
+  const bool one_d = x.sizes.size() == 3;
+  if (one_d) {
+    KILN_ASSIGN_OR_RETURN(x, reshaped(b, x, {x.sizes[0], x.sizes[1], 1, x.sizes[2]}, n.name));
+  }
+  if (x.sizes.size() != 4)
+    return invalid_argument(n.name + ": a transposed convolution of " + shape_to_string(x.sizes));
+  const int64_t N = x.sizes[0], C = x.sizes[1], H = x.sizes[2], W = x.sizes[3];
+  // The input's pixels as rows of channels: [N, H, W, C] contiguous.
+  TRef rows = x;
+  rows.sizes = {N, H, W, C};
+  rows.strides = {x.strides[0], x.strides[2], x.strides[3], x.strides[1]};
+  KILN_ASSIGN_OR_RETURN(rows, b.contiguous(rows, n.name, dt));
+  const ir::Value* wv = value_arg(n, "weight");
+  TRef w;
+  if (b.is_constant(wv)) {
+    KILN_ASSIGN_OR_RETURN(w, b.constant(wv, dt));
+  } else {
+    KILN_ASSIGN_OR_RETURN(w, b.ref(wv));
+    KILN_ASSIGN_OR_RETURN(w, b.contiguous(w, n.name, dt));
+  }
+  if (one_d && w.sizes.size() == 3) {
+    KILN_ASSIGN_OR_RETURN(w, reshaped(b, w, {w.sizes[0], w.sizes[1], 1, w.sizes[2]}, n.name));
+  }
+  auto pair = [&](std::string_view name, int64_t def) {
+    auto v = ints_arg(n, name).value_or(std::vector<int64_t>{def});
+    if (v.empty()) v = {def};
+    if (one_d) return std::make_pair(name == "stride" || name == "dilation" ? int64_t{1} : int64_t{0}, v[0]);
+    return std::make_pair(v[0], v.size() > 1 ? v[1] : v[0]);
+  };
+  Col2imParams p;
+  p.dtype = dt;
+  p.n = N, p.h = H, p.w = W;
+  std::tie(p.sh, p.sw) = pair("stride", 1);
+  std::tie(p.ph, p.pw) = pair("padding", 0);
+  std::tie(p.dh, p.dw) = pair("dilation", 1);
+  const auto [oph, opw] = pair("output_padding", 0);
+  std::vector<int64_t> os = static_sizes(out);
+  if (one_d && os.size() == 3) os.insert(os.begin() + 2, 1);
+  if (w.sizes.size() != 4 || w.sizes[0] != C || int_arg(n, "groups").value_or(1) != 1 || os.size() != 4)
+    return invalid_argument(n.name + ": the transposed convolution of " + shape_to_string(x.sizes) + " by filter " +
+                            shape_to_string(w.sizes) + " cannot give " + shape_to_string(os));
+  p.k = w.sizes[1], p.r = w.sizes[2], p.s = w.sizes[3];
+  p.oh = (H - 1) * p.sh - 2 * p.ph + p.dh * (p.r - 1) + 1 + oph;
+  p.ow = (W - 1) * p.sw - 2 * p.pw + p.dw * (p.s - 1) + 1 + opw;
+  if (os != std::vector<int64_t>{N, p.k, p.oh, p.ow})
+    return invalid_argument(n.name + ": the transposed convolution of " + shape_to_string(x.sizes) + " by filter " +
+                            shape_to_string(w.sizes) + " gives [" + std::to_string(N) + ", " + std::to_string(p.k) +
+                            ", " + std::to_string(p.oh) + ", " + std::to_string(p.ow) + "], not the exported " +
+                            shape_to_string(os));
+  std::optional<TRef> bias;
+  if (const ir::Value* bv = value_arg(n, "bias")) {
+    KILN_ASSIGN_OR_RETURN(TRef br, b.ref(bv));
+    KILN_ASSIGN_OR_RETURN(br, b.contiguous(br, n.name, dt));
+    if (prod(br.sizes) != p.k)
+      return invalid_argument(n.name + ": " + std::to_string(p.k) + " output channels with a bias of " +
+                              shape_to_string(br.sizes));
+    bias = br;
+    p.has_bias = true;
+  }
+  TRef y = b.new_tensor(dt, os);
+  if (prod(os) > 0) {
+    TRef cols = b.new_tensor(dt, {N * H * W, p.k * p.r * p.s});
+    if (prod(cols.sizes) > 0 && C > 0) {
+      GemmLaunch g;
+      GemmShape& gs = g.shape;
+      gs.dtype = dt;
+      gs.allow_tf32 = b.allow_tf32();
+      gs.m = N * H * W;
+      gs.n = p.k * p.r * p.s;
+      gs.k = C;
+      gs.lda = C;
+      gs.ldb = gs.n;
+      gs.ldc = gs.n;
+      KILN_ASSIGN_OR_RETURN(rows, b.aligned(rows, n.name, static_cast<int64_t>(kGemmMinAlignment)));
+      KILN_ASSIGN_OR_RETURN(w, b.aligned(w, n.name, static_cast<int64_t>(kGemmMinAlignment)));
+      g.a = rows.buf;
+      g.b = w.buf;
+      g.c = cols.buf;
+      KILN_TRY(gs.validate().with_context(n.name));
+      b.add_gemm(n.name, g, {&rows, &w, &cols, &cols});
+    } else if (prod(cols.sizes) > 0) {
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel z, fill_kernel(cols.layout(), 0.0));
+      KILN_TRY(b.launch(n.name, std::move(z), {cols.buf}));
+    }
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, col2im_kernel(p));
+    KILN_TRY(b.launch(n.name + " col2im", std::move(k), {y.buf, cols.buf, bias ? bias->buf : cols.buf}));
+  }
+  if (!one_d) {
+    b.bind(out, y);
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, y, {os[0], os[1], os[3]}, n.name));
+  b.bind(out, flat);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status emit_conv(Builder& b, const ir::Node& n) {
+  if (is_transposed(n)) return emit_conv_transposed(b, n);
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
   const bool cl = dt == DType::Float16 || dt == DType::BFloat16;
@@ -286,8 +396,11 @@ std::string conv_refusal(const ir::Node& n) {
   const ir::Value* w = value_arg(n, "weight");
   const size_t r = rank(x);
   if ((r != 4 && r != 3) || rank(w) != r || rank(out) != r) return "convolutions other than batched 1-D and 2-D";
-  if (n.op == OpKind::kConvolution) {
-    if (bool_arg(n, "transposed")) return "transposed convolution";
+  if (is_transposed(n)) {
+    if (int_arg(n, "groups").value_or(0) != 1) return "transposed convolution in groups";
+    if (!is_none(n, "output_padding") && !ints_arg(n, "output_padding"))
+      return "transposed convolution output padding that is not a static list";
+  } else if (n.op == OpKind::kConvolution) {
     for (int64_t p : ints_arg(n, "output_padding").value_or(std::vector<int64_t>{}))
       if (p != 0) return "convolution with output padding";
   }

@@ -1109,6 +1109,15 @@ Expected<GeneratedKernel> index_kernel(const StridedLayout& out, const StridedLa
   return template_1d("kiln/index.cuh", "kiln::index" + std::to_string(count), std::move(targs), std::move(dims), n);
 }
 
+Expected<GeneratedKernel> col2im_kernel(const Col2imParams& p) {
+  if (p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.r < 1 || p.s < 1)
+    return invalid_argument("col2im: strides, dilations and the filter must be positive");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(p.dtype));
+  const int64_t n = p.n * p.k * p.oh * p.ow;
+  return template_1d("kiln/im2col.cuh", "kiln::col2im", {T, p.has_bias ? "true" : "false"},
+                     {n, p.k, p.oh, p.ow, p.h, p.w, p.r, p.s, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw}, n);
+}
+
 Expected<GeneratedKernel> pad_edges_kernel(const StridedLayout& out, const StridedLayout& in,
                                            const std::vector<int64_t>& before, int mode) {
   KILN_TRY(check_layout(out, "output"));

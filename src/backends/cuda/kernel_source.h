@@ -314,6 +314,18 @@ Expected<GeneratedKernel> integer_binary_kernel(const std::string& op, const Str
                                                 const StridedLayout& a, const StridedLayout* b, int64_t scalar,
                                                 int64_t alpha);
 
+// A transposed convolution's output from a GEMM's columns (kiln/im2col.cuh's
+// col2im): n images of h x w in, k channels of oh x ow out, an r x s filter,
+// its strides, padding and dilation, with a bias when has_bias.
+// Params: out, cols, bias.
+struct Col2imParams {
+  DType dtype = DType::Float32;
+  int64_t n = 1, k = 1, h = 1, w = 1, oh = 1, ow = 1, r = 1, s = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool has_bias = false;
+};
+Expected<GeneratedKernel> col2im_kernel(const Col2imParams& p);
+
 // A pad that reads past the edges (kiln/index.cuh's pad_edges): out
 // (contiguous) from in of the same rank, each dim's `before` pad (negative:
 // cropped) reflected (mode 0), replicated (1) or wrapped (2) back inside.

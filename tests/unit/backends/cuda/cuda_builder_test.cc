@@ -632,7 +632,8 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
                                                  "scatter_family",
                                                  "var_and_var_mean",
                                                  "pad_modes",
-                                                 "softmaxes"};
+                                                 "softmaxes",
+                                                 "conv_transposed"};
     if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
@@ -653,7 +654,7 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 12);
+  EXPECT_EQ(cases, 13);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
