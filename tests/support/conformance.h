@@ -854,8 +854,11 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %x7: float32[s0, 7] = aten.special_zeta.default(self=%b2, other=%c)
   %x8: float64[s0, 7] = aten._softmax.default(self=%z, dim=1, half_to_float=false)
   %x9: float64[7] = aten.sum.dim_IntList(self=%z, dim=[0])
+  %y1: float32[s0, 7] = aten.igamma.default(self=%b2, other=%c)
+  %y2: float32[s0, 7] = aten.igammac.default(self=%c, other=%b2)
+  %y3: float32[s0, 7] = aten.mvlgamma.default(self=%b2, p=3)
   return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2, %x3, %x4, %x5, %x6,
-          %x7, %x8, %x9)
+          %x7, %x8, %x9, %y1, %y2, %y3)
 }
 )",
               {0, 0, 0}},

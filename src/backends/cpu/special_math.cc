@@ -40,36 +40,6 @@ double scaled_i_large(double nu, double x) {
 // Past this, K underflows and I overflows double.
 constexpr double kLargeArgument = 600;
 
-// The regularized lower incomplete gamma by its series (x < a + 1).
-double igamma_series(double a, double x) {
-  double term = 1 / a, sum = term;
-  for (int k = 1; k < 2000; ++k) {
-    term *= x / (a + k);
-    sum += term;
-    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
-  }
-  return sum * std::exp(a * std::log(x) - x - std::lgamma(a));
-}
-// The regularized upper incomplete gamma by its continued fraction (x >= a + 1),
-// evaluated by the modified Lentz method.
-double igammac_fraction(double a, double x) {
-  constexpr double kTiny = 1e-300;
-  double b = x + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
-  for (int k = 1; k < 2000; ++k) {
-    const double an = -k * (k - a);
-    b += 2;
-    d = an * d + b;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = b + an / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::abs(delta - 1) < 1e-16) break;
-  }
-  return h * std::exp(a * std::log(x) - x - std::lgamma(a));
-}
-
 // Refines y0, a root of f, by Halley's method given f(y) / f'(y) and f''(y) / f'(y).
 template <typename Step>
 double halley(double y, Step step) {
@@ -267,29 +237,9 @@ double digamma(double x) { return special_functions::digamma(x); }
 double hurwitz_zeta(double s, double q) { return special_functions::hurwitz_zeta(s, q); }
 double polygamma(int64_t n, double x) { return special_functions::polygamma(n, x); }
 
-double igamma(double a, double x) {
-  if (std::isnan(a) || std::isnan(x) || x < 0 || a < 0) return kNaN;
-  if (a == 0) return x > 0 ? 1 : kNaN;
-  if (x == 0) return 0;
-  if (std::isinf(a)) return std::isinf(x) ? kNaN : 0;
-  if (std::isinf(x)) return 1;
-  return x < a + 1 ? igamma_series(a, x) : 1 - igammac_fraction(a, x);
-}
-
-double igammac(double a, double x) {
-  if (std::isnan(a) || std::isnan(x) || x < 0 || a < 0) return kNaN;
-  if (a == 0) return x > 0 ? 0 : kNaN;
-  if (x == 0) return 1;
-  if (std::isinf(a)) return std::isinf(x) ? kNaN : 1;
-  if (std::isinf(x)) return 0;
-  return x < a + 1 ? 1 - igamma_series(a, x) : igammac_fraction(a, x);
-}
-
-double mvlgamma(double x, int64_t p) {
-  double sum = static_cast<double>(p) * static_cast<double>(p - 1) / 4 * std::log(kPi);
-  for (int64_t i = 0; i < p; ++i) sum += std::lgamma(x - static_cast<double>(i) / 2);
-  return sum;
-}
+double igamma(double a, double x) { return special_functions::igamma(a, x); }
+double igammac(double a, double x) { return special_functions::igammac(a, x); }
+double mvlgamma(double x, int64_t p) { return special_functions::mvlgamma(x, p); }
 
 double polynomial(Polynomial kind, double x, int64_t n) {
   return special_functions::polynomial(static_cast<int>(kind), x, n);

@@ -128,7 +128,9 @@ std::optional<PointwiseOp> pointwise_op(const ir::Node& n) {
   if (op == OpKind::kSpecialSphericalBesselJ0) return PointwiseOp{{"x"}, Result::kFloating, true};
   if (op == OpKind::kDigamma || op == OpKind::kPolygamma || op == OpKind::kSpecialPolygamma)
     return PointwiseOp{{"self"}, Result::kFloating, true};
-  if (op == OpKind::kSpecialZeta) return PointwiseOp{{"self", "other"}, Result::kFloating, true};
+  if (op == OpKind::kSpecialZeta || op == OpKind::kIgamma || op == OpKind::kIgammac)
+    return PointwiseOp{{"self", "other"}, Result::kFloating, true};
+  if (op == OpKind::kMvlgamma) return PointwiseOp{{"self"}, Result::kFloating, true};
   if (polynomial_kind(op).first >= 0) return PointwiseOp{{"x", "n"}, Result::kFloating, true};
   if (is_compare(op)) return PointwiseOp{{"self", "other"}, Result::kBool};
   switch (op) {
@@ -398,6 +400,13 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
       return "special_functions::polygamma(" + std::to_string(order.i) + "LL, " + x + ")";
     }
     case OpKind::kSpecialZeta: return "special_functions::hurwitz_zeta(" + x + ", " + y + ")";
+    case OpKind::kIgamma: return "special_functions::igamma(" + x + ", " + y + ")";
+    case OpKind::kIgammac: return "special_functions::igammac(" + x + ", " + y + ")";
+    case OpKind::kMvlgamma: {
+      KILN_ASSIGN_OR_RETURN(Operand p, operand(n, "p"));
+      if (p.kind != Operand::Kind::kInt || p.i < 1) return unsupported("mvlgamma of a dimension that is not >= 1");
+      return "special_functions::mvlgamma(" + x + ", " + std::to_string(p.i) + "LL)";
+    }
     case OpKind::kRsqrt: return one + " / sqrt(" + x + ")";
     case OpKind::kReciprocal: return one + " / " + x;
     case OpKind::kSigmoid: return one + " / (" + one + " + exp(-" + x + "))";

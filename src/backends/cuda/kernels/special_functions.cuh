@@ -2,7 +2,8 @@
 // this file as C++ (backends/cpu/special_math.cc), NVRTC compiles it for the
 // CUDA pointwise layer (as "kiln/special_functions.cuh"). In double, with the
 // values PyTorch gives at the edges of each domain: the digamma function,
-// Hurwitz's zeta, polygamma, and the orthogonal polynomials of degree n
+// Hurwitz's zeta, polygamma, the incomplete gamma functions, the
+// multivariate log-gamma, and the orthogonal polynomials of degree n
 // (n < 0 gives 0). Only what both compilers take: no standard library on the
 // device, the C math functions by their plain names.
 #pragma once
@@ -123,6 +124,63 @@ KILN_SPECIAL_FN double polygamma(long long n, double x) {
   if (n == 0) return digamma(x);
   const double sign = n % 2 == 1 ? 1 : -1;
   return sign * exp(lgamma(n + 1.0)) * hurwitz_zeta(static_cast<double>(n + 1), x);
+}
+
+// The regularized lower incomplete gamma by its series (x < a + 1).
+KILN_SPECIAL_FN double igamma_series(double a, double x) {
+  double term = 1 / a, sum = term;
+  for (int k = 1; k < 2000; ++k) {
+    term *= x / (a + k);
+    sum += term;
+    if (fabs(term) < 1e-17 * fabs(sum)) break;
+  }
+  return sum * exp(a * log(x) - x - lgamma(a));
+}
+
+// The regularized upper incomplete gamma by its continued fraction
+// (x >= a + 1), evaluated by the modified Lentz method.
+KILN_SPECIAL_FN double igammac_fraction(double a, double x) {
+  const double tiny = 1e-300;
+  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
+  for (int k = 1; k < 2000; ++k) {
+    const double an = -k * (k - a);
+    b += 2;
+    d = an * d + b;
+    if (fabs(d) < tiny) d = tiny;
+    c = b + an / c;
+    if (fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const double delta = d * c;
+    h *= delta;
+    if (fabs(delta - 1) < 1e-16) break;
+  }
+  return h * exp(a * log(x) - x - lgamma(a));
+}
+
+// The regularized lower (igamma) and upper (igammac) incomplete gamma
+// functions, with torch's values at the edges of the domain.
+KILN_SPECIAL_FN double igamma(double a, double x) {
+  if (isnan(a) || isnan(x) || x < 0 || a < 0) return nan_value();
+  if (a == 0) return x > 0 ? 1 : nan_value();
+  if (x == 0) return 0;
+  if (isinf(a)) return isinf(x) ? nan_value() : 0;
+  if (isinf(x)) return 1;
+  return x < a + 1 ? igamma_series(a, x) : 1 - igammac_fraction(a, x);
+}
+KILN_SPECIAL_FN double igammac(double a, double x) {
+  if (isnan(a) || isnan(x) || x < 0 || a < 0) return nan_value();
+  if (a == 0) return x > 0 ? 0 : nan_value();
+  if (x == 0) return 1;
+  if (isinf(a)) return isinf(x) ? nan_value() : 1;
+  if (isinf(x)) return 0;
+  return x < a + 1 ? 1 - igamma_series(a, x) : igammac_fraction(a, x);
+}
+
+// The multivariate log-gamma function of dimension p.
+KILN_SPECIAL_FN double mvlgamma(double x, long long p) {
+  double sum = static_cast<double>(p) * static_cast<double>(p - 1) / 4 * log(kPi);
+  for (long long i = 0; i < p; ++i) sum += lgamma(x - static_cast<double>(i) / 2);
+  return sum;
 }
 
 // The kinds of orthogonal polynomials.
