@@ -214,6 +214,7 @@ TEST(CudaBackend, PadsTheCallersRowsOnTheDevice) {
   {
     std::vector<Tensor> full = {device_tensor(*dout, DType::Float32, {2, 8, 24})};
     ASSERT_TRUE(gpu.engine->execute(std::vector<Tensor>{device_tensor(*dother, DType::Int64, {2, 8})}, full).is_ok());
+    ASSERT_TRUE(gpu.backend->synchronize(gpu.engine->handle()).is_ok());
   }
   ASSERT_EQ(cudaMemcpy(din->get(), row.raw_data(), row.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
   // The caller's row in device memory, and in host memory (copied across, then padded there).
@@ -226,6 +227,9 @@ TEST(CudaBackend, PadsTheCallersRowsOnTheDevice) {
       std::vector<Tensor> out = {device_tensor(*dout, DType::Float32, out_sizes)};
       Status s = gpu.engine->execute(in, out, nullptr, &padding);
       ASSERT_TRUE(s.is_ok()) << s.message();
+      // Device outputs: the call is only enqueued (on kiln's stream, which a
+      // plain cudaMemcpy does not wait for) until synchronize.
+      ASSERT_TRUE(gpu.backend->synchronize(gpu.engine->handle()).is_ok());
       Tensor got = Tensor::zeros(DType::Float32, out_sizes);
       ASSERT_EQ(cudaMemcpy(got.raw_data(), dout->get(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
       for (int64_t i = 0; i < got.numel(); ++i)
