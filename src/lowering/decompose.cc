@@ -10,7 +10,11 @@
 //   linalg_vector_norm(x, ord, dims, keepdim)
 //                                  -> sqrt(sum(x * x)) (ord 2), sum(|x|) (1),
 //                                     amax(|x|) (inf), amin(|x|) (-inf),
-//                                     sum(|x|^p)^(1/p) (other p != 0)
+//                                     sum(|x|^p)^(1/p) (other p != 0),
+//                                     count of x != 0 (0); a dtype converts x first
+//   matmul with a 1-D operand      -> sum(a * b) (both 1-D), or the vector
+//                                     as a row [1, K] (or column [K, 1]),
+//                                     the product, and that dim squeezed
 //
 // and, for floating tensors of one dtype (anything else is left as it is),
 // the activations and arithmetic of torch.nn.functional and torch as their
@@ -655,6 +659,40 @@ Expected<bool> vector_product(PatternContext& ctx, ir::Node& n) {
   return nodes.done(nodes.add(OpKind::kSum, {{"self", p}}, nodes.out()));
 }
 
+// matmul with a 1-D operand, as PyTorch defines it: a vector first is a row
+// [1, K] (its dim squeezed from the product), a vector second a column [K, 1];
+// two vectors are a dot product.
+Expected<bool> matmul_of_vectors(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = floating_operand(n);
+  ir::Value* b = floating_operand(n, "other");
+  if (!a || !b || b->type.dtype != a->type.dtype) return false;
+  const size_t ra = a->type.sizes.size(), rb = b->type.sizes.size();
+  if (ra == 0 || rb == 0 || (ra > 1 && rb > 1)) return false;
+  Nodes nodes(ctx, n);
+  const DType dt = a->type.dtype;
+  if (ra == 1 && rb == 1) {
+    ir::Value* p = nodes.binary(OpKind::kMulTensor, a, b, dt);
+    return p ? nodes.done(nodes.add(OpKind::kSum, {{"self", p}}, nodes.out())) : false;
+  }
+  ir::TensorType product = nodes.out();
+  if (ra == 1) {
+    // [K] -> [1, K]; the product [..., 1, N], then dim -2 squeezed.
+    ir::Value* row =
+        nodes.add(OpKind::kUnsqueeze, {{"self", a}, {"dim", int64_t{0}}}, {dt, {ir::Dim::of(1), a->type.sizes[0]}});
+    product.sizes.insert(product.sizes.end() - 1, ir::Dim::of(1));
+    ir::Value* p = nodes.add(OpKind::kMatmul, {{"self", row}, {"other", b}}, product);
+    return nodes.done(nodes.add(OpKind::kSqueezeDim,
+                                {{"self", p}, {"dim", static_cast<int64_t>(product.sizes.size()) - 2}}, nodes.out()));
+  }
+  // [K] -> [K, 1]; the product [..., M, 1], then the last dim squeezed.
+  ir::Value* col =
+      nodes.add(OpKind::kUnsqueeze, {{"self", b}, {"dim", int64_t{1}}}, {dt, {b->type.sizes[0], ir::Dim::of(1)}});
+  product.sizes.push_back(ir::Dim::of(1));
+  ir::Value* p = nodes.add(OpKind::kMatmul, {{"self", a}, {"other", col}}, product);
+  return nodes.done(nodes.add(OpKind::kSqueezeDim,
+                              {{"self", p}, {"dim", static_cast<int64_t>(product.sizes.size()) - 1}}, nodes.out()));
+}
+
 // movedim: the permutation that puts each source dim at its destination, the
 // other dims in order in the places left.
 Expected<bool> movedim(PatternContext& ctx, ir::Node& n) {
@@ -789,6 +827,7 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kPad, &pad},
     {OpKind::kLogsumexp, &logsumexp},
     {OpKind::kLinalgVectorNorm, &vector_norm},
+    {OpKind::kMatmul, &matmul_of_vectors},
     {OpKind::kAddcmul, &addcmul},
     {OpKind::kAddcdiv, &addcdiv},
     {OpKind::kLerpScalar, &lerp},

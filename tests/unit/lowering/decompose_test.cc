@@ -117,6 +117,49 @@ TEST(Decompose, VectorNormsOfEachOrder) {
   EXPECT_NEAR(out[4].value_at(0), std::cbrt(27.0 + 64 + 0 + 1 + 8 + 8), 1e-5);
 }
 
+// matmul with a vector on either side (or both): a row, a column, a dot
+// product, each against sums computed here; no 1-D matmul is left.
+TEST(Decompose, MatmulOfVectorsIsARowAColumnOrADotProduct) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%a: float32[2, 3], %v: float32[3], %u: float32[2], %b: float32[4, 2, 3]) {
+  %row: float32[3] = aten.matmul.default(self=%u, other=%a)
+  %col: float32[2] = aten.matmul.default(self=%a, other=%v)
+  %dot: float32[] = aten.matmul.default(self=%v, other=%v)
+  %batched: float32[4, 2] = aten.matmul.default(self=%b, other=%v)
+  return (%row, %col, %dot, %batched)
+}
+)",
+                            &ops);
+  EXPECT_EQ(ops["aten.matmul.default"], 3);  // the row, column and batched products, each 2-D or more
+  const Tensor a = matrix(2, 3, {1, -2, 3, 0.5, 4, -6});
+  Tensor v = Tensor::zeros(DType::Float32, {3}), u = Tensor::zeros(DType::Float32, {2});
+  Tensor b = Tensor::zeros(DType::Float32, {4, 2, 3});
+  for (int64_t i = 0; i < 3; ++i) v.data<float>()[i] = static_cast<float>(i + 1) * 0.5f;
+  u.data<float>()[0] = 2;
+  u.data<float>()[1] = -1;
+  for (int64_t i = 0; i < 24; ++i) b.data<float>()[i] = static_cast<float>(i % 7) - 3;
+  auto out = run(m, {a, v, u, b});
+  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out[0].sizes(), Shape{3});
+  for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(out[0].value_at(j), 2 * a.value_at(j) - a.value_at(3 + j)) << j;
+  ASSERT_EQ(out[1].sizes(), Shape{2});
+  double dot = 0;
+  for (int64_t k = 0; k < 3; ++k) dot += v.value_at(k) * v.value_at(k);
+  for (int64_t i = 0; i < 2; ++i) {
+    double want = 0;
+    for (int64_t k = 0; k < 3; ++k) want += a.value_at(i * 3 + k) * v.value_at(k);
+    EXPECT_NEAR(out[1].value_at(i), want, 1e-6) << i;
+  }
+  ASSERT_EQ(out[2].sizes(), Shape{});
+  EXPECT_NEAR(out[2].value_at(0), dot, 1e-6);
+  ASSERT_EQ(out[3].sizes(), (Shape{4, 2}));
+  for (int64_t r = 0; r < 8; ++r) {
+    double want = 0;
+    for (int64_t k = 0; k < 3; ++k) want += b.value_at(r * 3 + k) * v.value_at(k);
+    EXPECT_NEAR(out[3].value_at(r), want, 1e-6) << r;
+  }
+}
+
 // The elementwise composites of torch.nn.functional and torch, each against
 // its definition computed here in double, over values that reach every
 // branch: signs, zero, values beyond each threshold, infinities and NaN.
