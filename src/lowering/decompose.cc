@@ -12,6 +12,8 @@
 //                                     amax(|x|) (inf), amin(|x|) (-inf),
 //                                     sum(|x|^p)^(1/p) (other p != 0),
 //                                     count of x != 0 (0); a dtype converts x first
+//   linalg_norm(x, ord, dims) of a vector form
+//                                  -> linalg_vector_norm(x, ord or 2, dims)
 //   matmul with a 1-D operand      -> sum(a * b) (both 1-D), or the vector
 //                                     as a row [1, K] (or column [K, 1]),
 //                                     the product, and that dim squeezed
@@ -659,6 +661,34 @@ Expected<bool> vector_product(PatternContext& ctx, ir::Node& n) {
   return nodes.done(nodes.add(OpKind::kSum, {{"self", p}}, nodes.out()));
 }
 
+// linalg_norm's vector forms as linalg_vector_norm (decomposed in turn): no
+// order (a 2-norm of the elements over dim, every dim when None: Frobenius's
+// norm for two dims), or a numeric order over one dim or of a 1-D tensor.
+// Matrix orders over two dims are left as they are.
+Expected<bool> linalg_norm(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || !is_floating(x->type.dtype)) return false;
+  const size_t rank = x->type.sizes.size();
+  const bool no_dim = absent(n, "dim");
+  const std::optional<std::vector<int64_t>> dims =
+      no_dim ? std::optional<std::vector<int64_t>>(std::vector<int64_t>{}) : int_list(n, "dim");
+  if (!dims) return false;
+  std::vector<ir::NamedArg> args{{"self", x}};
+  if (!no_dim) args.push_back({"dim", *dims});
+  if (!absent(n, "ord")) {
+    const std::optional<double> ord = ctx.number(n, "ord");
+    if (!ord || !(dims->size() == 1 || (no_dim && rank == 1))) return false;
+    args.push_back({"ord", *ord});
+  } else if (dims->size() > 2) {
+    return false;
+  }
+  if (const ir::Arg* k = n.find("keepdim")) args.push_back({"keepdim", *k});
+  if (const ir::Arg* d = n.find("dtype"); d && !absent(n, "dtype")) args.push_back({"dtype", *d});
+  ir::Node* v = ctx.insert_before(&n, OpKind::kLinalgVectorNorm, n.name, std::move(args), n.outputs[0]->type);
+  ctx.replace_uses(n.outputs[0], v->outputs[0]);
+  return true;
+}
+
 // matmul with a 1-D operand, as PyTorch defines it: a vector first is a row
 // [1, K] (its dim squeezed from the product), a vector second a column [K, 1];
 // two vectors are a dot product.
@@ -828,6 +858,7 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kLogsumexp, &logsumexp},
     {OpKind::kLinalgVectorNorm, &vector_norm},
     {OpKind::kMatmul, &matmul_of_vectors},
+    {OpKind::kLinalgNorm, &linalg_norm},
     {OpKind::kAddcmul, &addcmul},
     {OpKind::kAddcdiv, &addcdiv},
     {OpKind::kLerpScalar, &lerp},

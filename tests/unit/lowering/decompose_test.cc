@@ -90,14 +90,21 @@ TEST(Decompose, VectorNormsOfEachOrder) {
   %three: float32[] = aten.linalg_vector_norm.default(self=%x, ord=3.0)
   %zero: float32[2] = aten.linalg_vector_norm.default(self=%x, ord=0, dim=[1])
   %wide: float64[] = aten.linalg_vector_norm.default(self=%x, dtype=dtype.float64)
-  return (%two, %one, %big, %small, %three, %zero, %wide)
+  %fro: float32[] = aten.linalg_norm.default(self=%x)
+  %rows: float32[2] = aten.linalg_norm.default(self=%x, ord=1, dim=[1])
+  return (%two, %one, %big, %small, %three, %zero, %wide, %fro, %rows)
 }
 )",
                             &ops);
   EXPECT_EQ(ops["aten.linalg_vector_norm.default"], 0);  // every order, and a dtype
+  EXPECT_EQ(ops["aten.linalg_norm.default"], 0);         // its vector forms
   const Tensor x = matrix(2, 3, {3, -4, 0, 1, 2, -2});
   auto out = run(m, {x});
-  ASSERT_EQ(out.size(), 7u);
+  ASSERT_EQ(out.size(), 9u);
+  // linalg_norm without an order: the 2-norm of every element; with order 1 over dim 1: each row's.
+  EXPECT_NEAR(out[7].value_at(0), std::sqrt(9.0 + 16 + 0 + 1 + 4 + 4), 1e-5);
+  EXPECT_EQ(out[8].value_at(0), 7.0);
+  EXPECT_EQ(out[8].value_at(1), 5.0);
   // Order 0 counts the nonzero elements of each row; a dtype converts the input first.
   EXPECT_EQ(out[5].dtype(), DType::Float32);
   EXPECT_EQ(out[5].value_at(0), 2.0);
