@@ -32,6 +32,18 @@ bool use_im2col_gemm(const ConvShape& s, DType dt) {
 // The channel count a 16-bit channels-last convolution's input is padded to when it has fewer.
 constexpr int64_t kPaddedChannels = 8;
 
+// Binds `r` ([N, C, H, W], `os`) to n's result; a 1-D convolution's drops
+// the unit height again (a view).
+Status bind_result(Builder& b, const ir::Node& n, const TRef& r, bool one_d, const std::vector<int64_t>& os) {
+  if (!one_d) {
+    b.bind(n.outputs[0], r);
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, r, {os[0], os[1], os[3]}, n.name));
+  b.bind(n.outputs[0], flat);
+  return Status::ok();
+}
+
 bool is_transposed(const ir::Node& n) {
   return n.op == OpKind::kConvTranspose1d || n.op == OpKind::kConvTranspose2d ||
          (n.op == OpKind::kConvolution && bool_arg(n, "transposed"));
@@ -132,13 +144,7 @@ Status emit_conv_transposed(Builder& b, const ir::Node& n) {
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, col2im_kernel(p));
     KILN_TRY(b.launch(n.name + " col2im", std::move(k), {y.buf, cols.buf, bias ? bias->buf : cols.buf}));
   }
-  if (!one_d) {
-    b.bind(out, y);
-    return Status::ok();
-  }
-  KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, y, {os[0], os[1], os[3]}, n.name));
-  b.bind(out, flat);
-  return Status::ok();
+  return bind_result(b, n, y, one_d, os);
 }
 
 }  // namespace
@@ -351,17 +357,7 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   } else {
     b.add_conv(n.name, c, {&x, &w, &y, bias ? &*bias : &y, z ? &*z : &y});
   }
-  // A 1-D convolution's result drops the unit height again (a view).
-  auto bind_result = [&](const TRef& r) -> Status {
-    if (!one_d) {
-      b.bind(out, r);
-      return Status::ok();
-    }
-    KILN_ASSIGN_OR_RETURN(TRef flat, reshaped(b, r, {os[0], os[1], os[3]}, n.name));
-    b.bind(out, flat);
-    return Status::ok();
-  };
-  if (act.empty() || act == "none" || act == "relu") return bind_result(y);
+  if (act.empty() || act == "none" || act == "relu") return bind_result(b, n, y, one_d, os);
   // Activations cuDNN does not fuse run as a generated kernel on the result.
   engine::ElementwiseInstr in;
   in.operands = {0};
@@ -386,7 +382,7 @@ Status emit_conv(Builder& b, const ir::Node& n) {
   TRef o = b.new_tensor(dt, os, cl);
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, elementwise_kernel(prog, o.layout(), {y.layout()}));
   KILN_TRY(b.launch(n.name, std::move(k), {o.buf, y.buf}));
-  return bind_result(o);
+  return bind_result(b, n, o, one_d, os);
 }
 
 // Batched 1-D and 2-D convolutions with static geometry and a fused activation cuDNN or the epilogue takes.
