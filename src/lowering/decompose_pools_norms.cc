@@ -141,11 +141,118 @@ Expected<bool> instance_norm(PatternContext& ctx, ir::Node& n) {
   return b.done(y);
 }
 
+// The batch norms in core ops, every tensor of one floating dtype and the
+// channel count static. In training, the batch's statistics over every dim
+// but 1 (biased variance for the output; at least two values per channel,
+// static: one gives an infinite unbiased variance, left to the kernel), the
+// saved mean and inverse std per channel, and the running statistics moved by
+// momentum toward the batch mean and the unbiased variance, as PyTorch
+// updates them; in evaluation, the running statistics (unless every
+// parameter is a constant: fold-batch-norm's then). Outputs by op:
+//   batch_norm                            out
+//   native_batch_norm                     out, mean, invstd ([0] in evaluation: unused)
+//   _native_batch_norm_legit_no_training  out, [0], [0] (unused)
+//   _native_batch_norm_legit_functional   out, mean, invstd, running_mean, running_var
+//   _batch_norm_with_update_functional    out, mean, invstd, reserve (unused), running_mean, running_var
+Expected<bool> batch_norm(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "input");
+  ir::Value* w = PatternContext::tensor_arg(n, "weight");
+  ir::Value* bias = PatternContext::tensor_arg(n, "bias");
+  ir::Value* rm = PatternContext::tensor_arg(n, "running_mean");
+  ir::Value* rv = PatternContext::tensor_arg(n, "running_var");
+  const bool with_update = n.op == OpKind::kBatchNormWithUpdateFunctional;
+  const bool functional = with_update || n.op == OpKind::kNativeBatchNormLegitFunctional;
+  std::optional<bool> training = true;
+  if (n.op == OpKind::kNativeBatchNormNoTraining) training = false;
+  if (!with_update && n.op != OpKind::kNativeBatchNormNoTraining) training = bool_value(n, "training");
+  const auto momentum = ctx.number(n, "momentum");
+  const auto eps = ctx.number(n, "eps");
+  const size_t want_outputs = n.op == OpKind::kBatchNorm ? 1 : with_update ? 6 : functional ? 5 : 3;
+  if (!x || n.outputs.size() != want_outputs || !training || !eps || (*training && functional && !momentum) ||
+      !is_floating(x->type.dtype) || x->type.sizes.size() < 2 || !x->type.sizes[1].is_static())
+    return false;
+  if ((!*training || functional) && (!rm || !rv)) return false;
+  // An evaluation-mode norm whose parameters are all constants is fold-batch-norm's (into a
+  // convolution before it, or a constant scale and shift).
+  if (!*training && ctx.constant(rm) && ctx.constant(rv) && (!w || ctx.constant(w)) && (!bias || ctx.constant(bias)))
+    return false;
+  // Outputs with nothing to give them here must be unused.
+  if (with_update && ctx.uses(n.outputs[3]) != 0) return false;
+  if (!*training && !functional && n.outputs.size() == 3 &&
+      (ctx.uses(n.outputs[1]) != 0 || ctx.uses(n.outputs[2]) != 0))
+    return false;
+  const DType dt = x->type.dtype;
+  for (const ir::Value* v : {w, bias, rm, rv})
+    if (v && (v->type.dtype != dt || v->type.sizes.size() != 1)) return false;
+  for (const ir::Value* o : n.outputs)
+    if (o->type.dtype != dt && !(with_update && o == n.outputs[3])) return false;
+  const size_t rank = x->type.sizes.size();
+  int64_t count = 1;
+  std::vector<int64_t> dims, shape;
+  for (size_t d = 0; d < rank; ++d) {
+    shape.push_back(d == 1 ? x->type.sizes[d].value : 1);
+    if (d == 1) continue;
+    dims.push_back(static_cast<int64_t>(d));
+    if (*training && !x->type.sizes[d].is_static()) return false;
+    if (x->type.sizes[d].is_static()) count *= x->type.sizes[d].value;
+  }
+  if (*training && count < 2) return false;
+  Nodes b(ctx, n);
+  const ir::TensorType kept = reduced(x->type, dims, true);
+  const ir::TensorType channel{dt, {x->type.sizes[1]}};
+  const std::vector<int64_t> flat{x->type.sizes[1].value};
+  auto as_column = [&](ir::Value* v) { return b.add(OpKind::kView, {{"self", v}, {"size", shape}}, kept); };
+  auto as_flat = [&](ir::Value* v) { return b.add(OpKind::kView, {{"self", v}, {"size", flat}}, channel); };
+  ir::Value *mean = nullptr, *var = nullptr;
+  if (*training) {
+    mean = b.add(OpKind::kMeanDim, {{"self", x}, {"dim", dims}, {"keepdim", true}}, kept);
+    ir::Value* c = b.binary(OpKind::kSubTensor, x, mean, dt);
+    var = b.add(OpKind::kMeanDim, {{"self", b.binary(OpKind::kMulTensor, c, c, dt)}, {"dim", dims}, {"keepdim", true}},
+                kept);
+  } else {
+    mean = as_column(rm);
+    var = as_column(rv);
+  }
+  ir::Value* rstd = b.unary(OpKind::kRsqrt, b.binary(OpKind::kAddTensor, var, *eps, dt));
+  ir::Value* y = b.binary(OpKind::kMulTensor, b.binary(OpKind::kSubTensor, x, mean, dt), rstd, dt);
+  if (w) y = b.binary(OpKind::kMulTensor, y, as_column(w), dt);
+  if (bias) y = b.binary(OpKind::kAddTensor, y, as_column(bias), dt);
+  if (*training && n.outputs.size() >= 3) {
+    ctx.replace_uses(n.outputs[1], as_flat(mean));
+    ctx.replace_uses(n.outputs[2], as_flat(rstd));
+  }
+  if (functional) {
+    ir::Value* new_mean = rm;
+    ir::Value* new_var = rv;
+    if (*training) {
+      const double m = *momentum;
+      auto moved = [&](ir::Value* running, ir::Value* batch, double scale) {
+        ir::Value* keep = b.binary(OpKind::kMulTensor, running, 1 - m, dt);
+        return b.binary(OpKind::kAddTensor, keep, b.binary(OpKind::kMulTensor, as_flat(batch), m * scale, dt), dt);
+      };
+      new_mean = moved(rm, mean, 1.0);
+      new_var = moved(rv, var, static_cast<double>(count) / static_cast<double>(count - 1));
+    }
+    const size_t first = with_update ? 4 : 3;
+    ctx.replace_uses(n.outputs[first], new_mean);
+    ctx.replace_uses(n.outputs[first + 1], new_var);
+  }
+  return b.done(y);
+}
+
 constexpr Decomposition kPoolNormDecompositions[] = {
-    {OpKind::kAdaptiveAvgPool1d, &pool1d},   {OpKind::kAvgPool1d, &pool1d},
-    {OpKind::kMaxPool1d, &pool1d},           {OpKind::kMaxPool1dWithIndices, &pool1d},
-    {OpKind::kAdaptiveMaxPool1d, &pool1d},   {OpKind::kMaxPool2dWithIndices, &pool_values_only},
+    {OpKind::kAdaptiveAvgPool1d, &pool1d},
+    {OpKind::kAvgPool1d, &pool1d},
+    {OpKind::kMaxPool1d, &pool1d},
+    {OpKind::kMaxPool1dWithIndices, &pool1d},
+    {OpKind::kAdaptiveMaxPool1d, &pool1d},
+    {OpKind::kMaxPool2dWithIndices, &pool_values_only},
     {OpKind::kInstanceNorm, &instance_norm},
+    {OpKind::kBatchNorm, &batch_norm},
+    {OpKind::kNativeBatchNorm, &batch_norm},
+    {OpKind::kNativeBatchNormNoTraining, &batch_norm},
+    {OpKind::kNativeBatchNormLegitFunctional, &batch_norm},
+    {OpKind::kBatchNormWithUpdateFunctional, &batch_norm},
 };
 
 }  // namespace

@@ -384,6 +384,50 @@ TEST(DecomposeNn, MaxPoolWithUnreadIndicesBecomesMaxPool) {
   EXPECT_EQ(values_of(out[2]), (std::vector<double>{1, 6, 12, 11}));
 }
 
+// Batch norm in training (the batch's statistics, the saved mean and inverse
+// std, the running statistics moved by momentum toward the unbiased variance)
+// and in evaluation with statistics that are not constants, against the
+// definitions computed here in double.
+TEST(DecomposeNn, BatchNormsFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m =
+      decomposed(R"(graph(%x: float32[4, 3, 2], %w: float32[3], %b: float32[3], %rm: float32[3], %rv: float32[3]) {
+  %y: float32[4, 3, 2], %mean: float32[3], %rstd: float32[3], %nm: float32[3], %nv: float32[3] = aten._native_batch_norm_legit_functional.default(input=%x, weight=%w, bias=%b, running_mean=%rm, running_var=%rv, training=true, momentum=0.1, eps=1e-05)
+  %e: float32[4, 3, 2], %e1: float32[0], %e2: float32[0] = aten._native_batch_norm_legit_no_training.default(input=%x, weight=%w, bias=%b, running_mean=%rm, running_var=%rv, momentum=0.1, eps=1e-05)
+  return (%y, %mean, %rstd, %nm, %nv, %e)
+}
+)",
+                 &ops);
+  EXPECT_EQ(ops["aten._native_batch_norm_legit_functional.default"], 0);
+  EXPECT_EQ(ops["aten._native_batch_norm_legit_no_training.default"], 0);
+  std::vector<double> xv(24);
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = std::sin(static_cast<double>(i) * 1.7) * 2 + 0.1 * static_cast<double>(i);
+  const std::vector<double> w{1.5, -0.5, 2}, b{0.1, 0.2, -0.3}, rm{0.5, -1, 0}, rv{2, 0.5, 1};
+  auto out = run(m, {filled(DType::Float32, {4, 3, 2}, xv), filled(DType::Float32, {3}, w),
+                     filled(DType::Float32, {3}, b), filled(DType::Float32, {3}, rm), filled(DType::Float32, {3}, rv)});
+  ASSERT_EQ(out.size(), 6u);
+  for (int64_t c = 0; c < 3; ++c) {
+    double mu = 0, m2 = 0;
+    for (int64_t n = 0; n < 4; ++n)
+      for (int64_t i = 0; i < 2; ++i) mu += xv[static_cast<size_t>((n * 3 + c) * 2 + i)] / 8;
+    for (int64_t n = 0; n < 4; ++n)
+      for (int64_t i = 0; i < 2; ++i) m2 += std::pow(xv[static_cast<size_t>((n * 3 + c) * 2 + i)] - mu, 2);
+    const double rs = 1 / std::sqrt(m2 / 8 + 1e-5), ers = 1 / std::sqrt(rv[c] + 1e-5);
+    EXPECT_NEAR(out[1].value_at(c), mu, 1e-5) << c;
+    EXPECT_NEAR(out[2].value_at(c), rs, 1e-4 * rs) << c;
+    EXPECT_NEAR(out[3].value_at(c), 0.9 * rm[c] + 0.1 * mu, 1e-5) << c;
+    EXPECT_NEAR(out[4].value_at(c), 0.9 * rv[c] + 0.1 * m2 / 7, 1e-5) << c;
+    for (int64_t n = 0; n < 4; ++n)
+      for (int64_t i = 0; i < 2; ++i) {
+        const int64_t k = (n * 3 + c) * 2 + i;
+        const double v = xv[static_cast<size_t>(k)];
+        EXPECT_NEAR(out[0].value_at(k), (v - mu) * rs * w[c] + b[c], 1e-4) << k;
+        EXPECT_NEAR(out[5].value_at(k), (v - rm[c]) * ers * w[c] + b[c], 1e-4) << k;
+      }
+  }
+}
+
 TEST(DecomposeNn, SliceScatterOfStaticBoundsIsIndexCopy) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[2, 5], %y: float32[2, 2]) {
