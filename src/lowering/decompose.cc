@@ -14,6 +14,8 @@
 //                                     count of x != 0 (0); a dtype converts x first
 //   linalg_norm(x, ord, dims) of a vector form
 //                                  -> linalg_vector_norm(x, ord or 2, dims)
+//   addmm(s, a, b, beta, alpha)    -> beta * s + alpha * mm(a, b), where beta != 1
+//                                     or s is more than a row (else the GEMM's bias)
 //   matmul with a 1-D operand      -> sum(a * b) (both 1-D), or the vector
 //                                     as a row [1, K] (or column [K, 1]),
 //                                     the product, and that dim squeezed
@@ -689,6 +691,31 @@ Expected<bool> linalg_norm(PatternContext& ctx, ir::Node& n) {
   return true;
 }
 
+// addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * (mat1 @ mat2)
+// where the GEMM's bias epilogue cannot take it: beta other than 1, or self
+// more than a row (a matrix or a column). beta 0 ignores self, NaN included,
+// as torch does.
+Expected<bool> addmm(PatternContext& ctx, ir::Node& n) {
+  ir::Value* self = floating_operand(n);
+  ir::Value* a = floating_operand(n, "mat1");
+  ir::Value* b = floating_operand(n, "mat2");
+  if (!self || !a || !b || a->type.dtype != self->type.dtype || b->type.dtype != self->type.dtype) return false;
+  const auto beta = number_or(ctx, n, "beta", 1.0);
+  const auto alpha = number_or(ctx, n, "alpha", 1.0);
+  if (!beta || !alpha) return false;
+  const auto& bs = self->type.sizes;
+  const bool row = bs.size() < 2 || (bs.size() == 2 && bs[0].is_static() && bs[0].value == 1);
+  if (*beta == 1 && row) return false;  // the GEMM's bias
+  Nodes nodes(ctx, n);
+  const DType dt = self->type.dtype;
+  ir::Value* p = nodes.add(OpKind::kMm, {{"self", a}, {"mat2", b}}, nodes.out());
+  if (*alpha != 1) p = nodes.binary(OpKind::kMulTensor, p, *alpha, dt);
+  if (*beta == 0) return nodes.done(p);
+  ir::Value* s = *beta == 1 ? self : nodes.binary(OpKind::kMulTensor, self, *beta, dt);
+  ir::Value* sum = nodes.binary(OpKind::kAddTensor, p, s, dt);
+  return sum && sum->type.sizes.size() == nodes.out().sizes.size() ? nodes.done(sum) : false;
+}
+
 // matmul with a 1-D operand, as PyTorch defines it: a vector first is a row
 // [1, K] (its dim squeezed from the product), a vector second a column [K, 1];
 // two vectors are a dot product.
@@ -859,6 +886,7 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kLinalgVectorNorm, &vector_norm},
     {OpKind::kMatmul, &matmul_of_vectors},
     {OpKind::kLinalgNorm, &linalg_norm},
+    {OpKind::kAddmm, &addmm},
     {OpKind::kAddcmul, &addcmul},
     {OpKind::kAddcdiv, &addcdiv},
     {OpKind::kLerpScalar, &lerp},

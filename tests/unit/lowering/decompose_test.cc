@@ -167,6 +167,42 @@ TEST(Decompose, MatmulOfVectorsIsARowAColumnOrADotProduct) {
   }
 }
 
+// addmm where the GEMM's bias epilogue cannot take it (beta other than 1, a
+// matrix bias; beta 0 drops self, NaN included) as a product and a sum; the
+// row-bias form with beta 1 left for the GEMM.
+TEST(Decompose, AddmmBeyondARowBiasIsAProductAndASum) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%s: float32[2, 2], %a: float32[2, 3], %b: float32[3, 2], %r: float32[2]) {
+  %scaled: float32[2, 2] = aten.addmm.default(self=%s, mat1=%a, mat2=%b, beta=0.5, alpha=2)
+  %dropped: float32[2, 2] = aten.addmm.default(self=%s, mat1=%a, mat2=%b, beta=0)
+  %row: float32[2, 2] = aten.addmm.default(self=%r, mat1=%a, mat2=%b)
+  return (%scaled, %dropped, %row)
+}
+)",
+                            &ops);
+  EXPECT_EQ(ops["aten.addmm.default"], 1);  // the row bias
+  EXPECT_EQ(ops["aten.mm.default"], 2);
+  const Tensor a = matrix(2, 3, {1, -2, 3, 0.5, 4, -6});
+  const Tensor b = matrix(3, 2, {2, 1, 0, -1, 1, 3});
+  const Tensor self = matrix(2, 2, {1, std::nan(""), -2, 4});
+  const Tensor r = matrix(1, 2, {10, 20}).reshape({2});
+  auto out = run(m, {self, a, b, r});
+  ASSERT_EQ(out.size(), 3u);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 2; ++j) {
+      double p = 0;
+      for (int64_t k = 0; k < 3; ++k) p += a.value_at(i * 3 + k) * b.value_at(k * 2 + j);
+      const int64_t e = i * 2 + j;
+      if (e == 1) {
+        EXPECT_TRUE(std::isnan(out[0].value_at(e)));
+      } else {
+        EXPECT_NEAR(out[0].value_at(e), 0.5 * self.value_at(e) + 2 * p, 1e-5) << e;
+      }
+      EXPECT_NEAR(out[1].value_at(e), p, 1e-5) << e;  // beta 0: self's NaN not read
+      EXPECT_NEAR(out[2].value_at(e), r.value_at(j) + p, 1e-5) << e;
+    }
+}
+
 // The elementwise composites of torch.nn.functional and torch, each against
 // its definition computed here in double, over values that reach every
 // branch: signs, zero, values beyond each threshold, infinities and NaN.
