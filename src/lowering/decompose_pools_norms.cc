@@ -141,6 +141,88 @@ Expected<bool> instance_norm(PatternContext& ctx, ir::Node& n) {
   return b.done(y);
 }
 
+// `v`'s sizes when all are static.
+std::optional<std::vector<int64_t>> static_shape(const ir::Value* v) {
+  std::vector<int64_t> out;
+  for (const ir::Dim& d : v->type.sizes) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+// Values written (or, for a max pool's gradient, added) per plane at their
+// indices into a plane of zeros: [planes, from] values and indices land in
+// [planes, to] zeros along dim 1 (scatter / scatter_add), shaped `out` after.
+ir::Value* scatter_planes(Nodes& b, OpKind op, ir::Value* values, ir::Value* indices, int64_t planes, int64_t from,
+                          int64_t to, const ir::TensorType& out) {
+  const DType dt = values->type.dtype;
+  auto flat = [&](ir::Value* v, int64_t cols, DType t) {
+    return b.add(OpKind::kView, {{"self", v}, {"size", std::vector<int64_t>{planes, cols}}},
+                 {t, {ir::Dim::of(planes), ir::Dim::of(cols)}});
+  };
+  const ir::TensorType zeros_type{dt, {ir::Dim::of(planes), ir::Dim::of(to)}};
+  ir::Value* zeros = b.add(
+      OpKind::kFull, {{"size", std::vector<int64_t>{planes, to}}, {"fill_value", 0.0}, {"dtype", dt}}, zeros_type);
+  ir::Value* written = b.add(op,
+                             {{"self", zeros},
+                              {"dim", int64_t{1}},
+                              {"index", flat(indices, from, DType::Int64)},
+                              {"src", flat(values, from, dt)}},
+                             zeros_type);
+  std::vector<int64_t> shape;
+  for (const ir::Dim& d : out.sizes) shape.push_back(d.value);
+  return b.add(OpKind::kView, {{"self", written}, {"size", shape}}, out);
+}
+
+// max_unpool2d / max_unpool3d: each value written at its index within its
+// plane of the output's spatial size (scatter into zeros).
+Expected<bool> max_unpool(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* idx = PatternContext::tensor_arg(n, "indices");
+  const size_t spatial = n.op == OpKind::kMaxUnpool2d ? 2 : 3;
+  if (!x || !idx || n.outputs.size() != 1 || idx->type.dtype != DType::Int64 ||
+      n.outputs[0]->type.dtype != x->type.dtype)
+    return false;
+  const auto xs = static_shape(x), is = static_shape(idx), os = static_shape(n.outputs[0]);
+  if (!xs || !is || !os || *xs != *is || xs->size() < spatial + 1 || xs->size() > spatial + 2 ||
+      os->size() != xs->size())
+    return false;
+  int64_t planes = 1, from = 1, to = 1;
+  for (size_t d = 0; d < xs->size(); ++d) {
+    const bool lead = d + spatial < xs->size();
+    if (lead && (*xs)[d] != (*os)[d]) return false;
+    (lead ? planes : from) *= (*xs)[d];
+    if (!lead) to *= (*os)[d];
+  }
+  Nodes b(ctx, n);
+  return b.done(scatter_planes(b, OpKind::kScatterSrc, x, idx, planes, from, to, b.out()));
+}
+
+// max_pool2d_with_indices_backward: each gradient added at its index within
+// its input plane (a position several windows chose gets their sum).
+Expected<bool> max_pool2d_backward(PatternContext& ctx, ir::Node& n) {
+  ir::Value* g = PatternContext::tensor_arg(n, "grad_output");
+  ir::Value* self = PatternContext::tensor_arg(n, "self");
+  ir::Value* idx = PatternContext::tensor_arg(n, "indices");
+  if (!g || !self || !idx || n.outputs.size() != 1 || idx->type.dtype != DType::Int64 || !is_floating(g->type.dtype) ||
+      n.outputs[0]->type.dtype != g->type.dtype)
+    return false;
+  const auto gs = static_shape(g), is = static_shape(idx), ss = static_shape(self), os = static_shape(n.outputs[0]);
+  if (!gs || !is || !ss || !os || *gs != *is || *os != *ss || gs->size() != ss->size() ||
+      (ss->size() != 3 && ss->size() != 4))
+    return false;
+  const size_t r = ss->size();
+  const int64_t from = (*gs)[r - 1] * (*gs)[r - 2], to = (*ss)[r - 1] * (*ss)[r - 2];
+  int64_t planes = 1;
+  for (size_t d = 0; d + 2 < r; ++d) {
+    if ((*gs)[d] != (*ss)[d]) return false;
+    planes *= (*ss)[d];
+  }
+  Nodes b(ctx, n);
+  return b.done(scatter_planes(b, OpKind::kScatterAdd, g, idx, planes, from, to, b.out()));
+}
+
 // The batch norms in core ops, every tensor of one floating dtype and the
 // channel count static. In training, the batch's statistics over every dim
 // but 1 (biased variance for the output; at least two values per channel,
@@ -248,6 +330,9 @@ constexpr Decomposition kPoolNormDecompositions[] = {
     {OpKind::kAdaptiveMaxPool1d, &pool1d},
     {OpKind::kMaxPool2dWithIndices, &pool_values_only},
     {OpKind::kInstanceNorm, &instance_norm},
+    {OpKind::kMaxUnpool2d, &max_unpool},
+    {OpKind::kMaxUnpool3d, &max_unpool},
+    {OpKind::kMaxPool2dWithIndicesBackward, &max_pool2d_backward},
     {OpKind::kBatchNorm, &batch_norm},
     {OpKind::kNativeBatchNorm, &batch_norm},
     {OpKind::kNativeBatchNormNoTraining, &batch_norm},

@@ -428,6 +428,38 @@ TEST(DecomposeNn, BatchNormsFollowTheirDefinitions) {
   }
 }
 
+// max_unpool writes each value at its index within its plane of zeros; a max
+// pool's gradient adds each gradient at its index within its input plane
+// (repeats summed). Both as scatters into zeros.
+TEST(DecomposeNn, MaxUnpoolAndMaxPoolGradientsScatterIntoZeros) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(
+      R"(graph(%x: float32[1, 2, 1, 2], %i: int64[1, 2, 1, 2], %g: float32[1, 2, 1, 2], %s: float32[1, 2, 2, 2], %j: int64[1, 2, 1, 2]) {
+  %u: float32[1, 2, 2, 3] = aten.max_unpool2d.default(self=%x, indices=%i, output_size=[2, 3])
+  %d: float32[1, 2, 2, 2] = aten.max_pool2d_with_indices_backward.default(grad_output=%g, self=%s, kernel_size=[2, 2], stride=[1, 1], padding=[0, 0], dilation=[1, 1], ceil_mode=false, indices=%j)
+  return (%u, %d)
+}
+)",
+      &ops);
+  EXPECT_EQ(ops["aten.max_unpool2d.default"], 0);
+  EXPECT_EQ(ops["aten.max_pool2d_with_indices_backward.default"], 0);
+  const Tensor x = filled(DType::Float32, {1, 2, 1, 2}, {1, 2, 3, 4});
+  const Tensor i = filled(DType::Int64, {1, 2, 1, 2}, {5, 0, 3, 1});
+  const Tensor j = filled(DType::Int64, {1, 2, 1, 2}, {2, 0, 3, 3});  // plane 1 repeats position 3
+  const Tensor g = filled(DType::Float32, {1, 2, 1, 2}, {0.5, 1.5, 2, 4});
+  const Tensor self = Tensor::zeros(DType::Float32, {1, 2, 2, 2});
+  auto out = run(m, {x, i, g, self, j});
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<double> unpooled(12, 0.0), grads(8, 0.0);
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t e = 0; e < 2; ++e) {
+      unpooled[static_cast<size_t>(p * 6 + i.data<int64_t>()[p * 2 + e])] = x.value_at(p * 2 + e);
+      grads[static_cast<size_t>(p * 4 + j.data<int64_t>()[p * 2 + e])] += g.value_at(p * 2 + e);
+    }
+  EXPECT_EQ(values_of(out[0]), unpooled);
+  EXPECT_EQ(values_of(out[1]), grads);
+}
+
 TEST(DecomposeNn, SliceScatterOfStaticBoundsIsIndexCopy) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[2, 5], %y: float32[2, 2]) {
