@@ -223,6 +223,45 @@ Expected<bool> max_pool2d_backward(PatternContext& ctx, ir::Node& n) {
   return b.done(scatter_planes(b, OpKind::kScatterAdd, g, idx, planes, from, to, b.out()));
 }
 
+// native_layer_norm whose statistics are read (with them unread it becomes
+// layer_norm: fuse-layer-norm): the mean and the inverse std over the
+// normalized trailing dims (biased variance), kept as size-1 dims, and the
+// output with weight and bias broadcast over the leading dims.
+Expected<bool> native_layer_norm(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "input");
+  ir::Value* w = PatternContext::tensor_arg(n, "weight");
+  ir::Value* bias = PatternContext::tensor_arg(n, "bias");
+  const auto shape = int_list(n, "normalized_shape");
+  const auto eps = ctx.number(n, "eps");
+  if (!x || n.outputs.size() != 3 || !shape || shape->empty() || !eps || !is_floating(x->type.dtype) ||
+      shape->size() > x->type.sizes.size())
+    return false;
+  if (ctx.uses(n.outputs[1]) == 0 && ctx.uses(n.outputs[2]) == 0) return false;
+  const DType dt = x->type.dtype;
+  for (const ir::Value* o : n.outputs)
+    if (o->type.dtype != dt) return false;
+  for (const ir::Value* v : {w, bias})
+    if (v && v->type.dtype != dt) return false;
+  std::vector<int64_t> dims;
+  for (size_t d = x->type.sizes.size() - shape->size(); d < x->type.sizes.size(); ++d)
+    dims.push_back(static_cast<int64_t>(d));
+  Nodes b(ctx, n);
+  const ir::TensorType kept = reduced(x->type, dims, true);
+  if (kept.sizes.size() != n.outputs[1]->type.sizes.size()) return false;
+  ir::Value* mean = b.add(OpKind::kMeanDim, {{"self", x}, {"dim", dims}, {"keepdim", true}}, kept);
+  ir::Value* c = b.binary(OpKind::kSubTensor, x, mean, dt);
+  ir::Value* var = b.add(OpKind::kMeanDim,
+                         {{"self", b.binary(OpKind::kMulTensor, c, c, dt)}, {"dim", dims}, {"keepdim", true}}, kept);
+  ir::Value* rstd = b.unary(OpKind::kRsqrt, b.binary(OpKind::kAddTensor, var, *eps, dt));
+  ir::Value* y = b.binary(OpKind::kMulTensor, c, rstd, dt);
+  if (w) y = b.binary(OpKind::kMulTensor, y, w, dt);
+  if (bias) y = b.binary(OpKind::kAddTensor, y, bias, dt);
+  if (!y) return false;
+  ctx.replace_uses(n.outputs[1], mean);
+  ctx.replace_uses(n.outputs[2], rstd);
+  return b.done(y);
+}
+
 // The batch norms in core ops, every tensor of one floating dtype and the
 // channel count static. In training, the batch's statistics over every dim
 // but 1 (biased variance for the output; at least two values per channel,
@@ -330,6 +369,7 @@ constexpr Decomposition kPoolNormDecompositions[] = {
     {OpKind::kAdaptiveMaxPool1d, &pool1d},
     {OpKind::kMaxPool2dWithIndices, &pool_values_only},
     {OpKind::kInstanceNorm, &instance_norm},
+    {OpKind::kNativeLayerNorm, &native_layer_norm},
     {OpKind::kMaxUnpool2d, &max_unpool},
     {OpKind::kMaxUnpool3d, &max_unpool},
     {OpKind::kMaxPool2dWithIndicesBackward, &max_pool2d_backward},

@@ -460,6 +460,34 @@ TEST(DecomposeNn, MaxUnpoolAndMaxPoolGradientsScatterIntoZeros) {
   EXPECT_EQ(values_of(out[1]), grads);
 }
 
+// native_layer_norm whose statistics are read: the mean and inverse std of
+// each row over the normalized dims (kept as size-1 dims) and the output.
+TEST(DecomposeNn, NativeLayerNormWithReadStatisticsFollowsItsDefinition) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 4], %w: float32[4], %b: float32[4]) {
+  %y: float32[2, 4], %mean: float32[2, 1], %rstd: float32[2, 1] = aten.native_layer_norm.default(input=%x, normalized_shape=[4], weight=%w, bias=%b, eps=1e-05)
+  return (%y, %mean, %rstd)
+}
+)",
+                            &ops);
+  EXPECT_EQ(ops["aten.native_layer_norm.default"], 0);
+  const std::vector<double> xv{1, -2, 3, 0.5, 4, 4, -6, 2}, w{1, 2, -1, 0.5}, b{0, 0.1, 0.2, 0.3};
+  auto out =
+      run(m, {filled(DType::Float32, {2, 4}, xv), filled(DType::Float32, {4}, w), filled(DType::Float32, {4}, b)});
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_EQ(out[1].sizes(), (Shape{2, 1}));
+  for (int64_t r = 0; r < 2; ++r) {
+    double mu = 0, m2 = 0;
+    for (int64_t j = 0; j < 4; ++j) mu += xv[static_cast<size_t>(r * 4 + j)] / 4;
+    for (int64_t j = 0; j < 4; ++j) m2 += std::pow(xv[static_cast<size_t>(r * 4 + j)] - mu, 2) / 4;
+    const double rs = 1 / std::sqrt(m2 + 1e-5);
+    EXPECT_NEAR(out[1].value_at(r), mu, 1e-6);
+    EXPECT_NEAR(out[2].value_at(r), rs, 1e-5 * rs);
+    for (int64_t j = 0; j < 4; ++j)
+      EXPECT_NEAR(out[0].value_at(r * 4 + j), (xv[static_cast<size_t>(r * 4 + j)] - mu) * rs * w[j] + b[j], 1e-5);
+  }
+}
+
 TEST(DecomposeNn, SliceScatterOfStaticBoundsIsIndexCopy) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[2, 5], %y: float32[2, 2]) {
