@@ -15,7 +15,8 @@
 //   linalg_norm(x, ord, dims) of a vector form
 //                                  -> linalg_vector_norm(x, ord or 2, dims)
 //   addmm(s, a, b, beta, alpha)    -> beta * s + alpha * mm(a, b), where beta != 1
-//                                     or s is more than a row (else the GEMM's bias)
+//                                     or s is not a row of the output's width
+//                                     (else the GEMM's bias)
 //   matmul with a 1-D operand      -> sum(a * b) (both 1-D), or the vector
 //                                     as a row [1, K] (or column [K, 1]),
 //                                     the product, and that dim squeezed
@@ -693,8 +694,8 @@ Expected<bool> linalg_norm(PatternContext& ctx, ir::Node& n) {
 
 // addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * (mat1 @ mat2)
 // where the GEMM's bias epilogue cannot take it: beta other than 1, or self
-// more than a row (a matrix or a column). beta 0 ignores self, NaN included,
-// as torch does.
+// other than a row of the output's width (a matrix, a column, a single value
+// broadcast). beta 0 ignores self, NaN included, as torch does.
 Expected<bool> addmm(PatternContext& ctx, ir::Node& n) {
   ir::Value* self = floating_operand(n);
   ir::Value* a = floating_operand(n, "mat1");
@@ -704,8 +705,17 @@ Expected<bool> addmm(PatternContext& ctx, ir::Node& n) {
   const auto alpha = number_or(ctx, n, "alpha", 1.0);
   if (!beta || !alpha) return false;
   const auto& bs = self->type.sizes;
-  const bool row = bs.size() < 2 || (bs.size() == 2 && bs[0].is_static() && bs[0].value == 1);
-  if (*beta == 1 && row) return false;  // the GEMM's bias
+  const auto& os = n.outputs[0]->type.sizes;
+  if (os.size() != 2 || bs.size() > 2) return false;
+  // The GEMM's bias: a row of the output's width ([n] or [1, n]), beta 1.
+  const bool row = (bs.size() == 1 && same_dim(bs[0], os[1])) ||
+                   (bs.size() == 2 && bs[0].is_static() && bs[0].value == 1 && same_dim(bs[1], os[1]));
+  if (*beta == 1 && row) return false;
+  // self must broadcast to the output (else the node is left, named).
+  for (size_t k = 0; k < bs.size(); ++k) {
+    const ir::Dim& d = bs[bs.size() - 1 - k];
+    if (!(d.is_static() && d.value == 1) && !same_dim(d, os[os.size() - 1 - k])) return false;
+  }
   Nodes nodes(ctx, n);
   const DType dt = self->type.dtype;
   ir::Value* p = nodes.add(OpKind::kMm, {{"self", a}, {"mat2", b}}, nodes.out());
@@ -713,7 +723,7 @@ Expected<bool> addmm(PatternContext& ctx, ir::Node& n) {
   if (*beta == 0) return nodes.done(p);
   ir::Value* s = *beta == 1 ? self : nodes.binary(OpKind::kMulTensor, self, *beta, dt);
   ir::Value* sum = nodes.binary(OpKind::kAddTensor, p, s, dt);
-  return sum && sum->type.sizes.size() == nodes.out().sizes.size() ? nodes.done(sum) : false;
+  return nodes.done(sum);
 }
 
 // matmul with a 1-D operand, as PyTorch defines it: a vector first is a row

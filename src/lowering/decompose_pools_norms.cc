@@ -240,11 +240,16 @@ Expected<bool> native_layer_norm(PatternContext& ctx, ir::Node& n) {
   const DType dt = x->type.dtype;
   for (const ir::Value* o : n.outputs)
     if (o->type.dtype != dt) return false;
-  for (const ir::Value* v : {w, bias})
-    if (v && v->type.dtype != dt) return false;
   std::vector<int64_t> dims;
   for (size_t d = x->type.sizes.size() - shape->size(); d < x->type.sizes.size(); ++d)
     dims.push_back(static_cast<int64_t>(d));
+  // weight and bias of the normalized dims' sizes.
+  for (const ir::Value* v : {w, bias}) {
+    if (!v) continue;
+    if (v->type.dtype != dt || v->type.sizes.size() != dims.size()) return false;
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (!same_dim(v->type.sizes[k], x->type.sizes[static_cast<size_t>(dims[k])])) return false;
+  }
   Nodes b(ctx, n);
   const ir::TensorType kept = reduced(x->type, dims, true);
   if (kept.sizes.size() != n.outputs[1]->type.sizes.size()) return false;
@@ -256,7 +261,6 @@ Expected<bool> native_layer_norm(PatternContext& ctx, ir::Node& n) {
   ir::Value* y = b.binary(OpKind::kMulTensor, c, rstd, dt);
   if (w) y = b.binary(OpKind::kMulTensor, y, w, dt);
   if (bias) y = b.binary(OpKind::kAddTensor, y, bias, dt);
-  if (!y) return false;
   ctx.replace_uses(n.outputs[1], mean);
   ctx.replace_uses(n.outputs[2], rstd);
   return b.done(y);
@@ -269,7 +273,8 @@ Expected<bool> native_layer_norm(PatternContext& ctx, ir::Node& n) {
 // saved mean and inverse std per channel, and the running statistics moved by
 // momentum toward the batch mean and the unbiased variance, as PyTorch
 // updates them; in evaluation, the running statistics (unless every
-// parameter is a constant: fold-batch-norm's then). Outputs by op:
+// parameter of a batch_norm or _native_batch_norm_legit_no_training is a
+// constant: fold-batch-norm's then), its saved statistics unread. Outputs by op:
 //   batch_norm                            out
 //   native_batch_norm                     out, mean, invstd ([0] in evaluation: unused)
 //   _native_batch_norm_legit_no_training  out, [0], [0] (unused)
@@ -293,15 +298,14 @@ Expected<bool> batch_norm(PatternContext& ctx, ir::Node& n) {
       !is_floating(x->type.dtype) || x->type.sizes.size() < 2 || !x->type.sizes[1].is_static())
     return false;
   if ((!*training || functional) && (!rm || !rv)) return false;
-  // An evaluation-mode norm whose parameters are all constants is fold-batch-norm's (into a
-  // convolution before it, or a constant scale and shift).
-  if (!*training && ctx.constant(rm) && ctx.constant(rv) && (!w || ctx.constant(w)) && (!bias || ctx.constant(bias)))
+  // An evaluation-mode batch_norm or _native_batch_norm_legit_no_training whose parameters are all
+  // constants is fold-batch-norm's (into a convolution before it, or a constant scale and shift).
+  if (!*training && (n.op == OpKind::kBatchNorm || n.op == OpKind::kNativeBatchNormNoTraining) && ctx.constant(rm) &&
+      ctx.constant(rv) && (!w || ctx.constant(w)) && (!bias || ctx.constant(bias)))
     return false;
   // Outputs with nothing to give them here must be unused.
   if (with_update && ctx.uses(n.outputs[3]) != 0) return false;
-  if (!*training && !functional && n.outputs.size() == 3 &&
-      (ctx.uses(n.outputs[1]) != 0 || ctx.uses(n.outputs[2]) != 0))
-    return false;
+  if (!*training && n.outputs.size() >= 3 && (ctx.uses(n.outputs[1]) != 0 || ctx.uses(n.outputs[2]) != 0)) return false;
   const DType dt = x->type.dtype;
   for (const ir::Value* v : {w, bias, rm, rv})
     if (v && (v->type.dtype != dt || v->type.sizes.size() != 1)) return false;

@@ -322,8 +322,11 @@ std::string gemm_refusal(const ir::Node& n) {
   if (n.op == OpKind::kAddmm) {
     if (double_arg(n, "beta").value_or(1.0) != 1.0) return "addmm with beta != 1";
     const ir::Value* bias = value_arg(n, "self");
-    if (!bias || rank(bias) > 2 || (rank(bias) == 2 && bias->type.sizes[0].value != 1))
-      return "addmm whose bias is not a row vector";
+    const ir::Dim* width = rank(out) == 2 ? &out->type.sizes[1] : nullptr;
+    const ir::Dim* last = bias && rank(bias) > 0 ? &bias->type.sizes.back() : nullptr;
+    if (!bias || !width || !last || rank(bias) > 2 || (rank(bias) == 2 && bias->type.sizes[0].value != 1) ||
+        last->to_string() != width->to_string())
+      return "addmm whose bias is not a row of the output's width";
   }
   if (n.op == OpKind::kLinear) {
     const ir::Value* bias = value_arg(n, "bias");

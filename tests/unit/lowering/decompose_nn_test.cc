@@ -488,6 +488,19 @@ TEST(DecomposeNn, NativeLayerNormWithReadStatisticsFollowsItsDefinition) {
   }
 }
 
+// A weight that may not fit the normalized dims (a dynamic size against a
+// static one) leaves native_layer_norm as it is, for its kernel to check.
+TEST(DecomposeNn, NativeLayerNormWithAWeightThatMayNotFitIsLeft) {
+  std::map<std::string, int> ops;
+  (void)decomposed(R"(graph(%x: float32[2, s0], %w: float32[4], %b: float32[4]) {
+  %y: float32[2, s0], %mean: float32[2, 1], %rstd: float32[2, 1] = aten.native_layer_norm.default(input=%x, normalized_shape=[4], weight=%w, bias=%b, eps=1e-05)
+  return (%y, %mean, %rstd)
+}
+)",
+                   &ops);
+  EXPECT_EQ(ops["aten.native_layer_norm.default"], 1);
+}
+
 TEST(DecomposeNn, SliceScatterOfStaticBoundsIsIndexCopy) {
   std::map<std::string, int> ops;
   ir::Module m = decomposed(R"(graph(%x: float32[2, 5], %y: float32[2, 2]) {

@@ -172,22 +172,25 @@ TEST(Decompose, MatmulOfVectorsIsARowAColumnOrADotProduct) {
 // row-bias form with beta 1 left for the GEMM.
 TEST(Decompose, AddmmBeyondARowBiasIsAProductAndASum) {
   std::map<std::string, int> ops;
-  ir::Module m = decomposed(R"(graph(%s: float32[2, 2], %a: float32[2, 3], %b: float32[3, 2], %r: float32[2]) {
+  ir::Module m =
+      decomposed(R"(graph(%s: float32[2, 2], %a: float32[2, 3], %b: float32[3, 2], %r: float32[2], %one: float32[1]) {
   %scaled: float32[2, 2] = aten.addmm.default(self=%s, mat1=%a, mat2=%b, beta=0.5, alpha=2)
   %dropped: float32[2, 2] = aten.addmm.default(self=%s, mat1=%a, mat2=%b, beta=0)
   %row: float32[2, 2] = aten.addmm.default(self=%r, mat1=%a, mat2=%b)
-  return (%scaled, %dropped, %row)
+  %single: float32[2, 2] = aten.addmm.default(self=%one, mat1=%a, mat2=%b)
+  return (%scaled, %dropped, %row, %single)
 }
 )",
-                            &ops);
+                 &ops);
   EXPECT_EQ(ops["aten.addmm.default"], 1);  // the row bias
-  EXPECT_EQ(ops["aten.mm.default"], 2);
+  EXPECT_EQ(ops["aten.mm.default"], 3);     // one value broadcast is no row of the output's width
   const Tensor a = matrix(2, 3, {1, -2, 3, 0.5, 4, -6});
   const Tensor b = matrix(3, 2, {2, 1, 0, -1, 1, 3});
   const Tensor self = matrix(2, 2, {1, std::nan(""), -2, 4});
   const Tensor r = matrix(1, 2, {10, 20}).reshape({2});
-  auto out = run(m, {self, a, b, r});
-  ASSERT_EQ(out.size(), 3u);
+  const Tensor one = matrix(1, 1, {7}).reshape({1});
+  auto out = run(m, {self, a, b, r, one});
+  ASSERT_EQ(out.size(), 4u);
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 2; ++j) {
       double p = 0;
@@ -200,6 +203,7 @@ TEST(Decompose, AddmmBeyondARowBiasIsAProductAndASum) {
       }
       EXPECT_NEAR(out[1].value_at(e), p, 1e-5) << e;  // beta 0: self's NaN not read
       EXPECT_NEAR(out[2].value_at(e), r.value_at(j) + p, 1e-5) << e;
+      EXPECT_NEAR(out[3].value_at(e), 7 + p, 1e-5) << e;
     }
 }
 
