@@ -77,6 +77,36 @@ std::optional<IndexRead> index_read(const ir::Node& n) {
   return r;
 }
 
+// The index tensors of `r` as layouts over the indexed space `space` (each
+// broadcast to `bshape`, the indices' sizes, which sit in space from r.first;
+// stride 0 along every other dim), with their buffers.
+struct IndexOperands {
+  std::vector<StridedLayout> layouts;
+  std::vector<BufferRef> bufs;
+};
+Expected<IndexOperands> index_operands(Builder& b, const IndexRead& r, const std::vector<int64_t>& space,
+                                       const std::vector<int64_t>& bshape) {
+  IndexOperands ops;
+  for (const ir::Value* v : r.indices) {
+    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
+    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, bshape));
+    StridedLayout l{t.dtype, space, std::vector<int64_t>(space.size(), 0)};
+    for (size_t d = 0; d < bshape.size(); ++d) l.strides[static_cast<size_t>(r.first) + d] = wide.strides[d];
+    ops.layouts.push_back(std::move(l));
+    ops.bufs.push_back(t.buf);
+  }
+  return ops;
+}
+
+// Launches an index kernel: `a` (the output read into, or the values), self, the indices, the error word.
+Status launch_index(Builder& b, const std::string& layer, GeneratedKernel k, BufferRef a, BufferRef self,
+                    const IndexOperands& ops) {
+  std::vector<BufferRef> all{a, self};
+  all.insert(all.end(), ops.bufs.begin(), ops.bufs.end());
+  all.push_back(b.error_word());
+  return b.launch(layer, std::move(k), all);
+}
+
 Status emit_index(Builder& b, const ir::Node& n) {
   auto r = index_read(n);
   if (!r) return unsupported(n.name + ": an index other than tensors for consecutive dims");
@@ -91,24 +121,12 @@ Status emit_index(Builder& b, const ir::Node& n) {
   const int64_t index_rank = static_cast<int64_t>(sizes.size()) - static_cast<int64_t>(x.sizes.size()) + count;
   if (index_rank < 0) return invalid_argument(n.name + ": its result has fewer dims than the index leaves");
   const std::vector<int64_t> bshape(sizes.begin() + r->first, sizes.begin() + r->first + index_rank);
-  std::vector<StridedLayout> layouts;
-  std::vector<BufferRef> args;
-  for (const ir::Value* v : r->indices) {
-    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
-    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, bshape));
-    StridedLayout l{t.dtype, sizes, std::vector<int64_t>(sizes.size(), 0)};
-    for (int64_t d = 0; d < index_rank; ++d)
-      l.strides[static_cast<size_t>(r->first + d)] = wide.strides[static_cast<size_t>(d)];
-    layouts.push_back(std::move(l));
-    args.push_back(t.buf);
-  }
+  KILN_ASSIGN_OR_RETURN(IndexOperands ops, index_operands(b, *r, sizes, bshape));
   TRef o = b.new_tensor(dt, sizes);
   const int code = b.add_error_layer(n.name);
-  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, index_kernel(o.layout(), x.layout(), layouts, r->first, index_rank, code));
-  std::vector<BufferRef> all{o.buf, x.buf};
-  all.insert(all.end(), args.begin(), args.end());
-  all.push_back(b.error_word());
-  KILN_TRY(b.launch(n.name, std::move(k), all));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        index_kernel(o.layout(), x.layout(), ops.layouts, r->first, index_rank, code));
+  KILN_TRY(launch_index(b, n.name, std::move(k), o.buf, x.buf, ops));
   b.bind(out, o);
   return Status::ok();
 }
@@ -136,8 +154,8 @@ Status emit_gather(Builder& b, const ir::Node& n) {
 namespace {
 
 // A write of rows at positions along one dim: index_copy or kiln.cache_write
-// (a position out of range is an error; index_put, which counts negative
-// positions from the end, takes emit_index_put).
+// (a position out of range is an error). index_put, which counts negative
+// positions from the end, never comes here (emit_index_put).
 struct IndexWrite {
   const ir::Value* self = nullptr;
   const ir::Value* index = nullptr;
@@ -151,7 +169,6 @@ std::optional<IndexWrite> index_write(const ir::Node& n) {
   w.self = value_arg(n, "self");
   if (!w.self || n.outputs.size() != 1) return std::nullopt;
   const size_t rank = std::max<size_t>(1, w.self->type.sizes.size());
-  if (n.op == OpKind::kIndexPut) return std::nullopt;  // emit_index_put: it counts negative indices from the end
   w.index = value_arg(n, "index");
   w.source = value_arg(n, "source");
   w.dim = norm_dim(int_arg(n, "dim").value_or(0), rank);
@@ -205,30 +222,17 @@ Status emit_index_put(Builder& b, const ir::Node& n) {
   std::vector<int64_t> space(dst.sizes.begin(), dst.sizes.begin() + static_cast<std::ptrdiff_t>(first));
   space.insert(space.end(), bshape->begin(), bshape->end());
   space.insert(space.end(), dst.sizes.begin() + static_cast<std::ptrdiff_t>(first + count), dst.sizes.end());
-  const auto index_rank = static_cast<int64_t>(bshape->size());
-  std::vector<StridedLayout> layouts;
-  std::vector<BufferRef> args;
-  for (const ir::Value* v : r->indices) {
-    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(v));
-    KILN_ASSIGN_OR_RETURN(TRef wide, expanded(t, *bshape));
-    StridedLayout l{t.dtype, space, std::vector<int64_t>(space.size(), 0)};
-    for (int64_t d = 0; d < index_rank; ++d)
-      l.strides[first + static_cast<size_t>(d)] = wide.strides[static_cast<size_t>(d)];
-    layouts.push_back(std::move(l));
-    args.push_back(t.buf);
-  }
+  KILN_ASSIGN_OR_RETURN(IndexOperands ops, index_operands(b, *r, space, *bshape));
   KILN_ASSIGN_OR_RETURN(TRef values, b.ref(value_arg(n, "values")));
   KILN_ASSIGN_OR_RETURN(values, b.contiguous(values, n.name, dt));
   KILN_ASSIGN_OR_RETURN(TRef wide_values, expanded(values, space));
   if (prod(space) > 0) {
     const int code = b.add_error_layer(n.name);
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
-                          index_kernel(wide_values.layout(), dst.layout(), layouts, r->first, index_rank, code,
-                                       bool_arg(n, "accumulate") ? IndexAccess::kAccumulate : IndexAccess::kPut));
-    std::vector<BufferRef> all{values.buf, dst.buf};
-    all.insert(all.end(), args.begin(), args.end());
-    all.push_back(b.error_word());
-    KILN_TRY(b.launch(n.name, std::move(k), all));
+    KILN_ASSIGN_OR_RETURN(
+        GeneratedKernel k,
+        index_kernel(wide_values.layout(), dst.layout(), ops.layouts, r->first, static_cast<int64_t>(bshape->size()),
+                     code, bool_arg(n, "accumulate") ? IndexAccess::kAccumulate : IndexAccess::kPut));
+    KILN_TRY(launch_index(b, n.name, std::move(k), values.buf, dst.buf, ops));
   }
   b.bind(out, dst);
   return Status::ok();
@@ -240,8 +244,8 @@ Status emit_index_put(Builder& b, const ir::Node& n) {
 // engine input slot of self itself: the caller's cache, written in place).
 Status emit_index_copy(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
+  if (n.op == OpKind::kIndexPut) return emit_index_put(b, n);  // negative positions count from the end there
   std::optional<IndexWrite> w = index_write(n);
-  if (!w && n.op == OpKind::kIndexPut) return emit_index_put(b, n);
   if (!w) return unsupported("not a write of rows at positions");
   const bool in_place = n.op == OpKind::kCacheWrite;
   TRef dst;
@@ -495,8 +499,7 @@ std::string gather_refusal(const ir::Node& n) {
 // Rows written at positions along one dim (index_copy, index_put, cache
 // writes); index_put with integer index tensors for consecutive dims.
 std::string index_copy_refusal(const ir::Node& n) {
-  std::optional<IndexWrite> w = index_write(n);
-  if (!w && n.op == OpKind::kIndexPut) {
+  if (n.op == OpKind::kIndexPut) {
     const std::optional<IndexRead> r = index_read(n);
     if (!r)
       return "index_put with a bool mask (the count it writes depends on the data) or with index tensors for dims "
@@ -517,6 +520,7 @@ std::string index_copy_refusal(const ir::Node& n) {
              " (atomic adds take floats, int64 and int32)";
     return "";
   }
+  std::optional<IndexWrite> w = index_write(n);
   if (!w) return "index writes other than rows at positions along one dim (one position index, Nones before it)";
   if (w->index->type.dtype != DType::Int64 && w->index->type.dtype != DType::Int32)
     return "index writes with non-integer indices";
