@@ -25,7 +25,7 @@
 // the activations and arithmetic of torch.nn.functional and torch as their
 // formulas in ATen: addcmul, addcdiv, lerp, logit, softplus, mish, celu and
 // selu (as elu), relu6 (hardtanh), hardshrink, softshrink, threshold,
-// log_sigmoid, sinc, xlogy, deg2rad, rad2deg, frac, positive, glu,
+// log_sigmoid, sinc, xlogy, xlog1py, deg2rad, rad2deg, frac, positive, glu,
 // isposinf, isneginf, isfinite, nan_to_num, floor_divide (any one dtype),
 // divide (div), ldexp (x * exp2(e)), trace (sum of the diagonal),
 // view_as, reshape_as, ravel of static sizes; outer, and dot, vdot, inner
@@ -447,18 +447,20 @@ Expected<bool> sinc(PatternContext& ctx, ir::Node& n) {
   return b.done(b.fill(q, b.compare(OpKind::kEqScalar, x, 0.0), 1.0));
 }
 
-// xlogy(x, y) = y is NaN ? NaN : (x == 0 ? 0 : x * log(y)).
-Expected<bool> xlogy(PatternContext& ctx, ir::Node& n) {
+// xlogy(x, y) = y is NaN ? NaN : (x == 0 ? 0 : x * log(y)); xlog1py the same with log1p(y).
+Expected<bool> x_times_log(PatternContext& ctx, ir::Node& n, OpKind log) {
   ir::Value* x = floating_operand(n);
   ir::Value* y = floating_operand(n, "other");
   if (!x || !y || y->type.dtype != x->type.dtype) return false;
   Nodes b(ctx, n);
-  ir::Value* p = b.binary(OpKind::kMulTensor, x, b.unary(OpKind::kLog, y), x->type.dtype);
+  ir::Value* p = b.binary(OpKind::kMulTensor, x, b.unary(log, y), x->type.dtype);
   if (!p) return false;
   ir::Value* zero = b.fill(p, b.compare(OpKind::kEqScalar, x, 0.0), 0.0);
   ir::Value* nan = b.add(OpKind::kIsnan, {{"self", y}}, {DType::Bool, y->type.sizes});
   return b.done(b.fill(zero, nan, std::numeric_limits<double>::quiet_NaN()));
 }
+Expected<bool> xlogy(PatternContext& ctx, ir::Node& n) { return x_times_log(ctx, n, OpKind::kLog); }
+Expected<bool> xlog1py(PatternContext& ctx, ir::Node& n) { return x_times_log(ctx, n, OpKind::kLog1p); }
 
 // deg2rad / rad2deg: a product with a number.
 Expected<bool> scaled(PatternContext& ctx, ir::Node& n, double factor) {
@@ -913,6 +915,7 @@ constexpr Decomposition kDecompositions[] = {
     {OpKind::kLogSigmoid, &log_sigmoid},
     {OpKind::kSinc, &sinc},
     {OpKind::kXlogyTensor, &xlogy},
+    {OpKind::kSpecialXlog1py, &xlog1py},
     {OpKind::kDeg2rad, &deg2rad},
     {OpKind::kRad2deg, &rad2deg},
     {OpKind::kFrac, &frac},

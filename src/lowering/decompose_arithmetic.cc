@@ -1,7 +1,7 @@
 // Arithmetic composites of torch, in core ops: count_nonzero, nansum,
-// nanmean, prelu, isclose, isreal, float_power (in float64), trapezoid and
-// trapz, subtract, sgn, angle, sum_to_size, rrelu outside training,
-// _safe_softmax.
+// nanmean, max() and min() of every element (amax, amin), prelu, isclose,
+// isreal, float_power (in float64), trapezoid and trapz, subtract, sgn, angle,
+// sum_to_size, rrelu outside training, _safe_softmax.
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
@@ -61,6 +61,17 @@ Expected<bool> nan_reduction(PatternContext& ctx, ir::Node& n) {
   count.dtype = DType::Int64;
   ir::Value* c = b.add(OpKind::kSumDimIntList, {{"self", kept}, {"dim", *dims}, {"keepdim", *keepdim}}, count);
   return b.done(b.add(OpKind::kDivTensor, {{"self", sum}, {"other", c}}, b.out()));
+}
+
+// max() / min() of every element: amax / amin over every dim (NaN if any is).
+Expected<bool> extreme_of_all(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  std::vector<int64_t> dims(x->type.sizes.size());
+  std::iota(dims.begin(), dims.end(), int64_t{0});
+  Nodes b(ctx, n);
+  return b.done(b.add(n.op == OpKind::kMax ? OpKind::kAmax : OpKind::kAmin,
+                      {{"self", x}, {"dim", dims}, {"keepdim", false}}, b.out()));
 }
 
 // prelu(x, w) = x > 0 ? x : w x, w per channel (dim 1) or one for all.
@@ -274,6 +285,8 @@ constexpr Decomposition kArithmeticDecompositions[] = {
     {OpKind::kCountNonzeroDims, &count_nonzero},
     {OpKind::kNansum, &nan_reduction},
     {OpKind::kNanmean, &nan_reduction},
+    {OpKind::kMax, &extreme_of_all},
+    {OpKind::kMin, &extreme_of_all},
     {OpKind::kPrelu, &prelu},
     {OpKind::kIsclose, &isclose},
     {OpKind::kIsreal, &isreal},

@@ -1,7 +1,8 @@
 // Indexing composites of torch, in core ops: take, take_along_dim, diag,
 // diag_embed, diagflat, diagonal_copy, cartesian_prod and combinations of
 // static sizes (an index_select of a position table), argwhere (nonzero),
-// slice_scatter of static bounds as index_copy at constant positions.
+// slice_scatter of static bounds and select_scatter of a constant index as
+// index_copy at constant positions, tril and triu (a constant mask).
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
@@ -106,6 +107,46 @@ Expected<bool> slice_scatter(PatternContext& ctx, ir::Node& n) {
   if (idx.empty()) return b.done(b.add(OpKind::kClone, {{"self", x}}, x->type));
   return b.done(b.add(OpKind::kIndexCopy,
                       {{"self", x}, {"dim", d}, {"index", b.constant(index_table(idx))}, {"source", src}}, b.out()));
+}
+
+// select_scatter(self, src, dim, index) with the index known at compile time:
+// index_copy of src, a unit dim inserted at dim, at that one position.
+Expected<bool> select_scatter(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  ir::Value* src = PatternContext::tensor_arg(n, "src");
+  const auto dim = int_value(n, "dim");
+  const auto index = int_value(n, "index");
+  if (!x || !src || !dim || !index || n.outputs.size() != 1 || src->type.dtype != x->type.dtype ||
+      x->type.sizes.empty() || src->type.sizes.size() + 1 != x->type.sizes.size())
+    return false;
+  const int64_t d = norm_dim(*dim, x->type.sizes.size());
+  if (d < 0 || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
+  const int64_t len = x->type.sizes[static_cast<size_t>(d)].value;
+  if (*index < -len || *index >= len) return false;
+  const int64_t at = *index < 0 ? *index + len : *index;
+  Nodes b(ctx, n);
+  ir::Value* s = b.unsqueezed(src, {d});
+  return b.done(b.add(OpKind::kIndexCopy,
+                      {{"self", x}, {"dim", d}, {"index", b.constant(index_table({at}))}, {"source", s}}, b.out()));
+}
+
+// tril(x, k) / triu(x, k) with static last two dims: zeros where a
+// constant [rows, cols] mask says the entry is above (below) diagonal k.
+Expected<bool> triangle(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto k = int_value(n, "diagonal", 0);
+  const size_t rank = x ? x->type.sizes.size() : 0;
+  if (!x || !k || rank < 2 || n.outputs.size() != 1 || n.outputs[0]->type.dtype != x->type.dtype) return false;
+  const ir::Dim& r = x->type.sizes[rank - 2];
+  const ir::Dim& c = x->type.sizes[rank - 1];
+  // The mask is stored in the program: at most 4 MiB of it.
+  if (!r.is_static() || !c.is_static() || r.value * c.value > (int64_t{1} << 22)) return false;
+  const bool lower = n.op == OpKind::kTril;
+  Tensor mask = Tensor::zeros(DType::Bool, {r.value, c.value});
+  for (int64_t i = 0; i < r.value; ++i)
+    for (int64_t j = 0; j < c.value; ++j) mask.data<bool>()[i * c.value + j] = lower ? j - i > *k : j - i < *k;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kMaskedFillScalar, {{"self", x}, {"mask", b.constant(mask)}, {"value", 0.0}}, b.out()));
 }
 
 // argwhere is nonzero.
@@ -271,6 +312,9 @@ constexpr Decomposition kIndexingDecompositions[] = {
     {OpKind::kDiagflat, &diag},
     {OpKind::kTake, &take},
     {OpKind::kSliceScatter, &slice_scatter},
+    {OpKind::kSelectScatter, &select_scatter},
+    {OpKind::kTril, &triangle},
+    {OpKind::kTriu, &triangle},
     {OpKind::kTakeAlongDim, &take_along_dim},
     {OpKind::kCartesianProd, &cartesian_prod},
     {OpKind::kArgwhere, &argwhere},

@@ -1,6 +1,8 @@
 // Linear-algebra composites of torch, in core ops: linalg_vecdot, addr,
 // addmv, addbmm (scaled sums of products), baddbmm, cross, linalg_cross,
-// renorm.
+// renorm, linalg_multi_dot (mm left to right), linalg_matrix_power of n >= 0
+// (repeated squaring), linalg_vander (a running product), the Frobenius
+// linalg_matrix_norm (a vector 2-norm over its dims).
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
@@ -158,10 +160,107 @@ Expected<bool> renorm(PatternContext& ctx, ir::Node& n) {
   return b.done(b.binary(OpKind::kMulTensor, x, factor, dt));
 }
 
+// linalg_multi_dot(tensors): mm left to right, a 1-D first operand as a row
+// and a 1-D last one as a column, their unit dims dropped from the result.
+Expected<bool> multi_dot(PatternContext& ctx, ir::Node& n) {
+  const auto* ins = std::get_if<std::vector<ir::Value*>>(n.find("tensors"));
+  const auto out = n.outputs.size() == 1 ? static_sizes(n.outputs[0]->type) : std::nullopt;
+  if (!ins || ins->size() < 2 || !out) return false;
+  const DType dt = n.outputs[0]->type.dtype;
+  for (size_t i = 0; i < ins->size(); ++i) {
+    const size_t r = (*ins)[i]->type.sizes.size();
+    const bool end = i == 0 || i + 1 == ins->size();
+    if ((*ins)[i]->type.dtype != dt || !is_floating(dt) || !(r == 2 || (end && r == 1))) return false;
+  }
+  Nodes b(ctx, n);
+  ir::Value* acc = (*ins)[0]->type.sizes.size() == 1 ? b.unsqueezed((*ins)[0], {0}) : (*ins)[0];
+  for (size_t i = 1; i < ins->size(); ++i) {
+    ir::Value* m = (*ins)[i]->type.sizes.size() == 1 ? b.unsqueezed((*ins)[i], {1}) : (*ins)[i];
+    acc = b.add(OpKind::kMm, {{"self", acc}, {"mat2", m}}, {dt, {acc->type.sizes[0], m->type.sizes[1]}});
+  }
+  if (same_sizes(acc->type.sizes, b.out().sizes)) return b.done(acc);
+  return b.done(b.add(OpKind::kReshape, {{"self", acc}, {"shape", *out}}, b.out()));
+}
+
+// linalg_matrix_power(A, n) for n >= 0: the identity (n = 0), else products
+// by repeated squaring.
+Expected<bool> matrix_power(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = PatternContext::tensor_arg(n, "self");
+  const auto k = int_value(n, "n");
+  const auto sizes = a ? static_sizes(a->type) : std::nullopt;
+  if (!a || !k || *k < 0 || !sizes || sizes->size() < 2 || n.outputs.size() != 1 || !is_floating(a->type.dtype) ||
+      n.outputs[0]->type.dtype != a->type.dtype)
+    return false;
+  const int64_t m = sizes->back();
+  if ((*sizes)[sizes->size() - 2] != m) return false;
+  Nodes b(ctx, n);
+  if (*k == 0) {
+    Tensor diag = Tensor::zeros(DType::Bool, {m, m});
+    for (int64_t i = 0; i < m; ++i) diag.data<bool>()[i * m + i] = true;
+    const DType dt = a->type.dtype;
+    ir::Value* eye = b.add(OpKind::kWhere,
+                           {{"condition", b.constant(diag)},
+                            {"self", b.constant(Tensor::scalar(dt, 1.0))},
+                            {"other", b.constant(Tensor::scalar(dt, 0.0))}},
+                           static_type(dt, {m, m}));
+    return b.done(b.add(OpKind::kExpand, {{"self", eye}, {"size", *sizes}}, b.out()));
+  }
+  auto mul = [&](ir::Value* x, ir::Value* y) { return b.add(OpKind::kMatmul, {{"self", x}, {"other", y}}, a->type); };
+  ir::Value* result = nullptr;
+  ir::Value* base = a;
+  for (int64_t e = *k; e > 0; e >>= 1) {
+    if (e & 1) result = result ? mul(result, base) : base;
+    if (e > 1) base = mul(base, base);
+  }
+  if (result == a) return b.done(b.add(OpKind::kClone, {{"self", a}}, b.out()));
+  return b.done(result);
+}
+
+// linalg_vander(x, N): [.., n] -> [.., n, N], column j holding x^j: ones,
+// then the running product of x (floating and int64 tensors).
+Expected<bool> vander(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "x");
+  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  const auto out = n.outputs.size() == 1 ? static_sizes(n.outputs[0]->type) : std::nullopt;
+  if (!x || !sizes || sizes->empty() || !out || out->size() != sizes->size() + 1) return false;
+  const DType dt = x->type.dtype;
+  if (n.outputs[0]->type.dtype != dt || !(is_floating(dt) || dt == DType::Int64)) return false;
+  const int64_t cols = out->back();
+  if (cols < 2) return false;
+  Nodes b(ctx, n);
+  std::vector<int64_t> col = *sizes;
+  col.push_back(1);
+  std::vector<int64_t> rest = *sizes;
+  rest.push_back(cols - 1);
+  const int64_t last = static_cast<int64_t>(sizes->size());
+  ir::Value* ones = b.add(OpKind::kFull, {{"size", col}, {"fill_value", 1.0}, {"dtype", dt}}, static_type(dt, col));
+  ir::Value* e = b.add(OpKind::kExpand, {{"self", b.unsqueezed(x, {last})}, {"size", rest}}, static_type(dt, rest));
+  ir::Value* powers = b.add(OpKind::kCumprod, {{"self", e}, {"dim", last}}, static_type(dt, rest));
+  return b.done(b.add(OpKind::kCat, {{"tensors", std::vector<ir::Value*>{ones, powers}}, {"dim", last}}, b.out()));
+}
+
+// linalg_matrix_norm(A, "fro", dims, keepdim) = the 2-norm of the entries over dims.
+Expected<bool> matrix_norm_fro(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = PatternContext::tensor_arg(n, "self");
+  const auto* ord = std::get_if<std::string>(n.find("ord"));
+  const auto dims = int_list(n, "dim", std::vector<int64_t>{-2, -1});
+  const auto keepdim = bool_value(n, "keepdim", false);
+  if (!a || (ord && *ord != "fro") || !dims || dims->size() != 2 || !keepdim || !absent(n, "dtype") ||
+      n.outputs.size() != 1 || !is_floating(a->type.dtype) || n.outputs[0]->type.dtype != a->type.dtype)
+    return false;
+  const auto rd = reduced_dims(*dims, a->type.sizes.size());
+  if (!rd || rd->size() != 2) return false;
+  Nodes b(ctx, n);
+  return b.done(b.p_norm(a, 2.0, *rd, *keepdim));
+}
+
 constexpr Decomposition kLinalgDecompositions[] = {
-    {OpKind::kLinalgVecdot, &vecdot}, {OpKind::kAddr, &add_product}, {OpKind::kAddmv, &add_product},
-    {OpKind::kAddbmm, &add_product},  {OpKind::kBaddbmm, &baddbmm},  {OpKind::kCross, &cross},
-    {OpKind::kLinalgCross, &cross},   {OpKind::kRenorm, &renorm},
+    {OpKind::kLinalgVecdot, &vecdot},      {OpKind::kAddr, &add_product},
+    {OpKind::kAddmv, &add_product},        {OpKind::kAddbmm, &add_product},
+    {OpKind::kBaddbmm, &baddbmm},          {OpKind::kCross, &cross},
+    {OpKind::kLinalgCross, &cross},        {OpKind::kRenorm, &renorm},
+    {OpKind::kLinalgMultiDot, &multi_dot}, {OpKind::kLinalgMatrixPower, &matrix_power},
+    {OpKind::kLinalgVander, &vander},      {OpKind::kLinalgMatrixNormStrOrd, &matrix_norm_fro},
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // column_stack, repeat of static sizes (an expand between reshapes), diff
 // (slices and subtractions, prepend and append joined by a cat), softmax and
 // log_softmax over a dim other than the last (between two transposes),
-// meshgrid, repeat_interleave of an int, pixel_unshuffle, channel_shuffle,
+// meshgrid, repeat_interleave of an int, pixel_shuffle and pixel_unshuffle
+// (a view, a permute and a reshape), linalg_diagonal (diagonal), channel_shuffle,
 // mH, matrix_H, numpy_T, real, resolve_conj, resolve_neg, conj_physical (of
 // real tensors), unsafe_chunk,
 // unsafe_split; tensor_split, hsplit, vsplit, dsplit, split_with_sizes_copy,
@@ -351,6 +352,43 @@ Expected<bool> pixel_unshuffle(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kReshape, {{"self", y}, {"shape", *out}}, b.out()));
 }
 
+// pixel_shuffle(x, r): [.., C r r, H, W] -> [.., C, r, r, H, W] -> [.., C, H, r, W, r] -> [.., C, H r, W r].
+Expected<bool> pixel_shuffle(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto r = int_value(n, "upscale_factor");
+  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  if (!x || n.outputs.size() != 1 || !r || *r <= 0 || !sizes || sizes->size() < 3) return false;
+  const size_t lead = sizes->size() - 3;
+  const int64_t c = (*sizes)[lead], h = (*sizes)[lead + 1], w = (*sizes)[lead + 2];
+  if (c % (*r * *r) != 0) return false;
+  std::vector<int64_t> split(sizes->begin(), sizes->begin() + static_cast<int64_t>(lead));
+  for (int64_t s : {c / (*r * *r), *r, *r, h, w}) split.push_back(s);
+  std::vector<int64_t> perm;
+  for (size_t i = 0; i < lead; ++i) perm.push_back(static_cast<int64_t>(i));
+  const int64_t l = static_cast<int64_t>(lead);
+  for (int64_t p : {l, l + 3, l + 1, l + 4, l + 2}) perm.push_back(p);
+  std::vector<int64_t> permuted;
+  for (int64_t p : perm) permuted.push_back(split[static_cast<size_t>(p)]);
+  const auto out = static_sizes(n.outputs[0]->type);
+  if (!out) return false;
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* y = b.add(OpKind::kView, {{"self", x}, {"size", split}}, static_type(dt, split));
+  y = b.add(OpKind::kPermute, {{"self", y}, {"dims", perm}}, static_type(dt, permuted));
+  return b.done(b.add(OpKind::kReshape, {{"self", y}, {"shape", *out}}, b.out()));
+}
+
+// linalg_diagonal(A, offset, dim1 = -2, dim2 = -1) is diagonal with those arguments.
+Expected<bool> linalg_diagonal(PatternContext& ctx, ir::Node& n) {
+  ir::Value* a = PatternContext::tensor_arg(n, "A");
+  const auto offset = int_value(n, "offset", 0);
+  const auto d1 = int_value(n, "dim1", -2);
+  const auto d2 = int_value(n, "dim2", -1);
+  if (!a || n.outputs.size() != 1 || !offset || !d1 || !d2) return false;
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kDiagonal, {{"self", a}, {"offset", *offset}, {"dim1", *d1}, {"dim2", *d2}}, b.out()));
+}
+
 // channel_shuffle(x, g): [N, C, ...] -> [N, g, C / g, ...] -> transpose(1, 2) -> [N, C, ...].
 Expected<bool> channel_shuffle(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "self");
@@ -609,6 +647,8 @@ constexpr Decomposition kShapeDecompositions[] = {
     {OpKind::kMeshgrid, &meshgrid},
     {OpKind::kRepeatInterleaveSelfInt, &repeat_interleave},
     {OpKind::kPixelUnshuffle, &pixel_unshuffle},
+    {OpKind::kPixelShuffle, &pixel_shuffle},
+    {OpKind::kLinalgDiagonal, &linalg_diagonal},
     {OpKind::kChannelShuffle, &channel_shuffle},
     {OpKind::kMH, &transposed},
     {OpKind::kMatrixH, &transposed},

@@ -4,7 +4,8 @@
 //
 //   scalar overloads: where.ScalarOther / ScalarSelf / Scalar (the number as
 //     a 0-d constant of the result's dtype), min.other and max.other
-//     (minimum, maximum), fill.Tensor (the 0-d value expanded), pow.Scalar
+//     (minimum, maximum), fill.Tensor (the 0-d value expanded), fill.Scalar and zero
+//     (full_like), pow.Scalar
 //     (a 0-d base), empty_permuted (empty: kiln's tensors are contiguous),
 //     masked_fill.Scalar / .Tensor (where with the value as a 0-d constant),
 //     full_like (where(true, value, self): computed, never stored at self's
@@ -94,6 +95,20 @@ Expected<bool> fill_tensor(PatternContext& ctx, ir::Node& n) {
   ir::Value* v = as_tensor_of(b, ctx, n, "value", b.out().dtype);
   ir::Value* e = b.add(OpKind::kExpand, {{"self", v}, {"size", *sizes}}, b.out());
   return b.done(b.add(OpKind::kClone, {{"self", e}}, b.out()));
+}
+
+// fill.Scalar(self, value) is full_like(self, value); zero(self) full_like(self, 0).
+Expected<bool> fill_scalar(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  if (!x || n.outputs.size() != 1) return false;
+  ir::Arg value = 0.0;
+  if (n.op == OpKind::kFillScalar) {
+    const ir::Arg* v = n.find("value");
+    if (!v || std::holds_alternative<ir::Value*>(*v)) return false;
+    value = *v;
+  }
+  Nodes b(ctx, n);
+  return b.done(b.add(OpKind::kFullLike, {{"self", x}, {"fill_value", value}}, b.out()));
 }
 
 // pow.Scalar(self: number, exponent) = pow(0-d self, exponent).
@@ -831,6 +846,8 @@ constexpr Decomposition kTensorDecompositions[] = {
     {OpKind::kMaskedFillScalar, &masked_fill},
     {OpKind::kMaskedFillTensor, &masked_fill},
     {OpKind::kFullLike, &full_like},
+    {OpKind::kFillScalar, &fill_scalar},
+    {OpKind::kZero, &fill_scalar},
     {OpKind::kBitwiseNot, &bitwise_not},
     {OpKind::kMinimum, &integer_min_max},
     {OpKind::kMaximum, &integer_min_max},

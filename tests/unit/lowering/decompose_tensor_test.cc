@@ -455,3 +455,99 @@ TEST(DecomposeTensor, TrilinearIsAProductSummedOverItsDims) {
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+TEST(DecomposeTensor, ShuffleFillTriangleExtremaAndLinalgCompositesFollowTheirDefinitions) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(
+      R"(graph(%x: float32[1, 8, 2, 3], %a: float32[3, 3], %s: float32[3, 4], %y: float32[4], %v: float32[3]) {
+  %ps: float32[1, 2, 4, 6] = aten.pixel_shuffle.default(self=%x, upscale_factor=2)
+  %ld: float32[2] = aten.linalg_diagonal.default(A=%s, offset=1, dim1=-1, dim2=-2)
+  %fl: float32[3, 3] = aten.fill.Scalar(self=%a, value=2.5)
+  %z: float32[3, 3] = aten.zero.default(self=%a)
+  %ss: float32[3, 4] = aten.select_scatter.default(self=%s, src=%y, dim=0, index=-1)
+  %lo: float32[3, 4] = aten.tril.default(self=%s, diagonal=1)
+  %up: float32[3, 4] = aten.triu.default(self=%s, diagonal=-1)
+  %mx: float32[] = aten.max.default(self=%s)
+  %mn: float32[] = aten.min.default(self=%s)
+  %xl: float32[3, 4] = aten.special_xlog1py.default(self=%s, other=%y)
+  %md: float32[4] = aten.linalg_multi_dot.default(tensors=[%v, %a, %s])
+  %p0: float32[3, 3] = aten.linalg_matrix_power.default(self=%a, n=0)
+  %p3: float32[3, 3] = aten.linalg_matrix_power.default(self=%a, n=3)
+  %vd: float32[3, 4] = aten.linalg_vander.default(x=%v, N=4)
+  %fr: float32[] = aten.linalg_matrix_norm.str_ord(self=%s, ord="fro")
+  return (%ps, %ld, %fl, %z, %ss, %lo, %up, %mx, %mn, %xl, %md, %p0, %p3, %vd, %fr)
+}
+)",
+      &ops);
+  expect_only_core_ops(ops, {"aten.matmul.default"});  // of matrices: a core op
+  const auto xs = ramp(48), as = ramp(9, 0.3), ss = ramp(12), vs = ramp(3, 0.7);
+  std::vector<double> ys = {0.5, -0.25, 0.0, 2.0};
+  auto out = run(m, {float_tensor({1, 8, 2, 3}, xs), float_tensor({3, 3}, as), float_tensor({3, 4}, ss),
+                     float_tensor({4}, ys), float_tensor({3}, vs)});
+  ASSERT_EQ(out.size(), 15u);
+  // pixel_shuffle: out[0, c, h r + i, w r + j] = x[0, c r r + i r + j, h, w].
+  for (int c = 0; c < 2; ++c)
+    for (int oh = 0; oh < 4; ++oh)
+      for (int ow = 0; ow < 6; ++ow) {
+        const int src = ((c * 4 + (oh % 2) * 2 + ow % 2) * 2 + oh / 2) * 3 + ow / 2;
+        EXPECT_EQ(out[0].value_at((c * 4 + oh) * 6 + ow), f32(xs[static_cast<size_t>(src)]));
+      }
+  // linalg_diagonal(offset 1, dim1 -1, dim2 -2) of [3, 4]: column k (dim1) with row k + 1 (dim2).
+  ASSERT_EQ(out[1].numel(), 2);
+  EXPECT_EQ(out[1].value_at(0), f32(ss[1 * 4 + 0]));
+  EXPECT_EQ(out[1].value_at(1), f32(ss[2 * 4 + 1]));
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(out[2].value_at(i), 2.5);
+    EXPECT_EQ(out[3].value_at(i), 0.0);
+  }
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const double sv = f32(ss[static_cast<size_t>(r * 4 + c)]);
+      EXPECT_EQ(out[4].value_at(r * 4 + c), r == 2 ? ys[static_cast<size_t>(c)] : sv);
+      EXPECT_EQ(out[5].value_at(r * 4 + c), c - r <= 1 ? sv : 0.0);
+      EXPECT_EQ(out[6].value_at(r * 4 + c), c - r >= -1 ? sv : 0.0);
+      const double want =
+          ys[static_cast<size_t>(c)] == 0 || sv == 0 ? 0.0 : sv * std::log1p(ys[static_cast<size_t>(c)]);
+      EXPECT_NEAR(out[9].value_at(r * 4 + c), want, 1e-6);
+    }
+  double hi = -1e30, lo = 1e30, sq = 0;
+  for (double v : ss) {
+    hi = std::max(hi, f32(v));
+    lo = std::min(lo, f32(v));
+    sq += f32(v) * f32(v);
+  }
+  EXPECT_EQ(out[7].item(), hi);
+  EXPECT_EQ(out[8].item(), lo);
+  EXPECT_NEAR(out[14].item(), std::sqrt(sq), 1e-6);
+  // multi_dot: (v a) s.
+  for (int c = 0; c < 4; ++c) {
+    double want = 0;
+    for (int k = 0; k < 3; ++k) {
+      double va = 0;
+      for (int i = 0; i < 3; ++i) va += f32(vs[static_cast<size_t>(i)]) * f32(as[static_cast<size_t>(i * 3 + k)]);
+      want += va * f32(ss[static_cast<size_t>(k * 4 + c)]);
+    }
+    EXPECT_NEAR(out[10].value_at(c), want, 1e-5);
+  }
+  // a^3 by three plain products.
+  std::vector<double> a2(9, 0.0), a3(9, 0.0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) a2[i * 3 + j] += f32(as[i * 3 + k]) * f32(as[k * 3 + j]);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) a3[i * 3 + j] += a2[i * 3 + k] * f32(as[k * 3 + j]);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(out[11].value_at(i), i % 4 == 0 ? 1.0 : 0.0);
+    EXPECT_NEAR(out[12].value_at(i), a3[static_cast<size_t>(i)], 1e-5);
+  }
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      EXPECT_NEAR(out[13].value_at(i * 4 + j), std::pow(f32(vs[static_cast<size_t>(i)]), j), 1e-6);
+}
+
+}  // namespace
+}  // namespace kiln::lowering
