@@ -857,8 +857,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %y1: float32[s0, 7] = aten.igamma.default(self=%b2, other=%c)
   %y2: float32[s0, 7] = aten.igammac.default(self=%c, other=%b2)
   %y3: float32[s0, 7] = aten.mvlgamma.default(self=%b2, p=3)
+  %y4: float32[s0, 7] = aten.special_i0e.default(self=%x)
+  %y5: float32[s0, 7] = aten.special_i1e.default(self=%y)
+  %y6: float32[s0, 7] = aten.special_modified_bessel_k0.default(self=%b2)
+  %y7: float32[s0, 7] = aten.special_modified_bessel_k1.default(self=%c)
+  %y8: float32[s0, 7] = aten.special_scaled_modified_bessel_k0.default(x=%c)
+  %y9: float32[s0, 7] = aten.special_scaled_modified_bessel_k1.default(x=%b2)
+  %z1: float32[s0, 7] = aten.special_airy_ai.default(x=%x)
+  %z2: float32[s0, 7] = aten.special_log_ndtr.default(self=%y)
+  %z3: float64[s0, 7] = aten.special_airy_ai.default(x=%z)
   return (%a, %b, %c, %d, %e, %f, %g, %h, %k, %l, %m, %n, %o, %p, %q, %r, %u, %v, %w, %x1, %x2, %x3, %x4, %x5, %x6,
-          %x7, %x8, %x9, %y1, %y2, %y3)
+          %x7, %x8, %x9, %y1, %y2, %y3, %y4, %y5, %y6, %y7, %y8, %y9, %z1, %z2, %z3)
 }
 )",
               {0, 0, 0}},

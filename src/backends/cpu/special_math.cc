@@ -15,29 +15,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kPi = std::numbers::pi;
 
-// exp(x) K_nu(x) and exp(-x) I_nu(x) for large x (Hankel's expansions), where
-// the unscaled functions overflow or underflow double.
-double scaled_k_large(double nu, double x) {
-  const double mu = 4 * nu * nu;
-  double term = 1, sum = 1;
-  for (int k = 1; k < 30; ++k) {
-    term *= (mu - (2 * k - 1) * (2 * k - 1)) / (k * 8 * x);
-    sum += term;
-    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
-  }
-  return std::sqrt(kPi / (2 * x)) * sum;
-}
-double scaled_i_large(double nu, double x) {
-  const double mu = 4 * nu * nu;
-  double term = 1, sum = 1;
-  for (int k = 1; k < 30; ++k) {
-    term *= -(mu - (2 * k - 1) * (2 * k - 1)) / (k * 8 * x);
-    sum += term;
-    if (std::abs(term) < 1e-17 * std::abs(sum)) break;
-  }
-  return sum / std::sqrt(2 * kPi * x);
-}
-// Past this, K underflows and I overflows double.
+// Past this, I overflows double.
 constexpr double kLargeArgument = 600;
 
 // Refines y0, a root of f, by Halley's method given f(y) / f'(y) and f''(y) / f'(y).
@@ -92,58 +70,14 @@ double modified_bessel_i1(double x) {
   const double v = ax > kLargeArgument ? kInf : std::cyl_bessel_i(1.0, ax);
   return x < 0 ? -v : v;
 }
-double i0e(double x) {
-  if (std::isnan(x)) return x;
-  const double ax = std::abs(x);
-  if (std::isinf(ax)) return 0;
-  return ax > kLargeArgument ? scaled_i_large(0, ax) : std::exp(-ax) * std::cyl_bessel_i(0.0, ax);
-}
-double i1e(double x) {
-  if (std::isnan(x)) return x;
-  const double ax = std::abs(x);
-  if (std::isinf(ax)) return x < 0 ? -0.0 : 0.0;
-  const double v = ax > kLargeArgument ? scaled_i_large(1, ax) : std::exp(-ax) * std::cyl_bessel_i(1.0, ax);
-  return x < 0 ? -v : v;
-}
-double modified_bessel_k0(double x) {
-  if (std::isnan(x) || x < 0) return kNaN;
-  if (x == 0) return kInf;
-  if (x > kLargeArgument) return 0;
-  return std::cyl_bessel_k(0.0, x);
-}
-double modified_bessel_k1(double x) {
-  if (std::isnan(x) || x < 0) return kNaN;
-  if (x == 0) return kInf;
-  if (x > kLargeArgument) return 0;
-  return std::cyl_bessel_k(1.0, x);
-}
-double scaled_modified_bessel_k0(double x) {
-  if (std::isnan(x) || x < 0) return kNaN;
-  if (x == 0) return kInf;
-  if (std::isinf(x)) return 0;
-  return x > kLargeArgument ? scaled_k_large(0, x) : std::exp(x) * std::cyl_bessel_k(0.0, x);
-}
-double scaled_modified_bessel_k1(double x) {
-  if (std::isnan(x) || x < 0) return kNaN;
-  if (x == 0) return kInf;
-  if (std::isinf(x)) return 0;
-  return x > kLargeArgument ? scaled_k_large(1, x) : std::exp(x) * std::cyl_bessel_k(1.0, x);
-}
+double i0e(double x) { return special_functions::i0e(x); }
+double i1e(double x) { return special_functions::i1e(x); }
+double modified_bessel_k0(double x) { return special_functions::modified_bessel_k(0, x, false); }
+double modified_bessel_k1(double x) { return special_functions::modified_bessel_k(1, x, false); }
+double scaled_modified_bessel_k0(double x) { return special_functions::modified_bessel_k(0, x, true); }
+double scaled_modified_bessel_k1(double x) { return special_functions::modified_bessel_k(1, x, true); }
 
-// Ai from Bessel functions of order 1/3 of zeta = 2/3 |x|^(3/2); near 0 its
-// Taylor polynomial (the Bessel forms lose their scale there).
-double airy_ai(double x) {
-  if (std::isnan(x)) return x;
-  if (x > 110) return 0;  // Ai(110) is below double's smallest value
-  if (std::isinf(x)) return kNaN;
-  const double ai0 = 1 / (std::cbrt(9.0) * std::tgamma(2.0 / 3));
-  const double dai0 = -1 / (std::cbrt(3.0) * std::tgamma(1.0 / 3));
-  if (std::abs(x) < 1e-6) return ai0 + dai0 * x;
-  const double ax = std::abs(x);
-  const double zeta = 2.0 / 3 * ax * std::sqrt(ax);
-  if (x > 0) return std::sqrt(ax / 3) / kPi * std::cyl_bessel_k(1.0 / 3, zeta);
-  return std::sqrt(ax) / 2 * (std::cyl_bessel_j(1.0 / 3, zeta) - std::cyl_neumann(1.0 / 3, zeta) / std::sqrt(3.0));
-}
+double airy_ai(double x) { return special_functions::airy_ai(x); }
 
 double spherical_bessel_j0(double x) {
   if (std::isnan(x)) return x;
@@ -152,32 +86,11 @@ double spherical_bessel_j0(double x) {
   return std::sin(x) / x;
 }
 
-double erfcx(double x) {
-  if (std::isnan(x)) return x;
-  if (x < 0) {
-    if (x < -26.7) return kInf;
-    return 2 * std::exp(x * x) - erfcx(-x);
-  }
-  if (x < 26) return std::exp(x * x) * std::erfc(x);
-  if (std::isinf(x)) return 0;
-  // 1 / (x sqrt(pi)) * (1 - 1/(2x^2) + 3/(2x^2)^2 - 15/(2x^2)^3 + ...)
-  const double t = 1 / (2 * x * x);
-  double term = 1, sum = 1;
-  for (int k = 1; k < 8; ++k) {
-    term *= -(2 * k - 1) * t;
-    sum += term;
-  }
-  return sum / (x * std::sqrt(kPi));
-}
+double erfcx(double x) { return special_functions::scaled_erfc(x); }
 
 double ndtr(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }
 
-double log_ndtr(double x) {
-  if (std::isnan(x)) return x;
-  const double t = x / std::numbers::sqrt2;
-  if (x < -1) return std::log(0.5 * erfcx(-t)) - t * t;
-  return std::log1p(-0.5 * std::erfc(t));
-}
+double log_ndtr(double x) { return special_functions::log_ndtr(x); }
 
 // The root of ndtr(y) = p from a rational first guess (Abramowitz and Stegun
 // 26.2.23, error below 4.5e-4), refined by Halley's method on the tail that

@@ -1,9 +1,10 @@
 // Special functions of torch.special (and aten.i0, digamma, polygamma,
 // erfinv, igamma, mvlgamma), in double, with the values PyTorch gives at the
 // edges of each domain (NaN outside it, the limit at a pole or an infinity).
-// Bessel functions of integer and fractional order come from the C++17
-// mathematical special functions; the rest are written here from their
-// series, continued fractions and recurrences.
+// J, Y and I come from the C++17 mathematical special functions; K, the
+// scaled I and K, Ai, erfcx and log_ndtr are the ones the CUDA kernels use
+// (backends/cuda/kernels/special_functions.cuh); the rest are written here
+// from their series, continued fractions and recurrences.
 #pragma once
 
 #include <cstdint>

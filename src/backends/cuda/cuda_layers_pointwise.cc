@@ -99,6 +99,22 @@ const char* special_function(OpKind op) {
   }
 }
 
+// Unary special functions written once for both backends
+// (kernels/special_functions.cuh), by their name there.
+const char* shared_special_function(OpKind op) {
+  switch (op) {
+    case OpKind::kSpecialI0e: return "i0e";
+    case OpKind::kSpecialI1e: return "i1e";
+    case OpKind::kSpecialModifiedBesselK0: return "k0";
+    case OpKind::kSpecialModifiedBesselK1: return "k1";
+    case OpKind::kSpecialScaledModifiedBesselK0: return "k0e";
+    case OpKind::kSpecialScaledModifiedBesselK1: return "k1e";
+    case OpKind::kSpecialAiryAi: return "airy_ai";
+    case OpKind::kSpecialLogNdtr: return "log_ndtr";
+    default: return nullptr;
+  }
+}
+
 // The orthogonal polynomials (x, n): special_functions::PolynomialKind, and
 // whether shifted to [0, 1]; -1 for other ops.
 std::pair<int, bool> polynomial_kind(OpKind op) {
@@ -128,6 +144,11 @@ std::optional<PointwiseOp> pointwise_op(const ir::Node& n) {
   if (op == OpKind::kSpecialSphericalBesselJ0) return PointwiseOp{{"x"}, Result::kFloating, true};
   if (op == OpKind::kDigamma || op == OpKind::kPolygamma || op == OpKind::kSpecialPolygamma)
     return PointwiseOp{{"self"}, Result::kFloating, true};
+  if (shared_special_function(op)) {
+    const bool named_x = op == OpKind::kSpecialAiryAi || op == OpKind::kSpecialScaledModifiedBesselK0 ||
+                         op == OpKind::kSpecialScaledModifiedBesselK1;
+    return PointwiseOp{{named_x ? "x" : "self"}, Result::kFloating, true};
+  }
   if (op == OpKind::kSpecialZeta || op == OpKind::kIgamma || op == OpKind::kIgammac)
     return PointwiseOp{{"self", "other"}, Result::kFloating, true};
   if (op == OpKind::kMvlgamma) return PointwiseOp{{"self"}, Result::kFloating, true};
@@ -390,6 +411,7 @@ Expected<std::string> expression(const ir::Node& n, const Plan& p, std::vector<c
   if (const auto [kind, shifted] = polynomial_kind(n.op); kind >= 0)
     return std::string("special_functions::") + (shifted ? "shifted_chebyshev(" : "polynomial(") +
            std::to_string(kind) + ", " + x + ", (long long)" + y + ")";
+  if (const char* f = shared_special_function(n.op)) return std::string("special_functions::") + f + "(" + x + ")";
   switch (n.op) {
     case OpKind::kDigamma: return "special_functions::digamma(" + x + ")";
     case OpKind::kPolygamma:
