@@ -713,6 +713,23 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0}},
              1, 6, 20),
+      ranged({"pools_with_indices_and_3d",  // integers 0..199 as floats: exact at every precision, ties take the first
+              R"(graph(%x: float32[s0, 3, 7, 9], %v: float32[s0, 2, 5, 6, 7], %u: float32[3, 6, 8]) {
+  %a: float32[s0, 3, 4, 5], %ai: int64[s0, 3, 4, 5] = aten.max_pool2d_with_indices.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
+  %b: float32[s0, 3, 3, 4], %bi: int64[s0, 3, 3, 4] = aten.adaptive_max_pool2d.default(self=%x, output_size=[3, 4])
+  %c: float32[s0, 2, 4, 3, 4], %ci: int64[s0, 2, 4, 3, 4] = aten.max_pool3d_with_indices.default(self=%v, kernel_size=[2, 3, 3], stride=[1, 2, 2], padding=[0, 1, 1])
+  %d: float32[s0, 2, 4, 4, 5] = aten.max_pool3d.default(self=%v, kernel_size=[2, 2, 2], stride=[1, 1, 1], dilation=[1, 2, 2])
+  %e: float32[s0, 2, 3, 3, 4] = aten.avg_pool3d.default(self=%v, kernel_size=[3, 3, 3], stride=[2, 2, 2], padding=[1, 1, 1], count_include_pad=false)
+  %f: float32[s0, 2, 3, 3, 4] = aten.avg_pool3d.default(self=%v, kernel_size=[2, 2, 2], stride=[2, 2, 2], ceil_mode=true, divisor_override=5)
+  %g: float32[s0, 2, 2, 3, 4] = aten.adaptive_avg_pool3d.default(self=%v, output_size=[2, 3, 4])
+  %h: float32[s0, 2, 3, 2, 5], %hi: int64[s0, 2, 3, 2, 5] = aten.adaptive_max_pool3d.default(self=%v, output_size=[3, 2, 5])
+  %k: float32[3, 3, 4], %ki: int64[3, 3, 4] = aten.max_pool2d_with_indices.default(self=%u, kernel_size=[2, 2])
+  %l: float32[s0, 2, 3, 3, 4] = aten.avg_pool3d.default(self=%v, kernel_size=[3, 3, 3], stride=[2, 2, 2], padding=[1, 1, 1])
+  return (%a, %ai, %b, %bi, %c, %ci, %d, %e, %f, %g, %h, %hi, %k, %ki, %l)
+}
+)",
+              {200, 200, 200}},
+             1, 2, 6),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {
   %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")

@@ -24,6 +24,7 @@ enum class Family {
   kRow,
   kReduce,
   kPool,
+  kPool3d,  // max pools with indices, adaptive max pools, 3-D pools
   kAttention,
   kGather,
   kGatherDim,
@@ -118,6 +119,14 @@ Family family(OpKind op) {
     case OpKind::kAvgPool2d:
     case OpKind::kAdaptiveAvgPool2d:
     case OpKind::kAdaptiveAvgPool2dInternal: return Family::kPool;
+    case OpKind::kMaxPool2dWithIndices:
+    case OpKind::kAdaptiveMaxPool2d:
+    case OpKind::kMaxPool3d:
+    case OpKind::kMaxPool3dWithIndices:
+    case OpKind::kAvgPool3d:
+    case OpKind::kAdaptiveAvgPool3d:
+    case OpKind::kAdaptiveAvgPool3dInternal:
+    case OpKind::kAdaptiveMaxPool3d: return Family::kPool3d;
     case OpKind::kAttention:
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
@@ -215,7 +224,8 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kConv: return conv_refusal(n);
     case Family::kRow: return row_refusal(n);
     case Family::kReduce: return reduce_refusal(n);
-    case Family::kPool: return pool_refusal(n);
+    case Family::kPool:
+    case Family::kPool3d: return pool_refusal(n);
     case Family::kAttention: return attention_refusal(n);
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
@@ -250,6 +260,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kRow: return n.op == OpKind::kGroupNorm ? emit_group_norm(b, n) : emit_row(b, n);
     case Family::kReduce: return emit_reduce(b, n);
     case Family::kPool: return emit_pool(b, n);
+    case Family::kPool3d: return emit_pool3d(b, n);
     case Family::kAttention: return emit_attention(b, n);
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);

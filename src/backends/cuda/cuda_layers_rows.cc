@@ -385,6 +385,96 @@ Status emit_pool(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+namespace {
+
+// The spatial rank of a pool family op the 3-D kernel takes (2 or 3), 0 for others.
+int pool3d_rank(OpKind op) {
+  switch (op) {
+    case OpKind::kMaxPool2dWithIndices:
+    case OpKind::kAdaptiveMaxPool2d: return 2;
+    case OpKind::kMaxPool3d:
+    case OpKind::kMaxPool3dWithIndices:
+    case OpKind::kAvgPool3d:
+    case OpKind::kAdaptiveAvgPool3d:
+    case OpKind::kAdaptiveAvgPool3dInternal:
+    case OpKind::kAdaptiveMaxPool3d: return 3;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+// Max pools with indices, adaptive max pools and the 3-D pools, through one
+// kernel over [N, C, D, H, W] views (a 2-D pool's input gets a unit depth; an
+// unbatched input a unit batch).
+Status emit_pool3d(Builder& b, const ir::Node& n) {
+  const int sr = pool3d_rank(n.op);
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  if (x.dtype != dt) {
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  }
+  Pool3dParams p;
+  const bool adaptive = n.op == OpKind::kAdaptiveMaxPool2d || n.op == OpKind::kAdaptiveMaxPool3d ||
+                        n.op == OpKind::kAdaptiveAvgPool3d || n.op == OpKind::kAdaptiveAvgPool3dInternal;
+  const bool max =
+      n.op != OpKind::kAvgPool3d && n.op != OpKind::kAdaptiveAvgPool3d && n.op != OpKind::kAdaptiveAvgPool3dInternal;
+  p.kind = adaptive ? (max ? Pool3dParams::Kind::kAdaptiveMax : Pool3dParams::Kind::kAdaptiveAvg)
+                    : (max ? Pool3dParams::Kind::kMax : Pool3dParams::Kind::kAvg);
+  if (!adaptive) {
+    // Per spatial dim, the schema's defaults (padding 0, dilation 1); a stride of [] is the kernel's.
+    auto per_dim = [&](std::string_view name, const std::array<int64_t, 3>& if_empty,
+                       std::array<int64_t, 3>& to) -> Status {
+      auto v = ints_arg(n, name).value_or(std::vector<int64_t>{});
+      const size_t off = static_cast<size_t>(3 - sr);
+      if (v.empty()) {
+        to = if_empty;
+        return Status::ok();
+      }
+      if (v.size() != 1 && v.size() != static_cast<size_t>(sr))
+        return unsupported(std::string(name) + " of " + std::to_string(v.size()) + " entries");
+      for (size_t i = 0; i < static_cast<size_t>(sr); ++i) to[off + i] = v.size() == 1 ? v[0] : v[i];
+      return Status::ok();
+    };
+    KILN_TRY(per_dim("kernel_size", {1, 1, 1}, p.k));
+    KILN_TRY(per_dim("stride", p.k, p.stride));
+    KILN_TRY(per_dim("padding", {0, 0, 0}, p.pad));
+    if (max) KILN_TRY(per_dim("dilation", {1, 1, 1}, p.dilation));
+    p.count_include_pad = bool_arg(n, "count_include_pad", true);
+    p.divisor_override = int_arg(n, "divisor_override").value_or(0);
+  }
+  // The input as [N, C, D, H, W]: a unit batch for an unbatched input, a unit depth (stride 0) for 2-D.
+  StridedLayout in = x.layout();
+  const size_t rank = in.sizes.size();
+  if (rank == static_cast<size_t>(sr) + 1) {
+    in.sizes.insert(in.sizes.begin(), 1);
+    in.strides.insert(in.strides.begin(), 0);
+  }
+  if (sr == 2) {
+    in.sizes.insert(in.sizes.begin() + 2, 1);
+    in.strides.insert(in.strides.begin() + 2, 0);
+  }
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  StridedLayout ol = o.layout();
+  ol.sizes = {in.sizes[0], in.sizes[1]};
+  const std::vector<int64_t> os = static_sizes(out);
+  if (sr == 2) ol.sizes.push_back(1);
+  ol.sizes.insert(ol.sizes.end(), os.end() - sr, os.end());
+  ol.strides = contiguous_strides_of(ol.sizes);
+  const bool indices = n.outputs.size() > 1;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, pool3d_kernel(p, ol, in, indices));
+  if (indices) {
+    TRef idx = b.new_tensor(DType::Int64, static_sizes(n.outputs[1]));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, idx.buf, x.buf}));
+    b.bind(n.outputs[1], idx);
+  } else {
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
 // Norms over the last dims, softmax over any dim, GroupNorm.
 std::string row_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
@@ -451,10 +541,19 @@ std::string reduce_refusal(const ir::Node& n) {
   return "";
 }
 
-// Batched 2-D pooling in floating types.
+// Batched 2-D pooling in floating types; max pools with indices, adaptive max
+// pools and 3-D pools batched or not.
 std::string pool_refusal(const ir::Node& n) {
   const ir::Value* x = value_arg(n, "self");
-  if (rank(x) != 4 || !floating(x->type.dtype)) return "pooling other than batched 2-D in floating types";
+  if (!x || !floating(x->type.dtype)) return "pooling of non-floating tensors";
+  if (const int sr = pool3d_rank(n.op); sr > 0) {
+    if (rank(x) != static_cast<size_t>(sr) + 1 && rank(x) != static_cast<size_t>(sr) + 2)
+      return "pooling of a tensor without " + std::to_string(sr) + " spatial dims and a channel dim";
+    if (n.outputs[0]->type.dtype != x->type.dtype) return "pooling to another dtype";
+    if (n.outputs.size() > 1 && n.outputs[1]->type.dtype != DType::Int64) return "pooling indices other than int64";
+    return "";
+  }
+  if (rank(x) != 4) return "pooling other than batched 2-D in floating types";
   return "";
 }
 

@@ -778,6 +778,31 @@ Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int6
                      {outer * inner, len, inner}, outer * inner);
 }
 
+Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
+                                        bool indices) {
+  KILN_TRY(check_layout(out, "output"));
+  KILN_TRY(check_layout(in, "input"));
+  if (out.sizes.size() != 5 || in.sizes.size() != 5) return unsupported("pooling takes 5-D [N, C, D, H, W] views");
+  if (!is_float_type(in.dtype) || in.dtype != out.dtype) return unsupported("pooling computes in floating types");
+  if (!out.is_contiguous()) return unsupported("pooling writes contiguous outputs");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(in.dtype));
+  const int64_t n = out.numel();
+  std::vector<std::string> targs{T, std::to_string(static_cast<int>(p.kind))};
+  for (const auto* v : {&p.k, &p.stride, &p.pad, &p.dilation})
+    for (int64_t x : *v) {
+      if (x < 0 || x > (int64_t{1} << 30)) return unsupported("a pooling window, stride, pad or dilation out of range");
+      targs.push_back(std::to_string(x));
+    }
+  targs.push_back(p.count_include_pad ? "true" : "false");
+  targs.push_back(std::to_string(p.divisor_override) + "LL");
+  std::vector<int64_t> dims{out.sizes[1], out.sizes[2], out.sizes[3], out.sizes[4],
+                            in.sizes[2],  in.sizes[3],  in.sizes[4]};
+  dims.insert(dims.end(), in.strides.begin(), in.strides.end());
+  dims.push_back(n);
+  return template_1d("kiln/reduce.cuh", indices ? "kiln::pool3d_indices" : "kiln::pool3d", std::move(targs),
+                     std::move(dims), n);
+}
+
 Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in) {
   KILN_TRY(check_layout(out, "output"));
   KILN_TRY(check_layout(in, "input"));

@@ -186,6 +186,19 @@ struct PoolParams {
 };
 Expected<GeneratedKernel> pool2d_kernel(const PoolParams& p, const StridedLayout& out, const StridedLayout& in);
 
+// Pooling over 3 spatial dims of a logical [N, C, D, H, W] input of any
+// strides (2-D pools: D 1 with a unit window), outputs contiguous
+// [N, C, OD, OH, OW]; the max kinds with the flat index of each maximum in
+// its plane when `indices`. Params: out, [indices,] in.
+struct Pool3dParams {
+  enum class Kind { kMax, kAvg, kAdaptiveAvg, kAdaptiveMax } kind = Kind::kMax;
+  std::array<int64_t, 3> k{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0}, dilation{1, 1, 1};
+  bool count_include_pad = true;
+  int64_t divisor_override = 0;  // 0: none
+};
+Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
+                                        bool indices);
+
 // Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
 // (H a multiple of Hk: grouped-query heads share a key/value head), optional
 // mask broadcast to [B, H, L, S] through its strides (bool: true keeps; float:

@@ -329,4 +329,124 @@ __global__ void __launch_bounds__(256) pool2d(T* __restrict__ out, const T* __re
   }
 }
 
+enum Pool3dKind { kPool3dMax = 0, kPool3dAvg = 1, kPool3dAdaptiveAvg = 2, kPool3dAdaptiveMax = 3 };
+
+// One output of pooling over 3 spatial dims of a logical [N, C, D, H, W]
+// input of any strides (2-D pools: D = 1 and a unit window along it): the
+// value, and for the max kinds the flat index (d H + h) W + w of the first
+// maximum in its plane (a NaN wins over every number, as on the CPU). Sizes:
+// 0 C, 1 OD, 2 OH, 3 OW, 4 D, 5 H, 6 W, 7..11 in's strides, 12 n (outputs,
+// contiguous [N, C, OD, OH, OW]).
+template <typename T, int Kind, int KD, int KH, int KW, int SD, int SH, int SW, int PD, int PH, int PW, int DD, int DH,
+          int DW, bool CountIncludePad, long long Divisor, class D, class... P>
+__device__ __forceinline__ void pool3d_at(long long i, T* __restrict__ out, long long* __restrict__ idx,
+                                          const T* __restrict__ in, P... kd) {
+  using C = typename compute_type<T>::type;
+  const long long Ch = D::at(0, kd...), OD = D::at(1, kd...), OH = D::at(2, kd...), OW = D::at(3, kd...);
+  const long long ID = D::at(4, kd...), IH = D::at(5, kd...), IW = D::at(6, kd...);
+  long long r = i;
+  const long long ow = r % OW;
+  r /= OW;
+  const long long oh = r % OH;
+  r /= OH;
+  const long long od = r % OD;
+  r /= OD;
+  const long long c = r % Ch, b = r / Ch;
+  const T* src = in + b * D::at(7, kd...) + c * D::at(8, kd...);
+  const long long s2 = D::at(9, kd...), s3 = D::at(10, kd...), s4 = D::at(11, kd...);
+  C acc;
+  long long arg = -1;
+  if constexpr (Kind == kPool3dMax || Kind == kPool3dAdaptiveMax) {
+    long long d0, d1, h0, h1, w0, w1, step_d = DD, step_h = DH, step_w = DW;
+    if constexpr (Kind == kPool3dMax) {
+      d0 = od * SD - PD, h0 = oh * SH - PH, w0 = ow * SW - PW;
+      d1 = d0 + (KD - 1) * DD + 1, h1 = h0 + (KH - 1) * DH + 1, w1 = w0 + (KW - 1) * DW + 1;
+    } else {
+      d0 = (od * ID) / OD, d1 = ((od + 1) * ID + OD - 1) / OD;
+      h0 = (oh * IH) / OH, h1 = ((oh + 1) * IH + OH - 1) / OH;
+      w0 = (ow * IW) / OW, w1 = ((ow + 1) * IW + OW - 1) / OW;
+      step_d = step_h = step_w = 1;
+    }
+    acc = -C(INFINITY);
+    bool nan = false;
+    for (long long d = d0; d < d1; d += step_d) {
+      if (d < 0 || d >= ID) continue;
+      for (long long h = h0; h < h1; h += step_h) {
+        if (h < 0 || h >= IH) continue;
+        for (long long w = w0; w < w1; w += step_w) {
+          if (w < 0 || w >= IW) continue;
+          const C v = kiln_ld(src[d * s2 + h * s3 + w * s4]);
+          if (nan) continue;
+          if (arg < 0 || v > acc || v != v) {
+            acc = v;
+            arg = (d * IH + h) * IW + w;
+            nan = v != v;
+          }
+        }
+      }
+    }
+  } else if constexpr (Kind == kPool3dAvg) {
+    const long long d0 = od * SD - PD, h0 = oh * SH - PH, w0 = ow * SW - PW;
+    const long long d1 = min(d0 + KD, ID + PD), h1 = min(h0 + KH, IH + PH), w1 = min(w0 + KW, IW + PW);
+    const long long pool = (d1 - d0) * (h1 - h0) * (w1 - w0);
+    acc = 0;
+    long long cnt = 0;
+    for (long long d = max(d0, 0LL); d < min(d1, ID); ++d)
+      for (long long h = max(h0, 0LL); h < min(h1, IH); ++h)
+        for (long long w = max(w0, 0LL); w < min(w1, IW); ++w) {
+          acc += kiln_ld(src[d * s2 + h * s3 + w * s4]);
+          ++cnt;
+        }
+    if (cnt == 0) {
+      acc = 0;  // a window of padding only
+    } else if constexpr (Divisor > 0) {
+      acc = acc / C(Divisor);
+    } else if constexpr (CountIncludePad) {
+      acc = acc / C(pool);
+    } else {
+      acc = acc / C(cnt);
+    }
+  } else {
+    const long long d0 = (od * ID) / OD, d1 = ((od + 1) * ID + OD - 1) / OD;
+    const long long h0 = (oh * IH) / OH, h1 = ((oh + 1) * IH + OH - 1) / OH;
+    const long long w0 = (ow * IW) / OW, w1 = ((ow + 1) * IW + OW - 1) / OW;
+    acc = 0;
+    for (long long d = d0; d < d1; ++d)
+      for (long long h = h0; h < h1; ++h)
+        for (long long w = w0; w < w1; ++w) acc += kiln_ld(src[d * s2 + h * s3 + w * s4]);
+    acc = acc / C((d1 - d0) * (h1 - h0) * (w1 - w0));
+  }
+  if constexpr (sizeof(T) == 8) {
+    out[i] = acc;
+  } else {
+    out[i] = kiln_st<T>(acc);
+  }
+  if (idx) idx[i] = arg;
+}
+
+// Params: out, in.
+template <typename T, int Kind, int KD, int KH, int KW, int SD, int SH, int SW, int PD, int PH, int PW, int DD, int DH,
+          int DW, bool CountIncludePad, long long Divisor, class D, class... P>
+__global__ void __launch_bounds__(256) pool3d(T* __restrict__ out, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n = D::at(12, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256)
+    pool3d_at<T, Kind, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, CountIncludePad, Divisor, D>(i, out, nullptr,
+                                                                                                      in, kd...);
+}
+
+// Params: out, indices (int64), in.
+template <typename T, int Kind, int KD, int KH, int KW, int SD, int SH, int SW, int PD, int PH, int PW, int DD, int DH,
+          int DW, bool CountIncludePad, long long Divisor, class D, class... P>
+__global__ void __launch_bounds__(256) pool3d_indices(T* __restrict__ out, long long* __restrict__ idx,
+                                                      const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n = D::at(12, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256)
+    pool3d_at<T, Kind, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, CountIncludePad, Divisor, D>(i, out, idx, in,
+                                                                                                      kd...);
+}
+
 }  // namespace kiln
