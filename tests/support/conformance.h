@@ -730,6 +730,22 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {200, 200, 200}},
              1, 2, 6),
+      ranged(
+          {"insertion_points_and_histc",  // integers as floats (exact at every precision); unsorted rows search alike
+           R"(graph(%s: float32[s0, 9], %x: float32[s0, 5], %b: float32[7], %h: float32[s0, 11], %p: int64[s0, 9], %i: int64[12], %j: int64[s0, 4]) {
+  %a: int64[s0, 5] = aten.searchsorted.Tensor(sorted_sequence=%s, self=%x)
+  %c: int32[s0, 5] = aten.searchsorted.Tensor(sorted_sequence=%s, self=%x, out_int32=true, right=true)
+  %d: int64[s0, 5] = aten.bucketize.Tensor(self=%x, boundaries=%b)
+  %e: int64[s0, 11] = aten.searchsorted.Tensor(sorted_sequence=%b, self=%h, side="right")
+  %f: int64[s0, 5] = aten.searchsorted.Tensor(sorted_sequence=%s, self=%x, sorter=%p)
+  %g: float32[10] = aten.histc.default(self=%h, bins=10, min=20.0, max=150.0)
+  %k: int64[s0, 4] = aten.searchsorted.Tensor(sorted_sequence=%i, self=%j)
+  %l: float32[7] = aten.histc.default(self=%x, bins=7)
+  return (%a, %c, %d, %e, %f, %g, %k, %l)
+}
+)",
+           {200, 200, 200, 200, 9, 100, 100}},
+          1, 3, 17),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {
   %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")

@@ -25,6 +25,7 @@ enum class Family {
   kReduce,
   kPool,
   kPool3d,  // max pools with indices, adaptive max pools, 3-D pools
+  kSearch,  // searchsorted, bucketize, histc
   kAttention,
   kGather,
   kGatherDim,
@@ -127,6 +128,9 @@ Family family(OpKind op) {
     case OpKind::kAdaptiveAvgPool3d:
     case OpKind::kAdaptiveAvgPool3dInternal:
     case OpKind::kAdaptiveMaxPool3d: return Family::kPool3d;
+    case OpKind::kSearchsortedTensor:
+    case OpKind::kBucketizeTensor:
+    case OpKind::kHistc: return Family::kSearch;
     case OpKind::kAttention:
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
@@ -226,6 +230,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kReduce: return reduce_refusal(n);
     case Family::kPool:
     case Family::kPool3d: return pool_refusal(n);
+    case Family::kSearch: return search_refusal(n);
     case Family::kAttention: return attention_refusal(n);
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
@@ -261,6 +266,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kReduce: return emit_reduce(b, n);
     case Family::kPool: return emit_pool(b, n);
     case Family::kPool3d: return emit_pool3d(b, n);
+    case Family::kSearch: return emit_search(b, n);
     case Family::kAttention: return emit_attention(b, n);
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);

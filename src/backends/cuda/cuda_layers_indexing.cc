@@ -528,4 +528,83 @@ std::string index_copy_refusal(const ir::Node& n) {
   return "";
 }
 
+// ---- searchsorted, bucketize, histc
+
+// Insertion points (searchsorted, bucketize) of values in a sorted sequence
+// of the same dtype; histc.
+std::string search_refusal(const ir::Node& n) {
+  if (n.op == OpKind::kHistc) {
+    const ir::Value* x = value_arg(n, "self");
+    const auto lo = double_arg(n, "min"), hi = double_arg(n, "max");
+    if (!x || !floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+      return "histc of a non-floating tensor or to another dtype";
+    if (!int_arg(n, "bins") || *int_arg(n, "bins") <= 0) return "histc without a positive number of bins";
+    if (!lo || !hi || *lo > *hi) return "histc without numbers min <= max";
+    return "";
+  }
+  const bool bucketize = n.op == OpKind::kBucketizeTensor;
+  const ir::Value* seq = value_arg(n, bucketize ? "boundaries" : "sorted_sequence");
+  const ir::Value* x = value_arg(n, "self");
+  if (!seq || !x || seq->type.dtype != x->type.dtype || x->type.dtype == DType::Bool)
+    return "insertion points of values of another dtype than the sequence's";
+  if (seq->type.sizes.empty()) return "insertion points in a 0-d sequence";
+  if (seq->type.sizes.size() != 1) {
+    if (seq->type.sizes.size() != x->type.sizes.size()) return "a sequence of another rank than the values'";
+    for (size_t k = 0; k + 1 < x->type.sizes.size(); ++k)
+      if (seq->type.sizes[k].to_string() != x->type.sizes[k].to_string())
+        return "a sequence whose leading dims are not the values'";
+  }
+  if (const ir::Value* s = value_arg(n, "sorter"); s && s->type.dtype != DType::Int64)
+    return "a sorter other than int64";
+  if (const auto* side = std::get_if<std::string>(n.find("side")); side && *side != "left" && *side != "right")
+    return "a side other than 'left' or 'right'";
+  return "";
+}
+
+Status emit_search(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  if (n.op == OpKind::kHistc) {
+    const ir::Value* xv = value_arg(n, "self");
+    KILN_ASSIGN_OR_RETURN(TRef x, b.ref(xv));
+    KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name));
+    const int64_t bins = *int_arg(n, "bins");
+    TRef counts = b.new_tensor(DType::Int64, {bins});
+    TRef range = b.new_tensor(DType::Float64, {2});
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel zero, fill_kernel(counts.layout(), 0.0));
+    KILN_TRY(b.launch(n.name, std::move(zero), {counts.buf}));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel r,
+                          histogram_range_kernel(x.dtype, *double_arg(n, "min"), *double_arg(n, "max"), prod(x.sizes)));
+    KILN_TRY(b.launch(n.name, std::move(r), {range.buf, x.buf}));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                          histogram_kernel(x.dtype, bins, prod(x.sizes), xv->type.dtype == DType::Float32));
+    KILN_TRY(b.launch(n.name, std::move(k), {counts.buf, range.buf, x.buf}));
+    KILN_ASSIGN_OR_RETURN(TRef o, b.contiguous(counts, n.name, b.compute_dtype(out->type.dtype)));
+    b.bind(out, o);
+    return Status::ok();
+  }
+  const bool bucketize = n.op == OpKind::kBucketizeTensor;
+  KILN_ASSIGN_OR_RETURN(TRef seq, b.ref(value_arg(n, bucketize ? "boundaries" : "sorted_sequence")));
+  KILN_ASSIGN_OR_RETURN(seq, b.contiguous(seq, n.name));
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, seq.dtype));
+  bool right = bool_arg(n, "right");
+  if (const auto* side = std::get_if<std::string>(n.find("side"))) right = *side == "right";
+  const ir::Value* sorter_v = bucketize ? nullptr : value_arg(n, "sorter");
+  const int64_t len = seq.sizes.back();
+  const int64_t per_row = seq.sizes.size() == 1 ? 0 : (x.sizes.empty() ? 1 : x.sizes.back());
+  TRef o = b.new_tensor(out->type.dtype, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, search_sorted_kernel(out->type.dtype, seq.dtype, len, per_row, prod(x.sizes),
+                                                                right, sorter_v != nullptr, code));
+  if (sorter_v) {
+    KILN_ASSIGN_OR_RETURN(TRef sorter, b.ref(sorter_v));
+    KILN_ASSIGN_OR_RETURN(sorter, b.contiguous(sorter, n.name));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, seq.buf, x.buf, sorter.buf, b.error_word()}));
+  } else {
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, seq.buf, x.buf, b.error_word()}));
+  }
+  b.bind(out, o);
+  return Status::ok();
+}
+
 }  // namespace kiln::cuda::layers

@@ -1002,6 +1002,33 @@ Expected<GeneratedKernel> gather_rows_kernel(DType dtype, DType index_dtype, int
                      n);
 }
 
+Expected<GeneratedKernel> search_sorted_kernel(DType out, DType dtype, int64_t len, int64_t per_row, int64_t n,
+                                               bool right, bool sorter, int error_code) {
+  if (out != DType::Int64 && out != DType::Int32) return unsupported("insertion points other than int64 or int32");
+  if (dtype == DType::Bool) return unsupported("insertion points in a bool sequence");
+  KILN_ASSIGN_OR_RETURN(std::string O, device_type_name(out));
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  return template_1d("kiln/index.cuh", sorter ? "kiln::search_sorted_by" : "kiln::search_sorted",
+                     {O, T, right ? "true" : "false", std::to_string(error_code)}, {len, per_row, n}, n);
+}
+
+Expected<GeneratedKernel> histogram_range_kernel(DType dtype, double lo, double hi, int64_t n) {
+  if (!is_float_type(dtype)) return unsupported("histc of a non-floating tensor");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  int64_t lo_bits = 0, hi_bits = 0;
+  std::memcpy(&lo_bits, &lo, sizeof lo);
+  std::memcpy(&hi_bits, &hi, sizeof hi);
+  GeneratedKernel k = template_1d("kiln/index.cuh", "kiln::histogram_range", {T}, {lo_bits, hi_bits, n}, n);
+  k.grid = {1, 1, 1};
+  return k;
+}
+
+Expected<GeneratedKernel> histogram_kernel(DType dtype, int64_t bins, int64_t n, bool single) {
+  if (!is_float_type(dtype)) return unsupported("histc of a non-floating tensor");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  return template_1d("kiln/index.cuh", "kiln::histogram_counts", {T, single ? "float" : "double"}, {bins, n}, n);
+}
+
 Expected<GeneratedKernel> index_select_kernel(DType dtype, DType index_dtype, int64_t outer, int64_t table_rows,
                                               int64_t count, int64_t cols, int error_code) {
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));

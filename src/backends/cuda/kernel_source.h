@@ -199,6 +199,22 @@ struct Pool3dParams {
 Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
                                         bool indices);
 
+// Insertion points of n values (contiguous) in the rows of a contiguous
+// [rows, len] sorted sequence of the same dtype (per_row 0: one row for every
+// value; else per_row values per row), into int64 or int32 out; with a sorter
+// (int64, the sequence's sizes) giving the entries' order. Params: out, seq,
+// values, [sorter,] error.
+Expected<GeneratedKernel> search_sorted_kernel(DType out, DType dtype, int64_t len, int64_t per_row, int64_t n,
+                                               bool right, bool sorter, int error_code);
+
+// histc in two kernels: its range (the given [lo, hi] when lo < hi, else the
+// data's finite range; one block; params: range (2 doubles), in), then the
+// 64-bit counts (zeroed before) of n contiguous values in `bins` bins, each
+// bin computed in float (`single`, as ATen for float32) or double (params:
+// counts, range, in).
+Expected<GeneratedKernel> histogram_range_kernel(DType dtype, double lo, double hi, int64_t n);
+Expected<GeneratedKernel> histogram_kernel(DType dtype, int64_t bins, int64_t n, bool single);
+
 // Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
 // (H a multiple of Hk: grouped-query heads share a key/value head), optional
 // mask broadcast to [B, H, L, S] through its strides (bool: true keeps; float:

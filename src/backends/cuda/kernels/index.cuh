@@ -441,4 +441,137 @@ __global__ void __launch_bounds__(256) pad_edges(T* __restrict__ out, const T* _
   }
 }
 
+// ---- insertion points and histograms
+
+__device__ __forceinline__ float kiln_key(__half v) { return __half2float(v); }
+__device__ __forceinline__ float kiln_key(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T kiln_key(T v) {
+  return v;
+}
+
+// The insertion point of value i in its row of a contiguous [rows, len]
+// sorted sequence (per_row 0: one row serves every value): the first position
+// whose entry is >= the value (> with Right), compared as ATen does (a NaN
+// value goes after every entry); with a sorter, entry j is seq[sorter[j]], and
+// a sorter index out of range sets the error word and reads entry 0.
+template <typename O, typename T, bool Right, int ErrorCode, class D, class... P>
+__device__ __forceinline__ void search_sorted_at(long long i, O* __restrict__ out, const T* __restrict__ seq,
+                                                 const T* __restrict__ values, const long long* __restrict__ sorter,
+                                                 int* error, P... kd) {
+  const long long len = D::at(0, kd...), per_row = D::at(1, kd...);
+  const long long row = per_row == 0 ? 0 : i / per_row;
+  const T* base = seq + row * len;
+  const long long* perm = sorter ? sorter + row * len : nullptr;
+  const auto x = kiln_key(values[i]);
+  long long lo = 0, hi = len;
+  while (lo < hi) {
+    const long long mid = lo + (hi - lo) / 2;
+    long long at = mid;
+    if (perm) {
+      at = perm[mid];
+      if (at < 0 || at >= len) {
+        atomicExch(error, ErrorCode);
+        at = 0;
+      }
+    }
+    const auto e = kiln_key(base[at]);
+    const bool go_right = Right ? !(e > x) : !(e >= x);
+    if (go_right)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  out[i] = static_cast<O>(lo);
+}
+
+// Params: out, seq, values, error. Sizes: 0 len, 1 per_row, 2 n (values).
+template <typename O, typename T, bool Right, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256) search_sorted(O* __restrict__ out, const T* __restrict__ seq,
+                                                     const T* __restrict__ values, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n = D::at(2, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256)
+    search_sorted_at<O, T, Right, ErrorCode, D>(i, out, seq, values, nullptr, error, kd...);
+}
+
+// Params: out, seq, values, sorter (int64, seq's sizes), error. Sizes as search_sorted.
+template <typename O, typename T, bool Right, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256)
+    search_sorted_by(O* __restrict__ out, const T* __restrict__ seq, const T* __restrict__ values,
+                     const long long* __restrict__ sorter, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n = D::at(2, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256)
+    search_sorted_at<O, T, Right, ErrorCode, D>(i, out, seq, values, sorter, error, kd...);
+}
+
+// histc's range into range[0..1] (one block): the given [lo, hi] when
+// lo < hi, else the finite values' own range (0 and 0 when there are none),
+// widened by 1 each way when empty, as ATen does. Params: range (2 doubles),
+// in. Sizes: 0 lo's bits, 1 hi's bits (as double), 2 n.
+template <typename T, class D, class... P>
+__global__ void __launch_bounds__(256) histogram_range(double* __restrict__ range, const T* __restrict__ in, P... kd) {
+  kiln_enter_after_prior_grid();
+  double lo = __longlong_as_double(D::at(0, kd...)), hi = __longlong_as_double(D::at(1, kd...));
+  const long long n = D::at(2, kd...);
+  if (!(lo < hi)) {
+    __shared__ double lows[256], highs[256];
+    double l = INFINITY, h = -INFINITY;
+    for (long long i = threadIdx.x; i < n; i += 256) {
+      const double v = static_cast<double>(kiln_key(in[i]));
+      if (isfinite(v)) {
+        l = fmin(l, v);
+        h = fmax(h, v);
+      }
+    }
+    lows[threadIdx.x] = l;
+    highs[threadIdx.x] = h;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+      if (threadIdx.x < s) {
+        lows[threadIdx.x] = fmin(lows[threadIdx.x], lows[threadIdx.x + s]);
+        highs[threadIdx.x] = fmax(highs[threadIdx.x], highs[threadIdx.x + s]);
+      }
+      __syncthreads();
+    }
+    lo = lows[0];
+    hi = highs[0];
+    if (!isfinite(lo)) lo = hi = 0;
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  if (threadIdx.x == 0) {
+    range[0] = lo;
+    range[1] = hi;
+  }
+}
+
+// histc's counts: each value in [lo, hi] (range[0..1]; contiguous input)
+// adds one to bin (v - lo) * bins / (hi - lo) computed in Acc (float for
+// float32 input, as ATen does), clamped to the last bin; NaN and values
+// outside count nowhere. The counts (zeroed before) are 64-bit. Params:
+// counts, range, in. Sizes: 0 bins, 1 n.
+template <typename T, typename Acc, class D, class... P>
+__global__ void __launch_bounds__(256) histogram_counts(unsigned long long* __restrict__ counts,
+                                                        const double* __restrict__ range, const T* __restrict__ in,
+                                                        P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long bins = D::at(0, kd...), n = D::at(1, kd...);
+  const double lo = range[0], hi = range[1];
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    const double v = static_cast<double>(kiln_key(in[i]));
+    if (!(v >= lo && v <= hi)) continue;
+    long long b = static_cast<long long>((static_cast<Acc>(v) - static_cast<Acc>(lo)) * static_cast<Acc>(bins) /
+                                         (static_cast<Acc>(hi) - static_cast<Acc>(lo)));
+    b = b < 0 ? 0 : b >= bins ? bins - 1 : b;
+    atomicAdd(counts + b, 1ULL);
+  }
+}
+
 }  // namespace kiln

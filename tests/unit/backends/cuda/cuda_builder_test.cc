@@ -634,7 +634,8 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
                                                  "pad_modes",
                                                  "softmaxes",
                                                  "conv_transposed",
-                                                 "pools_with_indices_and_3d"};
+                                                 "pools_with_indices_and_3d",
+                                                 "insertion_points_and_histc"};
     if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
@@ -655,7 +656,7 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 14);
+  EXPECT_EQ(cases, 15);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
