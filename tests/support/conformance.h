@@ -746,6 +746,24 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
            {200, 200, 200, 200, 9, 100, 100}},
           1, 3, 17),
+      ranged(
+          {"grid_sampling",  // grids of multiples of 3/16 in [-1.5, 1.5] (exact at every precision, some outside)
+           R"(graph(%x: float32[s0, 3, 6, 7], %gi: float32[s0, 4, 5, 2], %v: float32[s0, 2, 3, 4, 5], %hi: float32[s0, 2, 3, 4, 3]) {
+  %gs: float32[s0, 4, 5, 2] = aten.sub.Tensor(self=%gi, other=8.0)
+  %g: float32[s0, 4, 5, 2] = aten.mul.Scalar(self=%gs, other=0.1875)
+  %hs: float32[s0, 2, 3, 4, 3] = aten.sub.Tensor(self=%hi, other=8.0)
+  %h: float32[s0, 2, 3, 4, 3] = aten.mul.Scalar(self=%hs, other=0.1875)
+  %a: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%g, interpolation_mode=0, padding_mode=0, align_corners=false)
+  %b: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%g, interpolation_mode=1, padding_mode=1, align_corners=true)
+  %c: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%g, interpolation_mode=2, padding_mode=2, align_corners=false)
+  %d: float32[s0, 3, 4, 5] = aten.grid_sampler.default(input=%x, grid=%g, interpolation_mode=0, padding_mode=2, align_corners=true)
+  %e: float32[s0, 2, 2, 3, 4] = aten.grid_sampler_3d.default(input=%v, grid=%h, interpolation_mode=0, padding_mode=0, align_corners=false)
+  %f: float32[s0, 2, 2, 3, 4] = aten.grid_sampler_3d.default(input=%v, grid=%h, interpolation_mode=1, padding_mode=2, align_corners=true)
+  return (%a, %b, %c, %d, %e, %f)
+}
+)",
+           {0, 17, 0, 17}},
+          1, 2, 7),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {
   %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cuda/kernels/grid_sample.cuh"
 
 namespace kiln::cpu {
 
@@ -381,38 +382,6 @@ Status adaptive_pool3d(KernelArgs& a) {
 
 // ---- grid sampling
 
-// A coordinate in [-1, 1] to a position in the input.
-double unnormalize(double g, int64_t size, bool align_corners) {
-  return align_corners ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
-}
-
-// A position treated by the padding mode: 0 zeros (as is; reads outside give
-// 0), 1 border (clamped), 2 reflection (mirrored at the edges, then clamped).
-double pad_coord(double x, int64_t size, bool align_corners, int64_t padding) {
-  auto clip = [&](double v) { return std::min(static_cast<double>(size - 1), std::max(v, 0.0)); };
-  // Mirrors v into [lo2 / 2, hi2 / 2].
-  auto reflect = [](double v, double lo2, double hi2) {
-    if (lo2 == hi2) return 0.0;
-    const double min = lo2 / 2, span = (hi2 - lo2) / 2;
-    v = std::abs(v - min);
-    const double extra = std::fmod(v, span);
-    const int64_t flips = static_cast<int64_t>(std::floor(v / span));
-    return flips % 2 == 0 ? extra + min : span - extra + min;
-  };
-  if (padding == 1) return clip(x);
-  if (padding == 2)
-    return clip(align_corners ? reflect(x, 0, 2.0 * static_cast<double>(size - 1))
-                              : reflect(x, -1, 2.0 * static_cast<double>(size) - 1));
-  return x;
-}
-
-double grid_coord(double g, int64_t size, bool align_corners, int64_t padding) {
-  return pad_coord(unnormalize(g, size, align_corners), size, align_corners, padding);
-}
-
-double cubic1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
-double cubic2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
-
 // grid_sampler / grid_sampler_2d / grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners)
 // interpolation 0 bilinear (trilinear in 3-d), 1 nearest, 2 bicubic (2-d); padding 0 zeros, 1 border, 2 reflection.
 Status grid_sampler(KernelArgs& a) {
@@ -450,44 +419,9 @@ Status grid_sampler(KernelArgs& a) {
       const double gx = gp[0], gy = gp[1], gz = three ? gp[2] : 0.0;
       for (int64_t c = 0; c < C; ++c) {
         const double* plane = x.data<double>() + (n * C + c) * ivol;
-        double r = 0;
-        if (mode == 2) {
-          // Bicubic: the point unnormalized without padding; its 4x4
-          // neighbours each read through the padding mode.
-          const double ix = unnormalize(gx, in[2], align), iy = unnormalize(gy, in[1], align);
-          const double x0 = std::floor(ix), y0 = std::floor(iy), tx = ix - x0, ty = iy - y0;
-          const double A = -0.75;
-          const double wx[4] = {cubic2(tx + 1, A), cubic1(tx, A), cubic1(1 - tx, A), cubic2(2 - tx, A)};
-          const double wy[4] = {cubic2(ty + 1, A), cubic1(ty, A), cubic1(1 - ty, A), cubic2(2 - ty, A)};
-          auto at = [&](double yy, double xx) {
-            const double my = pad_coord(yy, in[1], align, padding), mx = pad_coord(xx, in[2], align, padding);
-            return value(plane, 0, static_cast<int64_t>(my), static_cast<int64_t>(mx));
-          };
-          for (int i = 0; i < 4; ++i) {
-            double row = 0;
-            for (int j = 0; j < 4; ++j) row += wx[j] * at(y0 - 1 + i, x0 - 1 + j);
-            r += wy[i] * row;
-          }
-        } else {
-          const double ix = grid_coord(gx, in[2], align, padding), iy = grid_coord(gy, in[1], align, padding);
-          const double iz = three ? grid_coord(gz, in[0], align, padding) : 0.0;
-          if (mode == 1) {
-            // Nearest: round half to even, as nearbyint does.
-            r = value(plane, static_cast<int64_t>(std::nearbyint(iz)), static_cast<int64_t>(std::nearbyint(iy)),
-                      static_cast<int64_t>(std::nearbyint(ix)));
-          } else {
-            const double x0 = std::floor(ix), y0 = std::floor(iy), z0 = std::floor(iz);
-            const double tx = ix - x0, ty = iy - y0, tz = iz - z0;
-            for (int dz = 0; dz < (three ? 2 : 1); ++dz)
-              for (int dy = 0; dy < 2; ++dy)
-                for (int dx = 0; dx < 2; ++dx) {
-                  const double w = (dx ? tx : 1 - tx) * (dy ? ty : 1 - ty) * (three ? (dz ? tz : 1 - tz) : 1.0);
-                  if (w == 0) continue;
-                  r += w * value(plane, static_cast<int64_t>(z0) + dz, static_cast<int64_t>(y0) + dy,
-                                 static_cast<int64_t>(x0) + dx);
-                }
-          }
-        }
+        auto at = [&](long long z, long long y, long long xx) { return value(plane, z, y, xx); };
+        const double r = grid_sample::sample(at, gx, gy, gz, in[0], in[1], in[2], static_cast<int>(mode),
+                                             static_cast<int>(padding), align, three);
         o.data<double>()[(n * C + c) * ovol + p] = r;
       }
     }

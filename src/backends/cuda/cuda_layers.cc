@@ -26,6 +26,7 @@ enum class Family {
   kPool,
   kPool3d,  // max pools with indices, adaptive max pools, 3-D pools
   kSearch,  // searchsorted, bucketize, histc
+  kSample,  // grid_sampler
   kAttention,
   kGather,
   kGatherDim,
@@ -131,6 +132,9 @@ Family family(OpKind op) {
     case OpKind::kSearchsortedTensor:
     case OpKind::kBucketizeTensor:
     case OpKind::kHistc: return Family::kSearch;
+    case OpKind::kGridSampler:
+    case OpKind::kGridSampler2d:
+    case OpKind::kGridSampler3d: return Family::kSample;
     case OpKind::kAttention:
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
@@ -231,6 +235,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kPool:
     case Family::kPool3d: return pool_refusal(n);
     case Family::kSearch: return search_refusal(n);
+    case Family::kSample: return grid_sampler_refusal(n);
     case Family::kAttention: return attention_refusal(n);
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
@@ -267,6 +272,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kPool: return emit_pool(b, n);
     case Family::kPool3d: return emit_pool3d(b, n);
     case Family::kSearch: return emit_search(b, n);
+    case Family::kSample: return emit_grid_sampler(b, n);
     case Family::kAttention: return emit_attention(b, n);
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);

@@ -115,6 +115,9 @@ Status emit_pool3d(Builder& b, const ir::Node& n);
 // searchsorted, bucketize, histc (cuda_layers_indexing.cc).
 std::string search_refusal(const ir::Node& n);
 Status emit_search(Builder& b, const ir::Node& n);
+// grid_sampler (cuda_layers_indexing.cc).
+std::string grid_sampler_refusal(const ir::Node& n);
+Status emit_grid_sampler(Builder& b, const ir::Node& n);
 
 // Attention and the rotary embedding (cuda_layers_attention.cc).
 std::string attention_refusal(const ir::Node& n);

@@ -607,4 +607,41 @@ Status emit_search(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// ---- grid_sampler
+
+// Bilinear, nearest and bicubic (2-D) sampling with zeros, border or
+// reflection padding, of batched 4-D and 5-D floating inputs.
+std::string grid_sampler_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "input");
+  const ir::Value* g = value_arg(n, "grid");
+  if (!x || !g || !floating(x->type.dtype) || !floating(g->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+    return "grid sampling of non-floating tensors";
+  const size_t r = x->type.sizes.size();
+  if ((r != 4 && r != 5) || g->type.sizes.size() != r) return "grid sampling of other than 4-D or 5-D inputs";
+  const auto mode = int_arg(n, "interpolation_mode"), padding = int_arg(n, "padding_mode");
+  if (!mode || !padding || *mode < 0 || *mode > 2 || (r == 5 && *mode == 2) || *padding < 0 || *padding > 2)
+    return "a grid sampling mode other than bilinear, nearest, bicubic (2-D) with zeros, border or reflection padding";
+  return "";
+}
+
+Status emit_grid_sampler(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "input")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  KILN_ASSIGN_OR_RETURN(TRef g, b.ref(value_arg(n, "grid")));
+  KILN_ASSIGN_OR_RETURN(g, b.contiguous(g, n.name));
+  if (g.sizes.empty() || g.sizes[0] != x.sizes[0] || g.sizes.back() != static_cast<int64_t>(x.sizes.size()) - 2)
+    return invalid_argument("grid " + shape_to_string(g.sizes) + " does not match input " + shape_to_string(x.sizes));
+  const int64_t points = prod(g.sizes, 1, g.sizes.size() - 1);
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  KILN_ASSIGN_OR_RETURN(
+      GeneratedKernel k,
+      grid_sampler_kernel(dt, g.dtype, x.sizes, points, static_cast<int>(*int_arg(n, "interpolation_mode")),
+                          static_cast<int>(*int_arg(n, "padding_mode")), bool_arg(n, "align_corners")));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, g.buf}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 }  // namespace kiln::cuda::layers

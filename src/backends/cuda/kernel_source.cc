@@ -778,6 +778,25 @@ Expected<GeneratedKernel> cumsum_kernel(DType out, DType in, int64_t outer, int6
                      {outer * inner, len, inner}, outer * inner);
 }
 
+Expected<GeneratedKernel> grid_sampler_kernel(DType dtype, DType grid_dtype, const std::vector<int64_t>& in_sizes,
+                                              int64_t points, int mode, int padding, bool align_corners) {
+  const bool three = in_sizes.size() == 5;
+  if (in_sizes.size() != 4 && !three) return unsupported("grid sampling of other than 4-D or 5-D inputs");
+  if (!is_float_type(dtype) || !is_float_type(grid_dtype)) return unsupported("grid sampling of non-floating tensors");
+  if (mode < 0 || mode > 2 || (three && mode == 2) || padding < 0 || padding > 2)
+    return unsupported(
+        "a grid sampling mode other than bilinear, nearest, bicubic (2-D) with zeros, border or "
+        "reflection padding");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  KILN_ASSIGN_OR_RETURN(std::string G, device_type_name(grid_dtype));
+  const int64_t n = in_sizes[0] * in_sizes[1] * points;
+  const int64_t d = three ? in_sizes[2] : 1;
+  return template_1d(
+      "kiln/grid_sample.cuh", "kiln::grid_sampler",
+      {T, G, std::to_string(mode), std::to_string(padding), align_corners ? "true" : "false", three ? "true" : "false"},
+      {in_sizes[1], d, in_sizes[in_sizes.size() - 2], in_sizes.back(), points, n}, n);
+}
+
 Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
                                         bool indices) {
   KILN_TRY(check_layout(out, "output"));

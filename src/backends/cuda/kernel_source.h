@@ -215,6 +215,12 @@ Expected<GeneratedKernel> search_sorted_kernel(DType out, DType dtype, int64_t l
 Expected<GeneratedKernel> histogram_range_kernel(DType dtype, double lo, double hi, int64_t n);
 Expected<GeneratedKernel> histogram_kernel(DType dtype, int64_t bins, int64_t n, bool single);
 
+// grid_sampler over contiguous tensors (kiln/grid_sample.cuh): in
+// [N, C, (D,) H, W] of `dtype`, grid [N, points..., 2 or 3] of `grid_dtype`,
+// out [N, C, points...] of `dtype`. Params: out, in, grid.
+Expected<GeneratedKernel> grid_sampler_kernel(DType dtype, DType grid_dtype, const std::vector<int64_t>& in_sizes,
+                                              int64_t points, int mode, int padding, bool align_corners);
+
 // Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
 // (H a multiple of Hk: grouped-query heads share a key/value head), optional
 // mask broadcast to [B, H, L, S] through its strides (bool: true keeps; float:

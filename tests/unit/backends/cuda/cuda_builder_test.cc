@@ -635,7 +635,8 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
                                                  "softmaxes",
                                                  "conv_transposed",
                                                  "pools_with_indices_and_3d",
-                                                 "insertion_points_and_histc"};
+                                                 "insertion_points_and_histc",
+                                                 "grid_sampling"};
     if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
@@ -656,7 +657,7 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 15);
+  EXPECT_EQ(cases, 16);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
