@@ -24,9 +24,10 @@ enum class Family {
   kRow,
   kReduce,
   kPool,
-  kPool3d,  // max pools with indices, adaptive max pools, 3-D pools
-  kSearch,  // searchsorted, bucketize, histc
-  kSample,  // grid_sampler
+  kPool3d,   // max pools with indices, adaptive max pools, 3-D pools
+  kSearch,   // searchsorted, bucketize, histc
+  kSample,   // grid_sampler
+  kSegment,  // segment_reduce
   kAttention,
   kGather,
   kGatherDim,
@@ -135,6 +136,7 @@ Family family(OpKind op) {
     case OpKind::kGridSampler:
     case OpKind::kGridSampler2d:
     case OpKind::kGridSampler3d: return Family::kSample;
+    case OpKind::kSegmentReduce: return Family::kSegment;
     case OpKind::kAttention:
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
@@ -236,6 +238,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kPool3d: return pool_refusal(n);
     case Family::kSearch: return search_refusal(n);
     case Family::kSample: return grid_sampler_refusal(n);
+    case Family::kSegment: return segment_reduce_refusal(n);
     case Family::kAttention: return attention_refusal(n);
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
@@ -273,6 +276,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kPool3d: return emit_pool3d(b, n);
     case Family::kSearch: return emit_search(b, n);
     case Family::kSample: return emit_grid_sampler(b, n);
+    case Family::kSegment: return emit_segment_reduce(b, n);
     case Family::kAttention: return emit_attention(b, n);
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);

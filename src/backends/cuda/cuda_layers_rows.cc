@@ -475,6 +475,52 @@ Status emit_pool3d(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+// segment_reduce: floating data, segments from 1-D lengths or offsets (int64)
+// along a static axis.
+std::string segment_reduce_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "data");
+  const ir::Value* lengths = value_arg(n, "lengths");
+  const ir::Value* offsets = value_arg(n, "offsets");
+  if (!x || !floating(x->type.dtype) || n.outputs[0]->type.dtype != x->type.dtype)
+    return "segment_reduce of non-floating data or to another dtype";
+  const ir::Value* b = lengths ? lengths : offsets;
+  if (!b || b->type.sizes.size() != 1 || b->type.dtype != DType::Int64)
+    return "segment_reduce without 1-D int64 lengths or offsets";
+  const auto* reduce = std::get_if<std::string>(n.find("reduce"));
+  if (!reduce || (*reduce != "sum" && *reduce != "mean" && *reduce != "max" && *reduce != "min" && *reduce != "prod"))
+    return "a segment reduction other than sum, mean, max, min or prod";
+  if (n.find("initial") && !is_none(n, "initial") && !double_arg(n, "initial"))
+    return "segment_reduce with an initial value that is not a number";
+  const int64_t axis = norm_dim(int_arg(n, "axis").value_or(0), rank(x));
+  if (rank(x) == 0 || axis < 0 || axis >= static_cast<int64_t>(rank(x))) return "segment_reduce along a missing axis";
+  return "";
+}
+
+Status emit_segment_reduce(Builder& b, const ir::Node& n) {
+  const ir::Value* out = n.outputs[0];
+  const DType dt = b.compute_dtype(out->type.dtype);
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "data")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
+  const bool offsets = value_arg(n, "lengths") == nullptr;
+  KILN_ASSIGN_OR_RETURN(TRef bounds, b.ref(value_arg(n, offsets ? "offsets" : "lengths")));
+  KILN_ASSIGN_OR_RETURN(bounds, b.contiguous(bounds, n.name));
+  const auto axis = static_cast<size_t>(norm_dim(int_arg(n, "axis").value_or(0), x.sizes.size()));
+  const std::string reduce = std::get<std::string>(*n.find("reduce"));
+  const int op = reduce == "sum" ? 0 : reduce == "mean" ? 1 : reduce == "max" ? 2 : reduce == "min" ? 3 : 4;
+  const int64_t segments = bounds.sizes[0] - (offsets ? 1 : 0);
+  if (segments < 0) return invalid_argument("segment_reduce with empty offsets");
+  std::optional<double> initial;
+  if (n.find("initial") && !is_none(n, "initial")) initial = double_arg(n, "initial");
+  TRef o = b.new_tensor(dt, static_sizes(out));
+  const int code = b.add_error_layer(n.name);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        segment_reduce_kernel(dt, op, offsets, initial, prod(x.sizes, 0, axis), x.sizes[axis],
+                                              prod(x.sizes, axis + 1), segments, code));
+  KILN_TRY(b.launch(n.name, std::move(k), {o.buf, x.buf, bounds.buf, b.error_word()}));
+  b.bind(out, o);
+  return Status::ok();
+}
+
 // Norms over the last dims, softmax over any dim, GroupNorm.
 std::string row_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];

@@ -797,6 +797,22 @@ Expected<GeneratedKernel> grid_sampler_kernel(DType dtype, DType grid_dtype, con
       {in_sizes[1], d, in_sizes[in_sizes.size() - 2], in_sizes.back(), points, n}, n);
 }
 
+Expected<GeneratedKernel> segment_reduce_kernel(DType dtype, int reduce, bool offsets, std::optional<double> initial,
+                                                int64_t outer, int64_t len, int64_t inner, int64_t segments,
+                                                int error_code) {
+  if (!is_float_type(dtype)) return unsupported("segment_reduce of non-floating data");
+  if (reduce < 0 || reduce > 4) return unsupported("a segment reduction other than sum, mean, max, min or prod");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  const double init = initial.value_or(0.0);
+  int64_t bits = 0;
+  std::memcpy(&bits, &init, sizeof init);
+  const int64_t n = outer * segments * inner;
+  return template_1d(
+      "kiln/reduce.cuh", "kiln::segment_reduce",
+      {T, std::to_string(reduce), offsets ? "true" : "false", initial ? "true" : "false", std::to_string(error_code)},
+      {len, inner, segments, bits, n}, n);
+}
+
 Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
                                         bool indices) {
   KILN_TRY(check_layout(out, "output"));

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,14 @@ Expected<GeneratedKernel> histogram_kernel(DType dtype, int64_t bins, int64_t n,
 // out [N, C, points...] of `dtype`. Params: out, in, grid.
 Expected<GeneratedKernel> grid_sampler_kernel(DType dtype, DType grid_dtype, const std::vector<int64_t>& in_sizes,
                                               int64_t points, int mode, int padding, bool align_corners);
+
+// segment_reduce over contiguous data [outer, len, inner] into
+// [outer, segments, inner]: reduce 0 sum, 1 mean, 2 max, 3 min, 4 prod;
+// segment bounds from int64 lengths (segments entries) or offsets
+// (segments + 1). Params: out, data, lengths or offsets, error.
+Expected<GeneratedKernel> segment_reduce_kernel(DType dtype, int reduce, bool offsets, std::optional<double> initial,
+                                                int64_t outer, int64_t len, int64_t inner, int64_t segments,
+                                                int error_code);
 
 // Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
 // (H a multiple of Hk: grouped-query heads share a key/value head), optional

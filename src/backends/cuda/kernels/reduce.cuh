@@ -449,4 +449,59 @@ __global__ void __launch_bounds__(256) pool3d_indices(T* __restrict__ out, long 
                                                                                                       kd...);
 }
 
+// segment_reduce over contiguous data viewed [outer, len, inner]: output
+// (o, s, i) reduces entries j of segment s (bounds from `lengths` summed, or
+// from `offsets` directly) along the middle dim, in double from `initial`
+// (Initial) or the reduction's identity: Op 0 sum, 1 mean (an empty segment
+// gives initial, or NaN), 2 max, 3 min (a NaN wins), 4 prod. Bounds that are
+// negative, decreasing or past len set the error word and give NaN.
+// Params: out (contiguous [outer, segments, inner]), data, bounds (int64),
+// error. Sizes: 0 len, 1 inner, 2 segments, 3 initial's bits (as double), 4 n.
+template <typename T, int Op, bool Offsets, bool Initial, int ErrorCode, class D, class... P>
+__global__ void __launch_bounds__(256) segment_reduce(T* __restrict__ out, const T* __restrict__ data,
+                                                      const long long* __restrict__ bounds, int* error, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long len = D::at(0, kd...), inner = D::at(1, kd...), segments = D::at(2, kd...), n = D::at(4, kd...);
+  for (long long k = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; k < n;
+       k += static_cast<long long>(gridDim.x) * 256) {
+    const long long i = k % inner, s = (k / inner) % segments, o = k / (inner * segments);
+    long long lo, hi;
+    if constexpr (Offsets) {
+      lo = bounds[s];
+      hi = bounds[s + 1];
+    } else {
+      lo = 0;
+      for (long long t = 0; t < s; ++t) lo += bounds[t];
+      hi = lo + bounds[s];
+    }
+    double acc;
+    if (lo < 0 || hi < lo || hi > len) {
+      atomicExch(error, ErrorCode);
+      acc = NAN;
+    } else {
+      const double identity = Op == 2 ? -INFINITY : Op == 3 ? INFINITY : Op == 4 ? 1.0 : 0.0;
+      acc = Initial ? __longlong_as_double(D::at(3, kd...)) : identity;
+      for (long long j = lo; j < hi; ++j) {
+        const double v = static_cast<double>(kiln_ld(data[(o * len + j) * inner + i]));
+        if constexpr (Op == 2) {
+          acc = v != v || v > acc ? v : acc;
+        } else if constexpr (Op == 3) {
+          acc = v != v || v < acc ? v : acc;
+        } else if constexpr (Op == 4) {
+          acc *= v;
+        } else {
+          acc += v;
+        }
+      }
+      if constexpr (Op == 1)
+        acc = hi > lo ? acc / static_cast<double>(hi - lo) : (Initial ? __longlong_as_double(D::at(3, kd...)) : NAN);
+    }
+    if constexpr (sizeof(T) >= 4) {
+      out[k] = static_cast<T>(acc);
+    } else {
+      out[k] = kiln_st<T>(static_cast<float>(acc));
+    }
+  }
+}
+
 }  // namespace kiln

@@ -636,7 +636,8 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
                                                  "conv_transposed",
                                                  "pools_with_indices_and_3d",
                                                  "insertion_points_and_histc",
-                                                 "grid_sampling"};
+                                                 "grid_sampling",
+                                                 "segment_reductions"};
     if (c.name.rfind("pointwise_", 0) != 0 && !others.contains(c.name)) continue;
     ++cases;
     engine::Network net = network_from(c.ir);
@@ -657,7 +658,7 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
       ASSERT_TRUE(m.has_value()) << c.name << " " << precision << ": " << m.status().message();
     }
   }
-  EXPECT_EQ(cases, 16);
+  EXPECT_EQ(cases, 17);
 }
 
 TEST(RangePlan, ALayerPlannedAnotherWayAtTheNeighbouringShapeLeavesTheOtherKernelsAlone) {
