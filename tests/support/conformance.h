@@ -725,7 +725,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %h: float32[s0, 2, 3, 2, 5], %hi: int64[s0, 2, 3, 2, 5] = aten.adaptive_max_pool3d.default(self=%v, output_size=[3, 2, 5])
   %k: float32[3, 3, 4], %ki: int64[3, 3, 4] = aten.max_pool2d_with_indices.default(self=%u, kernel_size=[2, 2])
   %l: float32[s0, 2, 3, 3, 4] = aten.avg_pool3d.default(self=%v, kernel_size=[3, 3, 3], stride=[2, 2, 2], padding=[1, 1, 1])
-  return (%a, %ai, %b, %bi, %c, %ci, %d, %e, %f, %g, %h, %hi, %k, %ki, %l)
+  %m: float32[3, 2, 3] = aten.adaptive_avg_pool2d.default(self=%u, output_size=[2, 3])
+  %q: float32[3, 3, 4] = aten.avg_pool2d.default(self=%u, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
+  %r: float32[3, 5, 7] = aten.max_pool2d.default(self=%u, kernel_size=[2, 2], stride=[1, 1])
+  return (%a, %ai, %b, %bi, %c, %ci, %d, %e, %f, %g, %h, %hi, %k, %ki, %l, %m, %q, %r)
 }
 )",
               {200, 200, 200}},
@@ -778,6 +781,19 @@ inline std::vector<ConformanceCase> conformance_cases() {
 }
 )",
               {0, 4, 1}},
+             1, 3, 9),
+      ranged({"products",  // x uniform in [-1, 1) (products shrink: compared with atol), i integers 0..2
+              R"(graph(%x: float32[s0, 5, 3], %i: int64[s0, 4]) {
+  %a: float32[] = aten.prod.default(self=%x)
+  %b: float32[s0, 3] = aten.prod.dim_int(self=%x, dim=1)
+  %c: float32[s0, 1, 3] = aten.prod.dim_int(self=%x, dim=-2, keepdim=true)
+  %d: int64[s0] = aten.prod.dim_int(self=%i, dim=1)
+  %e: int64[] = aten.prod.default(self=%i)
+  %f: float32[4] = aten.prod.dim_int(self=%i, dim=0, dtype=dtype.float32)
+  return (%a, %b, %c, %d, %e, %f)
+}
+)",
+              {0, 3}},
              1, 3, 9),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {

@@ -117,7 +117,9 @@ Family family(OpKind op) {
     case OpKind::kAllDim:
     case OpKind::kAllDims:
     case OpKind::kVarCorrection:
-    case OpKind::kVarMeanCorrection: return Family::kReduce;
+    case OpKind::kVarMeanCorrection:
+    case OpKind::kProd:
+    case OpKind::kProdDimInt: return Family::kReduce;
     case OpKind::kMaxPool2d:
     case OpKind::kAvgPool2d:
     case OpKind::kAdaptiveAvgPool2d:

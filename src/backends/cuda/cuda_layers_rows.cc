@@ -329,9 +329,17 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
   if ((!exact || any || all) && x.dtype != dt) {
     KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name, dt));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(n, x.sizes.size()));
+  std::vector<bool> reduced;
+  if (n.op == OpKind::kProdDimInt) {
+    const int64_t d = norm_dim(*int_arg(n, "dim"), std::max<size_t>(x.sizes.size(), 1));
+    reduced.assign(x.sizes.size(), false);
+    if (!x.sizes.empty()) reduced[static_cast<size_t>(d)] = true;
+  } else {
+    KILN_ASSIGN_OR_RETURN(reduced, reduced_dims(n, x.sizes.size()));
+  }
   const ReduceDims rd = split_dims(x, reduced);
   ReduceOp op = ReduceOp::kSum;
+  if (n.op == OpKind::kProd || n.op == OpKind::kProdDimInt) op = ReduceOp::kProd;
   if (n.op == OpKind::kMeanDim || n.op == OpKind::kMean) op = ReduceOp::kMean;
   if (n.op == OpKind::kAmax || any) op = ReduceOp::kMax;
   if (n.op == OpKind::kAmin || all) op = ReduceOp::kMin;
@@ -352,6 +360,7 @@ Status emit_reduce(Builder& b, const ir::Node& n) {
 }
 
 Status emit_pool(Builder& b, const ir::Node& n) {
+  if (rank(value_arg(n, "self")) == 3) return emit_pool3d(b, n);  // unbatched
   const ir::Value* out = n.outputs[0];
   const DType dt = b.compute_dtype(out->type.dtype);
   KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
@@ -390,6 +399,10 @@ namespace {
 // The spatial rank of a pool family op the 3-D kernel takes (2 or 3), 0 for others.
 int pool3d_rank(OpKind op) {
   switch (op) {
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d:
+    case OpKind::kAdaptiveAvgPool2d:
+    case OpKind::kAdaptiveAvgPool2dInternal:
     case OpKind::kMaxPool2dWithIndices:
     case OpKind::kAdaptiveMaxPool2d: return 2;
     case OpKind::kMaxPool3d:
@@ -404,8 +417,8 @@ int pool3d_rank(OpKind op) {
 
 }  // namespace
 
-// Max pools with indices, adaptive max pools and the 3-D pools, through one
-// kernel over [N, C, D, H, W] views (a 2-D pool's input gets a unit depth; an
+// Max pools with indices, adaptive max pools, the 3-D pools and unbatched 2-D
+// pools, through one kernel over [N, C, D, H, W] views (a 2-D pool's input gets a unit depth; an
 // unbatched input a unit batch).
 Status emit_pool3d(Builder& b, const ir::Node& n) {
   const int sr = pool3d_rank(n.op);
@@ -417,9 +430,11 @@ Status emit_pool3d(Builder& b, const ir::Node& n) {
   }
   Pool3dParams p;
   const bool adaptive = n.op == OpKind::kAdaptiveMaxPool2d || n.op == OpKind::kAdaptiveMaxPool3d ||
-                        n.op == OpKind::kAdaptiveAvgPool3d || n.op == OpKind::kAdaptiveAvgPool3dInternal;
-  const bool max =
-      n.op != OpKind::kAvgPool3d && n.op != OpKind::kAdaptiveAvgPool3d && n.op != OpKind::kAdaptiveAvgPool3dInternal;
+                        n.op == OpKind::kAdaptiveAvgPool3d || n.op == OpKind::kAdaptiveAvgPool3dInternal ||
+                        n.op == OpKind::kAdaptiveAvgPool2d || n.op == OpKind::kAdaptiveAvgPool2dInternal;
+  const bool max = n.op == OpKind::kMaxPool2d || n.op == OpKind::kMaxPool2dWithIndices ||
+                   n.op == OpKind::kAdaptiveMaxPool2d || n.op == OpKind::kMaxPool3d ||
+                   n.op == OpKind::kMaxPool3dWithIndices || n.op == OpKind::kAdaptiveMaxPool3d;
   p.kind = adaptive ? (max ? Pool3dParams::Kind::kAdaptiveMax : Pool3dParams::Kind::kAdaptiveAvg)
                     : (max ? Pool3dParams::Kind::kMax : Pool3dParams::Kind::kAvg);
   if (!adaptive) {
@@ -579,16 +594,23 @@ std::string reduce_refusal(const ir::Node& n) {
     return "reductions of floating tensors to an integer dtype";
   if (!floating(n.outputs[0]->type.dtype)) {
     if (n.op == OpKind::kMean || n.op == OpKind::kMeanDim) return "mean of a non-floating tensor";
-    const bool sum = n.op == OpKind::kSum || n.op == OpKind::kSumDimIntList;
-    if (sum && n.outputs[0]->type.dtype != DType::Int64) return "integer sums to a dtype other than int64";
+    const bool sum =
+        n.op == OpKind::kSum || n.op == OpKind::kSumDimIntList || n.op == OpKind::kProd || n.op == OpKind::kProdDimInt;
+    if (sum && n.outputs[0]->type.dtype != DType::Int64) return "integer sums and products to a dtype other than int64";
     if (!sum && n.outputs[0]->type.dtype != x->type.dtype) return "integer max or min to another dtype";
+  }
+  if (n.op == OpKind::kProdDimInt) {
+    const auto d = int_arg(n, "dim");
+    const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank(x)), 1);
+    if (!d || norm_dim(*d, static_cast<size_t>(r)) < 0 || norm_dim(*d, static_cast<size_t>(r)) >= r)
+      return "a product over a dim that is not a number in range";
+    return "";
   }
   if (n.find("dim") && !is_none(n, "dim") && !ints_arg(n, "dim")) return "reduction dims that are not a list";
   return "";
 }
 
-// Batched 2-D pooling in floating types; max pools with indices, adaptive max
-// pools and 3-D pools batched or not.
+// 2-D and 3-D pooling of floating tensors, batched or not.
 std::string pool_refusal(const ir::Node& n) {
   const ir::Value* x = value_arg(n, "self");
   if (!x || !floating(x->type.dtype)) return "pooling of non-floating tensors";
@@ -599,7 +621,6 @@ std::string pool_refusal(const ir::Node& n) {
     if (n.outputs.size() > 1 && n.outputs[1]->type.dtype != DType::Int64) return "pooling indices other than int64";
     return "";
   }
-  if (rank(x) != 4) return "pooling other than batched 2-D in floating types";
   return "";
 }
 

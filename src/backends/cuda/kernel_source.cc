@@ -718,7 +718,11 @@ Expected<GeneratedKernel> reduce_kernel(ReduceOp op, DType dtype, const ReduceDi
   GeneratedKernel k;
   k.header = "kiln/reduce.cuh";
   k.templ = "kiln::reduce";
-  const int kind = op == ReduceOp::kSum ? 0 : op == ReduceOp::kMean ? 1 : op == ReduceOp::kMax ? 2 : 3;
+  const int kind = op == ReduceOp::kSum    ? 0
+                   : op == ReduceOp::kMean ? 1
+                   : op == ReduceOp::kMax  ? 2
+                   : op == ReduceOp::kMin  ? 3
+                                           : 4;
   k.targs = {T, std::to_string(kind), std::to_string(dims.kept_sizes.size()),
              std::to_string(dims.reduced_sizes.size())};
   k.dims = {n_out, n_red};
@@ -742,8 +746,9 @@ Expected<GeneratedKernel> var_kernel(DType dtype, const ReduceDims& dims, double
 Expected<GeneratedKernel> reduce_int_kernel(ReduceOp op, DType out, DType in, const ReduceDims& dims) {
   if (is_float_type(in) || is_float_type(out)) return unsupported("integer reductions take integer or bool tensors");
   if (op == ReduceOp::kMean) return unsupported("mean of an integer tensor");
-  if (op == ReduceOp::kSum && out != DType::Int64) return unsupported("integer sums give int64");
-  if (op != ReduceOp::kSum && out != in) return unsupported("integer max and min keep the input's dtype");
+  const bool to_int64 = op == ReduceOp::kSum || op == ReduceOp::kProd;
+  if (to_int64 && out != DType::Int64) return unsupported("integer sums and products give int64");
+  if (!to_int64 && out != in) return unsupported("integer max and min keep the input's dtype");
   KILN_ASSIGN_OR_RETURN(std::string TO, device_type_name(out));
   KILN_ASSIGN_OR_RETURN(std::string TI, device_type_name(in));
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, reduce_kernel(op, DType::Float32, dims));

@@ -152,7 +152,7 @@ std::vector<Ref> norm_rows_args(const Ref& out, const Ref& in, const Ref* in2, c
 // out[o] = reduce over the reduced index space of in. `kept` and `reduced` give
 // sizes and input strides of the kept (in out's row-major order) and reduced dims.
 // Params: out (contiguous), in.
-enum class ReduceOp { kSum, kMean, kMax, kMin };
+enum class ReduceOp { kSum, kMean, kMax, kMin, kProd };
 struct ReduceDims {
   std::vector<int64_t> kept_sizes, kept_strides;
   std::vector<int64_t> reduced_sizes, reduced_strides;

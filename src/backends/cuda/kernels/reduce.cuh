@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 3 };
+enum ReduceKind { kReduceSum = 0, kReduceMean = 1, kReduceMax = 2, kReduceMin = 3, kReduceProd = 4 };
 
 // The input offset of index i of a mixed-radix space (Count dims whose sizes
 // and strides start at sizes First and First + Count, innermost last):
@@ -39,8 +39,8 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
   for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
        o += static_cast<long long>(gridDim.x) * 8) {
     const long long base = reduce_offset<2, K, D>(o, kd...);
-    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
-    C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : C(0);
+    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin, kProd = Kind == kReduceProd;
+    C acc = kMax ? -C(INFINITY) : kMin ? C(INFINITY) : kProd ? C(1) : C(0);
     bool nan = false;
     const long long n_red = D::at(1, kd...);
     for (long long j = lane; j < n_red; j += 32) {
@@ -49,13 +49,17 @@ __global__ void __launch_bounds__(256) reduce(T* __restrict__ out, const T* __re
       if constexpr (kMax || kMin) {
         nan = nan || v != v;
         acc = kMax ? kiln_max(acc, v) : kiln_min(acc, v);
+      } else if constexpr (kProd) {
+        acc *= v;
       } else {
         acc += v;
       }
     }
     if constexpr (kMax) acc = kiln_warp_max(acc);
     if constexpr (kMin) acc = kiln_warp_min(acc);
-    if constexpr (!kMax && !kMin) acc = kiln_warp_sum(acc);
+    if constexpr (kProd)
+      for (int s = 16; s > 0; s >>= 1) acc *= __shfl_xor_sync(0xffffffffu, acc, s);
+    if constexpr (!kMax && !kMin && !kProd) acc = kiln_warp_sum(acc);
     if constexpr (kMax || kMin) {
       nan = __any_sync(0xffffffffu, nan);
       if (nan) acc = C(NAN);
@@ -110,8 +114,8 @@ __global__ void __launch_bounds__(256) reduce_var(T* __restrict__ out, T* __rest
   }
 }
 
-// Reductions of integer and bool tensors, exact in 64 bits: sum to TO (int64,
-// as torch.sum promotes integers), max and min in the input's type. Laid out
+// Reductions of integer and bool tensors, exact in 64 bits (wrapping): sum and
+// prod to TO (int64, as torch promotes integers), max and min in the input's type. Laid out
 // and launched as reduce. Params: out, in.
 template <typename TO, typename TI, int Kind, int K, int R, class D, class... P>
 __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI* __restrict__ in, P... kd) {
@@ -120,22 +124,24 @@ __global__ void __launch_bounds__(256) reduce_int(TO* __restrict__ out, const TI
   for (long long o = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); o < D::at(0, kd...);
        o += static_cast<long long>(gridDim.x) * 8) {
     const long long base = reduce_offset<2, K, D>(o, kd...);
-    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin;
+    constexpr bool kMax = Kind == kReduceMax, kMin = Kind == kReduceMin, kProd = Kind == kReduceProd;
     constexpr long long kLowest = -9223372036854775807LL - 1, kHighest = 9223372036854775807LL;
-    long long acc = kMax ? kLowest : kMin ? kHighest : 0;
+    long long acc = kMax ? kLowest : kMin ? kHighest : kProd ? 1 : 0;
     const long long n_red = D::at(1, kd...);
     for (long long j = lane; j < n_red; j += 32) {
       const long long off = base + reduce_offset<2 + 2 * K, R, D>(j, kd...);
       const long long v = static_cast<long long>(in[off]);
-      acc = kMax   ? (v > acc ? v : acc)
-            : kMin ? (v < acc ? v : acc)
-                   : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
+      acc = kMax    ? (v > acc ? v : acc)
+            : kMin  ? (v < acc ? v : acc)
+            : kProd ? static_cast<long long>(static_cast<unsigned long long>(acc) * static_cast<unsigned long long>(v))
+                    : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
     }
     for (int s = 16; s > 0; s >>= 1) {
       const long long v = __shfl_xor_sync(0xffffffffu, acc, s);
-      acc = kMax   ? (v > acc ? v : acc)
-            : kMin ? (v < acc ? v : acc)
-                   : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
+      acc = kMax    ? (v > acc ? v : acc)
+            : kMin  ? (v < acc ? v : acc)
+            : kProd ? static_cast<long long>(static_cast<unsigned long long>(acc) * static_cast<unsigned long long>(v))
+                    : static_cast<long long>(static_cast<unsigned long long>(acc) + v);
     }
     if (lane == 0) out[o] = static_cast<TO>(acc);
   }
