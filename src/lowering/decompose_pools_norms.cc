@@ -303,9 +303,18 @@ Expected<bool> batch_norm(PatternContext& ctx, ir::Node& n) {
   if (!*training && (n.op == OpKind::kBatchNorm || n.op == OpKind::kNativeBatchNormNoTraining) && ctx.constant(rm) &&
       ctx.constant(rv) && (!w || ctx.constant(w)) && (!bias || ctx.constant(bias)))
     return false;
-  // Outputs with nothing to give them here must be unused.
-  if (with_update && ctx.uses(n.outputs[3]) != 0) return false;
-  if (!*training && n.outputs.size() >= 3 && (ctx.uses(n.outputs[1]) != 0 || ctx.uses(n.outputs[2]) != 0)) return false;
+  // Outputs with nothing to give them here (the reserve; the statistics in
+  // evaluation) must be unused, or empty: an empty tensor of their type.
+  auto placeholder = [&](const ir::Value* o) {
+    const auto sizes = static_sizes(o->type);
+    return ctx.uses(o) == 0 ||
+           (sizes && std::accumulate(sizes->begin(), sizes->end(), int64_t{1}, std::multiplies<int64_t>()) == 0);
+  };
+  std::vector<ir::Value*> placeholders;
+  if (with_update) placeholders.push_back(n.outputs[3]);
+  if (!*training && n.outputs.size() >= 3) placeholders.insert(placeholders.end(), {n.outputs[1], n.outputs[2]});
+  for (const ir::Value* o : placeholders)
+    if (!placeholder(o)) return false;
   const DType dt = x->type.dtype;
   for (const ir::Value* v : {w, bias, rm, rv})
     if (v && (v->type.dtype != dt || v->type.sizes.size() != 1)) return false;
@@ -346,6 +355,9 @@ Expected<bool> batch_norm(PatternContext& ctx, ir::Node& n) {
     ctx.replace_uses(n.outputs[1], as_flat(mean));
     ctx.replace_uses(n.outputs[2], as_flat(rstd));
   }
+  for (ir::Value* o : placeholders)
+    if (ctx.uses(o) != 0)
+      ctx.replace_uses(o, b.add(OpKind::kEmpty, {{"size", *static_sizes(o->type)}, {"dtype", o->type.dtype}}, o->type));
   if (functional) {
     ir::Value* new_mean = rm;
     ir::Value* new_var = rv;

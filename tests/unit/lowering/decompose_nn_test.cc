@@ -394,19 +394,27 @@ TEST(DecomposeNn, BatchNormsFollowTheirDefinitions) {
       decomposed(R"(graph(%x: float32[4, 3, 2], %w: float32[3], %b: float32[3], %rm: float32[3], %rv: float32[3]) {
   %y: float32[4, 3, 2], %mean: float32[3], %rstd: float32[3], %nm: float32[3], %nv: float32[3] = aten._native_batch_norm_legit_functional.default(input=%x, weight=%w, bias=%b, running_mean=%rm, running_var=%rv, training=true, momentum=0.1, eps=1e-05)
   %e: float32[4, 3, 2], %e1: float32[0], %e2: float32[0] = aten._native_batch_norm_legit_no_training.default(input=%x, weight=%w, bias=%b, running_mean=%rm, running_var=%rv, momentum=0.1, eps=1e-05)
-  return (%y, %mean, %rstd, %nm, %nv, %e)
+  %u: float32[4, 3, 2], %um: float32[3], %us: float32[3], %ur: uint8[0], %unm: float32[3], %unv: float32[3] = aten._batch_norm_with_update_functional.default(input=%x, weight=%w, bias=%b, running_mean=%rm, running_var=%rv, momentum=0.1, eps=1e-05)
+  return (%y, %mean, %rstd, %nm, %nv, %e, %e1, %ur, %u)
 }
 )",
                  &ops);
   EXPECT_EQ(ops["aten._native_batch_norm_legit_functional.default"], 0);
   EXPECT_EQ(ops["aten._native_batch_norm_legit_no_training.default"], 0);
+  // The placeholders returned (statistics in evaluation, the reserve) are empty tensors of their types.
+  EXPECT_EQ(ops["aten._batch_norm_with_update_functional.default"], 0);
   std::vector<double> xv(24);
   for (size_t i = 0; i < xv.size(); ++i)
     xv[i] = std::sin(static_cast<double>(i) * 1.7) * 2 + 0.1 * static_cast<double>(i);
   const std::vector<double> w{1.5, -0.5, 2}, b{0.1, 0.2, -0.3}, rm{0.5, -1, 0}, rv{2, 0.5, 1};
   auto out = run(m, {filled(DType::Float32, {4, 3, 2}, xv), filled(DType::Float32, {3}, w),
                      filled(DType::Float32, {3}, b), filled(DType::Float32, {3}, rm), filled(DType::Float32, {3}, rv)});
-  ASSERT_EQ(out.size(), 6u);
+  ASSERT_EQ(out.size(), 9u);
+  EXPECT_EQ(out[6].sizes(), Shape{0});
+  EXPECT_EQ(out[6].dtype(), DType::Float32);
+  EXPECT_EQ(out[7].sizes(), Shape{0});
+  EXPECT_EQ(out[7].dtype(), DType::UInt8);
+  EXPECT_EQ(values_of(out[8]), values_of(out[0]));
   for (int64_t c = 0; c < 3; ++c) {
     double mu = 0, m2 = 0;
     for (int64_t n = 0; n < 4; ++n)
