@@ -795,6 +795,29 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0, 3}},
              1, 3, 9),
+      ranged({"orderings",  // x, z integers 0..19 (ties); log(x - 10): NaN below 10, -inf at 10; ordered dims static
+              R"(graph(%x: float32[s0, 9], %i: int64[6, s0], %z: float32[3, 5]) {
+  %t: float32[s0, 9] = aten.sub.Tensor(self=%x, other=10.0)
+  %zt: float32[3, 5] = aten.sub.Tensor(self=%z, other=10.0)
+  %zy: float32[3, 5] = aten.log.default(self=%zt)
+  %y: float32[s0, 9] = aten.log.default(self=%t)
+  %a: float32[s0, 9], %ai: int64[s0, 9] = aten.sort.default(self=%x)
+  %b: float32[s0, 9], %bi: int64[s0, 9] = aten.sort.stable(self=%y, stable=true, dim=1, descending=true)
+  %c: int64[s0, 9] = aten.argsort.default(self=%y)
+  %d: float32[s0, 4], %di: int64[s0, 4] = aten.topk.default(self=%x, k=4)
+  %e: float32[s0, 3], %ei: int64[s0, 3] = aten.topk.default(self=%y, k=3, dim=-1, largest=false)
+  %f: float32[s0], %fi: int64[s0] = aten.kthvalue.default(self=%x, k=3, dim=1)
+  %g: float32[s0, 1], %gi: int64[s0, 1] = aten.median.dim(self=%y, dim=1, keepdim=true)
+  %h: float32[s0], %hi: int64[s0] = aten.nanmedian.dim(self=%y, dim=1)
+  %k: float32[] = aten.median.default(self=%z)
+  %l: float32[] = aten.nanmedian.default(self=%zy)
+  %m: int64[6, s0], %mi: int64[6, s0] = aten.sort.default(self=%i, dim=0, descending=true)
+  %n: int64[6, s0] = aten.msort.default(self=%i)
+  return (%a, %ai, %b, %bi, %c, %d, %di, %e, %ei, %f, %fi, %g, %gi, %h, %hi, %k, %l, %m, %mi, %n)
+}
+)",
+              {20, 7, 20}},
+             1, 4, 11),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {
   %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")

@@ -28,6 +28,7 @@ enum class Family {
   kSearch,   // searchsorted, bucketize, histc
   kSample,   // grid_sampler
   kSegment,  // segment_reduce
+  kOrder,    // sort, argsort, topk, kthvalue, median
   kAttention,
   kGather,
   kGatherDim,
@@ -139,6 +140,17 @@ Family family(OpKind op) {
     case OpKind::kGridSampler2d:
     case OpKind::kGridSampler3d: return Family::kSample;
     case OpKind::kSegmentReduce: return Family::kSegment;
+    case OpKind::kSort:
+    case OpKind::kSortStable:
+    case OpKind::kArgsort:
+    case OpKind::kArgsortStable:
+    case OpKind::kMsort:
+    case OpKind::kTopk:
+    case OpKind::kKthvalue:
+    case OpKind::kMedian:
+    case OpKind::kMedianDim:
+    case OpKind::kNanmedian:
+    case OpKind::kNanmedianDim: return Family::kOrder;
     case OpKind::kAttention:
     case OpKind::kScaledDotProductAttention: return Family::kAttention;
     case OpKind::kEmbedding:
@@ -241,6 +253,7 @@ std::string cuda_refusal(const ir::Node& n) {
     case Family::kSearch: return search_refusal(n);
     case Family::kSample: return grid_sampler_refusal(n);
     case Family::kSegment: return segment_reduce_refusal(n);
+    case Family::kOrder: return order_refusal(n);
     case Family::kAttention: return attention_refusal(n);
     case Family::kGather: return gather_rows_refusal(n);
     case Family::kGatherDim: return gather_refusal(n);
@@ -279,6 +292,7 @@ Status emit_layer(Builder& b, const ir::Node& n) {
     case Family::kSearch: return emit_search(b, n);
     case Family::kSample: return emit_grid_sampler(b, n);
     case Family::kSegment: return emit_segment_reduce(b, n);
+    case Family::kOrder: return emit_order(b, n);
     case Family::kAttention: return emit_attention(b, n);
     case Family::kGather: return emit_gather_rows(b, n);
     case Family::kGatherDim: return emit_gather(b, n);

@@ -113,6 +113,8 @@ std::string pool_refusal(const ir::Node& n);
 Status emit_pool(Builder& b, const ir::Node& n);
 Status emit_pool3d(Builder& b, const ir::Node& n);
 std::string segment_reduce_refusal(const ir::Node& n);
+std::string order_refusal(const ir::Node& n);
+Status emit_order(Builder& b, const ir::Node& n);
 Status emit_segment_reduce(Builder& b, const ir::Node& n);
 // searchsorted, bucketize, histc (cuda_layers_indexing.cc).
 std::string search_refusal(const ir::Node& n);

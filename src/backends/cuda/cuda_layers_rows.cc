@@ -536,6 +536,89 @@ Status emit_segment_reduce(Builder& b, const ir::Node& n) {
   return Status::ok();
 }
 
+namespace {
+
+// The dim an ordering op orders along (msort: 0; median and nanmedian of
+// every element: the flattened tensor), or nullopt when it is not a number in range.
+std::optional<int64_t> order_dim(const ir::Node& n, size_t rank) {
+  if (n.op == OpKind::kMsort || n.op == OpKind::kMedian || n.op == OpKind::kNanmedian) return 0;
+  const auto d = int_arg(n, "dim").value_or(-1);
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank), 1);
+  const int64_t nd = norm_dim(d, static_cast<size_t>(r));
+  if (nd < 0 || nd >= r) return std::nullopt;
+  return nd;
+}
+
+int64_t order_len(const std::vector<int64_t>& sizes, const ir::Node& n, int64_t d) {
+  if (n.op == OpKind::kMedian || n.op == OpKind::kNanmedian) return prod(sizes);
+  return sizes.empty() ? 1 : sizes[static_cast<size_t>(d)];
+}
+
+}  // namespace
+
+// sort, argsort, msort, topk, kthvalue, median and nanmedian of slices of at
+// most 2048 entries, of floating and integer tensors.
+std::string order_refusal(const ir::Node& n) {
+  const ir::Value* x = value_arg(n, "self");
+  if (!x || x->type.dtype == DType::Bool) return "ordering of bool tensors";
+  const auto d = order_dim(n, rank(x));
+  if (!d) return "ordering along a dim that is not a number in range";
+  // The ordered length sizes the kernel's shared memory: known at build.
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < x->type.sizes.size(); ++k) {
+    const ir::Dim& s = x->type.sizes[k];
+    const bool ordered = n.op == OpKind::kMedian || n.op == OpKind::kNanmedian || static_cast<int64_t>(k) == *d;
+    if (ordered && !s.is_static()) return "ordering along a dim of a size known only at run time";
+    sizes.push_back(s.is_static() ? s.value : 1);
+  }
+  if (order_len(sizes, n, *d) > 2048) return "ordering slices longer than 2048";
+  if ((n.op == OpKind::kTopk || n.op == OpKind::kKthvalue) && !int_arg(n, "k")) return "a k that is not a number";
+  return "";
+}
+
+Status emit_order(Builder& b, const ir::Node& n) {
+  KILN_ASSIGN_OR_RETURN(TRef x, b.ref(value_arg(n, "self")));
+  KILN_ASSIGN_OR_RETURN(x, b.contiguous(x, n.name));
+  const int64_t d = *order_dim(n, x.sizes.size());
+  const bool whole = n.op == OpKind::kMedian || n.op == OpKind::kNanmedian;
+  const int64_t len = order_len(x.sizes, n, d);
+  const int64_t outer = whole || x.sizes.empty() ? 1 : prod(x.sizes, 0, static_cast<size_t>(d));
+  const int64_t inner = whole || x.sizes.empty() ? 1 : prod(x.sizes, static_cast<size_t>(d) + 1);
+  int mode = 0;
+  int64_t k = len;
+  bool descending = bool_arg(n, "descending");
+  switch (n.op) {
+    case OpKind::kTopk:
+      k = *int_arg(n, "k");
+      descending = bool_arg(n, "largest", true);
+      break;
+    case OpKind::kKthvalue:
+      mode = 1;
+      k = *int_arg(n, "k");
+      break;
+    case OpKind::kMedian:
+    case OpKind::kMedianDim: mode = 2; break;
+    case OpKind::kNanmedian:
+    case OpKind::kNanmedianDim: mode = 3; break;
+    default: break;
+  }
+  if (k < (mode == 1 ? 1 : 0) || k > len)
+    return invalid_argument("k " + std::to_string(k) + " out of range for a dim of " + std::to_string(len));
+  if (len == 0 && mode != 0) return invalid_argument("the median or k-th value of an empty dim");
+  // Values first, then positions; an op that returns only one gets scratch for the other.
+  const bool indices_only = n.op == OpKind::kArgsort || n.op == OpKind::kArgsortStable;
+  const ir::Value* vals_out = indices_only ? nullptr : n.outputs[0];
+  const ir::Value* idx_out = indices_only ? n.outputs[0] : n.outputs.size() > 1 ? n.outputs[1] : nullptr;
+  const std::vector<int64_t> out_sizes = static_sizes(n.outputs[0]);
+  TRef values = b.new_tensor(x.dtype, vals_out ? static_sizes(vals_out) : out_sizes);
+  TRef indices = b.new_tensor(DType::Int64, idx_out ? static_sizes(idx_out) : out_sizes);
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel kern, order_kernel(x.dtype, mode, descending, outer, len, inner, k));
+  KILN_TRY(b.launch(n.name, std::move(kern), {values.buf, indices.buf, x.buf}));
+  if (vals_out) b.bind(vals_out, values);
+  if (idx_out) b.bind(idx_out, indices);
+  return Status::ok();
+}
+
 // Norms over the last dims, softmax over any dim, GroupNorm.
 std::string row_refusal(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];

@@ -818,6 +818,23 @@ Expected<GeneratedKernel> segment_reduce_kernel(DType dtype, int reduce, bool of
       {len, inner, segments, bits, n}, n);
 }
 
+Expected<GeneratedKernel> order_kernel(DType dtype, int mode, bool descending, int64_t outer, int64_t len,
+                                       int64_t inner, int64_t k) {
+  if (len > 2048) return unsupported("ordering slices longer than 2048");
+  if (dtype == DType::Bool) return unsupported("ordering bool tensors");
+  KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));
+  // Keys: float for float32 and the 16-bit floats, double, and 64-bit integers.
+  const std::string key = dtype == DType::Float64 ? "double" : is_float_type(dtype) ? "float" : "long long";
+  int64_t p = 2;
+  while (p < len) p *= 2;
+  const int64_t slices = outer * inner;
+  GeneratedKernel g = template_1d("kiln/reduce.cuh", "kiln::order_slices",
+                                  {T, key, std::to_string(p), std::to_string(mode), descending ? "true" : "false"},
+                                  {len, inner, slices, k}, slices);
+  g.grid = {static_cast<uint32_t>(std::clamp<int64_t>(slices, 1, 65535)), 1, 1};
+  return g;
+}
+
 Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayout& out, const StridedLayout& in,
                                         bool indices) {
   KILN_TRY(check_layout(out, "output"));

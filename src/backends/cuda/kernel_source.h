@@ -230,6 +230,13 @@ Expected<GeneratedKernel> segment_reduce_kernel(DType dtype, int reduce, bool of
                                                 int64_t outer, int64_t len, int64_t inner, int64_t segments,
                                                 int error_code);
 
+// Ordering along one dim of a contiguous [outer, len, inner] tensor (len at
+// most 2048), one block per slice: mode 0 the first k in (descending) order,
+// 1 the k-th smallest, 2 the median, 3 the NaN-skipping median (values and
+// int64 positions). Params: values, indices, in.
+Expected<GeneratedKernel> order_kernel(DType dtype, int mode, bool descending, int64_t outer, int64_t len,
+                                       int64_t inner, int64_t k);
+
 // Scaled dot-product attention: q [B, H, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]
 // (H a multiple of Hk: grouped-query heads share a key/value head), optional
 // mask broadcast to [B, H, L, S] through its strides (bool: true keeps; float:

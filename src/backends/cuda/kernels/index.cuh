@@ -443,13 +443,6 @@ __global__ void __launch_bounds__(256) pad_edges(T* __restrict__ out, const T* _
 
 // ---- insertion points and histograms
 
-__device__ __forceinline__ float kiln_key(__half v) { return __half2float(v); }
-__device__ __forceinline__ float kiln_key(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T kiln_key(T v) {
-  return v;
-}
-
 // The insertion point of value i in its row of a contiguous [rows, len]
 // sorted sequence (per_row 0: one row serves every value): the first position
 // whose entry is >= the value (> with Right), compared as ATen does (a NaN

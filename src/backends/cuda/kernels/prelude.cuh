@@ -24,6 +24,10 @@ template <> __device__ __forceinline__ __half kiln_st<__half>(float v) { return 
 template <> __device__ __forceinline__ __nv_bfloat16 kiln_st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <typename T> __device__ __forceinline__ double kiln_st_d(double v) { return v; }
 template <typename T> __device__ __forceinline__ float kiln_round(float v) { return kiln_ld(kiln_st<T>(v)); }
+// A value as compared and ordered: 16-bit floats as float, every other type as itself.
+__device__ __forceinline__ float kiln_key(__half v) { return __half2float(v); }
+__device__ __forceinline__ float kiln_key(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T kiln_key(T v) { return v; }
 template <> __device__ __forceinline__ float kiln_round<float>(float v) { return v; }
 template <typename T> __device__ __forceinline__ double kiln_round(double v) { return v; }
 template <typename C> __device__ __forceinline__ C kiln_min(C a, C b) { return a < b ? a : b; }

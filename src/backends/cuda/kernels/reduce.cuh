@@ -510,4 +510,85 @@ __global__ void __launch_bounds__(256) segment_reduce(T* __restrict__ out, const
   }
 }
 
+// ---- ordering along one dim
+
+// Slices of a contiguous [outer, len, inner] input ordered in shared memory
+// (P, a power of two >= len, at most 2048: keys and positions, padded past
+// len), one block of 256 threads per slice, by a bitonic network whose
+// comparison is total: positions past len last, then NaN after every number
+// (first when Descending), then the key, then the position (so the order is
+// stable, as the CPU's). Mode 0 writes the first K in order (values and
+// positions, contiguous [outer, K, inner]); 1 the entry of rank K - 1; 2 the
+// median (the lower middle; the first NaN where there is one); 3 the NaN-
+// skipping median (modes 1-3: one value and position per slice, [outer * inner]).
+// Params: values, indices (int64), in. Sizes: 0 len, 1 inner, 2 slices, 3 K.
+template <typename T, typename Key, int P, int Mode, bool Descending, class D, class... P_>
+__global__ void __launch_bounds__(256) order_slices(T* __restrict__ values, long long* __restrict__ indices,
+                                                    const T* __restrict__ in, P_... kd) {
+  kiln_enter_after_prior_grid();
+  __shared__ Key keys[P];
+  __shared__ int pos[P];
+  __shared__ int nans;
+  const long long len = D::at(0, kd...), inner = D::at(1, kd...), slices = D::at(2, kd...), K = D::at(3, kd...);
+  for (long long s = blockIdx.x; s < slices; s += gridDim.x) {
+    const long long o = s / inner, i = s % inner;
+    if (threadIdx.x == 0) nans = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < P; j += 256) {
+      pos[j] = j;
+      if (j < len) {
+        const Key v = static_cast<Key>(kiln_key(in[(o * len + j) * inner + i]));
+        keys[j] = v;
+        if (v != v) atomicAdd(&nans, 1);
+      } else {
+        keys[j] = Key(0);
+      }
+    }
+    __syncthreads();
+    // a strictly before b.
+    auto before = [&](int a, int b) {
+      const int pa = pos[a], pb = pos[b];
+      const bool pad_a = pa >= len, pad_b = pb >= len;
+      if (pad_a || pad_b) return pad_a == pad_b ? pa < pb : pad_b;
+      const Key ka = keys[a], kb = keys[b];
+      const bool nan_a = ka != ka, nan_b = kb != kb;
+      if (nan_a != nan_b) return Descending ? nan_a : nan_b;
+      if (!nan_a && ka != kb) return Descending ? ka > kb : ka < kb;
+      return pa < pb;
+    };
+    for (int k = 2; k <= P; k <<= 1)
+      for (int j = k >> 1; j > 0; j >>= 1) {
+        for (int t = threadIdx.x; t < P; t += 256) {
+          const int u = t ^ j;
+          if (u > t) {
+            const bool up = (t & k) == 0;
+            if (up ? before(u, t) : before(t, u)) {
+              const Key kt = keys[t];
+              keys[t] = keys[u];
+              keys[u] = kt;
+              const int pt = pos[t];
+              pos[t] = pos[u];
+              pos[u] = pt;
+            }
+          }
+        }
+        __syncthreads();
+      }
+    auto store = [&](long long at, int sorted) {
+      const long long j = pos[sorted];
+      values[at] = in[(o * len + j) * inner + i];
+      indices[at] = j;
+    };
+    if constexpr (Mode == 0) {
+      for (long long j = threadIdx.x; j < K; j += 256) store((o * K + j) * inner + i, static_cast<int>(j));
+    } else if (threadIdx.x == 0) {
+      long long rank = K - 1;
+      if constexpr (Mode == 2) rank = nans > 0 ? len - nans : (len - 1) / 2;
+      if constexpr (Mode == 3) rank = (len - nans - 1 > 0 ? len - nans - 1 : 0) / 2;
+      store(s, static_cast<int>(rank));
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace kiln
