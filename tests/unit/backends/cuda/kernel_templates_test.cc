@@ -380,6 +380,75 @@ TEST(KernelTemplates, EveryGatherRotaryReduceAndPoolInstantiationCompiles) {
   expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
+// Pools over 3 spatial dims (with indices too), products, insertion points,
+// histc, grid sampling, segment reductions and orderings, in each dtype each
+// takes.
+TEST(KernelTemplates, EveryPoolSearchSampleSegmentAndOrderInstantiationCompiles) {
+  std::vector<GeneratedKernel> ks;
+  auto add = [&ks](Expected<GeneratedKernel> k) {
+    ASSERT_TRUE(k.has_value()) << k.status().message();
+    ks.push_back(*k);
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    const StridedLayout in = contiguous(t, {2, 3, 5, 6, 7});
+    Pool3dParams mx;
+    mx.k = {2, 3, 3};
+    mx.stride = {1, 2, 2};
+    mx.pad = {0, 1, 1};
+    add(pool3d_kernel(mx, contiguous(t, {2, 3, 4, 3, 4}), in, true));
+    add(pool3d_kernel(mx, contiguous(t, {2, 3, 4, 3, 4}), in, false));
+    Pool3dParams avg = mx;
+    avg.kind = Pool3dParams::Kind::kAvg;
+    avg.count_include_pad = false;
+    add(pool3d_kernel(avg, contiguous(t, {2, 3, 4, 3, 4}), in, false));
+    for (auto kind : {Pool3dParams::Kind::kAdaptiveAvg, Pool3dParams::Kind::kAdaptiveMax}) {
+      Pool3dParams a;
+      a.kind = kind;
+      add(pool3d_kernel(a, contiguous(t, {2, 3, 2, 2, 2}), in, kind == Pool3dParams::Kind::kAdaptiveMax));
+    }
+    ReduceDims d;
+    d.kept_sizes = {2};
+    d.kept_strides = {3};
+    d.reduced_sizes = {3};
+    d.reduced_strides = {1};
+    add(reduce_kernel(ReduceOp::kProd, t, d));
+    add(histogram_range_kernel(t, 0.0, 0.0, 40));
+    add(histogram_kernel(t, 7, 40, t == DType::Float32));
+    for (int mode : {0, 1, 2})
+      for (int padding : {0, 1, 2}) {
+        add(grid_sampler_kernel(t, t, {2, 3, 6, 7}, 20, mode, padding, padding == 1));
+        if (mode < 2) add(grid_sampler_kernel(t, DType::Float32, {2, 3, 4, 6, 7}, 24, mode, padding, false));
+      }
+    for (int reduce = 0; reduce <= 4; ++reduce)
+      add(segment_reduce_kernel(t, reduce, reduce % 2 == 1, reduce == 4 ? std::optional<double>(2.0) : std::nullopt, 2,
+                                12, 3, 4, 1));
+  }
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32}) {
+    for (bool sorter : {false, true}) add(search_sorted_kernel(DType::Int64, t, 9, 5, 20, sorter, sorter, 1));
+    add(search_sorted_kernel(DType::Int32, t, 9, 0, 20, true, false, 1));
+    for (int mode = 0; mode <= 3; ++mode)
+      for (bool descending : {false, true}) add(order_kernel(t, mode, descending, 3, mode == 0 ? 700 : 9, 2, 3));
+  }
+  for (DType in : {DType::Bool, DType::Int32, DType::Int64}) {
+    ReduceDims d;
+    d.reduced_sizes = {3};
+    d.reduced_strides = {1};
+    add(reduce_int_kernel(ReduceOp::kProd, DType::Int64, in, d));
+  }
+  EXPECT_FALSE(order_kernel(DType::Float32, 0, false, 1, 2049, 1, 2049).has_value());
+  EXPECT_FALSE(order_kernel(DType::Bool, 0, false, 1, 8, 1, 8).has_value());
+  EXPECT_FALSE(grid_sampler_kernel(DType::Float32, DType::Float32, {1, 1, 2, 2, 2}, 8, 2, 0, false).has_value());
+  EXPECT_FALSE(search_sorted_kernel(DType::Float32, DType::Float32, 9, 0, 9, false, false, 1).has_value());
+  if (::testing::Test::HasFatalFailure()) return;
+  std::set<std::string> templates;
+  for (const GeneratedKernel& k : ks) templates.insert(k.templ);
+  EXPECT_EQ(templates, (std::set<std::string>{"kiln::pool3d", "kiln::pool3d_indices", "kiln::reduce",
+                                              "kiln::reduce_int", "kiln::histogram_range", "kiln::histogram_counts",
+                                              "kiln::grid_sampler", "kiln::segment_reduce", "kiln::search_sorted",
+                                              "kiln::search_sorted_by", "kiln::order_slices"}));
+  expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
+}
+
 // Attention: a warp per row and on tensor cores, in each type each takes,
 // causal or not, with each kind of mask, over the head sizes each takes; a
 // row kernel whose tiles would not fit in shared memory is refused by name.
