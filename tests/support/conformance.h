@@ -734,7 +734,7 @@ inline std::vector<ConformanceCase> conformance_cases() {
               {200, 200, 200}},
              1, 2, 6),
       ranged(
-          {"insertion_points_and_histc",  // integers as floats (exact at every precision); unsorted rows search alike
+          {"insertion_points_histc_isin",  // integers as floats (exact at every precision); unsorted rows search alike
            R"(graph(%s: float32[s0, 9], %x: float32[s0, 5], %b: float32[7], %h: float32[s0, 11], %p: int64[s0, 9], %i: int64[12], %j: int64[s0, 4]) {
   %a: int64[s0, 5] = aten.searchsorted.Tensor(sorted_sequence=%s, self=%x)
   %c: int32[s0, 5] = aten.searchsorted.Tensor(sorted_sequence=%s, self=%x, out_int32=true, right=true)
@@ -744,7 +744,9 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %g: float32[10] = aten.histc.default(self=%h, bins=10, min=20.0, max=150.0)
   %k: int64[s0, 4] = aten.searchsorted.Tensor(sorted_sequence=%i, self=%j)
   %l: float32[7] = aten.histc.default(self=%x, bins=7)
-  return (%a, %c, %d, %e, %f, %g, %k, %l)
+  %m: bool[s0, 5] = aten.isin.Tensor_Tensor(elements=%x, test_elements=%b)
+  %q: bool[s0, 4] = aten.isin.Tensor_Tensor(elements=%j, test_elements=%i, invert=true)
+  return (%a, %c, %d, %e, %f, %g, %k, %l, %m, %q)
 }
 )",
            {200, 200, 200, 200, 9, 100, 100}},

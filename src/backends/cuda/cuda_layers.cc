@@ -135,7 +135,8 @@ Family family(OpKind op) {
     case OpKind::kAdaptiveMaxPool3d: return Family::kPool3d;
     case OpKind::kSearchsortedTensor:
     case OpKind::kBucketizeTensor:
-    case OpKind::kHistc: return Family::kSearch;
+    case OpKind::kHistc:
+    case OpKind::kIsinTensorTensor: return Family::kSearch;
     case OpKind::kGridSampler:
     case OpKind::kGridSampler2d:
     case OpKind::kGridSampler3d: return Family::kSample;

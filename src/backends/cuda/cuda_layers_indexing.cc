@@ -531,8 +531,15 @@ std::string index_copy_refusal(const ir::Node& n) {
 // ---- searchsorted, bucketize, histc
 
 // Insertion points (searchsorted, bucketize) of values in a sorted sequence
-// of the same dtype; histc.
+// of the same dtype; histc; isin.
 std::string search_refusal(const ir::Node& n) {
+  if (n.op == OpKind::kIsinTensorTensor) {
+    const ir::Value* e = value_arg(n, "elements");
+    const ir::Value* t = value_arg(n, "test_elements");
+    if (!e || !t || (e->type.dtype == DType::Int64) != (t->type.dtype == DType::Int64))
+      return "isin of int64 with another dtype";
+    return "";
+  }
   if (n.op == OpKind::kHistc) {
     const ir::Value* x = value_arg(n, "self");
     const auto lo = double_arg(n, "min"), hi = double_arg(n, "max");
@@ -563,6 +570,18 @@ std::string search_refusal(const ir::Node& n) {
 
 Status emit_search(Builder& b, const ir::Node& n) {
   const ir::Value* out = n.outputs[0];
+  if (n.op == OpKind::kIsinTensorTensor) {
+    KILN_ASSIGN_OR_RETURN(TRef e, b.ref(value_arg(n, "elements")));
+    KILN_ASSIGN_OR_RETURN(e, b.contiguous(e, n.name));
+    KILN_ASSIGN_OR_RETURN(TRef t, b.ref(value_arg(n, "test_elements")));
+    KILN_ASSIGN_OR_RETURN(t, b.contiguous(t, n.name));
+    TRef o = b.new_tensor(DType::Bool, static_sizes(out));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                          isin_kernel(e.dtype, t.dtype, prod(e.sizes), prod(t.sizes), bool_arg(n, "invert")));
+    KILN_TRY(b.launch(n.name, std::move(k), {o.buf, e.buf, t.buf}));
+    b.bind(out, o);
+    return Status::ok();
+  }
   if (n.op == OpKind::kHistc) {
     const ir::Value* xv = value_arg(n, "self");
     KILN_ASSIGN_OR_RETURN(TRef x, b.ref(xv));

@@ -1069,6 +1069,13 @@ Expected<GeneratedKernel> search_sorted_kernel(DType out, DType dtype, int64_t l
                      {O, T, right ? "true" : "false", std::to_string(error_code)}, {len, per_row, n}, n);
 }
 
+Expected<GeneratedKernel> isin_kernel(DType elements, DType tests, int64_t n, int64_t n_test, bool invert) {
+  if ((elements == DType::Int64) != (tests == DType::Int64)) return unsupported("isin of int64 with another dtype");
+  KILN_ASSIGN_OR_RETURN(std::string TE, device_type_name(elements));
+  KILN_ASSIGN_OR_RETURN(std::string TT, device_type_name(tests));
+  return template_1d("kiln/index.cuh", "kiln::isin", {TE, TT, invert ? "true" : "false"}, {n_test, n}, n);
+}
+
 Expected<GeneratedKernel> histogram_range_kernel(DType dtype, double lo, double hi, int64_t n) {
   if (!is_float_type(dtype)) return unsupported("histc of a non-floating tensor");
   KILN_ASSIGN_OR_RETURN(std::string T, device_type_name(dtype));

@@ -208,6 +208,10 @@ Expected<GeneratedKernel> pool3d_kernel(const Pool3dParams& p, const StridedLayo
 Expected<GeneratedKernel> search_sorted_kernel(DType out, DType dtype, int64_t len, int64_t per_row, int64_t n,
                                                bool right, bool sorter, int error_code);
 
+// isin of n contiguous elements in n_test contiguous test elements (bool
+// out). Params: out, elements, tests.
+Expected<GeneratedKernel> isin_kernel(DType elements, DType tests, int64_t n, int64_t n_test, bool invert);
+
 // histc in two kernels: its range (the given [lo, hi] when lo < hi, else the
 // data's finite range; one block; params: range (2 doubles), in), then the
 // 64-bit counts (zeroed before) of n contiguous values in `bins` bins, each

@@ -567,4 +567,27 @@ __global__ void __launch_bounds__(256) histogram_counts(unsigned long long* __re
   }
 }
 
+// isin: out[i] = whether element i equals one of n_test test elements (in
+// double, as the CPU compares; int64 with int64 exactly; NaN equals
+// nothing), negated with Invert. Params: out (bool), elements, tests
+// (both contiguous). Sizes: 0 n_test, 1 n.
+__device__ __forceinline__ bool kiln_isin_equal(long long a, long long b) { return a == b; }
+template <typename A, typename B>
+__device__ __forceinline__ bool kiln_isin_equal(A a, B b) {
+  return static_cast<double>(kiln_key(a)) == static_cast<double>(kiln_key(b));
+}
+template <typename TE, typename TT, bool Invert, class D, class... P>
+__global__ void __launch_bounds__(256) isin(bool* __restrict__ out, const TE* __restrict__ elements,
+                                            const TT* __restrict__ tests, P... kd) {
+  kiln_enter_after_prior_grid();
+  const long long n_test = D::at(0, kd...), n = D::at(1, kd...);
+  for (long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * 256) {
+    const TE e = elements[i];
+    bool found = false;
+    for (long long j = 0; j < n_test && !found; ++j) found = kiln_isin_equal(e, tests[j]);
+    out[i] = found != Invert;
+  }
+}
+
 }  // namespace kiln

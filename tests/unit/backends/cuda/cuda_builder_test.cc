@@ -635,7 +635,7 @@ TEST(RangePlan, PointwiseReductionScatterAndPadCasesArePlannedWholeAndTheirKerne
                                                  "softmaxes",
                                                  "conv_transposed",
                                                  "pools_with_indices_and_3d",
-                                                 "insertion_points_and_histc",
+                                                 "insertion_points_histc_isin",
                                                  "grid_sampling",
                                                  "segment_reductions",
                                                  "products",

@@ -426,6 +426,7 @@ TEST(KernelTemplates, EveryPoolSearchSampleSegmentAndOrderInstantiationCompiles)
   for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32}) {
     for (bool sorter : {false, true}) add(search_sorted_kernel(DType::Int64, t, 9, 5, 20, sorter, sorter, 1));
     add(search_sorted_kernel(DType::Int32, t, 9, 0, 20, true, false, 1));
+    add(isin_kernel(t, t, 20, 7, t == DType::Int32));
     for (int mode = 0; mode <= 3; ++mode)
       for (bool descending : {false, true}) add(order_kernel(t, mode, descending, 3, mode == 0 ? 700 : 9, 2, 3));
   }
@@ -445,7 +446,7 @@ TEST(KernelTemplates, EveryPoolSearchSampleSegmentAndOrderInstantiationCompiles)
   EXPECT_EQ(templates, (std::set<std::string>{"kiln::pool3d", "kiln::pool3d_indices", "kiln::reduce",
                                               "kiln::reduce_int", "kiln::histogram_range", "kiln::histogram_counts",
                                               "kiln::grid_sampler", "kiln::segment_reduce", "kiln::search_sorted",
-                                              "kiln::search_sorted_by", "kiln::order_slices"}));
+                                              "kiln::search_sorted_by", "kiln::order_slices", "kiln::isin"}));
   expect_compiles_both_ways(ks, [](const GeneratedKernel& k) { return k.templ + k.targs[0]; });
 }
 
