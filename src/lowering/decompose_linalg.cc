@@ -220,14 +220,16 @@ Expected<bool> matrix_power(PatternContext& ctx, ir::Node& n) {
 // then the running product of x (floating and int64 tensors).
 Expected<bool> vander(PatternContext& ctx, ir::Node& n) {
   ir::Value* x = PatternContext::tensor_arg(n, "x");
-  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  auto sizes = x ? static_sizes(x->type) : std::nullopt;
   const auto out = n.outputs.size() == 1 ? static_sizes(n.outputs[0]->type) : std::nullopt;
-  if (!x || !sizes || sizes->empty() || !out || out->size() != sizes->size() + 1) return false;
+  if (sizes && sizes->empty()) sizes = std::vector<int64_t>{1};  // a 0-d x is one entry
+  if (!x || !sizes || !out || out->size() != sizes->size() + 1) return false;
   const DType dt = x->type.dtype;
   if (n.outputs[0]->type.dtype != dt || !(is_floating(dt) || dt == DType::Int64)) return false;
   const int64_t cols = out->back();
   if (cols < 2) return false;
   Nodes b(ctx, n);
+  if (x->type.sizes.empty()) x = b.reshape(x, {1});
   std::vector<int64_t> col = *sizes;
   col.push_back(1);
   std::vector<int64_t> rest = *sizes;

@@ -820,6 +820,16 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {20, 7, 20}},
              1, 4, 11),
+      ranged({"empty_products",  // a sum over no terms is zeros; an empty result computes nothing
+              R"(graph(%a: float32[s0, 0], %b: float32[0, 3], %c: float32[0, 4], %d: float32[4, 3]) {
+  %x: float32[s0, 3] = aten.mm.default(self=%a, mat2=%b)
+  %y: float32[0, 3] = aten.mm.default(self=%c, mat2=%d)
+  %z: float32[s0, 3] = aten.relu.default(self=%x)
+  return (%x, %y, %z)
+}
+)",
+              {0}},
+             1, 2, 5),
       ranged({"pad_modes",  // reflect, replicate (cropping too), circular and constant along the last two dims
               R"(graph(%x: float32[s0, 3, 5, 6]) {
   %a: float32[s0, 3, 9, 8] = aten.pad.default(self=%x, pad=[1, 1, 2, 2], mode="reflect")

@@ -270,6 +270,18 @@ Status emit_matmul(Builder& b, const ir::Node& n) {
   }
   if (!a || !w) return internal_error("GEMM layer without operands");
   KILN_ASSIGN_OR_RETURN(TRef A, b.ref(a));
+  // Empty products: an empty result computes nothing; a sum over no terms is zeros.
+  if (const std::vector<int64_t> sizes = static_sizes(out);
+      prod(sizes) == 0 || (!A.sizes.empty() && A.sizes.back() == 0)) {
+    if (bias_v && prod(sizes) > 0) return unsupported("a product over an empty dim with a bias");
+    TRef o = b.new_tensor(dt, sizes);
+    if (prod(sizes) > 0) {
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel zero, fill_kernel(o.layout(), 0.0));
+      KILN_TRY(b.launch(n.name, std::move(zero), {o.buf}));
+    }
+    b.bind(out, o);
+    return Status::ok();
+  }
   // A weight stored k x n (a linear layer's weight transposed while lowering)
   // feeding few rows: store it n x k on the device instead, so that the
   // matrix-vector kernel streams whole rows of it (emit_gemm). Asked for
@@ -332,6 +344,11 @@ std::string gemm_refusal(const ir::Node& n) {
     const ir::Value* bias = value_arg(n, "bias");
     if (bias && rank(bias) != 1) return "linear whose bias is not 1-D";
   }
+  if ((n.op == OpKind::kLinear  ? value_arg(n, "bias")
+       : n.op == OpKind::kAddmm ? value_arg(n, "self")
+                                : nullptr) &&
+      a->type.sizes.back().is_static() && a->type.sizes.back().value == 0)
+    return "a product over an empty dim with a bias";
   return "";
 }
 
