@@ -713,8 +713,10 @@ inline std::vector<ConformanceCase> conformance_cases() {
 )",
               {0}},
              1, 6, 20),
-      ranged({"pools_with_indices_and_3d",  // integers 0..199 as floats: exact at every precision, ties take the first
-              R"(graph(%x: float32[s0, 3, 7, 9], %v: float32[s0, 2, 5, 6, 7], %u: float32[3, 6, 8]) {
+      ranged(
+          {"pools_with_indices_and_3d",  // integers 0..199 as floats (exact at every precision, ties take the first);
+                                         // log(x - 100): NaN below 100 (the last NaN of a window wins), -inf at 100
+           R"(graph(%x: float32[s0, 3, 7, 9], %v: float32[s0, 2, 5, 6, 7], %u: float32[3, 6, 8]) {
   %a: float32[s0, 3, 4, 5], %ai: int64[s0, 3, 4, 5] = aten.max_pool2d_with_indices.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
   %b: float32[s0, 3, 3, 4], %bi: int64[s0, 3, 3, 4] = aten.adaptive_max_pool2d.default(self=%x, output_size=[3, 4])
   %c: float32[s0, 2, 4, 3, 4], %ci: int64[s0, 2, 4, 3, 4] = aten.max_pool3d_with_indices.default(self=%v, kernel_size=[2, 3, 3], stride=[1, 2, 2], padding=[0, 1, 1])
@@ -728,11 +730,17 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %m: float32[3, 2, 3] = aten.adaptive_avg_pool2d.default(self=%u, output_size=[2, 3])
   %q: float32[3, 3, 4] = aten.avg_pool2d.default(self=%u, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
   %r: float32[3, 5, 7] = aten.max_pool2d.default(self=%u, kernel_size=[2, 2], stride=[1, 1])
-  return (%a, %ai, %b, %bi, %c, %ci, %d, %e, %f, %g, %h, %hi, %k, %ki, %l, %m, %q, %r)
+  %xt: float32[s0, 3, 7, 9] = aten.sub.Tensor(self=%x, other=100.0)
+  %xn: float32[s0, 3, 7, 9] = aten.log.default(self=%xt)
+  %n: float32[s0, 3, 3, 4], %ni: int64[s0, 3, 3, 4] = aten.max_pool2d_with_indices.default(self=%xn, kernel_size=[3, 3], stride=[2, 2])
+  %vt: float32[s0, 2, 5, 6, 7] = aten.sub.Tensor(self=%v, other=100.0)
+  %vn: float32[s0, 2, 5, 6, 7] = aten.log.default(self=%vt)
+  %s: float32[s0, 2, 3, 2, 5], %si: int64[s0, 2, 3, 2, 5] = aten.adaptive_max_pool3d.default(self=%vn, output_size=[3, 2, 5])
+  return (%a, %ai, %b, %bi, %c, %ci, %d, %e, %f, %g, %h, %hi, %k, %ki, %l, %m, %q, %r, %n, %ni, %s, %si)
 }
 )",
-              {200, 200, 200}},
-             1, 2, 6),
+           {200, 200, 200}},
+          1, 2, 6),
       ranged(
           {"insertion_points_histc_isin",  // integers as floats (exact at every precision); unsorted rows search alike
            R"(graph(%s: float32[s0, 9], %x: float32[s0, 5], %b: float32[7], %h: float32[s0, 11], %p: int64[s0, 9], %i: int64[12], %j: int64[s0, 4]) {
@@ -746,7 +754,12 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %l: float32[7] = aten.histc.default(self=%x, bins=7)
   %m: bool[s0, 5] = aten.isin.Tensor_Tensor(elements=%x, test_elements=%b)
   %q: bool[s0, 4] = aten.isin.Tensor_Tensor(elements=%j, test_elements=%i, invert=true)
-  return (%a, %c, %d, %e, %f, %g, %k, %l, %m, %q)
+  %xt: float32[s0, 5] = aten.sub.Tensor(self=%x, other=100.0)
+  %xn: float32[s0, 5] = aten.log.default(self=%xt)
+  %bt: float32[7] = aten.sub.Tensor(self=%b, other=100.0)
+  %bn: float32[7] = aten.log.default(self=%bt)
+  %r: bool[s0, 5] = aten.isin.Tensor_Tensor(elements=%xn, test_elements=%bn)
+  return (%a, %c, %d, %e, %f, %g, %k, %l, %m, %q, %r)
 }
 )",
            {200, 200, 200, 200, 9, 100, 100}},
@@ -764,7 +777,11 @@ inline std::vector<ConformanceCase> conformance_cases() {
   %d: float32[s0, 3, 4, 5] = aten.grid_sampler.default(input=%x, grid=%g, interpolation_mode=0, padding_mode=2, align_corners=true)
   %e: float32[s0, 2, 2, 3, 4] = aten.grid_sampler_3d.default(input=%v, grid=%h, interpolation_mode=0, padding_mode=0, align_corners=false)
   %f: float32[s0, 2, 2, 3, 4] = aten.grid_sampler_3d.default(input=%v, grid=%h, interpolation_mode=1, padding_mode=2, align_corners=true)
-  return (%a, %b, %c, %d, %e, %f)
+  %gl: float32[s0, 4, 5, 2] = aten.log.default(self=%g)
+  %k: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%gl, interpolation_mode=0, padding_mode=0, align_corners=false)
+  %l: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%gl, interpolation_mode=1, padding_mode=0, align_corners=false)
+  %m: float32[s0, 3, 4, 5] = aten.grid_sampler_2d.default(input=%x, grid=%gl, interpolation_mode=0, padding_mode=1, align_corners=true)
+  return (%a, %b, %c, %d, %e, %f, %k, %l, %m)
 }
 )",
            {0, 17, 0, 17}},

@@ -352,7 +352,10 @@ Status isin(KernelArgs& a) {
     if (elements.dtype() != tests.dtype())
       return a.error("isin of " + elements.type_string() + " in " + tests.type_string() + ": give both one dtype");
   }
-  std::vector<double> sorted(t.data<double>(), t.data<double>() + t.numel());
+  // NaN equals nothing: NaN test elements are dropped (they would break the ordering) and NaN elements found nowhere.
+  std::vector<double> sorted;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isnan(t.data<double>()[i])) sorted.push_back(t.data<double>()[i]);
   std::vector<int64_t> sorted_int;
   const bool exact = elements.dtype() == DType::Int64;
   if (exact) {
@@ -364,8 +367,9 @@ Status isin(KernelArgs& a) {
   Tensor out = Tensor::zeros(DType::Bool, elements.sizes());
   const Tensor ei = exact ? elements.contiguous() : Tensor();
   for (int64_t i = 0; i < e.numel(); ++i) {
+    const double v = e.data<double>()[i];
     const bool found = exact ? std::binary_search(sorted_int.begin(), sorted_int.end(), ei.data<int64_t>()[i])
-                             : std::binary_search(sorted.begin(), sorted.end(), e.data<double>()[i]);
+                             : !std::isnan(v) && std::binary_search(sorted.begin(), sorted.end(), v);
     out.data<bool>()[i] = found != invert;
   }
   a.set_output(0, out);

@@ -273,8 +273,14 @@ Status max_pool3d(KernelArgs& a) {
   Tensor idx = Tensor::zeros(DType::Int64, {v.N, v.C, o[0], o[1], o[2]});
   for_each_output(v, o, [&](const double* x, const Dims3& at_out, int64_t q) {
     const int64_t z = at_out[0], y = at_out[1], w = at_out[2];
+    // As ATen: from -inf at the window's first in-bounds position, every NaN taking over (the last wins).
+    Dims3 first{};
+    for (int i = 0; i < 3; ++i) {
+      first[i] = at_out[i] * p.stride[i] - p.pad[i];
+      while (first[i] < 0) first[i] += p.dilation[i];
+    }
     double best = -std::numeric_limits<double>::infinity();
-    int64_t arg = -1;
+    int64_t arg = (first[0] * v.size[1] + first[1]) * v.size[2] + first[2];
     for (int64_t kz = 0; kz < p.k[0]; ++kz) {
       const int64_t iz = z * p.stride[0] - p.pad[0] + kz * p.dilation[0];
       if (iz < 0 || iz >= v.size[0]) continue;
@@ -285,8 +291,7 @@ Status max_pool3d(KernelArgs& a) {
           const int64_t ix = w * p.stride[2] - p.pad[2] + kx * p.dilation[2];
           if (ix < 0 || ix >= v.size[2]) continue;
           const int64_t at = (iz * v.size[1] + iy) * v.size[2] + ix;
-          // The first maximum wins; a NaN wins over every number.
-          if (arg < 0 || x[at] > best || (std::isnan(x[at]) && !std::isnan(best))) {
+          if (x[at] > best || std::isnan(x[at])) {
             best = x[at];
             arg = at;
           }
@@ -356,14 +361,14 @@ Status adaptive_pool3d(KernelArgs& a) {
       hi[i] = end(at[i], v.size[i], o[i]);
     }
     double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
-    int64_t arg = -1;
+    int64_t arg = (lo[0] * v.size[1] + lo[1]) * v.size[2] + lo[2];
     for (int64_t iz = lo[0]; iz < hi[0]; ++iz)
       for (int64_t iy = lo[1]; iy < hi[1]; ++iy)
         for (int64_t ix = lo[2]; ix < hi[2]; ++ix) {
           const int64_t k = (iz * v.size[1] + iy) * v.size[2] + ix;
           if (!max) {
             acc += x[k];
-          } else if (arg < 0 || x[k] > acc || (std::isnan(x[k]) && !std::isnan(acc))) {
+          } else if (x[k] > acc || std::isnan(x[k])) {
             acc = x[k];
             arg = k;
           }

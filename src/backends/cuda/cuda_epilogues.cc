@@ -320,7 +320,11 @@ bool fold_residual_norm(engine::Network& net, const Uses& u, ir::Node& n) {
 }
 
 bool is_gemm(const ir::Node& n) {
-  return n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"));
+  if (!(n.op == OpKind::kMatmul || n.op == OpKind::kMm || (n.op == OpKind::kLinear && !tensor_arg(n, "bias"))))
+    return false;
+  // A product over an empty dim is a fill of zeros (emit_matmul), with nothing to fold into.
+  const ir::Value* a = tensor_arg(n, n.op == OpKind::kLinear ? "input" : "self");
+  return !(a && !a->type.sizes.empty() && a->type.sizes.back().is_static() && a->type.sizes.back().value == 0);
 }
 
 // kiln.silu_mul(a, b) with a and b slices of one width of the last dim of a

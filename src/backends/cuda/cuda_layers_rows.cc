@@ -501,6 +501,8 @@ std::string segment_reduce_refusal(const ir::Node& n) {
   const ir::Value* b = lengths ? lengths : offsets;
   if (!b || b->type.sizes.size() != 1 || b->type.dtype != DType::Int64)
     return "segment_reduce without 1-D int64 lengths or offsets";
+  if (!lengths && (!b->type.sizes[0].is_static() || b->type.sizes[0].value < 1))
+    return "segment_reduce with offsets that do not bound a segment list";
   const auto* reduce = std::get_if<std::string>(n.find("reduce"));
   if (!reduce || (*reduce != "sum" && *reduce != "mean" && *reduce != "max" && *reduce != "min" && *reduce != "prod"))
     return "a segment reduction other than sum, mean, max, min or prod";
@@ -572,6 +574,9 @@ std::string order_refusal(const ir::Node& n) {
     sizes.push_back(s.is_static() ? s.value : 1);
   }
   if (order_len(sizes, n, *d) > 2048) return "ordering slices longer than 2048";
+  const bool picks = n.op != OpKind::kSort && n.op != OpKind::kSortStable && n.op != OpKind::kArgsort &&
+                     n.op != OpKind::kArgsortStable && n.op != OpKind::kMsort && n.op != OpKind::kTopk;
+  if (picks && order_len(sizes, n, *d) == 0) return "the median or k-th value of an empty dim";
   if ((n.op == OpKind::kTopk || n.op == OpKind::kKthvalue) && !int_arg(n, "k")) return "a k that is not a number";
   return "";
 }
@@ -697,6 +702,7 @@ std::string reduce_refusal(const ir::Node& n) {
 std::string pool_refusal(const ir::Node& n) {
   const ir::Value* x = value_arg(n, "self");
   if (!x || !floating(x->type.dtype)) return "pooling of non-floating tensors";
+  if (const auto d = int_arg(n, "divisor_override"); d && *d < 0) return "a negative divisor_override";
   if (const int sr = pool3d_rank(n.op); sr > 0) {
     if (rank(x) != static_cast<size_t>(sr) + 1 && rank(x) != static_cast<size_t>(sr) + 2)
       return "pooling of a tensor without " + std::to_string(sr) + " spatial dims and a channel dim";

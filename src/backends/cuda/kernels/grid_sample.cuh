@@ -30,26 +30,35 @@ KILN_SAMPLE_FN double unnormalize(double g, long long size, bool align_corners) 
   return align_corners ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
 }
 
-// v mirrored into [lo2 / 2, hi2 / 2].
+// v mirrored into [lo2 / 2, hi2 / 2] (the parity of the flips taken in
+// double, so that a huge v does not overflow an integer).
 KILN_SAMPLE_FN double reflect(double v, double lo2, double hi2) {
   if (lo2 == hi2) return 0.0;
   const double min = lo2 / 2, span = (hi2 - lo2) / 2;
   v = fabs(v - min);
   const double extra = fmod(v, span);
-  const long long flips = static_cast<long long>(floor(v / span));
-  return flips % 2 == 0 ? extra + min : span - extra + min;
+  return fmod(floor(v / span), 2.0) == 0 ? extra + min : span - extra + min;
 }
+
+// v clamped to [0, last]; a NaN comes out as 0, as PyTorch's CPU kernel
+// gives it.
+KILN_SAMPLE_FN double clip(double v, double last) { return fmin(last, fmax(v, 0.0)); }
 
 // A position treated by the padding mode: zeros as is (reads outside give 0),
 // border clamped, reflection mirrored at the edges, then clamped.
 KILN_SAMPLE_FN double pad_coord(double x, long long size, bool align_corners, int padding) {
   const double last = static_cast<double>(size - 1);
-  if (padding == 1) return fmin(last, fmax(x, 0.0));
-  if (padding == 2) {
-    const double r = align_corners ? reflect(x, 0, 2.0 * last) : reflect(x, -1, 2.0 * static_cast<double>(size) - 1);
-    return fmin(last, fmax(r, 0.0));
-  }
+  if (padding == 1) return clip(x, last);
+  if (padding == 2)
+    return clip(align_corners ? reflect(x, 0, 2.0 * last) : reflect(x, -1, 2.0 * static_cast<double>(size) - 1), last);
   return x;
+}
+
+// A position as an index: one that is not finite or lies far outside any
+// tensor becomes -100 (read as outside, so 0), as ATen's
+// safe_downgrade_to_int_range does, instead of an undefined conversion.
+KILN_SAMPLE_FN long long to_index(double v) {
+  return v == v && v > -1e15 && v < 1e15 ? static_cast<long long>(v) : -100;
 }
 
 KILN_SAMPLE_FN double cubic1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
@@ -74,7 +83,7 @@ KILN_SAMPLE_FN double sample(const At& at, double gx, double gy, double gz, long
       double row = 0;
       for (int j = 0; j < 4; ++j) {
         const double my = pad_coord(y0 - 1 + i, H, align, padding), mx = pad_coord(x0 - 1 + j, W, align, padding);
-        row += wx[j] * at(0, static_cast<long long>(my), static_cast<long long>(mx));
+        row += wx[j] * at(0, to_index(my), to_index(mx));
       }
       r += wy[i] * row;
     }
@@ -83,9 +92,7 @@ KILN_SAMPLE_FN double sample(const At& at, double gx, double gy, double gz, long
   const double ix = pad_coord(unnormalize(gx, W, align), W, align, padding);
   const double iy = pad_coord(unnormalize(gy, H, align), H, align, padding);
   const double iz = three ? pad_coord(unnormalize(gz, D, align), D, align, padding) : 0.0;
-  if (mode == 1)
-    return at(static_cast<long long>(nearbyint(iz)), static_cast<long long>(nearbyint(iy)),
-              static_cast<long long>(nearbyint(ix)));
+  if (mode == 1) return at(to_index(nearbyint(iz)), to_index(nearbyint(iy)), to_index(nearbyint(ix)));
   const double x0 = floor(ix), y0 = floor(iy), z0 = floor(iz);
   const double tx = ix - x0, ty = iy - y0, tz = iz - z0;
   double r = 0;
@@ -94,7 +101,8 @@ KILN_SAMPLE_FN double sample(const At& at, double gx, double gy, double gz, long
       for (int dx = 0; dx < 2; ++dx) {
         const double w = (dx ? tx : 1 - tx) * (dy ? ty : 1 - ty) * (three ? (dz ? tz : 1 - tz) : 1.0);
         if (w == 0) continue;
-        r += w * at(static_cast<long long>(z0) + dz, static_cast<long long>(y0) + dy, static_cast<long long>(x0) + dx);
+        // A corner outside reads 0; a NaN weight still makes the sample NaN, as in PyTorch.
+        r += w * at(to_index(z0) + dz, to_index(y0) + dy, to_index(x0) + dx);
       }
   return r;
 }

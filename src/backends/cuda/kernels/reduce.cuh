@@ -340,7 +340,8 @@ enum Pool3dKind { kPool3dMax = 0, kPool3dAvg = 1, kPool3dAdaptiveAvg = 2, kPool3
 // One output of pooling over 3 spatial dims of a logical [N, C, D, H, W]
 // input of any strides (2-D pools: D = 1 and a unit window along it): the
 // value, and for the max kinds the flat index (d H + h) W + w of the first
-// maximum in its plane (a NaN wins over every number, as on the CPU). Sizes:
+// maximum in its plane (every NaN takes over, so the last NaN wins, as in
+// ATen and on the CPU). Sizes:
 // 0 C, 1 OD, 2 OH, 3 OW, 4 D, 5 H, 6 W, 7..11 in's strides, 12 n (outputs,
 // contiguous [N, C, OD, OH, OW]).
 template <typename T, int Kind, int KD, int KH, int KW, int SD, int SH, int SW, int PD, int PH, int PW, int DD, int DH,
@@ -373,24 +374,22 @@ __device__ __forceinline__ void pool3d_at(long long i, T* __restrict__ out, long
       w0 = (ow * IW) / OW, w1 = ((ow + 1) * IW + OW - 1) / OW;
       step_d = step_h = step_w = 1;
     }
+    // As ATen: from -inf at the window's first in-bounds position (stepping by the dilation), every NaN
+    // taking over (the last one wins).
+    while (d0 < 0) d0 += step_d;
+    while (h0 < 0) h0 += step_h;
+    while (w0 < 0) w0 += step_w;
     acc = -C(INFINITY);
-    bool nan = false;
-    for (long long d = d0; d < d1; d += step_d) {
-      if (d < 0 || d >= ID) continue;
-      for (long long h = h0; h < h1; h += step_h) {
-        if (h < 0 || h >= IH) continue;
-        for (long long w = w0; w < w1; w += step_w) {
-          if (w < 0 || w >= IW) continue;
+    arg = (d0 * IH + h0) * IW + w0;
+    for (long long d = d0; d < min(d1, ID); d += step_d)
+      for (long long h = h0; h < min(h1, IH); h += step_h)
+        for (long long w = w0; w < min(w1, IW); w += step_w) {
           const C v = kiln_ld(src[d * s2 + h * s3 + w * s4]);
-          if (nan) continue;
-          if (arg < 0 || v > acc || v != v) {
+          if (v > acc || v != v) {
             acc = v;
             arg = (d * IH + h) * IW + w;
-            nan = v != v;
           }
         }
-      }
-    }
   } else if constexpr (Kind == kPool3dAvg) {
     const long long d0 = od * SD - PD, h0 = oh * SH - PH, w0 = ow * SW - PW;
     const long long d1 = min(d0 + KD, ID + PD), h1 = min(h0 + KH, IH + PH), w1 = min(w0 + KW, IW + PW);

@@ -158,5 +158,16 @@ TEST(WindowKernels, MaxUnpoolAndAdaptiveMaxPoolUseThePlaneIndices) {
   EXPECT_EQ(values(output(*p, 1)), (std::vector<double>{1, 1, 6, 8}));
 }
 
+// isin: NaN equals nothing, in the elements or among the test elements.
+TEST(SortKernels, IsinFindsNoNan) {
+  const Tensor e = make_tensor(DType::Float32, {4}, {kNan, 1, 2, 3});
+  const Tensor t = make_tensor(DType::Float32, {3}, {kNan, 3, 1});
+  EXPECT_EQ(values(run_op_tensor(OpKind::kIsinTensorTensor, {{"elements", e}, {"test_elements", t}})),
+            (std::vector<double>{0, 1, 0, 1}));
+  EXPECT_EQ(
+      values(run_op_tensor(OpKind::kIsinTensorTensor, {{"elements", e}, {"test_elements", t}, {"invert", B(true)}})),
+      (std::vector<double>{1, 0, 1, 0}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "unit/backends/cpu/op_test_helpers.h"
 
@@ -167,6 +168,36 @@ TEST(VolumeKernels, GridSamplerReadsTheSamplesItIsGiven) {
                                                      {"align_corners", B(false)}})
                   .item(),
               3.5, 1e-12);
+}
+
+// NaN as PyTorch 2.11's CPU kernels treat it (values taken from it): a NaN
+// grid point samples NaN bilinearly, 0 at the nearest entry (outside), and
+// the border clamps it to 0; a max pool's every NaN takes over, so the last
+// NaN's index is given.
+TEST(VolumeKernels, NanGridPointsAndNanWindowsAsAten) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = make_tensor(DType::Float32, {1, 1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor pts = make_tensor(DType::Float32, {1, 1, 1, 2}, {nan, 0});
+  auto sample = [&](int64_t mode, int64_t padding) {
+    return run_op_tensor(OpKind::kGridSampler2d, {{"input", x},
+                                                  {"grid", pts},
+                                                  {"interpolation_mode", I(mode)},
+                                                  {"padding_mode", I(padding)},
+                                                  {"align_corners", B(true)}})
+        .item();
+  };
+  EXPECT_TRUE(std::isnan(sample(0, 0)));
+  EXPECT_EQ(sample(1, 0), 0.0);
+  // Border: x clamped to column 0, y = 0 lies between the rows: (1 + 4) / 2.
+  EXPECT_NEAR(sample(0, 1), 2.5, 1e-6);
+  const Tensor v = make_tensor(DType::Float32, {1, 1, 1, 2, 2}, {nan, 1, nan, 2});
+  auto pooled = run_op(OpKind::kMaxPool3dWithIndices, {{"self", v}, {"kernel_size", Is({1, 2, 2})}}, 2);
+  ASSERT_TRUE(pooled.has_value()) << pooled.status().message();
+  EXPECT_TRUE(std::isnan(std::get<Tensor>((*pooled)[0]).item()));
+  EXPECT_EQ(std::get<Tensor>((*pooled)[1]).item(), 2);
+  auto adaptive = run_op(OpKind::kAdaptiveMaxPool3d, {{"self", v}, {"output_size", Is({1, 1, 1})}}, 2);
+  ASSERT_TRUE(adaptive.has_value()) << adaptive.status().message();
+  EXPECT_EQ(std::get<Tensor>((*adaptive)[1]).item(), 2);
 }
 
 }  // namespace
