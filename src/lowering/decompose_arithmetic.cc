@@ -1,7 +1,8 @@
 // Arithmetic composites of torch, in core ops: count_nonzero, nansum,
 // nanmean, max() and min() of every element (amax, amin), prelu, isclose,
 // isreal, float_power (in float64), trapezoid and trapz, subtract, sgn, angle,
-// sum_to_size, rrelu outside training, _safe_softmax.
+// sum_to_size, rrelu outside training, _safe_softmax, gradient along static
+// dims (index_selects of tap tables, weighted).
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
@@ -280,6 +281,81 @@ Expected<bool> rrelu(PatternContext& ctx, ir::Node& n) {
   return b.done(b.unary(OpKind::kLeakyRelu, x, {{"negative_slope", (*lower + *upper) / 2}}));
 }
 
+// gradient.scalarint(x, spacing, dim, edge_order) along dims of static size:
+// per dim, sum over three taps of w_t[j] * x[i_t[j]] with tables computed
+// here: (x[j+1] - x[j-1]) / 2h inside, and at the edges (x[1] - x[0]) / h
+// (edge_order 1) or (-3/2 x[0] + 2 x[1] - 1/2 x[2]) / h (edge_order 2),
+// mirrored at the end. One result per dim (every dim when dim is None).
+Expected<bool> gradient(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto order = int_value(n, "edge_order", 1);
+  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  if (!x || !sizes || sizes->empty() || !is_floating(x->type.dtype) || !order || (*order != 1 && *order != 2))
+    return false;
+  double h = 1.0;
+  if (!absent(n, "spacing")) {
+    const auto sp = ctx.number(n, "spacing");
+    if (!sp) return false;
+    h = *sp;
+  }
+  std::vector<int64_t> dims;
+  if (!absent(n, "dim")) {
+    const auto d = int_value(n, "dim");
+    const int64_t nd = d ? norm_dim(*d, sizes->size()) : -1;
+    if (nd < 0) return false;
+    dims.push_back(nd);
+  } else {
+    for (size_t d = 0; d < sizes->size(); ++d) dims.push_back(static_cast<int64_t>(d));
+  }
+  if (n.outputs.size() != dims.size()) return false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t len = (*sizes)[static_cast<size_t>(dims[k])];
+    if (len < *order + 1 || n.outputs[k]->type.dtype != x->type.dtype) return false;
+  }
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  std::vector<ir::Value*> results;
+  for (int64_t d : dims) {
+    const int64_t len = (*sizes)[static_cast<size_t>(d)];
+    std::vector<std::vector<int64_t>> at(3, std::vector<int64_t>(static_cast<size_t>(len)));
+    std::vector<std::vector<double>> w(3, std::vector<double>(static_cast<size_t>(len), 0.0));
+    for (int64_t j = 0; j < len; ++j) {
+      const auto u = static_cast<size_t>(j);
+      if (j == 0) {
+        at[0][u] = 0, at[1][u] = 1, at[2][u] = 2 < len ? 2 : 1;
+        if (*order == 1)
+          w[0][u] = -1 / h, w[1][u] = 1 / h;
+        else
+          w[0][u] = -1.5 / h, w[1][u] = 2 / h, w[2][u] = -0.5 / h;
+      } else if (j == len - 1) {
+        at[0][u] = len - 1, at[1][u] = len - 2, at[2][u] = len >= 3 ? len - 3 : len - 2;
+        if (*order == 1)
+          w[0][u] = 1 / h, w[1][u] = -1 / h;
+        else
+          w[0][u] = 1.5 / h, w[1][u] = -2 / h, w[2][u] = 0.5 / h;
+      } else {
+        at[0][u] = j + 1, at[1][u] = j - 1, at[2][u] = j;
+        w[0][u] = 0.5 / h, w[1][u] = -0.5 / h;
+      }
+    }
+    // A weight table [len, 1, ...] that broadcasts along d.
+    Shape wshape{len};
+    for (size_t t = static_cast<size_t>(d) + 1; t < sizes->size(); ++t) wshape.push_back(1);
+    ir::Value* sum = nullptr;
+    for (int t = 0; t < (*order == 2 ? 3 : 2); ++t) {
+      Tensor wt = Tensor::zeros(DType::Float64, wshape);
+      std::copy(w[t].begin(), w[t].end(), wt.data<double>());
+      ir::Value* taps =
+          b.add(OpKind::kIndexSelect, {{"self", x}, {"dim", d}, {"index", b.constant(index_table(at[t]))}}, x->type);
+      ir::Value* term = b.binary(OpKind::kMulTensor, taps, b.constant(wt.to(dt)), dt);
+      sum = sum ? b.binary(OpKind::kAddTensor, sum, term, dt) : term;
+    }
+    results.push_back(sum);
+  }
+  for (size_t k = 1; k < results.size(); ++k) ctx.replace_uses(n.outputs[k], results[k]);
+  return b.done(results[0]);
+}
+
 constexpr Decomposition kArithmeticDecompositions[] = {
     {OpKind::kCountNonzero, &count_nonzero},
     {OpKind::kCountNonzeroDims, &count_nonzero},
@@ -302,6 +378,7 @@ constexpr Decomposition kArithmeticDecompositions[] = {
     {OpKind::kAngle, &sign_like},
     {OpKind::kSumToSize, &sum_to_size},
     {OpKind::kRrelu, &rrelu},
+    {OpKind::kGradientScalarInt, &gradient},
 };
 
 }  // namespace

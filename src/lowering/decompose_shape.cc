@@ -10,7 +10,7 @@
 // unsafe_split; tensor_split, hsplit, vsplit, dsplit, split_with_sizes_copy,
 // unfold_copy, as_strided_copy, flip of static sizes (index_selects of
 // reversed positions), unfold along a static dim (an index_select of every
-// window's positions), fftshift and ifftshift (rolls by half).
+// window's positions), im2col of static sizes (two index_selects), fftshift and ifftshift (rolls by half).
 //
 // A node whose arguments a decomposition does not cover (symbolic sizes where
 // it needs static ones, complex dtypes) is left as it is, and partitioning
@@ -568,7 +568,13 @@ Expected<bool> unfold(PatternContext& ctx, ir::Node& n) {
   const auto step = int_value(n, "step");
   if (!x || n.outputs.size() != 1 || !dim || !size || !step || *size < 0 || *step < 1) return false;
   const size_t rank = x->type.sizes.size();
-  if (rank == 0) return false;
+  if (rank == 0) {  // a 0-d tensor is one window of size 1 (or none of size 0)
+    if (*size > 1 || n.outputs[0]->type.sizes.size() != 1) return false;
+    Nodes b(ctx, n);
+    return b.done(*size == 1
+                      ? b.reshape(x, {1})
+                      : b.add(OpKind::kEmpty, {{"size", std::vector<int64_t>{0}}, {"dtype", x->type.dtype}}, b.out()));
+  }
   const int64_t d = norm_dim(*dim, rank);
   if (d < 0 || !x->type.sizes[static_cast<size_t>(d)].is_static()) return false;
   const int64_t len = x->type.sizes[static_cast<size_t>(d)].value;
@@ -594,6 +600,51 @@ Expected<bool> unfold(PatternContext& ctx, ir::Node& n) {
     if (i != d + 1) perm.push_back(i);
   perm.push_back(d + 1);
   return b.done(b.add(OpKind::kPermute, {{"self", v}, {"dims", perm}}, b.out()));
+}
+
+// im2col(x, kernel_size, dilation, padding, stride) of static sizes: x
+// padded, then two index_selects (rows oh * sh + i * dh for every tap i and
+// output row oh, columns likewise), viewed [N, C, kh, OH, kw, OW], permuted to
+// [N, C, kh, kw, OH, OW] and reshaped [N, C kh kw, OH OW] (unbatched: no N).
+Expected<bool> im2col(PatternContext& ctx, ir::Node& n) {
+  ir::Value* x = PatternContext::tensor_arg(n, "self");
+  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
+  const auto k = int_list(n, "kernel_size"), dil = int_list(n, "dilation"), pad = int_list(n, "padding"),
+             st = int_list(n, "stride");
+  const auto out = n.outputs.size() == 1 ? static_sizes(n.outputs[0]->type) : std::nullopt;
+  if (!x || !sizes || (sizes->size() != 3 && sizes->size() != 4) || !k || !dil || !pad || !st || !out ||
+      k->size() != 2 || dil->size() != 2 || pad->size() != 2 || st->size() != 2)
+    return false;
+  const bool batched = sizes->size() == 4;
+  const int64_t N = batched ? (*sizes)[0] : 1, C = (*sizes)[sizes->size() - 3];
+  const int64_t H = (*sizes)[sizes->size() - 2] + 2 * (*pad)[0], W = sizes->back() + 2 * (*pad)[1];
+  const int64_t kh = (*k)[0], kw = (*k)[1];
+  if (kh < 1 || kw < 1 || (*st)[0] < 1 || (*st)[1] < 1 || (*dil)[0] < 1 || (*dil)[1] < 1) return false;
+  const int64_t OH = (H - (*dil)[0] * (kh - 1) - 1) / (*st)[0] + 1, OW = (W - (*dil)[1] * (kw - 1) - 1) / (*st)[1] + 1;
+  std::vector<int64_t> want{C * kh * kw, OH * OW};
+  if (batched) want.insert(want.begin(), N);
+  if (OH < 1 || OW < 1 || *out != want) return false;
+  std::vector<int64_t> rows, cols;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t o = 0; o < OH; ++o) rows.push_back(o * (*st)[0] + i * (*dil)[0]);
+  for (int64_t j = 0; j < kw; ++j)
+    for (int64_t o = 0; o < OW; ++o) cols.push_back(o * (*st)[1] + j * (*dil)[1]);
+  Nodes b(ctx, n);
+  const DType dt = x->type.dtype;
+  ir::Value* v = batched ? x : b.unsqueezed(x, {0});
+  if ((*pad)[0] != 0 || (*pad)[1] != 0)
+    v = b.add(OpKind::kConstantPadNd,
+              {{"self", v}, {"pad", std::vector<int64_t>{(*pad)[1], (*pad)[1], (*pad)[0], (*pad)[0]}}, {"value", 0.0}},
+              static_type(dt, {N, C, H, W}));
+  v = b.add(OpKind::kIndexSelect, {{"self", v}, {"dim", int64_t{2}}, {"index", b.constant(index_table(rows))}},
+            static_type(dt, {N, C, kh * OH, W}));
+  v = b.add(OpKind::kIndexSelect, {{"self", v}, {"dim", int64_t{3}}, {"index", b.constant(index_table(cols))}},
+            static_type(dt, {N, C, kh * OH, kw * OW}));
+  v = b.add(OpKind::kView, {{"self", v}, {"size", std::vector<int64_t>{N, C, kh, OH, kw, OW}}},
+            static_type(dt, {N, C, kh, OH, kw, OW}));
+  v = b.add(OpKind::kPermute, {{"self", v}, {"dims", std::vector<int64_t>{0, 1, 2, 4, 3, 5}}},
+            static_type(dt, {N, C, kh, kw, OH, OW}));
+  return b.done(b.add(OpKind::kReshape, {{"self", v}, {"shape", *out}}, b.out()));
 }
 
 // flip(x, dims) along dims of static size: an index_select of the reversed
@@ -648,6 +699,7 @@ constexpr Decomposition kShapeDecompositions[] = {
     {OpKind::kRepeatInterleaveSelfInt, &repeat_interleave},
     {OpKind::kPixelUnshuffle, &pixel_unshuffle},
     {OpKind::kPixelShuffle, &pixel_shuffle},
+    {OpKind::kIm2col, &im2col},
     {OpKind::kLinalgDiagonal, &linalg_diagonal},
     {OpKind::kChannelShuffle, &channel_shuffle},
     {OpKind::kMH, &transposed},

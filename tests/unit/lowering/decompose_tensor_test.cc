@@ -551,3 +551,89 @@ TEST(DecomposeTensor, ShuffleFillTriangleExtremaAndLinalgCompositesFollowTheirDe
 
 }  // namespace
 }  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// im2col: out[n, (c kh + i) kw + j, oh OW + ow] = the padded x at (oh sh + i dh, ow sw + j dw); an unbatched
+// input the same without n; unfold of a 0-d tensor is that one entry.
+TEST(DecomposeTensor, Im2colGathersEveryWindowAndUnfoldOfAScalarIsIt) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[2, 2, 4, 5], %u: float32[2, 4, 5], %s: float32[]) {
+  %a: float32[2, 12, 3] = aten.im2col.default(self=%x, kernel_size=[2, 3], dilation=[1, 2], padding=[1, 0], stride=[2, 1])
+  %b: float32[12, 3] = aten.im2col.default(self=%u, kernel_size=[2, 3], dilation=[1, 2], padding=[1, 0], stride=[2, 1])
+  %c: float32[1] = aten.unfold.default(self=%s, dimension=0, size=1, step=1)
+  return (%a, %b, %c)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  const auto xs = ramp(80), us = ramp(40, 0.3);
+  auto out = run(m, {float_tensor({2, 2, 4, 5}, xs), float_tensor({2, 4, 5}, us), float_tensor({}, {4.5})});
+  ASSERT_EQ(out.size(), 3u);
+  // Padded height 6 gives 3 window rows; width 5 with 3 taps 2 apart gives 1 window column.
+  const int64_t H = 4, W = 5, kh = 2, kw = 3, dh = 1, dw = 2, ph = 1, pw = 0, sh = 2, sw = 1;
+  const int64_t OH = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  ASSERT_EQ(out[0].numel(), 2 * 2 * kh * kw * OH * OW);
+  auto at = [&](const std::vector<double>& v, int64_t n, int64_t c, int64_t h, int64_t w) {
+    h -= ph;
+    w -= pw;
+    if (h < 0 || h >= H || w < 0 || w >= W) return 0.0;
+    return f32(v[static_cast<size_t>(((n * 2 + c) * H + h) * W + w)]);
+  };
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const int64_t row = (c * kh + i) * kw + j, col = oh * OW + ow;
+              EXPECT_EQ(out[0].value_at((n * 2 * kh * kw + row) * OH * OW + col),
+                        at(xs, n, c, oh * sh + i * dh, ow * sw + j * dw));
+              if (n == 0)
+                EXPECT_EQ(out[1].value_at(row * OH * OW + col), at(us, 0, c, oh * sh + i * dh, ow * sw + j * dw));
+            }
+  EXPECT_EQ(out[2].value_at(0), 4.5);
+}
+
+}  // namespace
+}  // namespace kiln::lowering
+
+namespace kiln::lowering {
+namespace {
+
+// gradient along every dim (edge_order 2, spacing 0.5) and along one (edge_order 1): the central difference
+// inside, one-sided differences of the order asked at the edges.
+TEST(DecomposeTensor, GradientIsFiniteDifferencesOfItsEdgeOrder) {
+  std::map<std::string, int> ops;
+  ir::Module m = decomposed(R"(graph(%x: float32[3, 5]) {
+  %a: float32[3, 5], %b: float32[3, 5] = aten.gradient.scalarint(self=%x, spacing=0.5, edge_order=2)
+  %c: float32[3, 5] = aten.gradient.scalarint(self=%x, dim=1)
+  return (%a, %b, %c)
+}
+)",
+                            &ops);
+  expect_only_core_ops(ops);
+  std::vector<double> xs(15);
+  for (size_t i = 0; i < xs.size(); ++i)
+    xs[i] = std::sin(0.7 * static_cast<double>(i)) + 0.1 * static_cast<double>(i * i);
+  auto out = run(m, {float_tensor({3, 5}, xs)});
+  ASSERT_EQ(out.size(), 3u);
+  auto x = [&](int64_t r, int64_t c) { return f32(xs[static_cast<size_t>(r * 5 + c)]); };
+  // One line of `len` values read by v(j): the gradient at j.
+  auto grad = [](auto v, int64_t len, int64_t j, int order, double h) {
+    if (j > 0 && j + 1 < len) return (v(j + 1) - v(j - 1)) / (2 * h);
+    if (order == 1) return j == 0 ? (v(1) - v(0)) / h : (v(len - 1) - v(len - 2)) / h;
+    return j == 0 ? (-1.5 * v(0) + 2 * v(1) - 0.5 * v(2)) / h
+                  : (1.5 * v(len - 1) - 2 * v(len - 2) + 0.5 * v(len - 3)) / h;
+  };
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 5; ++c) {
+      EXPECT_NEAR(out[0].value_at(r * 5 + c), grad([&](int64_t j) { return x(j, c); }, 3, r, 2, 0.5), 1e-5);
+      EXPECT_NEAR(out[1].value_at(r * 5 + c), grad([&](int64_t j) { return x(r, j); }, 5, c, 2, 0.5), 1e-5);
+      EXPECT_NEAR(out[2].value_at(r * 5 + c), grad([&](int64_t j) { return x(r, j); }, 5, c, 1, 1.0), 1e-5);
+    }
+}
+
+}  // namespace
+}  // namespace kiln::lowering
