@@ -326,51 +326,31 @@ Expected<bool> repeat_interleave(PatternContext& ctx, ir::Node& n) {
   return b.done(b.add(OpKind::kReshape, {{"self", y}, {"shape", merged}}, b.out()));
 }
 
+// pixel_shuffle(x, r): [.., C r r, H, W] -> [.., C, r, r, H, W] -> [.., C, H, r, W, r] -> [.., C, H r, W r];
 // pixel_unshuffle(x, r): [.., C, H r, W r] -> [.., C, H, r, W, r] -> [.., C, r, r, H, W] -> [.., C r r, H, W].
-Expected<bool> pixel_unshuffle(PatternContext& ctx, ir::Node& n) {
-  ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto r = int_value(n, "downscale_factor");
-  const auto sizes = x ? static_sizes(x->type) : std::nullopt;
-  if (!x || n.outputs.size() != 1 || !r || *r <= 0 || !sizes || sizes->size() < 3) return false;
-  const size_t lead = sizes->size() - 3;
-  const int64_t c = (*sizes)[lead], h = (*sizes)[lead + 1], w = (*sizes)[lead + 2];
-  if (h % *r != 0 || w % *r != 0) return false;
-  std::vector<int64_t> split(sizes->begin(), sizes->begin() + static_cast<int64_t>(lead));
-  for (int64_t s : {c, h / *r, *r, w / *r, *r}) split.push_back(s);
-  std::vector<int64_t> perm;
-  for (size_t i = 0; i < lead; ++i) perm.push_back(static_cast<int64_t>(i));
-  const int64_t l = static_cast<int64_t>(lead);
-  for (int64_t p : {l, l + 2, l + 4, l + 1, l + 3}) perm.push_back(p);
-  std::vector<int64_t> permuted;
-  for (int64_t p : perm) permuted.push_back(split[static_cast<size_t>(p)]);
-  Nodes b(ctx, n);
-  const DType dt = x->type.dtype;
-  ir::Value* y = b.add(OpKind::kView, {{"self", x}, {"size", split}}, static_type(dt, split));
-  y = b.add(OpKind::kPermute, {{"self", y}, {"dims", perm}}, static_type(dt, permuted));
-  const auto out = static_sizes(b.out());
-  if (!out) return false;
-  return b.done(b.add(OpKind::kReshape, {{"self", y}, {"shape", *out}}, b.out()));
-}
-
-// pixel_shuffle(x, r): [.., C r r, H, W] -> [.., C, r, r, H, W] -> [.., C, H, r, W, r] -> [.., C, H r, W r].
+// Either is a view splitting the last three dims, a permute and a reshape.
 Expected<bool> pixel_shuffle(PatternContext& ctx, ir::Node& n) {
+  const bool up = n.op == OpKind::kPixelShuffle;
   ir::Value* x = PatternContext::tensor_arg(n, "self");
-  const auto r = int_value(n, "upscale_factor");
+  const auto r = int_value(n, up ? "upscale_factor" : "downscale_factor");
   const auto sizes = x ? static_sizes(x->type) : std::nullopt;
-  if (!x || n.outputs.size() != 1 || !r || *r <= 0 || !sizes || sizes->size() < 3) return false;
+  const auto out = n.outputs.size() == 1 ? static_sizes(n.outputs[0]->type) : std::nullopt;
+  if (!x || !out || !r || *r <= 0 || !sizes || sizes->size() < 3) return false;
   const size_t lead = sizes->size() - 3;
   const int64_t c = (*sizes)[lead], h = (*sizes)[lead + 1], w = (*sizes)[lead + 2];
-  if (c % (*r * *r) != 0) return false;
+  if (up ? c % (*r * *r) != 0 : h % *r != 0 || w % *r != 0) return false;
   std::vector<int64_t> split(sizes->begin(), sizes->begin() + static_cast<int64_t>(lead));
-  for (int64_t s : {c / (*r * *r), *r, *r, h, w}) split.push_back(s);
+  const std::vector<int64_t> tail =
+      up ? std::vector<int64_t>{c / (*r * *r), *r, *r, h, w} : std::vector<int64_t>{c, h / *r, *r, w / *r, *r};
+  split.insert(split.end(), tail.begin(), tail.end());
   std::vector<int64_t> perm;
   for (size_t i = 0; i < lead; ++i) perm.push_back(static_cast<int64_t>(i));
   const int64_t l = static_cast<int64_t>(lead);
-  for (int64_t p : {l, l + 3, l + 1, l + 4, l + 2}) perm.push_back(p);
+  const std::vector<int64_t> moved =
+      up ? std::vector<int64_t>{l, l + 3, l + 1, l + 4, l + 2} : std::vector<int64_t>{l, l + 2, l + 4, l + 1, l + 3};
+  perm.insert(perm.end(), moved.begin(), moved.end());
   std::vector<int64_t> permuted;
   for (int64_t p : perm) permuted.push_back(split[static_cast<size_t>(p)]);
-  const auto out = static_sizes(n.outputs[0]->type);
-  if (!out) return false;
   Nodes b(ctx, n);
   const DType dt = x->type.dtype;
   ir::Value* y = b.add(OpKind::kView, {{"self", x}, {"size", split}}, static_type(dt, split));
@@ -697,7 +677,7 @@ constexpr Decomposition kShapeDecompositions[] = {
     {OpKind::kMeshgridIndexing, &meshgrid},
     {OpKind::kMeshgrid, &meshgrid},
     {OpKind::kRepeatInterleaveSelfInt, &repeat_interleave},
-    {OpKind::kPixelUnshuffle, &pixel_unshuffle},
+    {OpKind::kPixelUnshuffle, &pixel_shuffle},
     {OpKind::kPixelShuffle, &pixel_shuffle},
     {OpKind::kIm2col, &im2col},
     {OpKind::kLinalgDiagonal, &linalg_diagonal},
